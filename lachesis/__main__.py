@@ -1,0 +1,5 @@
+import sys
+
+from lachesis.cli import main
+
+sys.exit(main())

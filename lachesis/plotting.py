@@ -1,0 +1,121 @@
+"""Plotting and figure-output helpers shared by the notebooks.
+
+Every figure is written as PNG + PDF beside the numbers it shows (CSV or JSON), atomically, into
+an output folder the notebook takes as a parameter (``figures/`` at paper scale, ``build/`` when
+run small).  Paper values sit beside ours via :func:`compare_table`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+import matplotlib
+
+matplotlib.use("Agg") if matplotlib.get_backend().lower() == "agg" else None
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from lachesis.trace import atomic_write  # noqa: E402
+
+WARRANTY_STYLE = dict(color="0.3", linestyle="--", linewidth=1.0)
+
+
+def out_path(out_dir: str | Path, name: str) -> Path:
+    d = Path(out_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    return d / name
+
+
+def save_figure(fig: plt.Figure, out_dir: str | Path, stem: str) -> list[Path]:
+    """Write ``<stem>.png`` and ``<stem>.pdf`` atomically; return the paths."""
+    paths = []
+    for ext in ("png", "pdf"):
+        p = out_path(out_dir, f"{stem}.{ext}")
+        atomic_write(p, lambda t, ext=ext: fig.savefig(t, format=ext, dpi=150, bbox_inches="tight"))
+        paths.append(p)
+    return paths
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, Mapping):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, np.ndarray):
+        return [_jsonable(x) for x in v.tolist()]
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (np.floating, float)):
+        f = float(v)
+        return None if np.isnan(f) else f
+    if isinstance(v, pd.DataFrame):
+        return _jsonable(v.to_dict(orient="records"))
+    return v
+
+
+def save_numbers(obj: pd.DataFrame | Mapping[str, Any], out_dir: str | Path, stem: str) -> Path:
+    """Write the numbers behind a figure: a DataFrame as CSV, a mapping as JSON (atomically)."""
+    if isinstance(obj, pd.DataFrame):
+        p = out_path(out_dir, f"{stem}.csv")
+        atomic_write(p, lambda t: obj.to_csv(t, index=False))
+    else:
+        p = out_path(out_dir, f"{stem}.json")
+        text = json.dumps(_jsonable(obj), indent=2, sort_keys=True)
+        atomic_write(p, lambda t: t.write_text(text + "\n", encoding="utf-8"))
+    return p
+
+
+def save_markdown(df: pd.DataFrame, out_dir: str | Path, stem: str, floatfmt: str = ".3g") -> Path:
+    """Write a table as GitHub markdown (``<stem>.md``)."""
+    p = out_path(out_dir, f"{stem}.md")
+    text = _to_markdown(df, floatfmt)
+    atomic_write(p, lambda t: t.write_text(text, encoding="utf-8"))
+    return p
+
+
+def _to_markdown(df: pd.DataFrame, floatfmt: str) -> str:
+    def fmt(v: Any) -> str:
+        if isinstance(v, (float, np.floating)):
+            return "" if np.isnan(v) else format(float(v), floatfmt)
+        return str(v)
+
+    cols = [str(c) for c in df.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in df.itertuples(index=False):
+        lines.append("| " + " | ".join(fmt(v) for v in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def compare_table(rows: list[tuple[str, Any, Any]], note: str = "") -> pd.DataFrame:
+    """``[(statistic, ours, paper), ...]`` -> a DataFrame with columns statistic/ours/paper/note.
+
+    ``paper`` may be a number, a ``(lo, hi)`` range, or a string; ``within`` says whether ours falls
+    in the paper's range (or within 10% of its point value).
+    """
+    out = []
+    for stat, ours, paper in rows:
+        within: Any = ""
+        if isinstance(paper, tuple) and len(paper) == 2 and np.isscalar(ours):
+            within = bool(paper[0] <= ours <= paper[1])
+            paper_s = f"{paper[0]:g}–{paper[1]:g}"
+        elif isinstance(paper, (int, float)) and np.isscalar(ours):
+            within = bool(abs(ours - paper) <= 0.1 * abs(paper))
+            paper_s = f"{paper:g}"
+        else:
+            paper_s = str(paper)
+        out.append({"statistic": stat, "ours": ours, "paper": paper_s, "in_paper_range": within, "note": note})
+    return pd.DataFrame(out)
+
+
+def ecdf(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted values and their cumulative fractions (count-weighted CDF)."""
+    v = np.sort(np.asarray(values, dtype=float))
+    return v, np.arange(1, len(v) + 1) / max(len(v), 1)
+
+
+def warranty_line(ax: plt.Axes, years: float = 5.0) -> None:
+    """The dashed five-year warranty line of Figs. 9 and 11."""
+    ax.axhline(years, **WARRANTY_STYLE)
