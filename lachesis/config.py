@@ -47,6 +47,11 @@ TOOL_CLASSES: tuple[ToolClass, ...] = (
 )
 
 
+#: Tool names that spawn a sub-agent.  The clock charges them no tool latency: the spawned
+#: sub-agent's own requests advance time instead (DESIGN §3).
+SPAWN_TOOL_NAMES: frozenset[str] = frozenset({"spawn_subagent", "Task", "Agent"})
+
+
 @dataclass(frozen=True)
 class ReferenceClock:
     """The fixed clock of Eq. 1 on which T_norm is measured (§3.2)."""
@@ -64,6 +69,10 @@ class ReferenceClock:
     #: ASSUMPTION: map of tool name -> class for tool names a trace uses; unknown names fall
     #: back to ``default_tool_class``.  Corpus presets and adapters extend this table.
     tool_class_of: Mapping[str, str] = field(default_factory=dict)
+    #: ASSUMPTION: the tool calls of one request run one after another (their latencies add),
+    #: as ReAct harnesses execute a response's calls in order.
+    parallel_tool_calls: bool = False
+    spawn_tools: frozenset[str] = SPAWN_TOOL_NAMES
 
     def tool_mean_s(self, tool_name: str) -> float:
         """Mean latency (s) of one call to ``tool_name`` on this clock."""
