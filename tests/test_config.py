@@ -1,0 +1,66 @@
+"""The typed configuration: paper constants and derived quantities."""
+
+from dataclasses import FrozenInstanceError
+
+import pytest
+
+from lachesis import config as C
+
+
+def test_kv_bytes_per_token_match_design() -> None:
+    # 48 layers x 2 (K,V) x 8 heads x 128 dims x 2 B = 196,608 B; 94 x 2 x 4 x 128 x 2 = 192,512 B
+    assert C.LLAMA4_MAVERICK.kv_bytes_per_token == 196_608
+    assert C.QWEN3_235B.kv_bytes_per_token == 192_512
+
+
+def test_memory_configs_split_eight_slots() -> None:
+    labels = [m.label for m in C.MEMORY_CONFIGS]
+    assert labels == ["1/7", "2/6", "3/5", "4/4", "8/8*"]
+    for m in C.MEMORY_CONFIGS[:4]:
+        assert m.hbm_stacks + m.hbf_stacks == 8 and not m.daisy_chain
+    one = C.memory_config("1/7")
+    assert one.hbm_bytes == 36e9 and one.hbf_bytes == 7 * 512e9
+    assert one.hbf_write_bw == 7 * 16e9
+    daisy = C.memory_config("8/8*")
+    # daisy chain: HBF reads cross the HBM links, so they don't add to the HBM bandwidth
+    assert daisy.hbf_read_bw == daisy.hbm_read_bw == 8 * 1.6e12
+    with pytest.raises(KeyError):
+        C.memory_config("5/3")
+
+
+def test_reference_clock_constants_and_tool_classes() -> None:
+    clk = C.ReferenceClock()
+    assert (clk.tpot_ref_s, clk.ttft_ref_s, clk.user_delay_median_s) == (0.2, 1.0, 120.0)
+    assert clk.tool_mean_s("unmapped_tool") == 0.69  # default class = API (Fig. 4 caption mean)
+    clk2 = C.ReferenceClock(tool_class_of={"bash": "virtual_env"})
+    assert clk2.tool_mean_s("bash") == 0.09
+    bad = C.ReferenceClock(tool_class_of={"x": "nope"})
+    with pytest.raises(KeyError, match="unknown tool class"):
+        bad.tool_mean_s("x")
+
+
+def test_slos_and_endurance() -> None:
+    assert C.SLO_TIGHT.p99_tpot_s == 0.060 and C.SLO_LOOSE.p99_tpot_s == 0.100
+    assert C.SLO_TIGHT.ttft_s == 2.0
+    e = C.Endurance()
+    assert (e.pe_cycles, e.write_amplification, e.warranty_years) == (100_000, 1.02, 5.0)
+
+
+def test_user_defined_mla_model() -> None:
+    # DeepSeek-V3-style MLA: 61 layers x (512 latent + 64 rope) x 2 B = 70,272 B/token
+    m = C.model_from_dict({"name": "ds", "layers": 61, "mla_latent_dim": 576,
+                           "total_params": 671e9, "active_params": 37e9})
+    assert m.kv_bytes_per_token == 61 * 576 * 2
+    with pytest.raises(ValueError, match="unknown fields"):
+        C.model_from_dict({"name": "x", "layers": 1, "kv_heads": 1, "head_dim": 1,
+                           "total_params": 1, "active_params": 1, "bogus": 3})
+    with pytest.raises(ValueError, match="kv_heads and head_dim"):
+        C.model_from_dict({"name": "x", "layers": 1, "total_params": 1, "active_params": 1})
+
+
+def test_config_is_frozen_and_replaceable() -> None:
+    cfg = C.Config()
+    with pytest.raises(FrozenInstanceError):
+        cfg.model = C.QWEN3_235B  # type: ignore[misc]
+    cfg2 = cfg.with_(memory=C.memory_config("4/4"), model=C.QWEN3_235B)
+    assert cfg2.memory.label == "4/4" and cfg.memory.label == "1/7"
