@@ -1,0 +1,526 @@
+"""Two-tier KV block allocator and segment table (§4, Fig. 8; DESIGN §5 contract).
+
+:class:`TieredAllocator` keeps one free list per tier (HBM, HBF) as numpy stacks; a block id's
+tier is implied by its range (``[0, hbm_blocks)`` is HBM, ``[hbm_blocks, hbm_blocks+hbf_blocks)``
+is HBF) and a per-block ``uint8`` state array (0 free, 1 used) makes double frees and unknown ids
+vectorized checks.  ``alloc(tier, n)`` serves n blocks from ``tier`` and the rest from the other
+tier once ``tier``'s free list is empty (block-by-block fallback); ``free(ids)`` returns each block
+to the list it came from.  Every call is O(n) numpy work, never a Python loop per block.
+
+:class:`SegmentTable` is Lachesis' segment table: one row per live segment (id, class, closing
+boundary, session, rank key, block ids as a list of numpy chunks).  ``add_write(segment_id,
+n_tokens)`` fills the segment's partially-filled last block first, then asks the policy
+(:mod:`lachesis.policies`) for the tier of the new blocks; ``close(segment_id)`` frees the row's
+blocks at its boundary — or, for a boundary-unaware policy (HBM-first), keeps them cached as
+dead blocks that are evicted least-recently-used first, across both tiers, only when an allocation
+cannot be served from free blocks (vLLM-style prefix-cache block pool).  Written KV is counted at
+token level per tier and per class, so bytes written = bytes placed in HBM + bytes placed in HBF.
+
+:func:`replay_events` replays an ordered event list through a table; ``tests/reference_blocksim.py``
+replays the same list through a naive one-object-per-block allocator, and the two must agree.
+
+Event format (tuples; trailing fields optional)::
+
+    (t, "write", segment_id, seg_class, tokens[, session_id[, rank_key]])
+    (t, "close", segment_id)
+    (t, "session_end", session_id)      # closes every live segment of the session
+
+ASSUMPTIONS (named):
+
+* Fallback is symmetric: an HBF request is served from HBM once HBF's free list is empty.
+  Reason: with 512 GB HBF stacks it never binds in the paper's configurations, and raising there
+  would be an artefact; both tiers exhausted raises :class:`AllocationError`.
+* Token attribution: a write's tokens fill the segment's last block first (in that block's tier),
+  then whole new blocks in allocation order; only the final new block may be partial.
+* Eviction (boundary-unaware policies): when n new blocks exceed the free blocks of both tiers,
+  first all free blocks are taken (requested tier first), then exactly the missing number of
+  blocks is evicted from dead segments in order of their close time (their last use: a dead
+  segment is never read again, rematerialized KV being a new segment, DESIGN §3), within a
+  segment tail blocks first (as vLLM frees a request's blocks in reverse order), and those
+  blocks serve the rest (requested tier first).  Live segments are never evicted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lachesis.policies import Policy, PlacementStats
+
+__all__ = [
+    "Tier",
+    "AllocationError",
+    "TieredAllocator",
+    "SegmentTable",
+    "WriteTotals",
+    "replay_events",
+    "parse_event",
+    "SEG_CLASSES",
+    "DEFAULT_BOUNDARY",
+]
+
+#: Segment classes (segments contract, DESIGN §3).
+SEG_CLASSES = frozenset({"reasoning_laden", "reasoning_stripped", "lead", "worker", "reviewer"})
+#: Closing boundary per class when the caller does not give one (DESIGN §3).
+DEFAULT_BOUNDARY = {
+    "reasoning_laden": "turn_end",
+    "reasoning_stripped": "session_end",
+    "lead": "session_end",
+    "worker": "subagent_return",
+    "reviewer": "subagent_return",
+}
+
+
+class Tier(IntEnum):
+    """Memory tier of a KV block."""
+
+    HBM = 0
+    HBF = 1
+
+
+class AllocationError(RuntimeError):
+    """Raised when an allocation cannot be served, or on a bad free (double free, unknown id)."""
+
+
+def _tier(tier: Tier | int | str) -> Tier:
+    if isinstance(tier, str):
+        try:
+            return Tier[tier.upper()]
+        except KeyError:
+            raise ValueError(f"unknown tier {tier!r}; expected 'HBM' or 'HBF'") from None
+    try:
+        return Tier(int(tier))
+    except ValueError:
+        raise ValueError(f"unknown tier {tier!r}; expected Tier.HBM (0) or Tier.HBF (1)") from None
+
+
+class TieredAllocator:
+    """One free list per tier in numpy arrays; ``alloc`` falls back to the other tier block by block."""
+
+    def __init__(self, hbm_blocks: int, hbf_blocks: int) -> None:
+        if int(hbm_blocks) < 0 or int(hbf_blocks) < 0:
+            raise ValueError(f"block counts must be >= 0, got hbm_blocks={hbm_blocks}, hbf_blocks={hbf_blocks}")
+        self.hbm_blocks = int(hbm_blocks)
+        self.hbf_blocks = int(hbf_blocks)
+        self.n_blocks = self.hbm_blocks + self.hbf_blocks
+        self.capacity = np.array([self.hbm_blocks, self.hbf_blocks], dtype=np.int64)
+        self._state = np.zeros(self.n_blocks, dtype=np.uint8)  # 0 free, 1 used
+        # Free stacks: pop from the end, so the lowest ids are handed out first.
+        self._free = [
+            np.arange(self.hbm_blocks - 1, -1, -1, dtype=np.int64),
+            np.arange(self.n_blocks - 1, self.hbm_blocks - 1, -1, dtype=np.int64),
+        ]
+        self._top = [self.hbm_blocks, self.hbf_blocks]  # free count per tier
+        #: Cumulative blocks handed out per tier (index by :class:`Tier`).
+        self.blocks_written = np.zeros(2, dtype=np.int64)
+
+    # -- counters ------------------------------------------------------------------------------
+    def free_blocks(self, tier: Tier | int) -> int:
+        """Blocks on the tier's free list."""
+        return self._top[_tier(tier)]
+
+    def used_blocks(self, tier: Tier | int) -> int:
+        """Blocks of the tier currently allocated."""
+        t = _tier(tier)
+        return int(self.capacity[t]) - self._top[t]
+
+    def tier_of(self, block_ids: np.ndarray) -> np.ndarray:
+        """Tier (0 HBM, 1 HBF) of each block id, as uint8."""
+        return (np.asarray(block_ids, dtype=np.int64) >= self.hbm_blocks).astype(np.uint8)
+
+    def is_used(self, block_ids: np.ndarray) -> np.ndarray:
+        """Boolean per block id: currently allocated."""
+        return self._state[np.asarray(block_ids, dtype=np.int64)] == 1
+
+    # -- the two calls ---------------------------------------------------------------------------
+    def alloc(self, tier: Tier | int, n: int) -> np.ndarray:
+        """n block ids (int64): from ``tier`` while its free list lasts, the rest from the other tier."""
+        t = _tier(tier)
+        n = int(n)
+        if n < 0:
+            raise ValueError(f"alloc: n must be >= 0, got {n}")
+        other = Tier(1 - t)
+        if n > self._top[t] + self._top[other]:
+            raise AllocationError(
+                f"alloc({t.name}, {n}): only {self._top[Tier.HBM]} HBM + {self._top[Tier.HBF]} HBF blocks free"
+            )
+        take = min(n, self._top[t])
+        first = self._pop(t, take)
+        if take == n:
+            return first
+        return np.concatenate([first, self._pop(other, n - take)])
+
+    def _pop(self, t: Tier, k: int) -> np.ndarray:
+        top = self._top[t]
+        ids = self._free[t][top - k : top][::-1].copy()
+        self._top[t] = top - k
+        self._state[ids] = 1
+        self.blocks_written[t] += k
+        return ids
+
+    def free(self, block_ids: Sequence[int] | np.ndarray) -> None:
+        """Return each block to its tier's free list; raises on unknown ids, duplicates or double frees."""
+        ids = np.asarray(block_ids)
+        if ids.size == 0:
+            return
+        if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+            raise AllocationError(f"free: expected a 1-D array of integer block ids, got shape {ids.shape} dtype {ids.dtype}")
+        ids = ids.astype(np.int64, copy=False)
+        bad = (ids < 0) | (ids >= self.n_blocks)
+        if bad.any():
+            raise AllocationError(f"free: unknown block id(s) {ids[bad][:5].tolist()} (valid: 0..{self.n_blocks - 1})")
+        if np.unique(ids).size != ids.size:
+            s = np.sort(ids)
+            dup = s[1:][s[1:] == s[:-1]]
+            raise AllocationError(f"free: block id(s) {np.unique(dup)[:5].tolist()} given more than once (double free)")
+        not_used = self._state[ids] == 0
+        if not_used.any():
+            raise AllocationError(f"free: block id(s) {ids[not_used][:5].tolist()} are not allocated (double free)")
+        self._state[ids] = 0
+        is_hbf = ids >= self.hbm_blocks
+        for t, sel in ((Tier.HBM, ids[~is_hbf]), (Tier.HBF, ids[is_hbf])):
+            k = sel.size
+            if k:
+                top = self._top[t]
+                self._free[t][top : top + k] = sel[::-1]
+                self._top[t] = top + k
+
+    def check(self) -> None:
+        """Assert the invariants (free + used = capacity per tier, free lists match the state array)."""
+        for t in Tier:
+            lst = self._free[t][: self._top[t]]
+            lo, hi = (0, self.hbm_blocks) if t == Tier.HBM else (self.hbm_blocks, self.n_blocks)
+            assert np.unique(lst).size == lst.size, f"{t.name} free list holds a block twice"
+            assert ((lst >= lo) & (lst < hi)).all(), f"{t.name} free list holds a foreign block"
+            assert (self._state[lst] == 0).all(), f"{t.name} free list holds a used block"
+            assert int((self._state[lo:hi] == 0).sum()) == self._top[t], f"{t.name} free count mismatch"
+
+
+@dataclass
+class WriteTotals:
+    """KV written per tier (token level, and blocks), overall and per segment class."""
+
+    tokens: np.ndarray = field(default_factory=lambda: np.zeros(2, dtype=np.int64))  # [HBM, HBF]
+    tokens_by_class: dict[str, np.ndarray] = field(default_factory=dict)  # class -> [HBM, HBF]
+    blocks: np.ndarray = field(default_factory=lambda: np.zeros(2, dtype=np.int64))  # blocks allocated per tier
+    evicted_blocks: int = 0
+    bytes_per_token: int = 1
+
+    @property
+    def bytes(self) -> np.ndarray:
+        """Bytes written per tier [HBM, HBF]."""
+        return self.tokens * self.bytes_per_token
+
+    @property
+    def hbm_bytes(self) -> int:
+        return int(self.bytes[Tier.HBM])
+
+    @property
+    def hbf_bytes(self) -> int:
+        return int(self.bytes[Tier.HBF])
+
+    @property
+    def total_bytes(self) -> int:
+        return int(self.bytes.sum())
+
+    def bytes_by_class(self) -> dict[str, tuple[int, int]]:
+        """Class -> (HBM bytes, HBF bytes)."""
+        return {c: (int(v[0]) * self.bytes_per_token, int(v[1]) * self.bytes_per_token) for c, v in self.tokens_by_class.items()}
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain-Python summary (for save_numbers / comparisons)."""
+        return {
+            "hbm_tokens": int(self.tokens[0]),
+            "hbf_tokens": int(self.tokens[1]),
+            "hbm_bytes": self.hbm_bytes,
+            "hbf_bytes": self.hbf_bytes,
+            "hbm_blocks": int(self.blocks[0]),
+            "hbf_blocks": int(self.blocks[1]),
+            "evicted_blocks": int(self.evicted_blocks),
+            "by_class": {c: [int(v[0]), int(v[1])] for c, v in sorted(self.tokens_by_class.items())},
+        }
+
+
+class _Row:
+    """One live (or cached dead) segment: its metadata and block ids as numpy chunks."""
+
+    __slots__ = ("segment_id", "seg_class", "session_id", "role", "rank_key", "boundary", "chunks",
+                 "n_blocks", "n_hbm", "n_tokens", "last_tier", "last_use")
+
+    def __init__(self, segment_id: str, seg_class: str, session_id: str, role: str, rank_key: float, boundary: str) -> None:
+        self.segment_id = segment_id
+        self.seg_class = seg_class
+        self.session_id = session_id
+        self.role = role
+        self.rank_key = rank_key
+        self.boundary = boundary
+        self.chunks: list[np.ndarray] = []
+        self.n_blocks = 0
+        self.n_hbm = 0
+        self.n_tokens = 0
+        self.last_tier = Tier.HBM
+        self.last_use = 0.0
+
+    def block_ids(self) -> np.ndarray:
+        if not self.chunks:
+            return np.zeros(0, dtype=np.int64)
+        if len(self.chunks) > 1:
+            self.chunks = [np.concatenate(self.chunks)]
+        return self.chunks[0]
+
+
+class SegmentTable:
+    """Lachesis' segment table over a :class:`TieredAllocator`, placing new blocks by a policy.
+
+    It also implements :class:`lachesis.policies.MemoryView` (``table.view is table``).
+    """
+
+    def __init__(self, allocator: TieredAllocator, policy: "Policy", block_tokens: int = 16, bytes_per_token: int = 1) -> None:
+        from lachesis.policies import PlacementStats
+
+        if int(block_tokens) <= 0:
+            raise ValueError(f"block_tokens must be > 0, got {block_tokens}")
+        self.allocator = allocator
+        self.policy = policy
+        self.block_tokens = int(block_tokens)
+        self.stats: PlacementStats = PlacementStats()
+        self.totals = WriteTotals(bytes_per_token=int(bytes_per_token))
+        self._live: dict[str, _Row] = {}
+        self._workers: dict[str, _Row] = {}
+        self._reviewers: dict[str, _Row] = {}
+        self._dead: "OrderedDict[str, _Row]" = OrderedDict()  # cached dead segments, oldest last use first
+        self._dead_blocks = np.zeros(2, dtype=np.int64)
+        self._closed_ids: set[str] = set()
+
+    @property
+    def view(self) -> "SegmentTable":
+        return self
+
+    # -- harness-facing calls ----------------------------------------------------------------------
+    def open(self, segment_id: str, seg_class: str, session_id: str = "", role: str = "",
+             rank_key: float = math.nan, boundary: str | None = None, now: float = 0.0) -> None:
+        """Register a segment (at its spawn / first write); a closed id cannot be reopened."""
+        if segment_id in self._live:
+            raise ValueError(f"segment {segment_id!r} is already open")
+        if segment_id in self._closed_ids:
+            raise ValueError(f"segment {segment_id!r} was already closed; rematerialized KV needs a new segment id")
+        if seg_class not in SEG_CLASSES:
+            raise ValueError(f"segment {segment_id!r}: unknown seg_class {seg_class!r}; expected one of {sorted(SEG_CLASSES)}")
+        row = _Row(segment_id, seg_class, str(session_id), str(role or ""),
+                   float(rank_key) if rank_key is not None else math.nan,
+                   boundary or DEFAULT_BOUNDARY[seg_class])
+        row.last_use = float(now)
+        self._live[segment_id] = row
+        if seg_class == "worker":
+            self._workers[segment_id] = row
+        elif seg_class == "reviewer":
+            self._reviewers[segment_id] = row
+        self.totals.tokens_by_class.setdefault(seg_class, np.zeros(2, dtype=np.int64))
+        self.stats.opened(seg_class, len(self._reviewers))
+
+    def add_write(self, segment_id: str, n_tokens: int, now: float = 0.0, *, seg_class: str | None = None,
+                  session_id: str = "", role: str = "", rank_key: float = math.nan) -> np.ndarray:
+        """Write n_tokens of KV to a segment (opening it if seg_class is given); returns the new block ids."""
+        row = self._live.get(segment_id)
+        if row is None:
+            if seg_class is None:
+                raise KeyError(f"add_write: segment {segment_id!r} is not open (pass seg_class= to open it)")
+            self.open(segment_id, seg_class, session_id, role, rank_key, now=now)
+            row = self._live[segment_id]
+        n = int(n_tokens)
+        if n < 0:
+            raise ValueError(f"add_write: segment {segment_id!r}: n_tokens must be >= 0, got {n_tokens}")
+        row.last_use = float(now)
+        bt = self.block_tokens
+        by_class = self.totals.tokens_by_class[row.seg_class]
+        room = row.n_blocks * bt - row.n_tokens
+        fill = min(room, n)
+        if fill:
+            self.totals.tokens[row.last_tier] += fill
+            by_class[row.last_tier] += fill
+        rest = n - fill
+        row.n_tokens += n
+        if rest == 0:
+            return np.zeros(0, dtype=np.int64)
+        nb = -(-rest // bt)
+        from lachesis.policies import SegmentInfo
+
+        info = SegmentInfo(row.segment_id, row.seg_class, row.session_id, row.role, row.rank_key, row.boundary,
+                           row.n_blocks, row.n_tokens - n, nb)
+        want = _tier(self.policy.tier(info, self))
+        ids = self._allocate(want, nb)
+        tiers = self.allocator.tier_of(ids)
+        n_hbf = int(tiers.sum())
+        n_hbm = nb - n_hbf
+        last_tokens = rest - (nb - 1) * bt
+        tok = np.array([n_hbm * bt, n_hbf * bt], dtype=np.int64)
+        tok[tiers[-1]] -= bt - last_tokens
+        self.totals.tokens += tok
+        by_class += tok
+        self.totals.blocks[0] += n_hbm
+        self.totals.blocks[1] += n_hbf
+        row.chunks.append(ids)
+        row.n_blocks += nb
+        row.n_hbm += n_hbm
+        row.last_tier = Tier(int(tiers[-1]))
+        return ids
+
+    def close(self, segment_id: str, now: float = 0.0) -> int:
+        """Report a segment's boundary: free its blocks (or cache them, boundary-unaware policy); returns its block count."""
+        row = self._live.pop(segment_id, None)
+        if row is None:
+            raise KeyError(f"close: segment {segment_id!r} is not open")
+        self._workers.pop(segment_id, None)
+        self._reviewers.pop(segment_id, None)
+        self._closed_ids.add(segment_id)
+        self.stats.closed(row.seg_class, row.n_blocks)
+        row.last_use = float(now)
+        if self.policy.frees_at_boundary:
+            self.allocator.free(row.block_ids())
+            row.chunks = []
+        elif row.n_blocks:
+            self._dead[segment_id] = row
+            self._dead_blocks += (row.n_hbm, row.n_blocks - row.n_hbm)
+        return row.n_blocks
+
+    def end_session(self, session_id: str, now: float = 0.0) -> list[str]:
+        """Close every live segment of a session (boundary ``session_end``), in open order; returns their ids."""
+        ids = [s for s, r in self._live.items() if r.session_id == session_id]
+        for s in ids:
+            self.close(s, now)
+        return ids
+
+    # -- eviction ------------------------------------------------------------------------------
+    def _allocate(self, want: Tier, nb: int) -> np.ndarray:
+        a = self.allocator
+        free_total = a.free_blocks(Tier.HBM) + a.free_blocks(Tier.HBF)
+        if nb <= free_total:
+            return a.alloc(want, nb)
+        deficit = nb - free_total
+        if deficit > int(self._dead_blocks.sum()):
+            raise AllocationError(
+                f"cannot place {nb} blocks: {free_total} free and {int(self._dead_blocks.sum())} cached blocks, "
+                f"{len(self._live)} live segments hold the rest ({a.hbm_blocks} HBM + {a.hbf_blocks} HBF blocks)"
+            )
+        first = a.alloc(want, free_total)
+        a.free(self._evict(deficit))
+        return np.concatenate([first, a.alloc(want, deficit)])
+
+    def _evict(self, k: int) -> np.ndarray:
+        """Take k blocks from dead segments, oldest last use first, tail blocks first within a segment."""
+        out: list[np.ndarray] = []
+        hbm = self.allocator.hbm_blocks
+        while k > 0:
+            sid, row = next(iter(self._dead.items()))
+            ids = row.block_ids()
+            take = min(k, ids.size)
+            ev = ids[ids.size - take :][::-1]
+            out.append(ev)
+            n_hbm = int((ev < hbm).sum())
+            self._dead_blocks -= (n_hbm, take - n_hbm)
+            row.n_hbm -= n_hbm
+            if take == ids.size:
+                del self._dead[sid]
+                row.chunks = []
+            else:
+                row.chunks = [ids[: ids.size - take]]
+            row.n_blocks -= take
+            k -= take
+        ev = np.concatenate(out)
+        self.totals.evicted_blocks += ev.size
+        return ev
+
+    # -- MemoryView ----------------------------------------------------------------------------------
+    def total(self, tier: Tier) -> int:
+        return int(self.allocator.capacity[_tier(tier)])
+
+    def free(self, tier: Tier) -> int:
+        return self.allocator.free_blocks(tier)
+
+    def used(self, tier: Tier) -> int:
+        return self.allocator.used_blocks(tier)
+
+    def cached(self, tier: Tier) -> int:
+        return int(self._dead_blocks[_tier(tier)])
+
+    def live_workers(self) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+        rows = list(self._workers.values())
+        return ([r.segment_id for r in rows],
+                np.fromiter((r.rank_key for r in rows), dtype=np.float64, count=len(rows)),
+                np.fromiter((r.n_blocks for r in rows), dtype=np.int64, count=len(rows)),
+                np.fromiter((r.n_hbm for r in rows), dtype=np.int64, count=len(rows)))
+
+    def live_reviewer_hbm_blocks(self) -> int:
+        return sum(r.n_hbm for r in self._reviewers.values())
+
+    # -- inspection ------------------------------------------------------------------------------
+    def __contains__(self, segment_id: object) -> bool:
+        return segment_id in self._live
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def blocks_of(self, segment_id: str) -> np.ndarray:
+        """Block ids a live (or cached dead) segment holds, in write order."""
+        row = self._live.get(segment_id) or self._dead.get(segment_id)
+        if row is None:
+            raise KeyError(f"segment {segment_id!r} holds no blocks (unknown, freed or evicted)")
+        return row.block_ids().copy()
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One dict per live segment (id, class, boundary, session, rank key, blocks, HBM blocks, tokens)."""
+        return [dict(segment_id=r.segment_id, seg_class=r.seg_class, boundary=r.boundary, session_id=r.session_id,
+                     role=r.role, rank_key=r.rank_key, n_blocks=r.n_blocks, n_hbm=r.n_hbm, n_tokens=r.n_tokens)
+                for r in self._live.values()]
+
+
+def parse_event(ev: Sequence[Any]) -> tuple:
+    """Normalise one event tuple (module docstring), raising ValueError naming the bad field."""
+    if len(ev) < 3:
+        raise ValueError(f"event {ev!r}: expected at least (time, kind, id)")
+    t, kind = float(ev[0]), ev[1]
+    if kind == "write":
+        if len(ev) < 5 or len(ev) > 7:
+            raise ValueError(f"event {ev!r}: write needs (t, 'write', segment_id, seg_class, tokens[, session_id[, rank_key]])")
+        sid, cls, tok = str(ev[2]), str(ev[3]), ev[4]
+        if isinstance(tok, bool) or int(tok) != tok or int(tok) < 0:
+            raise ValueError(f"event {ev!r}: field 'tokens' must be a non-negative integer")
+        session = str(ev[5]) if len(ev) > 5 and ev[5] is not None else ""
+        key = float(ev[6]) if len(ev) > 6 and ev[6] is not None else math.nan
+        return (t, "write", sid, cls, int(tok), session, key)
+    if kind in ("close", "session_end"):
+        if len(ev) != 3:
+            raise ValueError(f"event {ev!r}: {kind} needs (t, {kind!r}, id)")
+        return (t, kind, str(ev[2]))
+    raise ValueError(f"event {ev!r}: field 'kind' must be 'write', 'close' or 'session_end', got {kind!r}")
+
+
+def replay_events(events: Iterable[Sequence[Any]], policy: "Policy | str", hbm_blocks: int, hbf_blocks: int,
+                  block_tokens: int = 16, bytes_per_token: int = 1) -> WriteTotals:
+    """Replay an ordered event list through the fast allocator and return the per-tier write totals."""
+    from lachesis.policies import get_policy
+
+    pol = get_policy(policy) if isinstance(policy, str) else policy
+    table = SegmentTable(TieredAllocator(hbm_blocks, hbf_blocks), pol, block_tokens, bytes_per_token)
+    for i, raw in enumerate(events):
+        ev = parse_event(raw)
+        try:
+            if ev[1] == "write":
+                _, _, sid, cls, tok, session, key = ev
+                row = table._live.get(sid)
+                if row is not None and row.seg_class != cls:
+                    raise ValueError(f"segment {sid!r} written as {cls!r} but opened as {row.seg_class!r}")
+                table.add_write(sid, tok, ev[0], seg_class=cls, session_id=session, rank_key=key)
+            elif ev[1] == "close":
+                table.close(ev[2], ev[0])
+            else:
+                table.end_session(ev[2], ev[0])
+        except (AllocationError, KeyError, ValueError) as exc:
+            raise type(exc)(f"event {i} {tuple(raw)!r}: {exc}") from exc
+    return table.totals
