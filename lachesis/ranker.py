@@ -177,14 +177,21 @@ def _segments_frame(segments: Any) -> pd.DataFrame:
     return segments.segments if hasattr(segments, "segments") else segments
 
 
-def worker_table(trace: Any, segments: Any) -> pd.DataFrame:
-    """One row per worker: its spawn signal, benchmark, T_norm and write volume (module docstring)."""
+def worker_lifetimes(segments: Any) -> pd.DataFrame:
+    """One row per worker agent: session_id, T_norm span and summed write volume (module docstring)."""
     seg = _segments_frame(segments)
     w = seg[seg["seg_class"] == "worker"]
-    agg = w.groupby("agent_id", sort=False).agg(
+    keys = ["agent_id", "session_id"] + (["group"] if "group" in w.columns else [])
+    agg = w.groupby(keys, sort=False).agg(
         t_first=("t_first_write_s", "min"), t_last=("t_last_read_s", "max"),
-        tokens_written=("tokens_written", "sum"))
+        tokens_written=("tokens_written", "sum")).reset_index()
     agg["t_norm_s"] = agg["t_last"] - agg["t_first"]
+    return agg.drop(columns=["t_first", "t_last"])
+
+
+def worker_table(trace: Any, segments: Any) -> pd.DataFrame:
+    """One row per worker: its spawn signal, benchmark, T_norm and write volume (module docstring)."""
+    agg = worker_lifetimes(segments).set_index("agent_id")
     sp = trace.spawns
     sp = sp[sp["role"] == "worker"]
     missing = sorted(set(agg.index) - set(sp["agent_id"]))
