@@ -104,6 +104,9 @@ HBM4_STACK = StackSpec("HBM4", 36 * GB, 1.6 * TB, 1.6 * TB)  # [41] Table I
 HBF_STACK = StackSpec("HBF", 512 * GB, 1.6 * TB, 16 * GB, t_read_s=1e-6, t_prog_s=100e-6)  # [41], [38]
 #: Alternate preset, Kyung et al. [23]: 48 GB/s write per HBF stack, tR 3 us.  A knob, not a default.
 HBF_STACK_KYUNG = StackSpec("HBF-Kyung", 512 * GB, 1.6 * TB, 48 * GB, t_read_s=3e-6, t_prog_s=100e-6)
+#: Alternate preset, Kyung et al. [23]: a B200-class GPU's whole HBM (256 GB at 8 TB/s) as one
+#: aggregate "stack".  A knob for the Kyung validation (lachesis.hbf), not a default.
+HBM_B200_KYUNG = StackSpec("HBM-B200-Kyung", 256 * GB, 8 * TB, 8 * TB)
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,11 @@ MEMORY_CONFIGS: tuple[MemoryConfig, ...] = (
 )
 
 
+#: Kyung et al. [23] "device_HBF": B200-class HBM (256 GB @ 8 TB/s) + 5 HBF stacks x 512 GB,
+#: 1.6 TB/s read / 48 GB/s write each, co-located.  Used only by the Kyung validation; not in MEMORY_CONFIGS.
+MEMORY_KYUNG = MemoryConfig("Kyung-HBF", 1, 5, hbm=HBM_B200_KYUNG, hbf=HBF_STACK_KYUNG)
+
+
 def memory_config(label: str) -> MemoryConfig:
     """Look up one of :data:`MEMORY_CONFIGS` by its label ("1/7" … "8/8*")."""
     for mc in MEMORY_CONFIGS:
@@ -171,6 +179,22 @@ def memory_config(label: str) -> MemoryConfig:
 # ---------------------------------------------------------------------------------------------
 # Models (§5.2; DESIGN §5)
 # ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelLayout:
+    """Where a model's parameters sit under attention-DP / expert-EP (lachesis.hbf weight reads).
+
+    ``routed_expert_params`` are sharded across GPUs by expert parallelism; every other parameter
+    (attention, dense/shared FFN, router, norms, embeddings, LM head) is replicated per GPU.
+    ``embedding_params`` (the input table) is resident but only gathered (B rows) per step.
+    """
+
+    routed_expert_params: float
+    n_experts: int
+    experts_per_token: int
+    embedding_params: float
+    q_heads: int  # query heads (attention FLOPs over context)
 
 
 @dataclass(frozen=True)
@@ -191,6 +215,8 @@ class ModelSpec:
     kv_dtype_bytes: int = 2  # BF16 KV (DESIGN §5)
     weight_dtype_bytes: int = 2  # BF16 weights
     mla_latent_dim: int | None = None
+    #: Parameter layout for expert-parallel weight reads; None = ASSUMPTION in lachesis.hbf.
+    layout: ModelLayout | None = None
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -203,8 +229,20 @@ class ModelSpec:
         return self.total_params * self.weight_dtype_bytes
 
 
-LLAMA4_MAVERICK = ModelSpec("Llama-4-Maverick", 48, 8, 128, 400.7e9, 17.2e9)  # 196,608 B/token
-QWEN3_235B = ModelSpec("Qwen3-235B-A22B", 94, 4, 128, 235.1e9, 22.2e9)  # 192,512 B/token
+#: Layouts derived from the public model configs (HF config.json), not from the paper:
+#: Maverick: hidden 5120, 40 q heads, 24 MoE layers (every other layer) x 128 routed experts
+#: (top-1 + a shared expert), expert FFN 8192 -> 24*128*3*5120*8192 = 386.5e9 routed params;
+#: vocab 202,048 x 5120 = 1.034e9 embedding; the rest (attention 3.02e9, dense FFN 6.04e9, shared
+#: experts 3.02e9, LM head 1.03e9, ...) = 14.2e9 replicated.  Sums to 400.7e9 (DESIGN §5).
+#: Qwen3-235B-A22B: hidden 4096, 64 q heads, 94 MoE layers x 128 experts (top-8), expert FFN
+#: 1536 -> 94*128*3*4096*1536 = 227.1e9 routed; vocab 151,936 x 4096 = 0.622e9 embedding;
+#: attention 6.70e9 + LM head + router = 8.0e9 replicated.  Sums to 235.1e9.
+LLAMA4_MAVERICK_LAYOUT = ModelLayout(386.547e9, 128, 1, 1.0345e9, 40)
+QWEN3_235B_LAYOUT = ModelLayout(227.096e9, 128, 8, 0.6223e9, 64)
+LLAMA4_MAVERICK = ModelSpec("Llama-4-Maverick", 48, 8, 128, 400.7e9, 17.2e9,
+                            layout=LLAMA4_MAVERICK_LAYOUT)  # 196,608 B/token
+QWEN3_235B = ModelSpec("Qwen3-235B-A22B", 94, 4, 128, 235.1e9, 22.2e9,
+                       layout=QWEN3_235B_LAYOUT)  # 192,512 B/token
 MODELS: dict[str, ModelSpec] = {m.name: m for m in (LLAMA4_MAVERICK, QWEN3_235B)}
 
 
@@ -220,6 +258,8 @@ def model_from_dict(d: Mapping[str, object]) -> ModelSpec:
     if d.get("mla_latent_dim") is None and not {"kv_heads", "head_dim"} <= set(d):
         raise ValueError("model spec needs kv_heads and head_dim, or mla_latent_dim for an MLA model")
     kw = dict(d)
+    if isinstance(kw.get("layout"), Mapping):
+        kw["layout"] = ModelLayout(**kw["layout"])  # type: ignore[arg-type]
     kw.setdefault("kv_heads", 0)
     kw.setdefault("head_dim", 0)
     spec = ModelSpec(**kw)  # type: ignore[arg-type]
