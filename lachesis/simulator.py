@@ -1,0 +1,643 @@
+"""Decode-node simulator: a closed-loop simpy replay of agent sessions on one GPU (§5.1–§5.2).
+
+The decode node of a prefill–decode disaggregated deployment serves N concurrent sessions per GPU
+(attention data-parallel: a GPU holds its own sessions' KV; experts expert-parallel, so every GPU
+reads its share of the expert weights each step).  The loop is CLOSED: a finished session is
+replaced at once by the next session of the trace (cycling), as in 24×7 operation.
+
+Per request: the user delay before it, the landing of its new KV on the decode node (at the target
+tier's write bandwidth, :func:`lachesis.hbf.kv_landing_time`), decoding of its output tokens at the
+current decode-step time, then its tool calls and observation prefills.  Delays are the SAME seeded
+draws as the reference clock (``seg.schedule``).  Sub-agents run concurrently, spawned after the
+parent request that spawns them; a parent request waits for the children whose reference-clock end
+precedes its reference-clock start.  Every KV write and every boundary goes through the tiered
+allocator and the placement policy (:mod:`lachesis.allocator`, :mod:`lachesis.policies`).
+
+Cost scales with events, not with decode steps: between two events the set of decoding requests
+and their tiers are fixed, so the step time is constant and all decoders advance together in one
+vectorized numpy update (:class:`DecodeEngine`).
+
+ASSUMPTION (write timing): a request's KV writes (its new prefix suffix and its output tokens, from
+``seg.writes``) are allocated when it is admitted to decode, as an engine reserves a request's
+blocks; the output tokens' HBF share is flushed step by step, which prices the step (§5.1).
+ASSUMPTION (context tiers): a decoding request reads the tokens of each segment in its context
+(``seg.reads``) from the tiers those segments' blocks occupy, measured at admission; context
+growth during one request's decode is not re-priced.
+ASSUMPTION (TTFT): TTFT = the prefill node's time, provisioned to the reference point
+(``clock.ttft_ref_s``, Appendix B), + landing time + the first decode step.
+ASSUMPTION (landing): landing does not stall other requests' decode steps (the landing write and
+the step flush are not serialized against each other); it delays only its own request.
+ASSUMPTION (stagger): slots start at uniform random offsets over one mean session duration so the
+node does not start in lock-step; measurement starts after a warm-up.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import numpy as np
+import pandas as pd
+import simpy
+
+from lachesis.config import Config, ModelSpec
+
+SIM_VERSION = "sim-1"
+
+
+# ------------------------------------------------------------------------------------------------
+# hbf.py hooks (roofline, landing, lifetime, settling)
+# ------------------------------------------------------------------------------------------------
+
+try:
+    from lachesis import hbf as _hbf
+except ImportError:  # pragma: no cover - hbf.py lands in the same tree
+    _hbf = None
+
+
+def _fallback_weight_read(cfg: Config) -> float:
+    # FALLBACK (used only while lachesis.hbf is missing): a saturated step reads the GPU's whole
+    # share of the weights (its 1/n_gpus of the parameters).
+    return cfg.model.weight_bytes / cfg.deployment.n_gpus
+
+
+def step_time(cfg: Config, batch: int, kv_hbm_bytes: float, kv_hbf_bytes: float, flush_bytes: float) -> float:
+    """Decode-step time (s) on one GPU: hbf.py's roofline over the decoding requests and their tiers."""
+    if _hbf is not None:
+        return float(_hbf.decode_step_time(batch=batch, kv_hbm_bytes=kv_hbm_bytes, kv_hbf_bytes=kv_hbf_bytes,
+                                           hbf_flush_bytes=flush_bytes, memory=cfg.memory, model=cfg.model,
+                                           deployment=cfg.deployment))
+    m, mem = cfg.model, cfg.memory
+    compute = 2 * m.active_params * batch / cfg.deployment.gpu.flops
+    w = _fallback_weight_read(cfg)
+    if mem.daisy_chain:
+        read = (kv_hbm_bytes + kv_hbf_bytes + w) / mem.hbm_read_bw
+    else:
+        read = max(kv_hbm_bytes / mem.hbm_read_bw, (kv_hbf_bytes + w) / mem.hbf_read_bw)
+    return max(compute, read) + flush_bytes / mem.hbf_write_bw
+
+
+def landing_time(cfg: Config, hbm_tokens: float, hbf_tokens: float) -> float:
+    """Time (s) for a request's prefilled KV to land on the decode node (both tiers in parallel)."""
+    bpt = cfg.model.kv_bytes_per_token
+    if _hbf is not None:
+        t1 = _hbf.kv_landing_time(hbm_tokens, "hbm", memory=cfg.memory, model=cfg.model) if hbm_tokens else 0.0
+        t2 = _hbf.kv_landing_time(hbf_tokens, "hbf", memory=cfg.memory, model=cfg.model) if hbf_tokens else 0.0
+        return float(max(t1, t2))
+    hbm_w = cfg.memory.hbm_stacks * cfg.memory.hbm.write_bw
+    return max(hbm_tokens * bpt / hbm_w, hbf_tokens * bpt / cfg.memory.hbf_write_bw)
+
+
+def weight_storage_bytes_per_gpu(cfg: Config) -> float:
+    """HBF bytes one GPU's share of the weights occupies (subtracted from KV capacity)."""
+    f = getattr(_hbf, "weight_storage_bytes_per_gpu", None)
+    if f is not None:
+        return float(f(cfg.model, cfg.deployment))
+    # ASSUMPTION: expert-parallel over n_gpus; a GPU stores 1/n_gpus of the parameters (attention
+    # replication is a few percent of these MoE models' weights and is ignored for capacity).
+    return cfg.model.weight_bytes / cfg.deployment.n_gpus
+
+
+def lifetime_years(cfg: Config, hbf_write_rate: float) -> float:
+    """HBF lifetime (device-years) at a KV write rate (B/s) via hbf.py (Eq. of §5.2)."""
+    if _hbf is not None:
+        return float(_hbf.hbf_lifetime_years(cfg.memory, hbf_write_rate, cfg.endurance))
+    from lachesis.config import SECONDS_PER_YEAR
+    e = cfg.endurance
+    if hbf_write_rate <= 0:
+        return float("inf")
+    return cfg.memory.hbf_bytes * e.pe_cycles / (e.write_amplification * hbf_write_rate) / SECONDS_PER_YEAR
+
+
+# ------------------------------------------------------------------------------------------------
+# Plan: the trace and its segments flattened into integer arrays (built once per trace)
+# ------------------------------------------------------------------------------------------------
+
+
+def _csr(keys: np.ndarray, n: int, *cols: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Group rows by integer key into CSR (ptr, sorted columns...)."""
+    order = np.argsort(keys, kind="stable")
+    counts = np.bincount(keys, minlength=n)
+    ptr = np.concatenate([[0], np.cumsum(counts)])
+    return (ptr,) + tuple(c[order] for c in cols)
+
+
+@dataclass
+class AgentPlan:
+    agent_id: str
+    role: str
+    requests: np.ndarray  # global request indices in reference-clock order
+    children: dict[int, list["AgentPlan"]] = field(default_factory=dict)  # request idx -> spawned
+    ref_end_s: float = 0.0
+
+
+@dataclass
+class Plan:
+    """Integer-indexed replay plan of a trace: per-request costs, writes, reads, closes."""
+
+    n_req: int
+    out_tokens: np.ndarray
+    t_tools: np.ndarray
+    t_obs: np.ndarray
+    t_user: np.ndarray
+    w_ptr: np.ndarray
+    w_seg: np.ndarray
+    w_tok: np.ndarray
+    r_ptr: np.ndarray
+    r_seg: np.ndarray
+    r_tok: np.ndarray
+    ca_ptr: np.ndarray  # closes at arrival
+    ca_seg: np.ndarray
+    ce_ptr: np.ndarray  # closes at end of request
+    ce_seg: np.ndarray
+    seg_ids: np.ndarray
+    seg_class: np.ndarray
+    seg_role: np.ndarray
+    seg_boundary: np.ndarray
+    seg_tokens: np.ndarray
+    seg_key: np.ndarray  # ranker key (workers), NaN otherwise
+    sessions: list[str]
+    roots: dict[str, list[AgentPlan]]
+    session_ref_s: dict[str, float]
+    fingerprint: str
+
+    @property
+    def n_seg(self) -> int:
+        return len(self.seg_ids)
+
+    @property
+    def mean_session_s(self) -> float:
+        return float(np.mean(list(self.session_ref_s.values())))
+
+
+def fallback_rank_keys(trace: Any, segments: Any, seed: int = 0) -> pd.Series:
+    """FALLBACK ranker (used only when lachesis.ranker is missing): instruction length per worker."""
+    sp = trace.spawns
+    return pd.Series(sp["instruction"].astype(str).str.len().to_numpy(float), index=sp["agent_id"], name="pred")
+
+
+def rank_keys(trace: Any, segments: Any, seed: int = 0) -> pd.Series:
+    """Out-of-fold predicted rank key per worker agent (lower = shorter-lived)."""
+    if trace.spawns is None or len(trace.spawns) == 0 or not (trace.requests["role"] == "worker").any():
+        return pd.Series(dtype=float, name="pred")
+    try:
+        from lachesis.ranker import oof_predictions
+    except ImportError:  # pragma: no cover - ranker lands in the same tree
+        return fallback_rank_keys(trace, segments, seed)
+    return oof_predictions(trace, segments, seed)
+
+
+def trace_fingerprint(trace: Any) -> str:
+    """Stable hash of a trace's requests and spawns (for the sweep cache)."""
+    h = zlib.crc32(pd.util.hash_pandas_object(trace.requests.astype(str), index=False).to_numpy().tobytes())
+    if trace.spawns is not None and len(trace.spawns):
+        h = zlib.crc32(pd.util.hash_pandas_object(trace.spawns.astype(str), index=False).to_numpy().tobytes(), h)
+    return f"{h:08x}-{len(trace.requests)}"
+
+
+def build_plan(trace: Any, segments: Any, keys: pd.Series | None = None) -> Plan:
+    """Flatten a trace and its recovered segments into the arrays the simulator replays."""
+    req = trace.requests
+    sched = segments.schedule.set_index("request_id")
+    missing = set(req["request_id"]) - set(sched.index)
+    if missing:
+        raise ValueError(f"segments.schedule: field 'request_id': no schedule row for requests {sorted(missing)[:5]}")
+    r = req.set_index("request_id").join(sched[["t_start_s", "t_decode_end_s", "t_tools_s", "t_obs_s", "t_user_s"]])
+    r = r.reset_index()
+    r = r.sort_values(["session_id", "t_start_s"], kind="stable").reset_index(drop=True)
+    rid = {x: i for i, x in enumerate(r["request_id"])}
+    n = len(r)
+    sg = segments.segments.reset_index(drop=True)
+    sid = {x: i for i, x in enumerate(sg["segment_id"])}
+
+    def idx(series: pd.Series, table: dict, what: str) -> np.ndarray:
+        out = series.map(table)
+        if out.isna().any():
+            bad = series[out.isna()].iloc[0]
+            raise ValueError(f"segments: field {what!r}: unknown id {bad!r}")
+        return out.to_numpy(np.int64)
+
+    w = segments.writes
+    w_ptr, w_seg, w_tok = _csr(idx(w["request_id"], rid, "writes.request_id"), n,
+                               idx(w["segment_id"], sid, "writes.segment_id"), w["tokens"].to_numpy(np.int64))
+    rd = segments.reads
+    r_ptr, r_seg, r_tok = _csr(idx(rd["request_id"], rid, "reads.request_id"), n,
+                               idx(rd["segment_id"], sid, "reads.segment_id"), rd["tokens"].to_numpy(np.int64))
+    closing = sg["closing_request"]
+    has_close = closing.notna() & closing.map(lambda x: x in rid)
+    ca_req = idx(closing[has_close], rid, "segments.closing_request")
+    ca_ptr, ca_seg = _csr(ca_req, n, np.flatnonzero(has_close.to_numpy()))
+    ce_mask = ~has_close.to_numpy()
+    ce_req = idx(sg.loc[ce_mask, "last_request"], rid, "segments.last_request")
+    ce_ptr, ce_seg = _csr(ce_req, n, np.flatnonzero(ce_mask))
+    keys = keys if keys is not None else pd.Series(dtype=float)
+    seg_key = sg["agent_id"].map(keys).to_numpy(float) if len(keys) else np.full(len(sg), np.nan)
+
+    # Agents and the spawn structure.
+    agents: dict[str, AgentPlan] = {}
+    for (sess, ag), grp in r.groupby(["session_id", "agent_id"], sort=False):
+        a = AgentPlan(str(ag), str(grp["role"].iloc[0]), grp.index.to_numpy(np.int64))
+        a.ref_end_s = float(grp["t_decode_end_s"].max())
+        agents[ag] = a
+    parent_req: dict[str, int] = {}
+    sp = trace.spawns if trace.spawns is not None else pd.DataFrame()
+    for row in sp.itertuples(index=False):
+        if row.agent_id not in agents:
+            continue
+        if row.spawn_request_id not in rid:
+            raise ValueError(f"spawns: record {row.agent_id}: field 'spawn_request_id': unknown request {row.spawn_request_id!r}")
+        parent_req[row.agent_id] = rid[row.spawn_request_id]
+        agents[r.at[rid[row.spawn_request_id], "agent_id"]].children.setdefault(rid[row.spawn_request_id], []).append(agents[row.agent_id])
+
+    roots: dict[str, list[AgentPlan]] = {}
+    for ag, a in agents.items():
+        if ag not in parent_req:
+            sess = r.at[int(a.requests[0]), "session_id"]
+            roots.setdefault(str(sess), []).append(a)
+    ses_ref = (r.groupby("session_id")["t_decode_end_s"].max() - r.groupby("session_id")["t_start_s"].min()
+               + r.groupby("session_id")["t_user_s"].first()).to_dict()
+
+    return Plan(
+        n_req=n, out_tokens=r["output_tokens"].to_numpy(np.int64),
+        t_tools=r["t_tools_s"].to_numpy(float), t_obs=r["t_obs_s"].to_numpy(float), t_user=r["t_user_s"].to_numpy(float),
+        w_ptr=w_ptr, w_seg=w_seg, w_tok=w_tok, r_ptr=r_ptr, r_seg=r_seg, r_tok=r_tok,
+        ca_ptr=ca_ptr, ca_seg=ca_seg, ce_ptr=ce_ptr, ce_seg=ce_seg,
+        seg_ids=sg["segment_id"].to_numpy(object), seg_class=sg["seg_class"].to_numpy(object),
+        seg_role=sg["role"].to_numpy(object) if "role" in sg else sg["seg_class"].to_numpy(object),
+        seg_boundary=sg["boundary"].to_numpy(object), seg_tokens=sg["tokens_written"].to_numpy(np.int64),
+        seg_key=seg_key, sessions=[str(s) for s in roots], roots=roots,
+        session_ref_s={str(k): float(v) for k, v in ses_ref.items()},
+        fingerprint=trace_fingerprint(trace),
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# Decode engine: all decoders advance together between events
+# ------------------------------------------------------------------------------------------------
+
+
+class DecodeEngine:
+    """Continuous-batching decode on one GPU; one vectorized update per join/finish event."""
+
+    def __init__(self, env: simpy.Environment, step_fn: Callable[[int, float, float, float], float],
+                 record_from: float = 0.0, capacity: int = 256):
+        self.env, self.step_fn, self.record_from = env, step_fn, record_from
+        self.rem = np.zeros(capacity)
+        self.hbm = np.zeros(capacity)
+        self.hbf = np.zeros(capacity)
+        self.flush = np.zeros(capacity)
+        self.events: list[simpy.Event | None] = [None] * capacity
+        self.active = np.zeros(capacity, bool)
+        self.free_slots = list(range(capacity - 1, -1, -1))
+        self.t_last = 0.0
+        self.tau = 0.0
+        self.gen = 0
+        self.tpot: list[float] = []
+        self.tpot_w: list[float] = []
+        self.max_batch = 0
+
+    def _grow(self) -> None:
+        n = len(self.rem)
+        for name in ("rem", "hbm", "hbf", "flush"):
+            setattr(self, name, np.concatenate([getattr(self, name), np.zeros(n)]))
+        self.active = np.concatenate([self.active, np.zeros(n, bool)])
+        self.events += [None] * n
+        self.free_slots = list(range(2 * n - 1, n - 1, -1)) + self.free_slots
+
+    def _advance(self) -> None:
+        now = self.env.now
+        dt = now - self.t_last
+        if dt > 0 and self.tau > 0 and self.active.any():
+            steps = dt / self.tau
+            self.rem[self.active] -= steps
+            if now > self.record_from:
+                self.tpot.append(self.tau)
+                self.tpot_w.append(steps * int(self.active.sum()))
+        self.t_last = now
+
+    def _reschedule(self) -> None:
+        self.gen += 1
+        act = self.active
+        if not act.any():
+            self.tau = 0.0
+            return
+        b = int(act.sum())
+        self.max_batch = max(self.max_batch, b)
+        self.tau = self.step_fn(b, float(self.hbm[act].sum()), float(self.hbf[act].sum()), float(self.flush[act].sum()))
+        dt = max(float(self.rem[act].min()), 0.0) * self.tau
+        ev = self.env.timeout(dt)
+        g = self.gen
+        ev.callbacks.append(lambda _e, g=g: self._on_timer(g))
+
+    def _on_timer(self, g: int) -> None:
+        if g != self.gen:
+            return
+        self._advance()
+        done = np.flatnonzero(self.active & (self.rem <= 1e-7))
+        for i in done:
+            self.active[i] = False
+            ev = self.events[i]
+            self.events[i] = None
+            self.free_slots.append(int(i))
+            ev.succeed()
+        self._reschedule()
+
+    def current_step(self, extra_hbm: float, extra_hbf: float, extra_flush: float) -> float:
+        """Step time if one more decoder with these bytes joined now (for TTFT)."""
+        act = self.active
+        return self.step_fn(int(act.sum()) + 1, float(self.hbm[act].sum()) + extra_hbm,
+                            float(self.hbf[act].sum()) + extra_hbf, float(self.flush[act].sum()) + extra_flush)
+
+    def join(self, tokens: float, hbm_bytes: float, hbf_bytes: float, flush_bytes: float) -> simpy.Event:
+        """Start decoding ``tokens`` output tokens; the event fires when the last one is generated."""
+        ev = self.env.event()
+        if tokens <= 0:
+            ev.succeed()
+            return ev
+        self._advance()
+        if not self.free_slots:
+            self._grow()
+        i = self.free_slots.pop()
+        self.rem[i], self.hbm[i], self.hbf[i], self.flush[i] = tokens, hbm_bytes, hbf_bytes, flush_bytes
+        self.active[i] = True
+        self.events[i] = ev
+        self._reschedule()
+        return ev
+
+
+# ------------------------------------------------------------------------------------------------
+# Memory: the allocator + policy seen through the calls the simulator needs
+# ------------------------------------------------------------------------------------------------
+
+
+class OutOfMemory(RuntimeError):
+    """Live KV exceeded HBM + HBF (minus weights): the load is infeasible."""
+
+
+class Memory:
+    """The segment table + tiered allocator as the simulator drives them (one per GPU)."""
+
+    def __init__(self, plan: Plan, cfg: Config, policy: Any, weight_bytes: float):
+        from lachesis.allocator import SegmentTable, TieredAllocator
+        from lachesis.policies import get_policy
+
+        self.plan = plan
+        self.policy = get_policy(policy) if isinstance(policy, str) else policy
+        self.bpt = int(cfg.model.kv_bytes_per_token)
+        bt = int(cfg.deployment.block_tokens)
+        block_bytes = self.bpt * bt
+        hbm = int(cfg.memory.hbm_bytes // block_bytes)
+        hbf = int(max(cfg.memory.hbf_bytes - weight_bytes, 0) // block_bytes)
+        self.alloc = TieredAllocator(hbm, hbf)
+        self.table = SegmentTable(self.alloc, self.policy, bt, self.bpt)
+        self._mark: dict[str, np.ndarray] = {}
+
+    def _sid(self, inst: int, s: int) -> str:
+        return f"{inst}:{s}"
+
+    def write(self, inst: int, s: int, tokens: int, now: float) -> tuple[int, int]:
+        """Write ``tokens`` of segment ``s`` (session instance ``inst``); returns (HBM, HBF) tokens placed."""
+        from lachesis.allocator import AllocationError
+
+        p = self.plan
+        before = self.table.totals.tokens.copy()
+        try:
+            self.table.add_write(self._sid(inst, s), tokens, now, seg_class=str(p.seg_class[s]),
+                                 session_id=str(inst), role=str(p.seg_role[s]), rank_key=float(p.seg_key[s]))
+        except AllocationError as exc:
+            raise OutOfMemory(str(exc)) from exc
+        d = self.table.totals.tokens - before
+        return int(d[0]), int(d[1])
+
+    def close(self, inst: int, s: int, now: float) -> None:
+        """Report segment ``s``'s boundary (frees, or caches under a boundary-unaware policy)."""
+        sid = self._sid(inst, s)
+        if sid in self.table:
+            self.table.close(sid, now)
+
+    def session_end(self, inst: int, now: float) -> None:
+        """Close whatever the session still holds (nothing, when every boundary was reported)."""
+        self.table.end_session(str(inst), now)
+
+    def hbm_fraction(self, inst: int, segs: np.ndarray) -> np.ndarray:
+        """Fraction of each segment's blocks that sit in HBM (0 for a segment holding no blocks)."""
+        out = np.zeros(len(segs))
+        for i, s in enumerate(segs):
+            sid = self._sid(inst, int(s))
+            if sid in self.table:
+                ids = self.table.blocks_of(sid)
+                if ids.size:
+                    out[i] = 1.0 - float(self.alloc.tier_of(ids).mean())
+        return out
+
+    def snapshot(self) -> tuple[float, float, float, float]:
+        """(live HBM bytes, live HBF bytes, cumulative HBM bytes written, cumulative HBF bytes written)."""
+        from lachesis.allocator import Tier
+
+        bb = self.bpt * self.table.block_tokens
+        live_h = (self.alloc.used_blocks(Tier.HBM) - self.table.cached(Tier.HBM)) * bb
+        live_f = (self.alloc.used_blocks(Tier.HBF) - self.table.cached(Tier.HBF)) * bb
+        tok = self.table.totals.tokens
+        return float(live_h), float(live_f), float(tok[0] * self.bpt), float(tok[1] * self.bpt)
+
+    def mark(self) -> None:
+        """Remember the per-class totals now (start of the measurement window)."""
+        self._mark = {c: v.copy() for c, v in self.table.totals.tokens_by_class.items()}
+
+    def bytes_by_class_tier(self) -> dict[str, dict[str, float]]:
+        """Bytes written per class and tier since :meth:`mark`."""
+        out = {}
+        for c, v in self.table.totals.tokens_by_class.items():
+            d = v - self._mark.get(c, 0)
+            out[c] = {"hbm": float(d[0] * self.bpt), "hbf": float(d[1] * self.bpt)}
+        return out
+
+
+# ------------------------------------------------------------------------------------------------
+# One run
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SimResult:
+    """What one closed-loop run measured (per GPU)."""
+
+    n_sessions: int
+    policy: str
+    sim_s: float
+    warmup_s: float
+    p99_tpot_s: float
+    mean_tpot_s: float
+    p99_ttft_s: float
+    oom: bool
+    requests_done: int
+    sessions_done: int
+    max_batch: int
+    hbf_write_rate: float  # settled HBF KV write rate, bytes/s
+    settled: bool
+    settled_at_s: float
+    lifetime_years: float
+    bytes_by_tier: dict[str, float]  # written in the measurement window
+    bytes_by_class_tier: dict[str, dict[str, float]]
+    live_peak: dict[str, float]  # bytes
+    live_mean: dict[str, float]
+    series: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
+
+    def meets(self, slo: Any) -> bool:
+        """Feasible at this SLO: p99 TPOT and p99 TTFT within bounds and memory never ran out."""
+        return (not self.oom) and self.p99_tpot_s <= slo.p99_tpot_s and self.p99_ttft_s <= slo.ttft_s
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "series"}
+        return d
+
+
+def weighted_quantile(x: np.ndarray, w: np.ndarray, q: float) -> float:
+    """Quantile of x with weights w (token-weighted TPOT percentile)."""
+    x, w = np.asarray(x, float), np.asarray(w, float)
+    if len(x) == 0 or w.sum() <= 0:
+        return float("nan")
+    o = np.argsort(x)
+    c = np.cumsum(w[o])
+    return float(x[o][np.searchsorted(c, q * c[-1], side="left").clip(0, len(x) - 1)])
+
+
+def simulate(plan: Plan, cfg: Config, policy: Any, n_sessions: int, seed: int = 0,
+             duration_s: float | None = None, warmup_s: float | None = None,
+             n_samples: int = 200, stop_on_oom: bool = True) -> SimResult:
+    """Replay ``n_sessions`` concurrent sessions (closed loop) on one GPU for ``duration_s``."""
+    mean_s = plan.mean_session_s
+    warmup_s = mean_s if warmup_s is None else warmup_s
+    duration_s = warmup_s + 3 * mean_s if duration_s is None else duration_s
+    env = simpy.Environment()
+    model: ModelSpec = cfg.model
+    bpt = float(model.kv_bytes_per_token)
+    mem = Memory(plan, cfg, policy, weight_storage_bytes_per_gpu(cfg))
+    engine = DecodeEngine(env, lambda b, h, f, fl: step_time(cfg, b, h, f, fl), record_from=warmup_s)
+    rng = np.random.default_rng([seed, n_sessions, zlib.crc32(plan.fingerprint.encode())])
+    order = rng.permutation(len(plan.sessions))
+    counter = {"next": 0, "inst": 0, "req": 0, "sess": 0}
+    ttft: list[float] = []
+    state = {"oom": False}
+
+    def next_session() -> tuple[int, str]:
+        s = plan.sessions[order[counter["next"] % len(order)]]
+        counter["next"] += 1
+        counter["inst"] += 1
+        return counter["inst"], s
+
+    def run_agent(inst: int, a: AgentPlan):
+        for q in a.requests:
+            q = int(q)
+            if plan.t_user[q] > 0:
+                yield env.timeout(plan.t_user[q])
+            for s in plan.ca_seg[plan.ca_ptr[q]:plan.ca_ptr[q + 1]]:
+                mem.close(inst, int(s), env.now)
+            # admission: this request's writes go through the policy and the allocator
+            ws, wt = plan.w_seg[plan.w_ptr[q]:plan.w_ptr[q + 1]], plan.w_tok[plan.w_ptr[q]:plan.w_ptr[q + 1]]
+            h_w = f_w = 0.0
+            for s, t in zip(ws, wt):
+                h, f = mem.write(inst, int(s), int(t), env.now)
+                h_w += h
+                f_w += f
+            rs, rt = plan.r_seg[plan.r_ptr[q]:plan.r_ptr[q + 1]], plan.r_tok[plan.r_ptr[q]:plan.r_ptr[q + 1]]
+            frac = mem.hbm_fraction(inst, rs)
+            ctx_h = float((rt * frac).sum()) * bpt
+            ctx_f = float((rt * (1 - frac)).sum()) * bpt
+            out = int(plan.out_tokens[q])
+            tot = h_w + f_w
+            hbf_share = f_w / tot if tot > 0 else 0.0
+            pre = max(tot - out, 0)
+            land = landing_time(cfg, pre * (1 - hbf_share), pre * hbf_share)
+            if land > 0:
+                yield env.timeout(land)
+            flush = hbf_share * bpt
+            if env.now > warmup_s:
+                ttft.append(cfg.clock.ttft_ref_s + land + engine.current_step(ctx_h, ctx_f, flush))
+            yield engine.join(out, ctx_h, ctx_f, flush)
+            counter["req"] += 1
+            for s in plan.ce_seg[plan.ce_ptr[q]:plan.ce_ptr[q + 1]]:
+                mem.close(inst, int(s), env.now)
+            kids = [env.process(run_agent(inst, c)) for c in a.children.get(q, [])]
+            if plan.t_tools[q] > 0:
+                yield env.timeout(plan.t_tools[q])
+            if kids:  # the reference clock's rule: the agent waits for the sub-agents this request spawned
+                yield env.all_of(kids)
+            if plan.t_obs[q] > 0:
+                yield env.timeout(plan.t_obs[q])
+
+    def slot(offset: float):
+        yield env.timeout(offset)
+        while True:
+            inst, s = next_session()
+            yield env.all_of([env.process(run_agent(inst, a)) for a in plan.roots[s]])
+            mem.session_end(inst, env.now)
+            counter["sess"] += 1
+
+    samples: list[tuple] = []
+
+    def sampler():
+        dt = duration_s / n_samples
+        while True:
+            samples.append((env.now,) + mem.snapshot())
+            yield env.timeout(dt)
+
+    def marker():
+        yield env.timeout(warmup_s)
+        mem.mark()
+
+    env.process(marker())
+    for i in range(n_sessions):
+        env.process(slot(float(rng.uniform(0, min(mean_s, warmup_s if warmup_s > 0 else mean_s)))))
+    env.process(sampler())
+    try:
+        env.run(until=duration_s)
+    except OutOfMemory:
+        state["oom"] = True
+    samples.append((env.now,) + mem.snapshot())
+    return _result(plan, cfg, policy, n_sessions, env.now, warmup_s, engine, ttft, counter, state, samples, mem)
+
+
+def _result(plan, cfg, policy, n, now, warmup_s, engine, ttft, counter, state, samples, mem) -> SimResult:
+    ser = pd.DataFrame(samples, columns=["t_s", "live_hbm_bytes", "live_hbf_bytes", "hbm_written_bytes",
+                                         "hbf_written_bytes"])
+    tp, tw = np.asarray(engine.tpot), np.asarray(engine.tpot_w)
+    meas = ser[ser["t_s"] >= warmup_s]
+    if len(meas) >= 4 and not state["oom"]:
+        rate, settled, t_set = settled_rate(meas["t_s"].to_numpy(), meas["hbf_written_bytes"].to_numpy())
+    else:
+        rate, settled, t_set = float("nan"), False, float("nan")
+    life = lifetime_years(cfg, rate) if np.isfinite(rate) else float("nan")
+    by_ct = mem.bytes_by_class_tier()
+    tiers = {"hbm": sum(v["hbm"] for v in by_ct.values()), "hbf": sum(v["hbf"] for v in by_ct.values())}
+    return SimResult(
+        n_sessions=n, policy=getattr(policy, "name", str(policy)), sim_s=float(now), warmup_s=float(warmup_s),
+        p99_tpot_s=weighted_quantile(tp, tw, 0.99), mean_tpot_s=float((tp * tw).sum() / tw.sum()) if tw.sum() else float("nan"),
+        p99_ttft_s=float(np.quantile(ttft, 0.99)) if ttft else float("nan"), oom=bool(state["oom"]),
+        requests_done=int(counter["req"]), sessions_done=int(counter["sess"]), max_batch=int(engine.max_batch),
+        hbf_write_rate=float(rate), settled=bool(settled), settled_at_s=float(t_set), lifetime_years=life,
+        bytes_by_tier=tiers, bytes_by_class_tier=by_ct,
+        live_peak={"hbm": float(ser["live_hbm_bytes"].max()), "hbf": float(ser["live_hbf_bytes"].max())},
+        live_mean={"hbm": float(meas["live_hbm_bytes"].mean()) if len(meas) else float("nan"),
+                   "hbf": float(meas["live_hbf_bytes"].mean()) if len(meas) else float("nan")},
+        series=ser,
+    )
+
+
+def settled_rate(t: np.ndarray, cum_bytes: np.ndarray) -> tuple[float, bool, float]:
+    """Settled HBF write rate via hbf.py's settling rule: (rate B/s, settled?, settle time s)."""
+    f = getattr(_hbf, "settled_rate", None) or getattr(_hbf, "detect_settling", None)
+    if f is not None:
+        out = f(t, cum_bytes)
+        if isinstance(out, tuple):
+            return float(out[0]), bool(out[1]) if len(out) > 2 else True, float(out[-1])
+        return float(getattr(out, "rate", out.rate_bytes_per_s)), bool(getattr(out, "settled", True)), \
+            float(getattr(out, "t_settled_s", getattr(out, "settled_at_s", np.nan)))
+    # FALLBACK rule until hbf.py lands: rate over the second half vs the last quarter within 10 %.
+    T = t[-1] - t[0]
+    def rate(a: float) -> float:
+        i = np.searchsorted(t, t[0] + a * T)
+        return (cum_bytes[-1] - cum_bytes[i]) / max(t[-1] - t[i], 1e-9)
+    r2, r4 = rate(0.5), rate(0.75)
+    return r2, bool(abs(r2 - r4) <= 0.1 * max(r2, 1e-9)), float(t[0] + 0.5 * T)
