@@ -1,0 +1,234 @@
+"""Per-figure characterization statistics of §3.3–§3.5 (Figs. 4–7), as functions.
+
+The notebooks call these and only plot/save; the primitive statistics (median ratio,
+separability, p90/p10, Kendall τ, CDF overlap, laden share) come from :mod:`lachesis.stats`.
+Every function takes the segments table of :func:`lachesis.segments.recover` (one row per
+context segment) and a ``group`` column naming the benchmark/domain a segment belongs to.
+
+Fig. 7(b) (:func:`selection_shares`): the k shortest-predicted workers S are compared with the
+k shortest-lived (K), the 2k shortest-lived (K2) and the k longest-lived (L) workers, pooled over
+every session (the predictive path ranks the workers of every session a node serves, §4):
+``share_k_shortest = |S∩K|/k`` (= the share of K that S holds, as both have k members),
+``share_2k_shortest = |S∩K2|/k``, ``share_k_longest = |S∩L|/k`` and ``avoided_k_longest = 1 -
+share_k_longest``.  A random selection of k of the n workers has expected values k/n,
+min(2k, n)/n, k/n and 1 - k/n (hypergeometric means).  Ties in lifetime or prediction are broken
+by row order (stable sort), so the result is deterministic.
+
+ASSUMPTION (lead waiting share, Fig. 5): per benchmark, the pooled share sum(wait_s)/sum(T_norm)
+over lead segments — the fraction of lead-segment lifetime spent waiting on sub-agents.
+ASSUMPTION (Fig. 4(b) turn writes): the KV tokens one turn writes into a class are the
+``tokens_written`` of that class's segments whose ``write_turn`` is that turn, summed per
+(session, agent, turn); turns that write nothing into a class are not counted for that class.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+
+from lachesis.ranker import kendall_tau
+
+TEMPORAL_CLASSES = ("reasoning_laden", "reasoning_stripped")
+STRUCTURAL_CLASSES = ("lead", "worker", "reviewer")
+#: Fig. 7(b) x axis: fraction of the workers selected (k / n).
+K_FRACTIONS = tuple(np.round(np.arange(0.05, 0.501, 0.05), 2))
+
+
+# ------------------------------------------------------------------------------------------------
+# Shared
+# ------------------------------------------------------------------------------------------------
+
+
+def _stats():  # imported on use: lachesis.stats is written in parallel with this module
+    from lachesis import stats
+    return stats
+
+
+def label_groups(segments: pd.DataFrame, requests: pd.DataFrame | None = None,
+                 by: str = "benchmark") -> pd.DataFrame:
+    """Add a ``group`` column: the segment's benchmark, refined by its domain when the requests
+    carry one that the benchmark name does not already include (τ³-bench's four domains)."""
+    seg = segments.copy()
+    if by in seg.columns:
+        g = seg[by].astype(str)
+    else:
+        g = pd.Series("all", index=seg.index)
+    if requests is not None and "domain" in requests.columns:
+        dom = requests.drop_duplicates("agent_id").set_index("agent_id")["domain"]
+        d = seg["agent_id"].map(dom)
+        refine = d.notna() & (d.astype(str) != "") & ~pd.Series(
+            [str(dd) in gg for gg, dd in zip(g, d)], index=seg.index)
+        g = g.where(~refine, g + "_" + d.astype(str))
+    seg["group"] = g.to_numpy()
+    return seg
+
+
+def _by_group(seg: pd.DataFrame) -> Iterable[tuple[str, pd.DataFrame]]:
+    return ((str(k), v) for k, v in seg.groupby("group", sort=True))
+
+
+def _t(seg: pd.DataFrame, cls: str) -> np.ndarray:
+    return seg.loc[seg["seg_class"] == cls, "t_norm_s"].to_numpy(dtype=float)
+
+
+# ------------------------------------------------------------------------------------------------
+# Fig. 4 — temporal axis
+# ------------------------------------------------------------------------------------------------
+
+
+def turn_writes(seg: pd.DataFrame) -> pd.DataFrame:
+    """KV tokens each turn writes into each temporal class (one row per group/session/agent/turn/class)."""
+    s = seg[seg["seg_class"].isin(TEMPORAL_CLASSES)]
+    return (s.groupby(["group", "session_id", "agent_id", "write_turn", "seg_class"], sort=True)["tokens_written"]
+            .sum().reset_index())
+
+
+def temporal_table(seg: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 4 per group: median T_norm of both classes, their ratio, separability, laden share of
+    turn writes, and the median/mean tokens a turn writes into each class."""
+    tw = turn_writes(seg)
+    rows = []
+    for g, s in _by_group(seg[seg["seg_class"].isin(TEMPORAL_CLASSES)]):
+        laden, stripped = _t(s, "reasoning_laden"), _t(s, "reasoning_stripped")
+        w = tw[tw["group"] == g]
+        wl = w.loc[w["seg_class"] == "reasoning_laden", "tokens_written"]
+        ws = w.loc[w["seg_class"] == "reasoning_stripped", "tokens_written"]
+        rows.append(dict(
+            group=g, n_laden=len(laden), n_stripped=len(stripped),
+            median_tnorm_laden_s=float(np.median(laden)) if len(laden) else np.nan,
+            median_tnorm_stripped_s=float(np.median(stripped)) if len(stripped) else np.nan,
+            median_ratio_stripped_over_laden=_stats().median_ratio(stripped, laden),
+            separability=_stats().separability(stripped, laden),
+            laden_share_of_turn_writes=_stats().laden_share(s),
+            turn_tokens_laden_median=float(wl.median()), turn_tokens_laden_mean=float(wl.mean()),
+            turn_tokens_stripped_median=float(ws.median()), turn_tokens_stripped_mean=float(ws.mean()),
+        ))
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------------------------
+# Fig. 5 — structural axis
+# ------------------------------------------------------------------------------------------------
+
+
+def lead_waiting_share(seg: pd.DataFrame) -> float:
+    """Pooled share of lead-segment lifetime spent waiting on sub-agents (module docstring)."""
+    lead = seg[seg["seg_class"] == "lead"]
+    tot = float(lead["t_norm_s"].sum())
+    return float(lead["wait_s"].fillna(0).sum()) / tot if tot > 0 else np.nan
+
+
+def structural_table(seg: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 5 per group: median T_norm per role, lead/worker and lead/reviewer median ratios and
+    separabilities, the lead's waiting share, and the lead–worker ρR/W CDF overlap."""
+    rows = []
+    for g, s in _by_group(seg[seg["seg_class"].isin(STRUCTURAL_CLASSES)]):
+        lead, worker, rev = _t(s, "lead"), _t(s, "worker"), _t(s, "reviewer")
+        rl = s.loc[s["seg_class"] == "lead", "rho_rw"].to_numpy(dtype=float)
+        rw = s.loc[s["seg_class"] == "worker", "rho_rw"].to_numpy(dtype=float)
+        has_rev = len(rev) > 0
+        rows.append(dict(
+            group=g, n_lead=len(lead), n_worker=len(worker), n_reviewer=len(rev),
+            median_tnorm_lead_s=_median(lead), median_tnorm_worker_s=_median(worker),
+            median_tnorm_reviewer_s=_median(rev),
+            lead_over_worker=_stats().median_ratio(lead, worker),
+            lead_over_reviewer=_stats().median_ratio(lead, rev) if has_rev else np.nan,
+            separability_lead_worker=_stats().separability(lead, worker),
+            separability_lead_reviewer=_stats().separability(lead, rev) if has_rev else np.nan,
+            lead_waiting_share=lead_waiting_share(s),
+            rho_overlap_lead_worker=_stats().cdf_overlap(rl[np.isfinite(rl)], rw[np.isfinite(rw)]),
+        ))
+    return pd.DataFrame(rows)
+
+
+def _median(x: np.ndarray) -> float:
+    return float(np.median(x)) if len(x) else np.nan
+
+
+# ------------------------------------------------------------------------------------------------
+# Fig. 6 — worker heterogeneity
+# ------------------------------------------------------------------------------------------------
+
+
+def worker_heterogeneity_table(workers: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 6 per group, from one row per worker (``t_norm_s``, ``tokens_written``, ``group``):
+    p90/p10 of lifetime and of write volume, and their Kendall τ."""
+    rows = []
+    for g, w in workers.groupby("group", sort=True):
+        t, v = w["t_norm_s"].to_numpy(float), w["tokens_written"].to_numpy(float)
+        rows.append(dict(group=str(g), n_workers=len(w),
+                         tnorm_p10_s=float(np.percentile(t, 10)), tnorm_p90_s=float(np.percentile(t, 90)),
+                         tnorm_p90_over_p10=_stats().p90_over_p10(t),
+                         writes_p90_over_p10=_stats().p90_over_p10(v),
+                         kendall_tau_tnorm_vs_writes=_stats().kendall_tau(t, v)))
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------------------------
+# Fig. 7 — spawn-time prediction
+# ------------------------------------------------------------------------------------------------
+
+
+def _order(x: np.ndarray) -> np.ndarray:
+    """0-based rank of each element (stable: ties keep row order)."""
+    r = np.empty(len(x), dtype=np.int64)
+    r[np.argsort(np.asarray(x, float), kind="stable")] = np.arange(len(x))
+    return r
+
+
+def predicted_quartile(pred: np.ndarray) -> np.ndarray:
+    """Quartile of each worker's predicted rank: 1 (shortest-predicted) … 4 (longest)."""
+    n = len(pred)
+    return (_order(pred) * 4 // max(n, 1) + 1).astype(np.int64)
+
+
+def quartile_table(oof: pd.DataFrame, pred_col: str = "pred") -> pd.DataFrame:
+    """Fig. 7(a): per predicted quartile, count and p10/median/p90 of true T_norm."""
+    q = predicted_quartile(oof[pred_col].to_numpy())
+    t = oof["t_norm_s"].to_numpy(float)
+    rows = []
+    for k in range(1, 5):
+        x = t[q == k]
+        rows.append(dict(quartile=f"Q{k}", n=len(x), tnorm_p10_s=float(np.percentile(x, 10)) if len(x) else np.nan,
+                         tnorm_median_s=_median(x),
+                         tnorm_p90_s=float(np.percentile(x, 90)) if len(x) else np.nan))
+    return pd.DataFrame(rows)
+
+
+def selection_shares(pred: np.ndarray, truth: np.ndarray, k: int) -> dict[str, float]:
+    """Fig. 7(b) at one k: shares of the k shortest-predicted workers, and the random expectation."""
+    pred, truth = np.asarray(pred, float), np.asarray(truth, float)
+    n = len(truth)
+    if not 1 <= k <= n:
+        raise ValueError(f"selection_shares: k must be in 1..{n}, got {k}")
+    rp, rt = _order(pred), _order(truth)
+    sel = rp < k
+    s_k = float(np.sum(sel & (rt < k))) / k
+    s_2k = float(np.sum(sel & (rt < 2 * k))) / k
+    s_long = float(np.sum(sel & (rt >= n - k))) / k
+    return dict(k=k, n=n, k_fraction=k / n,
+                share_k_shortest=s_k, share_2k_shortest=s_2k, share_k_longest=s_long,
+                avoided_k_longest=1.0 - s_long,
+                random_k_shortest=k / n, random_2k_shortest=min(2 * k, n) / n,
+                random_k_longest=k / n, random_avoided_k_longest=1.0 - k / n)
+
+
+def selection_curve(pred: np.ndarray, truth: np.ndarray,
+                    fractions: Iterable[float] = K_FRACTIONS) -> pd.DataFrame:
+    """Fig. 7(b) over k: :func:`selection_shares` at k = round(fraction × n) (at least 1)."""
+    n = len(truth)
+    rows = [selection_shares(pred, truth, max(1, int(round(f * n)))) | {"target_fraction": float(f)}
+            for f in fractions]
+    return pd.DataFrame(rows)
+
+
+def prediction_summary(oof: pd.DataFrame, pred_col: str = "pred") -> dict[str, float]:
+    """Fig. 7 headline numbers: pooled Kendall τ and the k = n/10 shares."""
+    p, t = oof[pred_col].to_numpy(float), oof["t_norm_s"].to_numpy(float)
+    at10 = selection_shares(p, t, max(1, int(round(0.1 * len(t)))))
+    return dict(kendall_tau=kendall_tau(p, t), n_workers=len(t),
+                share_k_shortest_at_10pct=at10["share_k_shortest"],
+                share_k_longest_at_10pct=at10["share_k_longest"],
+                share_2k_shortest_at_10pct=at10["share_2k_shortest"])

@@ -1,0 +1,106 @@
+"""Hand-computed checks of the per-figure characterization helpers (Figs. 4–7)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lachesis import characterize as C
+
+# Ten workers: worker i lives i+1 s.  Predicted order (shortest first): 9, 2, 0, 4, 6, 1, 5, 8, 7, 3.
+TRUTH = np.arange(1.0, 11.0)
+PRED = np.array([0.2, 0.5, 0.1, 0.9, 0.3, 0.6, 0.4, 0.8, 0.7, 0.05])
+
+
+@pytest.mark.parametrize("k, s_k, s_2k, s_long", [
+    (1, 0.0, 0.0, 1.0),        # S={9}: not the shortest, not in {0,1}, IS the longest
+    (2, 0.0, 0.5, 0.5),        # S={9,2}: K={0,1}; K2={0..3} holds 2; L={8,9} holds 9
+    (3, 2 / 3, 2 / 3, 1 / 3),  # S={9,2,0}: K={0,1,2} holds 2,0; K2={0..5} holds 2,0; L={7,8,9} holds 9
+    (5, 3 / 5, 1.0, 2 / 5),    # S={9,2,0,4,6}: K={0..4} holds 2,0,4; K2=all; L={5..9} holds 9,6
+])
+def test_selection_shares_by_hand(k, s_k, s_2k, s_long):
+    r = C.selection_shares(PRED, TRUTH, k)
+    assert r["share_k_shortest"] == pytest.approx(s_k)
+    assert r["share_2k_shortest"] == pytest.approx(s_2k)
+    assert r["share_k_longest"] == pytest.approx(s_long)
+    assert r["avoided_k_longest"] == pytest.approx(1 - s_long)
+    assert r["random_k_shortest"] == pytest.approx(k / 10)
+    assert r["random_2k_shortest"] == pytest.approx(min(2 * k, 10) / 10)
+    assert r["random_avoided_k_longest"] == pytest.approx(1 - k / 10)
+
+
+def test_selection_perfect_and_reversed_rankers():
+    perfect = C.selection_shares(TRUTH, TRUTH, 3)
+    assert (perfect["share_k_shortest"], perfect["share_k_longest"]) == (1.0, 0.0)
+    rev = C.selection_shares(-TRUTH, TRUTH, 3)
+    assert (rev["share_k_shortest"], rev["share_k_longest"]) == (0.0, 1.0)
+    with pytest.raises(ValueError, match="k must be"):
+        C.selection_shares(PRED, TRUTH, 11)
+
+
+def test_random_expectation_matches_simulation():
+    """The closed-form random expectation equals the mean over many random rankings."""
+    rng = np.random.default_rng(0)
+    n, k = 40, 6
+    truth = rng.lognormal(size=n)
+    sims = [C.selection_shares(rng.permutation(n).astype(float), truth, k) for _ in range(4000)]
+    for key, rkey in [("share_k_shortest", "random_k_shortest"), ("share_2k_shortest", "random_2k_shortest"),
+                      ("share_k_longest", "random_k_longest")]:
+        assert np.mean([s[key] for s in sims]) == pytest.approx(sims[0][rkey], abs=0.01)
+
+
+def test_selection_curve_k_grid():
+    cur = C.selection_curve(PRED, TRUTH, fractions=(0.1, 0.25, 0.5))
+    assert cur["k"].tolist() == [1, 2, 5]  # round(2.5) = 2 (banker's rounding)
+    assert cur["share_2k_shortest"].tolist() == pytest.approx([0.0, 0.5, 1.0])
+
+
+def test_predicted_quartiles_by_hand():
+    # predicted ranks of workers 0..9: 2, 5, 1, 9, 3, 6, 4, 8, 7, 0 -> quartile = rank*4//10 + 1
+    q = C.predicted_quartile(PRED)
+    assert q.tolist() == [1, 3, 1, 4, 2, 3, 2, 4, 3, 1]
+    tab = C.quartile_table(pd.DataFrame({"pred": PRED, "t_norm_s": TRUTH}))
+    assert tab["n"].tolist() == [3, 2, 3, 2]
+    assert tab["tnorm_median_s"].tolist() == pytest.approx([3.0, 6.0, 6.0, 6.0])  # Q1 {10,3,1}; Q2 {5,7}; Q3 {2,6,9}; Q4 {4,8}
+
+
+def test_prediction_summary():
+    s = C.prediction_summary(pd.DataFrame({"pred": TRUTH[::-1].copy(), "t_norm_s": TRUTH}))
+    assert s["kendall_tau"] == pytest.approx(-1.0)
+    assert s["share_k_longest_at_10pct"] == 1.0 and s["n_workers"] == 10
+
+
+def _seg(rows):
+    cols = ["group", "session_id", "agent_id", "seg_class", "write_turn", "tokens_written", "t_norm_s", "wait_s"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def test_turn_writes_sums_per_turn_and_class():
+    seg = _seg([
+        ("g", "s1", "a", "reasoning_laden", 0, 100, 5.0, np.nan),
+        ("g", "s1", "a", "reasoning_laden", 0, 50, 3.0, np.nan),   # same turn: summed with the row above
+        ("g", "s1", "a", "reasoning_stripped", 0, 30, 50.0, np.nan),
+        ("g", "s1", "a", "reasoning_laden", 1, 70, 4.0, np.nan),
+        ("g", "s1", "a", "lead", 1, 999, 4.0, np.nan),             # not a temporal class: ignored
+    ])
+    tw = C.turn_writes(seg)
+    got = {(r.write_turn, r.seg_class): r.tokens_written for r in tw.itertuples()}
+    assert got == {(0, "reasoning_laden"): 150, (0, "reasoning_stripped"): 30, (1, "reasoning_laden"): 70}
+
+
+def test_lead_waiting_share_pooled():
+    seg = _seg([
+        ("g", "s1", "L1", "lead", 0, 10, 100.0, 80.0),
+        ("g", "s2", "L2", "lead", 0, 10, 300.0, 150.0),
+        ("g", "s2", "w", "worker", 0, 10, 20.0, np.nan),
+    ])
+    assert C.lead_waiting_share(seg) == pytest.approx((80 + 150) / (100 + 300))
+
+
+def test_label_groups_refines_by_domain():
+    seg = pd.DataFrame({"agent_id": ["a", "b", "c"], "benchmark": ["tau3", "tau3", "bfcl_base"]})
+    req = pd.DataFrame({"agent_id": ["a", "b", "c"], "domain": ["airline", "retail", "base"]})
+    out = C.label_groups(seg, req)
+    assert out["group"].tolist() == ["tau3_airline", "tau3_retail", "bfcl_base"]
+    assert C.label_groups(seg)["group"].tolist() == ["tau3", "tau3", "bfcl_base"]
