@@ -1,0 +1,192 @@
+"""The seeded reference clock of Eq. 1 (§3.2, Appendix B): replay each session with fixed costs.
+
+Every request of a trace gets a decode start ``t_start_s`` and a decode end ``t_decode_end_s`` on
+the reference clock (:class:`lachesis.config.ReferenceClock`), from which segment lifetimes
+``T_norm`` are read (:mod:`lachesis.segments`).  The replay, per session:
+
+* each generated token costs ``TPOT_ref`` (decode end = decode start + output_tokens × TPOT_ref);
+* after a request: its tool calls, each ~ Exponential(mean ``clock.tool_mean_s(name)``); spawn
+  tools (``clock.spawn_tools``) charge nothing; latencies add (or, with
+  ``clock.parallel_tool_calls``, the slowest call counts);
+* then the agent WAITS until every sub-agent spawned by that request has returned;
+* then ``n_observations × TTFT_ref`` (once per observation, whatever its length);
+* before the first request of a turn t > 0 of the root agent (single or lead): a user delay
+  ~ LogNormal(median ``user_delay_median_s``, sigma ``user_delay_sigma``);
+* initial prefill time is not counted (Appendix B).
+
+Sub-agents start when their spawn request (``spawns.spawn_request_id``) ends its decode, run their
+own requests sequentially and return when their last request's decode ends; concurrent sub-agents
+advance in parallel.  Nested sub-agents (a sub-agent spawning sub-agents) follow the same rule.
+
+Determinism: draws use ``np.random.default_rng([seed, crc32(session_id)])`` in a fixed order
+(depth first in request order: user delay, then the request's tool calls in list order, then the
+sub-agents it spawns in ``spawn_index`` order), so a session's times do not depend on which other
+sessions the trace holds.  Draws are made for an agent's last request too (fixed order), but
+nothing waits on them, so its charged ``t_tools_s``/``t_obs_s`` are 0.
+
+ASSUMPTION (named): a session has exactly one root agent (role single or lead) and it starts at
+reference time 0; the user delay is applied only at a turn change *after* the root's first request.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import defaultdict
+
+import numpy as np
+import pandas as pd
+
+from lachesis.config import ReferenceClock
+from lachesis.trace import Trace, TraceError
+
+SCHEDULE_COLUMNS = ("request_id", "session_id", "agent_id", "t_start_s", "t_decode_end_s",
+                    "t_tools_s", "t_obs_s", "t_user_s")
+
+
+def session_rng(seed: int, session_id: str) -> np.random.Generator:
+    """The per-session generator: independent of the other sessions of a trace."""
+    return np.random.default_rng([int(seed), zlib.crc32(str(session_id).encode())])
+
+
+def _spawn_map(trace: Trace) -> tuple[dict[int, list[str]], set[str]]:
+    """Map each spawn request's row position to the agents it spawns; check the spawn records."""
+    req = trace.requests
+    pos_of = {rid: i for i, rid in enumerate(req["request_id"])}
+    agent_of = req["agent_id"].to_numpy()
+    sp = trace.spawns
+    src = trace.source + " [spawns]"
+    children: dict[int, list[tuple[int, int, str]]] = defaultdict(list)
+    first_pos = req.drop_duplicates("agent_id").reset_index().set_index("agent_id")["index"]
+    for i, row in enumerate(sp.itertuples(index=False)):
+        label = f"{i} (agent_id={row.agent_id!r})"
+        p = pos_of.get(row.spawn_request_id)
+        if p is None:
+            raise TraceError(src, label, "spawn_request_id", f"unknown request {row.spawn_request_id!r}")
+        if agent_of[p] != row.parent_agent_id:
+            raise TraceError(src, label, "spawn_request_id",
+                             f"request {row.spawn_request_id!r} belongs to agent {agent_of[p]!r}, "
+                             f"not to the parent agent {row.parent_agent_id!r}")
+        if first_pos.get(row.agent_id, -1) < p:
+            raise TraceError(src, label, "spawn_request_id",
+                             f"sub-agent {row.agent_id!r} has a request before its spawn request "
+                             f"{row.spawn_request_id!r}")
+        children[p].append((int(row.spawn_index), int(first_pos[row.agent_id]), row.agent_id))
+    spawned = set(sp["agent_id"])
+    out = {p: [a for _, _, a in sorted(v)] for p, v in children.items()}
+    # every sub-agent needs a spawn record: the clock starts it at its spawn request
+    sub = req["role"].isin(("worker", "reviewer")).to_numpy()
+    for pos in np.flatnonzero(sub):
+        if agent_of[pos] not in spawned:
+            raise TraceError(trace.source, f"{pos} (request_id={req['request_id'].iloc[pos]!r})", "agent_id",
+                             f"sub-agent {agent_of[pos]!r} has no spawn record (the reference clock "
+                             "starts a sub-agent when its spawn request ends)")
+    return out, spawned
+
+
+def schedule(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0) -> pd.DataFrame:
+    """Reference-clock times of every request (one row per request, in trace order)."""
+    clock = clock or ReferenceClock()
+    req = trace.requests
+    n = len(req)
+    children, _ = _spawn_map(trace)
+    sess = req["session_id"].to_numpy()
+    agent = req["agent_id"].to_numpy()
+    role = req["role"].to_numpy()
+    turn = req["turn"].to_numpy().tolist()
+    out_tok = req["output_tokens"].to_numpy().tolist()
+    n_obs = req["n_observations"].to_numpy().tolist()
+    tools = req["tool_names"].tolist()
+
+    rows_of: dict[str, list[int]] = defaultdict(list)
+    for i, a in enumerate(agent.tolist()):
+        rows_of[a].append(i)
+    roots: dict[str, list[str]] = defaultdict(list)
+    for a, rows in rows_of.items():
+        if role[rows[0]] in ("single", "lead"):
+            roots[sess[rows[0]]].append(a)
+
+    tool_mean: dict[str, float] = {}
+
+    def mean_of(name: str) -> float:
+        if name not in tool_mean:
+            tool_mean[name] = 0.0 if name in clock.spawn_tools else clock.tool_mean_s(name)
+        return tool_mean[name]
+
+    t_start = np.full(n, np.nan)
+    t_dec = np.full(n, np.nan)
+    t_tools = np.zeros(n)
+    t_obs = np.zeros(n)
+    t_user = np.zeros(n)
+    tpot, ttft = clock.tpot_ref_s, clock.ttft_ref_s
+    mu, sigma = float(np.log(clock.user_delay_median_s)), clock.user_delay_sigma
+
+    def run(a: str, t: float, is_root: bool, rng: np.random.Generator) -> float:
+        rows = rows_of[a]
+        last = len(rows) - 1
+        for k, g in enumerate(rows):
+            if is_root and k > 0 and turn[g] != turn[rows[k - 1]]:
+                d = float(rng.lognormal(mu, sigma))
+                t += d
+                t_user[g] = d
+            t_start[g] = t
+            end = t + out_tok[g] * tpot
+            t_dec[g] = end
+            means = [mean_of(x) for x in tools[g]]
+            lat = [float(rng.exponential(m)) if m > 0 else 0.0 for m in means]
+            tool_s = (max(lat, default=0.0) if clock.parallel_tool_calls else float(sum(lat)))
+            back = [run(c, end, False, rng) for c in children.get(g, ())]
+            if k < last:
+                t_tools[g] = tool_s
+                t_obs[g] = n_obs[g] * ttft
+                t = max(end + tool_s, max(back, default=end)) + t_obs[g]
+        return float(t_dec[rows[last]])
+
+    for s in pd.unique(sess):
+        rs = roots.get(s, [])
+        if len(rs) != 1:
+            pos = int(np.flatnonzero(sess == s)[0])
+            raise TraceError(trace.source, f"{pos} (request_id={req['request_id'].iloc[pos]!r})", "role",
+                             f"session {s!r} has {len(rs)} root agents (single/lead); expected exactly one")
+        run(rs[0], 0.0, True, session_rng(seed, s))
+    unsched = np.isnan(t_start)
+    if unsched.any():
+        pos = int(np.flatnonzero(unsched)[0])
+        raise TraceError(trace.source, f"{pos} (request_id={req['request_id'].iloc[pos]!r})", "parent_agent_id",
+                         f"agent {agent[pos]!r} is not reachable from its session's root agent through spawn records")
+    return pd.DataFrame({
+        "request_id": req["request_id"].to_numpy(), "session_id": sess, "agent_id": agent,
+        "t_start_s": t_start, "t_decode_end_s": t_dec, "t_tools_s": t_tools, "t_obs_s": t_obs,
+        "t_user_s": t_user})
+
+
+def wait_intervals(trace: Trace, sched: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Per root (lead) agent: merged [start, end) intervals during which a direct sub-agent is out."""
+    if len(trace.spawns) == 0:
+        return {}
+    req = trace.requests
+    t_of = pd.Series(sched["t_decode_end_s"].to_numpy(), index=req["request_id"].to_numpy())
+    last_end = sched.groupby("agent_id", sort=False)["t_decode_end_s"].last()
+    sp = trace.spawns
+    start = t_of.reindex(sp["spawn_request_id"]).to_numpy()
+    end = last_end.reindex(sp["agent_id"]).to_numpy()
+    out: dict[str, np.ndarray] = {}
+    for parent, idx in pd.Series(np.arange(len(sp))).groupby(sp["parent_agent_id"].to_numpy()):
+        iv = np.stack([start[idx.to_numpy()], end[idx.to_numpy()]], axis=1)
+        iv = iv[np.argsort(iv[:, 0], kind="stable")]
+        merged: list[list[float]] = []
+        for a, b in iv.tolist():
+            if merged and a <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], b)
+            else:
+                merged.append([a, b])
+        out[parent] = np.asarray(merged, dtype=float)
+    return out
+
+
+def overlap_s(intervals: np.ndarray, lo: float, hi: float) -> float:
+    """Length of the part of [lo, hi] covered by disjoint sorted ``intervals`` (rows [a, b])."""
+    if len(intervals) == 0 or hi <= lo:
+        return 0.0
+    a = np.clip(intervals[:, 0], lo, hi)
+    b = np.clip(intervals[:, 1], lo, hi)
+    return float(np.sum(b - a))

@@ -1,0 +1,249 @@
+"""Context-segment recovery from a per-request trace (§3.2–3.5, Appendix B, DESIGN §3).
+
+``recover(trace, clock, seed)`` returns a :class:`Segments` holding the segment table, per-request
+writes and reads, and the reference-clock schedule (:mod:`lachesis.clock`).  Semantics (settled):
+
+*Writes.*  Request q of agent a writes KV for positions ``[matched_prefix(q), input(q) + output(q))``
+of a's context (so a segment's ``tokens_written`` sums to :func:`lachesis.trace.tokens_written`).
+
+*Deaths.*  Each agent's requests are walked in order keeping the live context as a list of
+intervals (position ranges tagged with writer request and whether they are its input or output).
+When request q arrives with matched prefix m, every live token at a position >= m dies: its last
+read was a's previous request and q is the ``closing_request``.  At the agent's end (a sub-agent's
+last request = its return; a single/lead agent's last request = the session's end) all remaining
+tokens die, last read by the agent's last request (``closing_request`` None).  A matched prefix
+longer than the agent's live context is a contract violation (the prefix must be *this agent's*
+earlier context) and raises :class:`~lachesis.trace.TraceError` naming ``matched_prefix_tokens``.
+
+*Segments.*  A context segment = the tokens of one agent with the same (write turn, write phase,
+death event).  Single agent: the input part of the FIRST request of a turn (the unmatched prefill:
+the rematerialized, reasoning-stripped context of the previous turn plus the new user message) is
+phase ``turn_prefill`` -> class ``reasoning_stripped``; everything else the turn writes (outputs,
+later rounds' observations, reasoning) is phase ``turn_body`` -> class ``reasoning_laden``.  This is
+the class the harness fixes at write time (§4).  Multi-agent: class = role (lead, worker, reviewer),
+one phase (``agent``).  Boundary = what closed it: a later request's matched prefix -> ``turn_end``
+(for any role); a sub-agent's end -> ``subagent_return``; the session's end -> ``session_end``.
+Rematerialized KV is written by a later request and so is a new segment.
+
+*T_norm (Eq. 1).*  ``t_decode_end(last reader) - t_start(first writer)`` on the reference clock
+(:func:`lachesis.clock.schedule`); for a purely sequential session this is Eq. 1's sum of
+generation, observation-prefill, tool and user-delay terms while the segment is live.
+
+*ρR/W (Eq. 3).*  Decode-stage reads only, full-context attention, KV bytes per token cancel.  For
+each reader q with L = output(q): tokens of s present in q's input (``reads`` table) contribute
+``tokens × L``; tokens of s written by q's own output at offset j (0-based) contribute ``L - 1 - j``
+(token j's KV is present for the later decode steps of q).  V_W(s) = tokens written; ρ = reads/writes.
+Because a token stays in its agent's context from its write until it dies, each token's readers are
+a contiguous run of its agent's requests, so reads are prefix sums of L over that run (vectorized).
+
+*Lead waiting share.*  ``wait_s`` = reference time, while a lead segment is live, during which the
+lead has at least one outstanding sub-agent (§3.4: "this waiting period accounts for 71–88% of the
+lead-agent lifetime"); NaN for other classes.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from lachesis.clock import overlap_s, schedule, wait_intervals
+from lachesis.config import ReferenceClock
+from lachesis.trace import Trace, TraceError, atomic_write, read_trace
+
+SEG_CLASSES = ("reasoning_laden", "reasoning_stripped", "lead", "worker", "reviewer")
+BOUNDARIES = ("turn_end", "subagent_return", "session_end")
+PHASES = ("turn_prefill", "turn_body", "agent")
+SEGMENT_COLUMNS = ("segment_id", "session_id", "agent_id", "role", "seg_class", "phase", "boundary",
+                   "write_turn", "tokens_written", "first_request", "last_request", "closing_request",
+                   "t_first_write_s", "t_last_read_s", "t_norm_s", "read_tokens", "rho_rw", "wait_s")
+
+
+@dataclass
+class Segments:
+    """Recovered context segments of a trace (DESIGN §3 contract)."""
+
+    segments: pd.DataFrame
+    writes: pd.DataFrame
+    reads: pd.DataFrame
+    schedule: pd.DataFrame
+
+
+def _walk(agent_start: list[int], agent_end: list[int], mp: list[int], inp: list[int], out: list[int],
+          fail: "callable") -> tuple[np.ndarray, ...]:
+    """Interval walk per agent (positions in agent-sorted order); returns the dead pieces."""
+    w_l, o_l, s_l, e_l, d_l, r_l = [], [], [], [], [], []
+    for b, e in zip(agent_start, agent_end):
+        live: list[list[int]] = []  # [start, end, writer, is_output]
+        for g in range(b, e):
+            m = mp[g]
+            live_end = live[-1][1] if live else 0
+            if m > live_end:
+                fail(g, live_end)
+            while live and live[-1][1] > m:  # tokens at positions >= m die; g closes them
+                iv = live[-1]
+                lo = max(iv[0], m)
+                w_l.append(iv[2]); o_l.append(iv[3]); s_l.append(lo); e_l.append(iv[1])
+                d_l.append(g); r_l.append(g - 1)
+                if iv[0] < m:
+                    iv[1] = m
+                    break
+                live.pop()
+            if inp[g] > m:
+                live.append([m, inp[g], g, 0])
+            if out[g] > 0:
+                live.append([inp[g], inp[g] + out[g], g, 1])
+        for iv in live:  # the agent's end: everything left dies, last read by its last request
+            w_l.append(iv[2]); o_l.append(iv[3]); s_l.append(iv[0]); e_l.append(iv[1])
+            d_l.append(-1); r_l.append(e - 1)
+    as_arr = lambda x: np.asarray(x, dtype=np.int64)  # noqa: E731
+    return tuple(as_arr(x) for x in (w_l, o_l, s_l, e_l, d_l, r_l))
+
+
+def recover(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0) -> Segments:
+    """Recover every context segment of ``trace`` with its T_norm (Eq. 1) and ρR/W (Eq. 3)."""
+    clock = clock or ReferenceClock()
+    req = trace.requests
+    sched = schedule(trace, clock, seed)
+    n = len(req)
+    codes, _ = pd.factorize(req["agent_id"], sort=False)
+    order = np.argsort(codes, kind="stable")  # agent-sorted position g -> trace row order[g]
+    acode = codes[order]
+    bounds = np.flatnonzero(np.r_[True, acode[1:] != acode[:-1]]) if n else np.zeros(0, dtype=np.int64)
+    a_start, a_end = bounds, np.r_[bounds[1:], n].astype(np.int64)
+
+    col = lambda c: req[c].to_numpy()[order]  # noqa: E731
+    rid, sid, aid, role = col("request_id"), col("session_id"), col("agent_id"), col("role")
+    mp, inp, out, turn = (col(c).astype(np.int64) for c in
+                          ("matched_prefix_tokens", "input_tokens", "output_tokens", "turn"))
+    first_of_turn = np.ones(n, dtype=bool)
+    if n:
+        first_of_turn[1:] = (acode[1:] != acode[:-1]) | (turn[1:] != turn[:-1])
+
+    def fail(g: int, live_end: int) -> None:
+        raise TraceError(trace.source, f"{int(order[g])} (request_id={rid[g]!r})", "matched_prefix_tokens",
+                         f"matched prefix {int(mp[g])} exceeds the {live_end} tokens of agent {aid[g]!r}'s "
+                         "earlier context (the prefix must be this agent's own earlier context)")
+
+    pw, po, ps, pe, pd_, pr = _walk(a_start.tolist(), a_end.tolist(), mp.tolist(), inp.tolist(),
+                                    out.tolist(), fail)
+    ntok = pe - ps
+    single = role[pw] == "single"
+    phase = np.where(single, np.where((po == 0) & first_of_turn[pw], 0, 1), 2)
+    wturn = turn[pw]
+    death_sort = np.where(pd_ >= 0, pd_, n)
+    pieces = pd.DataFrame({"a": acode[pw], "d": death_sort, "t": wturn, "p": phase})
+    seg_of = pieces.groupby(["a", "d", "t", "p"], sort=True).ngroup().to_numpy()
+    nseg = int(seg_of.max()) + 1 if len(seg_of) else 0
+
+    # Eq. 3 reads: each piece is present in the inputs of a contiguous run of its agent's requests
+    first_reader = pw + po  # an input piece is read by its writer; an output piece from the next request
+    n_read = np.maximum(pr - first_reader + 1, 0)
+    cum_l = np.r_[0, np.cumsum(out)]
+    in_reads = ntok * np.where(n_read > 0, cum_l[pr + 1] - cum_l[np.minimum(first_reader, pr + 1)], 0)
+    j0 = ps - inp[pw]
+    j1 = pe - 1 - inp[pw]
+    own = np.where(po == 1, ntok * (out[pw] - 1) - (ntok * (j0 + j1)) // 2, 0)
+    read_tokens = np.bincount(seg_of, weights=(in_reads + own).astype(float), minlength=nseg)
+    written = np.bincount(seg_of, weights=ntok, minlength=nseg).astype(np.int64)
+
+    # per-segment identity (pieces of a segment share agent, death, turn, phase)
+    first_piece = np.unique(seg_of, return_index=True)[1].astype(np.int64)
+    first_writer = np.full(nseg, n, dtype=np.int64)
+    np.minimum.at(first_writer, seg_of, pw)
+    last_reader = pr[first_piece]
+    closing = pd_[first_piece]
+    seg_role = role[pw[first_piece]]
+    seg_phase = phase[first_piece]
+    seg_class = np.where(seg_phase == 0, "reasoning_stripped",
+                         np.where(seg_phase == 1, "reasoning_laden", seg_role))
+    boundary = np.where(closing >= 0, "turn_end",
+                        np.where(np.isin(seg_role, ("worker", "reviewer")), "subagent_return", "session_end"))
+    # segment ids: <agent_id>:s<k>, k counting the agent's segments in (death, turn, phase) order
+    seg_agent = acode[pw[first_piece]]
+    k_in_agent = np.arange(nseg) - np.searchsorted(seg_agent, seg_agent, side="left")
+    seg_ids = np.array([f"{a}:s{k}" for a, k in zip(aid[pw[first_piece]], k_in_agent)], dtype=object)
+
+    t_start = sched["t_start_s"].to_numpy()[order]
+    t_dec = sched["t_decode_end_s"].to_numpy()[order]
+    t_first = t_start[first_writer]
+    t_last = t_dec[last_reader]
+    wait = np.full(nseg, np.nan)
+    lead = np.flatnonzero(seg_role == "lead")
+    if len(lead):
+        waits = wait_intervals(trace, sched)
+        empty = np.zeros((0, 2))
+        for i in lead:
+            wait[i] = overlap_s(waits.get(aid[pw[first_piece[i]]], empty), t_first[i], t_last[i])
+
+    segs = pd.DataFrame({
+        "segment_id": seg_ids, "session_id": sid[pw[first_piece]], "agent_id": aid[pw[first_piece]],
+        "role": seg_role, "seg_class": seg_class, "phase": np.asarray(PHASES, dtype=object)[seg_phase],
+        "boundary": boundary, "write_turn": turn[pw[first_piece]], "tokens_written": written,
+        "first_request": rid[first_writer], "last_request": rid[last_reader],
+        "closing_request": pd.Series([rid[c] if c >= 0 else None for c in closing.tolist()], dtype=object),
+        "t_first_write_s": t_first, "t_last_read_s": t_last, "t_norm_s": t_last - t_first,
+        "read_tokens": read_tokens, "rho_rw": read_tokens / np.maximum(written, 1), "wait_s": wait})
+    for extra in ("benchmark", "domain", "model"):
+        if extra in req.columns:
+            segs.insert(4, extra, col(extra)[pw[first_piece]])
+
+    writes = (pd.DataFrame({"g": pw, "seg": seg_of, "tokens": ntok})
+              .groupby(["g", "seg"], sort=True, as_index=False)["tokens"].sum())
+    writes = pd.DataFrame({"request_id": rid[writes["g"].to_numpy()], "segment_id": seg_ids[writes["seg"].to_numpy()],
+                           "tokens": writes["tokens"].to_numpy()})
+    idx = np.repeat(np.arange(len(pw)), n_read)
+    offs = np.arange(len(idx)) - np.repeat(np.cumsum(n_read) - n_read, n_read)
+    reads = (pd.DataFrame({"g": first_reader[idx] + offs, "seg": seg_of[idx], "tokens": ntok[idx]})
+             .groupby(["g", "seg"], sort=True, as_index=False)["tokens"].sum())
+    reads = pd.DataFrame({"request_id": rid[reads["g"].to_numpy()], "segment_id": seg_ids[reads["seg"].to_numpy()],
+                          "tokens": reads["tokens"].to_numpy()})
+    return Segments(segs, writes, reads, sched)
+
+
+# ------------------------------------------------------------------------------------------------
+# Summary and command line
+# ------------------------------------------------------------------------------------------------
+
+
+def summarize(segments: pd.DataFrame, by: tuple[str, ...] = ("seg_class",)) -> pd.DataFrame:
+    """Per-class table: segments, tokens written, median/p10/p90 T_norm, median ρR/W."""
+    g = segments.groupby(list(by), sort=True)
+    t = g["t_norm_s"]
+    return pd.DataFrame({
+        "segments": g.size(), "tokens_written": g["tokens_written"].sum(),
+        "tnorm_median_s": t.median(), "tnorm_p10_s": t.quantile(0.1), "tnorm_p90_s": t.quantile(0.9),
+        "rho_median": g["rho_rw"].median()}).reset_index()
+
+
+def _default_clock(trace: Trace) -> ReferenceClock:
+    """The corpus' clock (its tool-name -> tool-class map) when the corpus module provides one."""
+    try:
+        from lachesis.corpus import reference_clock  # type: ignore[attr-defined]
+    except ImportError:
+        return ReferenceClock()
+    return reference_clock()
+
+
+def cli_segments(args: argparse.Namespace) -> int:
+    """``lachesis segments TRACE [--seed N] [--out table.csv|.parquet]``."""
+    trace = read_trace(args.trace)
+    seg = recover(trace, clock=_default_clock(trace), seed=args.seed)
+    table = summarize(seg.segments)
+    with pd.option_context("display.width", 160, "display.max_columns", 20):
+        print(f"{trace.source}: {len(trace.requests)} requests, {trace.requests['session_id'].nunique()} sessions, "
+              f"{len(seg.segments)} segments")
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    if args.out:
+        path = Path(args.out)
+        if path.suffix == ".parquet":
+            atomic_write(path, lambda t: seg.segments.to_parquet(t, index=False))
+        elif path.suffix == ".csv":
+            atomic_write(path, lambda t: seg.segments.to_csv(t, index=False))
+        else:
+            raise SystemExit(f"--out must end in .csv or .parquet, not {path.suffix!r}")
+        print(f"wrote {path}")
+    return 0
