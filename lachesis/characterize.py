@@ -23,12 +23,13 @@ ASSUMPTION (Fig. 4(b) turn writes): the KV tokens one turn writes into a class a
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
-from lachesis.ranker import kendall_tau
+from lachesis import stats
+from lachesis.trace import Trace, read_trace
 
 TEMPORAL_CLASSES = ("reasoning_laden", "reasoning_stripped")
 STRUCTURAL_CLASSES = ("lead", "worker", "reviewer")
@@ -41,11 +42,6 @@ K_FRACTIONS = tuple(np.round(np.arange(0.05, 0.501, 0.05), 2))
 # ------------------------------------------------------------------------------------------------
 
 
-def _stats():  # imported on use: lachesis.stats is written in parallel with this module
-    from lachesis import stats
-    return stats
-
-
 def label_groups(segments: pd.DataFrame, requests: pd.DataFrame | None = None,
                  by: str = "benchmark") -> pd.DataFrame:
     """Add a ``group`` column: the segment's benchmark, refined by its domain when the requests
@@ -53,6 +49,8 @@ def label_groups(segments: pd.DataFrame, requests: pd.DataFrame | None = None,
     seg = segments.copy()
     if by in seg.columns:
         g = seg[by].astype(str)
+    elif requests is not None and by in requests.columns:
+        g = seg["agent_id"].map(requests.drop_duplicates("agent_id").set_index("agent_id")[by]).astype(str)
     else:
         g = pd.Series("all", index=seg.index)
     if requests is not None and "domain" in requests.columns:
@@ -63,6 +61,27 @@ def label_groups(segments: pd.DataFrame, requests: pd.DataFrame | None = None,
         g = g.where(~refine, g + "_" + d.astype(str))
     seg["group"] = g.to_numpy()
     return seg
+
+
+def load_segments(workloads: Sequence[str], trace: str = "", scale: float = 0.1,
+                  seed: int = 0) -> tuple[Trace, pd.DataFrame]:
+    """A trace and its recovered, group-labelled segment table.
+
+    ``trace`` empty: the embedded synthetic corpus, ``workloads`` generated at ``scale``/``seed``
+    and concatenated; else the trace at that path (``workloads`` ignored).  Segments are recovered
+    on the corpus' reference clock (its tool-name -> tool-class map) with the same seed.
+    """
+    from lachesis import corpus
+    from lachesis.segments import recover
+
+    if trace:
+        tr = read_trace(trace)
+    else:
+        parts = [corpus.generate(w, scale=scale, seed=seed) for w in workloads]
+        tr = Trace(pd.concat([p.requests for p in parts], ignore_index=True),
+                   pd.concat([p.spawns for p in parts], ignore_index=True), "embedded:" + "+".join(workloads))
+    seg = recover(tr, clock=corpus.reference_clock(), seed=seed)
+    return tr, label_groups(seg.segments, tr.requests)
 
 
 def _by_group(seg: pd.DataFrame) -> Iterable[tuple[str, pd.DataFrame]]:
@@ -99,9 +118,9 @@ def temporal_table(seg: pd.DataFrame) -> pd.DataFrame:
             group=g, n_laden=len(laden), n_stripped=len(stripped),
             median_tnorm_laden_s=float(np.median(laden)) if len(laden) else np.nan,
             median_tnorm_stripped_s=float(np.median(stripped)) if len(stripped) else np.nan,
-            median_ratio_stripped_over_laden=_stats().median_ratio(stripped, laden),
-            separability=_stats().separability(stripped, laden),
-            laden_share_of_turn_writes=_stats().laden_share(s),
+            median_ratio_stripped_over_laden=stats.median_ratio(stripped, laden),
+            separability=stats.separability(stripped, laden),
+            laden_share_of_turn_writes=stats.laden_share(s),
             turn_tokens_laden_median=float(wl.median()), turn_tokens_laden_mean=float(wl.mean()),
             turn_tokens_stripped_median=float(ws.median()), turn_tokens_stripped_mean=float(ws.mean()),
         ))
@@ -133,12 +152,12 @@ def structural_table(seg: pd.DataFrame) -> pd.DataFrame:
             group=g, n_lead=len(lead), n_worker=len(worker), n_reviewer=len(rev),
             median_tnorm_lead_s=_median(lead), median_tnorm_worker_s=_median(worker),
             median_tnorm_reviewer_s=_median(rev),
-            lead_over_worker=_stats().median_ratio(lead, worker),
-            lead_over_reviewer=_stats().median_ratio(lead, rev) if has_rev else np.nan,
-            separability_lead_worker=_stats().separability(lead, worker),
-            separability_lead_reviewer=_stats().separability(lead, rev) if has_rev else np.nan,
+            lead_over_worker=stats.median_ratio(lead, worker),
+            lead_over_reviewer=stats.median_ratio(lead, rev) if has_rev else np.nan,
+            separability_lead_worker=stats.separability(lead, worker),
+            separability_lead_reviewer=stats.separability(lead, rev) if has_rev else np.nan,
             lead_waiting_share=lead_waiting_share(s),
-            rho_overlap_lead_worker=_stats().cdf_overlap(rl[np.isfinite(rl)], rw[np.isfinite(rw)]),
+            rho_overlap_lead_worker=stats.cdf_overlap(rl[np.isfinite(rl)], rw[np.isfinite(rw)]),
         ))
     return pd.DataFrame(rows)
 
@@ -160,9 +179,9 @@ def worker_heterogeneity_table(workers: pd.DataFrame) -> pd.DataFrame:
         t, v = w["t_norm_s"].to_numpy(float), w["tokens_written"].to_numpy(float)
         rows.append(dict(group=str(g), n_workers=len(w),
                          tnorm_p10_s=float(np.percentile(t, 10)), tnorm_p90_s=float(np.percentile(t, 90)),
-                         tnorm_p90_over_p10=_stats().p90_over_p10(t),
-                         writes_p90_over_p10=_stats().p90_over_p10(v),
-                         kendall_tau_tnorm_vs_writes=_stats().kendall_tau(t, v)))
+                         tnorm_p90_over_p10=stats.p90_over_p10(t),
+                         writes_p90_over_p10=stats.p90_over_p10(v),
+                         kendall_tau_tnorm_vs_writes=stats.kendall_tau(t, v)))
     return pd.DataFrame(rows)
 
 
@@ -228,7 +247,7 @@ def prediction_summary(oof: pd.DataFrame, pred_col: str = "pred") -> dict[str, f
     """Fig. 7 headline numbers: pooled Kendall τ and the k = n/10 shares."""
     p, t = oof[pred_col].to_numpy(float), oof["t_norm_s"].to_numpy(float)
     at10 = selection_shares(p, t, max(1, int(round(0.1 * len(t)))))
-    return dict(kendall_tau=kendall_tau(p, t), n_workers=len(t),
+    return dict(kendall_tau=stats.kendall_tau(p, t), n_workers=len(t),
                 share_k_shortest_at_10pct=at10["share_k_shortest"],
                 share_k_longest_at_10pct=at10["share_k_longest"],
                 share_2k_shortest_at_10pct=at10["share_2k_shortest"])

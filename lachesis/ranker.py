@@ -27,7 +27,6 @@ from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
-from scipy.stats import kendalltau
 from sklearn.compose import ColumnTransformer
 from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer
@@ -35,6 +34,8 @@ from sklearn.linear_model import Ridge
 from sklearn.model_selection import GroupKFold
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
+
+from lachesis.stats import kendall_tau  # Kendall τ-b (scipy.stats.kendalltau)
 
 #: Numeric spawn-signal columns (lengths and session position).
 NUMERIC_FEATURES = ("instruction_words", "instruction_chars", "context_tokens", "n_tools",
@@ -240,11 +241,6 @@ def cross_validate(trace: Any, segments: Any, n_splits: int = 5, seed: int = 0,
     out = table[["agent_id", "session_id", "benchmark", "t_norm_s", "tokens_written"]].copy()
     out["pred"], out["fold"] = pred, folds
     return out
-
-
-def kendall_tau(pred: np.ndarray, truth: np.ndarray) -> float:
-    """Kendall's τ (τ-b) of predictions against truth."""
-    return float(kendalltau(np.asarray(pred, float), np.asarray(truth, float)).statistic)
 
 
 def oof_predictions(trace: Any, segments: Any, seed: int = 0) -> pd.Series:

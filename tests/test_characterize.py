@@ -104,3 +104,36 @@ def test_label_groups_refines_by_domain():
     out = C.label_groups(seg, req)
     assert out["group"].tolist() == ["tau3_airline", "tau3_retail", "bfcl_base"]
     assert C.label_groups(seg)["group"].tolist() == ["tau3", "tau3", "bfcl_base"]
+
+
+def test_temporal_table_by_hand():
+    rows = [("g", "s1", "a", "reasoning_laden", i, 100, t, np.nan) for i, t in enumerate([1.0, 2.0, 3.0])]
+    rows += [("g", "s1", "a", "reasoning_stripped", i, 50, t, np.nan) for i, t in enumerate([1.5, 20.0, 30.0])]
+    tab = C.temporal_table(_seg(rows)).iloc[0]
+    assert tab["median_ratio_stripped_over_laden"] == pytest.approx(20.0 / 2.0)
+    # stripped outlives laden in 7 of 9 pairs: 1.5 beats only 1; 20 and 30 beat all three
+    assert tab["separability"] == pytest.approx(7 / 9)
+    assert tab["laden_share_of_turn_writes"] == pytest.approx(300 / 450)
+    assert (tab["turn_tokens_laden_median"], tab["turn_tokens_stripped_mean"]) == (100.0, 50.0)
+
+
+def test_structural_table_by_hand():
+    rows = [("g", "s1", "L1", "lead", 0, 10, 100.0, 80.0), ("g", "s2", "L2", "lead", 0, 10, 200.0, 100.0)]
+    rows += [("g", "s1", f"w{i}", "worker", 0, 10, t, np.nan) for i, t in enumerate([10.0, 20.0, 30.0])]
+    rows += [("g", "s1", "r", "reviewer", 0, 10, 5.0, np.nan)]
+    seg = _seg(rows)
+    seg["rho_rw"] = [1.0, 2.0, 3.0, 4.0, 5.0, 0.5]
+    tab = C.structural_table(seg).iloc[0]
+    assert tab["lead_over_worker"] == pytest.approx(150 / 20)
+    assert tab["lead_over_reviewer"] == pytest.approx(150 / 5)
+    assert tab["separability_lead_worker"] == 1.0
+    assert tab["lead_waiting_share"] == pytest.approx(180 / 300)
+    assert tab["rho_overlap_lead_worker"] == pytest.approx(0.0)  # ρ of leads {1,2} and workers {3,4,5} never mix
+    assert (tab["n_lead"], tab["n_worker"], tab["n_reviewer"]) == (2, 3, 1)
+
+
+def test_worker_heterogeneity_by_hand():
+    w = pd.DataFrame({"group": "g", "t_norm_s": np.arange(1.0, 11.0), "tokens_written": np.arange(10, 0, -1)})
+    tab = C.worker_heterogeneity_table(w).iloc[0]
+    assert tab["tnorm_p90_over_p10"] == pytest.approx(9.1 / 1.9)  # linear-interpolated p90 / p10 of 1..10
+    assert tab["kendall_tau_tnorm_vs_writes"] == pytest.approx(-1.0)
