@@ -1,0 +1,191 @@
+"""The trace contract (DESIGN §2): every validation error of lachesis.trace, and the JSONL/Parquet round trip."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lachesis.trace import (REQUEST_COLUMNS, SPAWN_COLUMNS, Trace, TraceError, atomic_write, read_trace,
+                            tokens_processed, tokens_written, validate_requests, write_trace)
+
+
+def base_requests() -> pd.DataFrame:
+    rows = [
+        dict(session_id="S", request_id="l0", agent_id="L", parent_agent_id=None, role="lead", turn=0,
+             input_tokens=100, matched_prefix_tokens=0, output_tokens=10, reasoning_tokens=4,
+             tool_names=["spawn_subagent"], n_observations=1),
+        dict(session_id="S", request_id="w0", agent_id="W", parent_agent_id="L", role="worker", turn=0,
+             input_tokens=50, matched_prefix_tokens=0, output_tokens=20, reasoning_tokens=0,
+             tool_names=["grep"], n_observations=1),
+        dict(session_id="S", request_id="l1", agent_id="L", parent_agent_id=None, role="lead", turn=0,
+             input_tokens=130, matched_prefix_tokens=110, output_tokens=5, reasoning_tokens=5,
+             tool_names=[], n_observations=0),
+    ]
+    return pd.DataFrame(rows)
+
+
+def base_spawns() -> pd.DataFrame:
+    return pd.DataFrame([dict(session_id="S", agent_id="W", parent_agent_id="L", role="worker",
+                              spawn_request_id="l0", instruction="find it", context="ctx", tools=["grep"],
+                              model="m", spawn_index=0)])
+
+
+def test_valid_trace_and_token_counts():
+    t = Trace.from_frames(base_requests(), base_spawns())
+    # written = input + output - matched: 110, 70, 25; processed = input + output: 110, 70, 135
+    assert tokens_written(t.requests).tolist() == [110, 70, 25]
+    assert tokens_processed(t.requests).tolist() == [110, 70, 135]
+    assert list(t.sessions) == ["S"]
+    assert len(t.subset(["nope"]).requests) == 0
+
+
+def _set(col, pos, value):
+    def f(df):
+        df = df.copy()
+        df[col] = df[col].astype(object)
+        df.at[pos, col] = value
+        return df
+    return f
+
+
+REQUEST_CASES = [  # (mutation, field, words of the problem)
+    (lambda d: d.drop(columns="turn"), "turn", "required column missing"),
+    (_set("session_id", 0, None), "session_id", "missing value"),
+    (_set("agent_id", 1, 7), "agent_id", "expected a string"),
+    (_set("input_tokens", 0, "many"), "input_tokens", "expected a number"),
+    (_set("output_tokens", 0, True), "output_tokens", "expected a number"),
+    (_set("turn", 2, 1.5), "turn", "expected an integer"),
+    (_set("n_observations", 2, -1), "n_observations", "must be >= 0"),
+    (_set("tool_names", 1, "grep"), "tool_names", "expected a list of strings"),
+    (_set("tool_names", 1, [3]), "tool_names", "expected a list of strings"),
+    (_set("matched_prefix_tokens", 2, 200), "matched_prefix_tokens", "exceeds input"),
+    (_set("reasoning_tokens", 1, 21), "reasoning_tokens", "exceeds output"),
+    (_set("role", 0, "boss"), "role", "unknown role"),
+    (_set("request_id", 2, "l0"), "request_id", "duplicate request id"),
+    (_set("session_id", 2, "T"), "session_id", "more than one session_id"),
+    (_set("role", 2, "single"), "role", "more than one role"),
+    (_set("parent_agent_id", 1, None), "parent_agent_id", "must name its parent"),
+    (_set("parent_agent_id", 0, "W"), "parent_agent_id", "must not name a parent"),
+    (_set("parent_agent_id", 1, "X"), "parent_agent_id", "has no request in session"),
+    (lambda d: d.assign(t_start=[0.0, 1.0, 2.0], t_end=[1.0, 0.5, 3.0]), "t_end", "precedes t_start"),
+    (lambda d: d.assign(t_start=[0.0, "soon", 2.0]), "t_start", "expected a number"),
+    (lambda d: d.assign(benchmark=["a", 3, "a"]), "benchmark", "expected a string"),
+]
+
+
+@pytest.mark.parametrize("mutate, field, words", REQUEST_CASES, ids=[f"{c[1]}-{c[2]}" for c in REQUEST_CASES])
+def test_request_errors_name_the_field(mutate, field, words):
+    with pytest.raises(TraceError) as e:
+        Trace.from_frames(mutate(base_requests()), base_spawns(), source="t.jsonl")
+    assert e.value.field == field
+    assert words in e.value.problem
+    assert e.value.source == "t.jsonl" and str(e.value).startswith("t.jsonl: record ")
+
+
+def test_request_error_names_the_row():
+    with pytest.raises(TraceError) as e:
+        validate_requests(_set("output_tokens", 2, -3)(base_requests()), "x")
+    assert e.value.record == "2 (request_id='l1')"
+
+
+SPAWN_CASES = [
+    (lambda s, r: s.drop(columns="instruction"), "instruction", "required column missing"),
+    (lambda s, r: _set("context", 0, 1.5)(s), "context", "expected text or a token count"),
+    (lambda s, r: _set("role", 0, "lead")(s), "role", "must be worker or reviewer"),
+    (lambda s, r: pd.concat([s, s], ignore_index=True), "agent_id", "more than one spawn record"),
+    (lambda s, r: _set("agent_id", 0, "Z")(s), "agent_id", "has no request in the trace"),
+    (lambda s, r: _set("session_id", 0, "T")(s), "session_id", "runs in session"),
+    (lambda s, r: _set("parent_agent_id", 0, "W")(s), "parent_agent_id", "requests give parent"),
+    (lambda s, r: _set("role", 0, "reviewer")(s), "role", "requests give role"),
+    (lambda s, r: _set("spawn_request_id", 0, "zz")(s), "spawn_request_id", "unknown request"),
+    (lambda s, r: _set("spawn_index", 0, "first")(s), "spawn_index", "expected a number"),
+    (lambda s, r: _set("tools", 0, None)(s), "tools", "missing value"),
+]
+
+
+@pytest.mark.parametrize("mutate, field, words", SPAWN_CASES, ids=[f"{c[1]}-{c[2]}" for c in SPAWN_CASES])
+def test_spawn_errors_name_the_field(mutate, field, words):
+    r = base_requests()
+    with pytest.raises(TraceError) as e:
+        Trace.from_frames(r, mutate(base_spawns(), r), source="t.jsonl")
+    assert e.value.field == field
+    assert words in e.value.problem
+    assert e.value.source == "t.jsonl [spawns]"
+
+
+def test_subagent_without_spawn_record_when_spawns_given():
+    r = base_requests()
+    extra = r.iloc[[1]].assign(request_id="v0", agent_id="V")  # a second worker, no spawn record
+    with pytest.raises(TraceError) as e:
+        Trace.from_frames(pd.concat([r, extra], ignore_index=True), base_spawns())
+    assert e.value.field == "agent_id" and "no spawn record" in e.value.problem
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_round_trip(tmp_path, fmt):
+    r = base_requests().assign(benchmark="appworld", t_start=[0.0, 1.0, np.nan], t_end=[1.0, 2.0, np.nan])
+    t = Trace.from_frames(r, base_spawns())
+    d = write_trace(t, tmp_path / "tr", fmt=fmt)
+    back = read_trace(d)
+    pd.testing.assert_frame_equal(back.requests, t.requests, check_dtype=False)
+    pd.testing.assert_frame_equal(back.spawns, t.spawns, check_dtype=False)
+    # a single requests file finds its sibling spawns file
+    (tmp_path / "one").mkdir()
+    (d / f"requests.{fmt}").rename(tmp_path / "one" / f"x.{fmt}")
+    (d / f"spawns.{fmt}").rename(tmp_path / "one" / f"x.spawns.{fmt}")
+    again = read_trace(tmp_path / "one" / f"x.{fmt}")
+    assert len(again.spawns) == 1 and len(again.requests) == 3
+
+
+def test_gzip_jsonl_and_json_errors(tmp_path):
+    rows = [{k: (v.item() if hasattr(v, "item") else v) for k, v in rec.items()}
+            for rec in base_requests().iloc[[0]].to_dict(orient="records")]
+    rows[0]["tool_names"] = []
+    rows[0]["role"] = "single"
+    p = tmp_path / "req.jsonl.gz"
+    with gzip.open(p, "wt") as fh:
+        fh.write(json.dumps(rows[0]) + "\n\n")
+    assert len(read_trace(p).requests) == 1
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(rows[0]) + "\n{not json\n")
+    with pytest.raises(TraceError) as e:
+        read_trace(bad)
+    assert e.value.record == "line 2" and e.value.field == "(json)"
+    bad.write_text("[1, 2]\n")
+    with pytest.raises(TraceError, match="expected a JSON object"):
+        read_trace(bad)
+
+
+def test_io_errors(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        read_trace(tmp_path / "missing.jsonl")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError):
+        read_trace(tmp_path / "empty")
+    with pytest.raises(ValueError):
+        write_trace(Trace.from_frames(base_requests(), base_spawns()), tmp_path / "o", fmt="csv")
+
+
+def test_atomic_write_leaves_nothing_on_failure(tmp_path):
+    target = tmp_path / "out.txt"
+    target.write_text("old")
+
+    def boom(p):
+        p.write_text("half")
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError):
+        atomic_write(target, boom)
+    assert target.read_text() == "old"
+    assert [f.name for f in tmp_path.iterdir()] == ["out.txt"]
+
+
+def test_contract_columns():
+    assert set(REQUEST_COLUMNS) == {"session_id", "request_id", "agent_id", "parent_agent_id", "role", "turn",
+                                    "input_tokens", "matched_prefix_tokens", "output_tokens", "reasoning_tokens",
+                                    "tool_names", "n_observations"}
+    assert "spawn_request_id" in SPAWN_COLUMNS and "instruction" in SPAWN_COLUMNS
