@@ -49,7 +49,8 @@ class AdapterResult:
 
     def skip(self, what: str, n: int = 1) -> None:
         """Count something left out (reported, never silent)."""
-        self.skipped[what] = self.skipped.get(what, 0) + n
+        if n:
+            self.skipped[what] = self.skipped.get(what, 0) + n
 
 
 # ------------------------------------------------------------------------------------------------
