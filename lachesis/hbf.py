@@ -407,10 +407,9 @@ def kyung_steady_state(context_tokens: ArrayLike, in_share: ArrayLike, cv: Array
     :func:`hbf_lifetime_years` with the weights' flash reserved.
     """
     s = setting
-    ctx = np.asarray(context_tokens, dtype=float)
-    share = np.asarray(in_share, dtype=float)
-    cv_ = np.asarray(cv, dtype=float)
-    ctx, share, cv_ = np.broadcast_arrays(ctx, share, cv_)
+    ctx, share, cv_ = np.broadcast_arrays(np.atleast_1d(np.asarray(context_tokens, dtype=float)),
+                                          np.atleast_1d(np.asarray(in_share, dtype=float)),
+                                          np.atleast_1d(np.asarray(cv, dtype=float)))
     if np.any(ctx <= 0) or np.any((share <= 0) | (share >= 1)) or np.any(cv_ < 0):
         raise ValueError("kyung_steady_state: need context > 0, 0 < in_share < 1, cv >= 0")
     kv_tok = s.model.kv_bytes_per_token
