@@ -1,0 +1,162 @@
+"""ChatDev 1.0 WareHouse run logs → Trace (phases as short-lived sub-agents, reviewer loops).
+
+One project folder (``WareHouse/<project>/*.log[.gz]``) = one session. ChatDev's chat chain is a
+fixed program, not an LLM lead; each phase is a fresh two-role chat whose context is discarded at
+phase end. Field by field:
+
+* log lines ``[YYYY-DD-MM HH:MM:SS INFO] …`` — **day before month**, 1-second resolution.
+* a phase instance starts at ``System: **[RolePlaying]**`` (its table gives ``assistant_role_name``
+  and ``user_role_name``); the phase name comes from the ``System: **[chatting]**`` table just before
+  it (``phase_name``, ``phase_prompt``); the first role-play without one is the task-prompt
+  self-improvement (``TaskPromptSelfImprovement``).
+* a request = one ``**[OpenAI_Usage_Info Receive]**`` block: ``input_tokens`` = ``prompt_tokens``,
+  ``output_tokens`` = ``completion_tokens`` (real OpenAI usage), ``reasoning_tokens`` = 0 (no
+  reasoning model), ``t_start`` = the preceding ``Send`` line's time, ``t_end`` = the ``Receive``
+  line's time.
+* ASSUMPTION (speaker): ChatDev's ``RolePlaying.step`` calls the assistant agent, then the user agent,
+  so calls inside a phase instance alternate assistant, user, assistant, …; each role of each phase
+  instance is one agent (its own message memory): ``<session>:p<k>:<role name>``.
+* ASSUMPTION (prefix): an agent's memory is append-only within its phase, so ``matched_prefix`` = its
+  previous request's ``input + output`` (capped at ``input``); 0 at its first request.
+* roles: the ``Code Reviewer`` of a phase = ``reviewer``; every other phase agent = ``worker``
+  (so CodeReviewComment is a reviewer/worker pair and the reviewer loop alternates it with
+  CodeReviewModification). The chat chain = ``lead``: it issues one zero-token placeholder request
+  per phase instance (``tool_names = ["spawn_subagent"]``, at the phase start) so every phase agent
+  has a spawn record; ``instruction`` = the phase prompt (first line of the table cell) + the role
+  prompt, ``context`` = 0, ``tools`` = [], ``model`` = ``"gpt-3.5 (unrecorded)"``.
+* ``turn`` = 0: one customer task per session.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..trace import TraceError
+from . import AdapterResult, frames_to_trace, read_text
+
+_HEAD = re.compile(r"^\[(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2}) INFO\] (.*)$")
+_CELL = re.compile(r"^\| \*\*(\w+)\*\* \| (.*?) ?\|?$")
+_NUM = re.compile(r"^(prompt_tokens|completion_tokens|num_tokens): (\d+)\s*$")
+MODEL = "gpt-3.5 (unrecorded)"
+
+
+def load(root: Path) -> AdapterResult:
+    """Every ``WareHouse/*/*.log[.gz]`` → one Trace."""
+    root = Path(root)
+    res = AdapterResult(dataset=root.name)
+    logs = sorted(p for p in root.rglob("*.log*") if p.name.endswith((".log", ".log.gz")))
+    if not logs:
+        raise TraceError(str(root), "(folder)", "(files)", "no ChatDev log (*.log or *.log.gz)")
+    rows: list[dict[str, Any]] = []
+    spawns: list[dict[str, Any]] = []
+    for path in logs:
+        r, s = parse_log(path, res)
+        rows += r
+        spawns += s
+    res.trace = frames_to_trace(rows, spawns, source=str(root))
+    return res
+
+
+def _ts(m: re.Match[str], path: Path, lineno: int) -> float:
+    y, d, mo, hh, mm, ss = (int(x) for x in m.groups()[:6])  # day before month
+    try:
+        return datetime(y, mo, d, hh, mm, ss, tzinfo=timezone.utc).timestamp()
+    except ValueError as e:
+        raise TraceError(str(path), f"line {lineno}", "timestamp", f"bad date (YYYY-DD-MM expected): {e}") from None
+
+
+def parse_log(path: Path, res: AdapterResult) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """One run log → request rows and spawn records."""
+    sid = path.parent.name
+    lines = read_text(path).splitlines()
+    phases: list[dict[str, Any]] = []
+    chatting: dict[str, str] | None = None
+    table: dict[str, str] | None = None
+    send_ts: float | None = None
+    i = 0
+    while i < len(lines):
+        m = _HEAD.match(lines[i])
+        if not m:
+            c = _CELL.match(lines[i])
+            if c and table is not None:
+                table.setdefault(c.group(1), c.group(2).strip())
+            i += 1
+            continue
+        ts, msg = _ts(m, path, i + 1), m.group(7)
+        table = None
+        if msg.startswith("System: **[chatting]**"):
+            chatting = {}
+            table = chatting
+        elif msg.startswith("System: **[RolePlaying]**"):
+            ph = dict(params={}, chatting=chatting, t=ts, calls=[], line=i + 1)
+            phases.append(ph)
+            table = ph["params"]
+            chatting = None
+        elif msg.startswith("**[OpenAI_Usage_Info Send]**"):
+            send_ts = ts
+        elif msg.startswith("**[OpenAI_Usage_Info Receive]**"):
+            vals: dict[str, int] = {}
+            j = i + 1
+            while j < len(lines) and not _HEAD.match(lines[j]):
+                n = _NUM.match(lines[j])
+                if n:
+                    vals[n.group(1)] = int(n.group(2))
+                j += 1
+            for f in ("prompt_tokens", "completion_tokens"):
+                if f not in vals:
+                    raise TraceError(str(path), f"line {i + 1}", f, "missing in the OpenAI_Usage_Info Receive block")
+            if not phases:
+                raise TraceError(str(path), f"line {i + 1}", "(phase)", "LLM call before any RolePlaying block")
+            phases[-1]["calls"].append(dict(P=vals["prompt_tokens"], C=vals["completion_tokens"],
+                                            t_start=send_ts if send_ts is not None and send_ts <= ts else ts,
+                                            t_end=ts, line=i + 1))
+            send_ts = None
+            i = j
+            continue
+        i += 1
+    rows: list[dict[str, Any]] = []
+    spawns: list[dict[str, Any]] = []
+    lead = f"{sid}:ChatChain"
+    k_spawn = 0
+    for k, ph in enumerate(phases):
+        if not ph["calls"]:
+            res.skip("ChatDev phase instances without LLM calls")
+            continue
+        params, chat = ph["params"], ph["chatting"] or {}
+        phase = chat.get("phase_name") or ("TaskPromptSelfImprovement" if k == 0 else "(unnamed)")
+        roles = [params.get("assistant_role_name"), params.get("user_role_name")]
+        if not all(roles):
+            raise TraceError(str(path), f"line {ph['line']}", "assistant_role_name/user_role_name",
+                             "missing in the RolePlaying table")
+        spawn_rid = f"{sid}:p{k}:spawn"
+        rows.append(dict(session_id=sid, request_id=spawn_rid, agent_id=lead, parent_agent_id=None, role="lead",
+                         turn=0, input_tokens=0, matched_prefix_tokens=0, output_tokens=0, reasoning_tokens=0,
+                         tool_names=["spawn_subagent"], n_observations=0, t_start=ph["t"], t_end=ph["t"],
+                         benchmark="chatdev", domain=phase, model="(chat chain program)", placeholder=True))
+        last: dict[str, dict[str, Any]] = {}
+        for c_i, c in enumerate(ph["calls"]):
+            name = roles[c_i % 2]
+            aid = f"{sid}:p{k}:{name}"
+            prev = last.get(aid)
+            mp = min(prev["input_tokens"] + prev["output_tokens"], c["P"]) if prev else 0
+            row = dict(session_id=sid, request_id=f"{sid}:L{c['line']}", agent_id=aid, parent_agent_id=lead,
+                       role="reviewer" if name == "Code Reviewer" else "worker", turn=0, input_tokens=c["P"],
+                       matched_prefix_tokens=mp, output_tokens=c["C"], reasoning_tokens=0, tool_names=[],
+                       n_observations=0, t_start=c["t_start"], t_end=c["t_end"], benchmark="chatdev",
+                       domain=phase, model=MODEL, placeholder=False)
+            rows.append(row)
+            if prev is None:
+                prompt_key = "assistant_role_prompt" if c_i % 2 == 0 else "user_role_prompt"
+                spawns.append(dict(session_id=sid, agent_id=aid, parent_agent_id=lead, role=row["role"],
+                                   spawn_request_id=spawn_rid,
+                                   instruction=(chat.get("phase_prompt", "") + "\n\n" + params.get(prompt_key, "")).strip(),
+                                   context=0, tools=[], model=MODEL, spawn_index=k_spawn, phase=phase))
+                k_spawn += 1
+            last[aid] = row
+    for s in spawns:
+        mine = [r for r in rows if r["agent_id"] == s["agent_id"]]
+        s["t_start"], s["t_end"] = min(r["t_start"] for r in mine), max(r["t_end"] for r in mine)
+    return rows, spawns
