@@ -12,8 +12,15 @@ When request q arrives with matched prefix m, every live token at a position >= 
 read was a's previous request and q is the ``closing_request``.  At the agent's end (a sub-agent's
 last request = its return; a single/lead agent's last request = the session's end) all remaining
 tokens die, last read by the agent's last request (``closing_request`` None).  A matched prefix
-longer than the agent's live context is a contract violation (the prefix must be *this agent's*
-earlier context) and raises :class:`~lachesis.trace.TraceError` naming ``matched_prefix_tokens``.
+longer than the agent's live context breaks the trace contract (the prefix must be *this agent's*
+earlier context), but real provider traces do it routinely: Claude Code's ``cache_read_input_tokens``
+of an agent's first request counts a system prompt cached by other agents or sessions.  With
+``prefix_gap="external"`` (default) those positions ``[live end, matched prefix)`` are treated as an
+external prefix: present in the context, written by no request of this trace (they are not in
+``tokens_written`` either), so they belong to no segment; every such gap is listed in
+``Segments.external`` (request_id, tokens) and announced with a warning, never dropped silently.
+With ``prefix_gap="raise"`` the first gap raises :class:`~lachesis.trace.TraceError` naming
+``matched_prefix_tokens``.
 
 *Segments.*  A context segment = the tokens of one agent with the same (write turn, write phase,
 death event).  Single agent: the input part of the FIRST request of a turn (the unmatched prefill:
@@ -44,7 +51,8 @@ lead-agent lifetime"); NaN for other classes.
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -70,6 +78,9 @@ class Segments:
     writes: pd.DataFrame
     reads: pd.DataFrame
     schedule: pd.DataFrame
+    #: matched-prefix tokens beyond the agent's own live context (external prefix; see module doc)
+    external: pd.DataFrame = field(default_factory=lambda: pd.DataFrame({"request_id": pd.Series(dtype=object),
+                                                                         "tokens": pd.Series(dtype="int64")}))
 
 
 def _walk(agent_start: list[int], agent_end: list[int], mp: list[int], inp: list[int], out: list[int],
@@ -82,7 +93,7 @@ def _walk(agent_start: list[int], agent_end: list[int], mp: list[int], inp: list
             m = mp[g]
             live_end = live[-1][1] if live else 0
             if m > live_end:
-                fail(g, live_end)
+                fail(g, live_end)  # raises, or records an external prefix
             while live and live[-1][1] > m:  # tokens at positions >= m die; g closes them
                 iv = live[-1]
                 lo = max(iv[0], m)
@@ -103,8 +114,11 @@ def _walk(agent_start: list[int], agent_end: list[int], mp: list[int], inp: list
     return tuple(as_arr(x) for x in (w_l, o_l, s_l, e_l, d_l, r_l))
 
 
-def recover(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0) -> Segments:
+def recover(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0,
+            prefix_gap: str = "external") -> Segments:
     """Recover every context segment of ``trace`` with its T_norm (Eq. 1) and ρR/W (Eq. 3)."""
+    if prefix_gap not in ("external", "raise"):
+        raise ValueError(f"prefix_gap must be 'external' or 'raise', not {prefix_gap!r}")
     clock = clock or ReferenceClock()
     req = trace.requests
     sched = schedule(trace, clock, seed)
@@ -123,10 +137,16 @@ def recover(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0) ->
     if n:
         first_of_turn[1:] = (acode[1:] != acode[:-1]) | (turn[1:] != turn[:-1])
 
+    gaps: list[tuple[int, int]] = []
+
     def fail(g: int, live_end: int) -> None:
+        if prefix_gap == "external":
+            gaps.append((g, int(mp[g]) - live_end))
+            return
         raise TraceError(trace.source, f"{int(order[g])} (request_id={rid[g]!r})", "matched_prefix_tokens",
                          f"matched prefix {int(mp[g])} exceeds the {live_end} tokens of agent {aid[g]!r}'s "
-                         "earlier context (the prefix must be this agent's own earlier context)")
+                         "earlier context (the prefix must be this agent's own earlier context; "
+                         "prefix_gap='external' treats the excess as an external prefix)")
 
     pw, po, ps, pe, pd_, pr = _walk(a_start.tolist(), a_end.tolist(), mp.tolist(), inp.tolist(),
                                     out.tolist(), fail)
@@ -201,7 +221,13 @@ def recover(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0) ->
              .groupby(["g", "seg"], sort=True, as_index=False)["tokens"].sum())
     reads = pd.DataFrame({"request_id": rid[reads["g"].to_numpy()], "segment_id": seg_ids[reads["seg"].to_numpy()],
                           "tokens": reads["tokens"].to_numpy()})
-    return Segments(segs, writes, reads, sched)
+    external = pd.DataFrame({"request_id": np.array([rid[g] for g, _ in gaps], dtype=object),
+                             "tokens": np.array([k for _, k in gaps], dtype=np.int64)})
+    if gaps:
+        warnings.warn(f"{trace.source}: {len(gaps)} requests match {int(external['tokens'].sum())} prefix tokens "
+                      "beyond their agent's own earlier context; treated as an external prefix (no segment), "
+                      "listed in Segments.external", stacklevel=2)
+    return Segments(segs, writes, reads, sched, external)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -236,6 +262,9 @@ def cli_segments(args: argparse.Namespace) -> int:
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         print(f"{trace.source}: {len(trace.requests)} requests, {trace.requests['session_id'].nunique()} sessions, "
               f"{len(seg.segments)} segments")
+        if len(seg.external):
+            print(f"note: {len(seg.external)} requests match {int(seg.external['tokens'].sum())} prefix tokens beyond "
+                  "their agent's own context (external prefix, in no segment)")
         print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     if args.out:
         path = Path(args.out)

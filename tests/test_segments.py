@@ -242,11 +242,23 @@ def test_spawn_request_of_another_agent_is_rejected():
     assert e.value.field == "spawn_request_id"
 
 
-def test_matched_prefix_beyond_live_context_is_rejected():
+def test_matched_prefix_beyond_live_context():
     tr = Trace.from_frames(pd.DataFrame([req("a", 0, 10, 0, 2), req("b", 0, 30, 20, 1)]))  # only 12 live
     with pytest.raises(TraceError) as e:
-        recover(tr)
+        recover(tr, prefix_gap="raise")
     assert e.value.field == "matched_prefix_tokens" and "request_id='b'" in str(e.value.record)
+    # default: [12,20) is an external prefix (8 tokens, no segment), listed and warned about
+    with pytest.warns(UserWarning, match="external prefix"):
+        seg = recover(tr)
+    assert seg.external.to_dict("records") == [{"request_id": "b", "tokens": 8}]
+    s = by_id(seg, "seg_class")
+    # stripped = a's input [0,10); laden = a's output [10,12) + b's input [20,30) + b's output [30,31) = 13
+    assert s.loc["reasoning_stripped", "tokens_written"] == 10 and s.loc["reasoning_laden", "tokens_written"] == 13
+    assert s["tokens_written"].sum() == tokens_written(tr.requests).sum()
+    # b's input (30) = 10 stripped + 12 laden present + the 8 external tokens (in no segment)
+    assert seg.reads[seg.reads["request_id"] == "b"]["tokens"].sum() == 22
+    with pytest.raises(ValueError):
+        recover(tr, prefix_gap="ignore")
 
 
 def test_two_root_agents_in_a_session_are_rejected():
