@@ -44,6 +44,7 @@ class AdapterResult:
     dataset: str
     trace: Trace | None = None
     table: pd.DataFrame | None = None
+    extra: dict[str, pd.DataFrame] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 

@@ -1,0 +1,65 @@
+"""Azure LLM inference trace 2023 (conversation) → arrival and length statistics (NOT a Trace).
+
+The CSV holds only ``TIMESTAMP, ContextTokens, GeneratedTokens`` per request: no session id, no
+prefix hashes, no agent identity. So it yields arrival and length statistics only (a secondary
+source): :func:`stats` returns one row per statistic.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..trace import TraceError
+from . import AdapterResult, read_text
+
+FILE = "AzureLLMInferenceTrace_conv.csv"
+COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+
+
+def read(path: Path) -> pd.DataFrame:
+    """The request table, validated: a bad row raises naming the file, the line and the column."""
+    import io
+
+    df = pd.read_csv(io.StringIO(read_text(path)), dtype=str, keep_default_na=False)
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise TraceError(str(path), "line 1", missing[0], "column missing from the header")
+    out = pd.DataFrame(index=df.index)
+    out["t"] = pd.to_datetime(df["TIMESTAMP"], format="%Y-%m-%d %H:%M:%S.%f", errors="coerce")
+    for c in COLUMNS[1:]:
+        out[c] = pd.to_numeric(df[c], errors="coerce")
+    for c, col in (("t", "TIMESTAMP"), ("ContextTokens", "ContextTokens"), ("GeneratedTokens", "GeneratedTokens")):
+        bad = out[c].isna().to_numpy().copy()
+        if c != "t":
+            bad |= (out[c].fillna(0) < 0).to_numpy()
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise TraceError(str(path), f"line {i + 2}", col, f"bad value {df[col].iloc[i]!r}")
+    return out
+
+
+def stats(df: pd.DataFrame) -> pd.DataFrame:
+    """Arrival (inter-arrival seconds, rate) and length (context/generated tokens) statistics."""
+    t = np.sort(df["t"].to_numpy().astype("datetime64[ns]").astype(np.int64)) / 1e9
+    gaps = np.diff(t)
+    dur = float(t[-1] - t[0]) if len(t) > 1 else 0.0
+    rows = [("requests", len(df)), ("duration_s", dur), ("rate_per_s", len(df) / dur if dur else np.nan),
+            ("interarrival_mean_s", gaps.mean()), ("interarrival_p50_s", np.median(gaps)),
+            ("interarrival_p99_s", np.percentile(gaps, 99)), ("interarrival_cv", gaps.std() / gaps.mean())]
+    for c in ("ContextTokens", "GeneratedTokens"):
+        v = df[c].to_numpy(float)
+        rows += [(f"{c}_mean", v.mean()), (f"{c}_p50", np.median(v)), (f"{c}_p90", np.percentile(v, 90)),
+                 (f"{c}_p99", np.percentile(v, 99)), (f"{c}_max", v.max())]
+    return pd.DataFrame(rows, columns=["statistic", "value"])
+
+
+def load(root: Path) -> AdapterResult:
+    root = Path(root)
+    path = root / FILE if (root / FILE).exists() else root
+    res = AdapterResult(dataset=root.name)
+    res.table = stats(read(path))
+    res.notes.append("arrival and length statistics only: no sessions, prefixes or agents")
+    return res
