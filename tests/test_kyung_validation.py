@@ -1,0 +1,147 @@
+"""Validation of the HBF model against Kyung et al. [23], Fig. 4 (Llama-4-Maverick, both CV tables).
+
+Every cell is computed by ``lachesis.hbf.kyung_steady_state`` — the same decode_step_time,
+weight_storage_bytes_per_gpu and hbf_lifetime_years the decode-node simulator uses — and checked
+within ±15% on lifetime.  The faithful roofline (peak bandwidths, no per-cell constant) misses that
+bar on the cells listed in KNOWN_MISSES; they are strict xfails, so a model change that moves a
+cell across the bar fails the suite until the list is updated.  Why they miss (measured below):
+our TPOT is 11–22% below theirs while our bytes per step match theirs (the batch their own
+lifetime/TPOT pairs imply is ours to a median 0.2%), and lifetime ∝ TPOT at fixed bytes per step.
+The transcribing C++ roofline (jeongminl/HBF-LLMSimulator, PAPER2_NOTES.md) lands at the same
+place: Maverick 8K 1:3 TPOT 46.1 ms / 5.54 years against our 46.0 ms / 5.53 years.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lachesis import hbf
+from lachesis.config import SECONDS_PER_YEAR
+
+_REL = "data/validation/kyung2026_fig4_maverick.md"
+SHARED = Path(os.environ["LACHESIS_SHARED"]) if os.environ.get("LACHESIS_SHARED") else Path(__file__).parents[2] / "shared"
+TABLE = SHARED / _REL
+
+pytestmark = pytest.mark.skipif(
+    not TABLE.exists(),
+    reason=f"Kyung validation table not found at {TABLE}; set LACHESIS_SHARED to the folder holding {_REL}",
+)
+
+CVS = (0.1, 0.3)
+RATIOS = ("1:3", "1:1", "3:1", "7:1", "15:1")
+CONTEXTS = ("8K", "16K", "32K")
+TOL = 0.15
+
+#: Cells where the faithful model's lifetime is outside ±15% (ours/theirs - 1 as measured).
+KNOWN_MISSES: dict[tuple[float, str, str], float] = {
+    (0.1, "1:3", "32K"): -0.1675,
+    (0.1, "1:1", "16K"): -0.1508,
+    (0.1, "3:1", "32K"): -0.1898,
+    (0.1, "7:1", "16K"): -0.1505,
+    (0.1, "15:1", "8K"): -0.1818,
+    (0.1, "15:1", "32K"): -0.1625,
+    (0.3, "1:3", "32K"): -0.1538,
+    (0.3, "1:1", "8K"): -0.1658,
+    (0.3, "1:1", "32K"): -0.2451,
+    (0.3, "3:1", "8K"): -0.1851,
+    (0.3, "3:1", "32K"): -0.2890,
+    (0.3, "7:1", "8K"): -0.1650,
+    (0.3, "7:1", "16K"): -0.1756,
+    (0.3, "7:1", "32K"): -0.1845,
+    (0.3, "15:1", "8K"): -0.1803,
+    (0.3, "15:1", "16K"): -0.2000,
+    (0.3, "15:1", "32K"): -0.2596,
+}
+
+
+@pytest.fixture(scope="module")
+def paper() -> pd.DataFrame:
+    return hbf.parse_kyung_tables(TABLE)
+
+
+@pytest.fixture(scope="module")
+def grid(paper: pd.DataFrame) -> pd.DataFrame:
+    return hbf.kyung_grid(paper)
+
+
+def _cell(grid: pd.DataFrame, cv: float, ratio: str, ctx: str) -> pd.Series:
+    sel = grid[(np.isclose(grid["cv"], cv)) & (grid["ratio"] == ratio) & (grid["context"] == ctx)]
+    assert len(sel) == 1, f"{TABLE}: expected one cell CV={cv} {ratio} {ctx}, found {len(sel)}"
+    return sel.iloc[0]
+
+
+def test_table_is_complete_and_grid_printed(grid: pd.DataFrame, capsys: pytest.CaptureFixture[str]) -> None:
+    """All 30 cells parse; the grid (ours, theirs, error) goes to the terminal even under capture."""
+    assert len(grid) == len(CVS) * len(RATIOS) * len(CONTEXTS)
+    show = grid.assign(life_err=(100 * grid["life_err"]).round(1), tpot_err=(100 * grid["tpot_err"]).round(1),
+                       life_ours=grid["life_ours"].round(2), tpot_ours_ms=grid["tpot_ours_ms"].round(1))
+    cols = ["cv", "ratio", "context", "life_ours", "life_theirs", "life_err", "tpot_ours_ms", "tpot_theirs_ms",
+            "tpot_err", "batch_per_gpu"]
+    within = int((grid["life_err"].abs() <= TOL).sum())
+    with capsys.disabled():
+        print(f"\n\nKyung et al. Fig. 4 (Llama-4-Maverick): lifetime years and mean TPOT, ours vs theirs (err in %)")
+        print(show[cols].to_string(index=False))
+        print(f"lifetime within ±15%: {within}/{len(grid)}; lifetime error median {grid['life_err'].median():+.1%} "
+              f"[{grid['life_err'].min():+.1%}, {grid['life_err'].max():+.1%}]; TPOT error median "
+              f"{grid['tpot_err'].median():+.1%} [{grid['tpot_err'].min():+.1%}, {grid['tpot_err'].max():+.1%}]\n")
+
+
+@pytest.mark.parametrize("cv,ratio,ctx", [
+    pytest.param(cv, r, c, id=f"cv{cv}-{r}-{c}",
+                 marks=[pytest.mark.xfail(strict=True, reason=f"faithful roofline misses by {KNOWN_MISSES[(cv, r, c)]:+.1%}"
+                                          " (TPOT below theirs; see module docstring)")]
+                 if (cv, r, c) in KNOWN_MISSES else [])
+    for cv in CVS for r in RATIOS for c in CONTEXTS
+])
+def test_lifetime_cell_within_15_percent(grid: pd.DataFrame, cv: float, ratio: str, ctx: str) -> None:
+    row = _cell(grid, cv, ratio, ctx)
+    assert abs(row["life_err"]) <= TOL, (
+        f"CV={cv} {ratio} {ctx}: ours {row['life_ours']:.2f} y vs theirs {row['life_theirs']} y ({row['life_err']:+.1%}); "
+        f"TPOT {row['tpot_ours_ms']:.1f} vs {row['tpot_theirs_ms']} ms ({row['tpot_err']:+.1%})")
+
+
+def test_overall_lifetime_and_tpot_error_bands(grid: pd.DataFrame) -> None:
+    """Regression guard: every lifetime within ±30%, every TPOT within ±25%, both medians within ±20%."""
+    assert grid["life_err"].abs().max() <= 0.30
+    assert grid["tpot_err"].abs().max() <= 0.25
+    assert abs(grid["life_err"].median()) <= 0.20 and abs(grid["tpot_err"].median()) <= 0.20
+
+
+def test_bytes_per_step_match_theirs(paper: pd.DataFrame) -> None:
+    """Our write bytes per step at THEIR TPOT reproduce their lifetime: the miss is TPOT, not bytes.
+
+    Uses the same hbf_lifetime_years; the per-step bytes are ours (batch × KV/token × (1 + L_in/L_out)).
+    """
+    s = hbf.KyungSetting()
+    ours = hbf.kyung_steady_state(paper["context_tokens"], paper["in_share"], paper["cv"], s)
+    bytes_per_step = (ours["write_gb_per_s"] * 1e9 * ours["tpot_ms"] / 1e3).to_numpy()
+    rate_at_their_tpot = bytes_per_step / (paper["tpot_ms"].to_numpy() / 1e3)
+    life = hbf.hbf_lifetime_years(s.memory, rate_at_their_tpot, s.endurance,
+                                  reserved_bytes=hbf.weight_storage_bytes_per_gpu(s.model, s.deployment))
+    err = life / paper["lifetime_years"].to_numpy() - 1
+    assert abs(np.median(err)) <= 0.03, f"median {np.median(err):+.1%}"
+    assert np.abs(err).max() <= 0.20, f"worst {np.abs(err).max():.1%}"
+
+
+def test_lifetime_scales_with_context_like_theirs(grid: pd.DataFrame) -> None:
+    """Normalized lifetime 16K/8K and 32K/8K (mean over ratios) within ±10% of theirs."""
+    for cv in CVS:
+        g = grid[np.isclose(grid["cv"], cv)]
+        piv_o = g.pivot(index="ratio", columns="context", values="life_ours")
+        piv_t = g.pivot(index="ratio", columns="context", values="life_theirs")
+        for ctx in ("16K", "32K"):
+            ours = (piv_o[ctx] / piv_o["8K"]).mean()
+            theirs = (piv_t[ctx] / piv_t["8K"]).mean()
+            assert ours == pytest.approx(theirs, rel=0.10), f"CV={cv} {ctx}/8K: ours {ours:.2f}, theirs {theirs:.2f}"
+
+
+def test_literal_whole_flash_capacity_reading_is_far_off(paper: pd.DataFrame) -> None:
+    """Why KyungSetting budgets 512 GB per GPU: batching the whole flash gives ~6x the batch and ~4x the TPOT."""
+    g = hbf.kyung_grid(paper, hbf.KyungSetting(capacity="flash"))
+    assert g["tpot_err"].min() > 2.0  # > 3x their TPOT everywhere
+    assert g["life_err"].max() < -0.25
