@@ -18,7 +18,10 @@ of an agent's first request counts a system prompt cached by other agents or ses
 ``prefix_gap="external"`` (default) those positions ``[live end, matched prefix)`` are treated as an
 external prefix: present in the context, written by no request of this trace (they are not in
 ``tokens_written`` either), so they belong to no segment; every such gap is listed in
-``Segments.external`` (request_id, tokens) and announced with a warning, never dropped silently.
+``Segments.external`` (request_id, tokens, declared) and never dropped silently: gaps a trace declares
+in its optional ``shared_prefix_tokens`` column (the synthetic corpus' cross-session system prompt,
+served from a prefix cache shared by all sessions) are expected; any undeclared excess is announced
+with a warning.
 With ``prefix_gap="raise"`` the first gap raises :class:`~lachesis.trace.TraceError` naming
 ``matched_prefix_tokens``.
 
@@ -79,8 +82,9 @@ class Segments:
     reads: pd.DataFrame
     schedule: pd.DataFrame
     #: matched-prefix tokens beyond the agent's own live context (external prefix; see module doc)
-    external: pd.DataFrame = field(default_factory=lambda: pd.DataFrame({"request_id": pd.Series(dtype=object),
-                                                                         "tokens": pd.Series(dtype="int64")}))
+    external: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        {"request_id": pd.Series(dtype=object), "tokens": pd.Series(dtype="int64"),
+         "declared": pd.Series(dtype=bool)}))
 
 
 def _walk(agent_start: list[int], agent_end: list[int], mp: list[int], inp: list[int], out: list[int],
@@ -221,12 +225,18 @@ def recover(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0,
              .groupby(["g", "seg"], sort=True, as_index=False)["tokens"].sum())
     reads = pd.DataFrame({"request_id": rid[reads["g"].to_numpy()], "segment_id": seg_ids[reads["seg"].to_numpy()],
                           "tokens": reads["tokens"].to_numpy()})
-    external = pd.DataFrame({"request_id": np.array([rid[g] for g, _ in gaps], dtype=object),
-                             "tokens": np.array([k for _, k in gaps], dtype=np.int64)})
-    if gaps:
-        warnings.warn(f"{trace.source}: {len(gaps)} requests match {int(external['tokens'].sum())} prefix tokens "
-                      "beyond their agent's own earlier context; treated as an external prefix (no segment), "
-                      "listed in Segments.external", stacklevel=2)
+    gap_g = np.array([g for g, _ in gaps], dtype=np.int64)
+    gap_k = np.array([k for _, k in gaps], dtype=np.int64)
+    shared = (pd.to_numeric(req["shared_prefix_tokens"], errors="coerce").fillna(0).to_numpy()[order]
+              if "shared_prefix_tokens" in req.columns else np.zeros(n))
+    declared = gap_k <= shared[gap_g] if len(gap_g) else np.zeros(0, dtype=bool)
+    external = pd.DataFrame({"request_id": rid[gap_g] if len(gap_g) else np.zeros(0, dtype=object),
+                             "tokens": gap_k, "declared": declared})
+    if (~declared).any():
+        warnings.warn(f"{trace.source}: {int((~declared).sum())} requests match {int(gap_k[~declared].sum())} "
+                      "prefix tokens beyond their agent's own earlier context (not declared in "
+                      "shared_prefix_tokens); treated as an external prefix (in no segment), listed in "
+                      "Segments.external", stacklevel=2)
     return Segments(segs, writes, reads, sched, external)
 
 
@@ -263,8 +273,9 @@ def cli_segments(args: argparse.Namespace) -> int:
         print(f"{trace.source}: {len(trace.requests)} requests, {trace.requests['session_id'].nunique()} sessions, "
               f"{len(seg.segments)} segments")
         if len(seg.external):
-            print(f"note: {len(seg.external)} requests match {int(seg.external['tokens'].sum())} prefix tokens beyond "
-                  "their agent's own context (external prefix, in no segment)")
+            ext = seg.external
+            print(f"note: {len(ext)} requests match {int(ext['tokens'].sum())} prefix tokens beyond their agent's own "
+                  f"context (external prefix, in no segment; {int(ext['declared'].sum())} declared as a shared prefix)")
         print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     if args.out:
         path = Path(args.out)

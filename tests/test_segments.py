@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import warnings
 import zlib
 from dataclasses import replace
 
@@ -250,7 +251,7 @@ def test_matched_prefix_beyond_live_context():
     # default: [12,20) is an external prefix (8 tokens, no segment), listed and warned about
     with pytest.warns(UserWarning, match="external prefix"):
         seg = recover(tr)
-    assert seg.external.to_dict("records") == [{"request_id": "b", "tokens": 8}]
+    assert seg.external.to_dict("records") == [{"request_id": "b", "tokens": 8, "declared": False}]
     s = by_id(seg, "seg_class")
     # stripped = a's input [0,10); laden = a's output [10,12) + b's input [20,30) + b's output [30,31) = 13
     assert s.loc["reasoning_stripped", "tokens_written"] == 10 and s.loc["reasoning_laden", "tokens_written"] == 13
@@ -259,6 +260,12 @@ def test_matched_prefix_beyond_live_context():
     assert seg.reads[seg.reads["request_id"] == "b"]["tokens"].sum() == 22
     with pytest.raises(ValueError):
         recover(tr, prefix_gap="ignore")
+    # a gap the trace declares as a shared (cross-session) prefix is expected: listed, no warning
+    declared = Trace.from_frames(tr.requests.assign(shared_prefix_tokens=[0, 8]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        seg2 = recover(declared)
+    assert seg2.external["declared"].tolist() == [True]
 
 
 def test_two_root_agents_in_a_session_are_rejected():
