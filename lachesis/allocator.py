@@ -336,25 +336,26 @@ class SegmentTable:
         n = int(n_tokens)
         if n < 0:
             raise ValueError(f"add_write: segment {segment_id!r}: n_tokens must be >= 0, got {n_tokens}")
-        row.last_use = float(now)
         bt = self.block_tokens
-        by_class = self.totals.tokens_by_class[row.seg_class]
         room = row.n_blocks * bt - row.n_tokens
         fill = min(room, n)
+        rest = n - fill
+        nb = -(-rest // bt)
+        ids = None
+        if nb:  # decide and allocate before touching any counter, so a failed write changes nothing
+            from lachesis.policies import SegmentInfo
+
+            info = SegmentInfo(row.segment_id, row.seg_class, row.session_id, row.role, row.rank_key, row.boundary,
+                               row.n_blocks, row.n_tokens, nb)
+            ids = self._allocate(_tier(self.policy.tier(info, self)), nb)
+        row.last_use = float(now)
+        row.n_tokens += n
+        by_class = self.totals.tokens_by_class[row.seg_class]
         if fill:
             self.totals.tokens[row.last_tier] += fill
             by_class[row.last_tier] += fill
-        rest = n - fill
-        row.n_tokens += n
-        if rest == 0:
+        if ids is None:
             return np.zeros(0, dtype=np.int64)
-        nb = -(-rest // bt)
-        from lachesis.policies import SegmentInfo
-
-        info = SegmentInfo(row.segment_id, row.seg_class, row.session_id, row.role, row.rank_key, row.boundary,
-                           row.n_blocks, row.n_tokens - n, nb)
-        want = _tier(self.policy.tier(info, self))
-        ids = self._allocate(want, nb)
         tiers = self.allocator.tier_of(ids)
         n_hbf = int(tiers.sum())
         n_hbm = nb - n_hbf

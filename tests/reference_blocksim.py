@@ -1,0 +1,276 @@
+"""Per-block reference simulator: plain Python, one object per KV block, obviously correct.
+
+A differential oracle for :mod:`lachesis.allocator` (and for the decode-node simulator): it replays
+the same event list (see :func:`lachesis.allocator.parse_event`) block by block and token by
+token, and re-implements the three built-in policies naively from their definitions in
+:mod:`lachesis.policies` (Python lists, ``sorted``, loops; no numpy).  A user policy object (any
+object with ``tier(seg, view)``, ``frees_at_boundary``) is driven through this per-block
+allocator instead, with a naive :class:`RefView` as its memory view.
+
+Entry point: :func:`reference_replay(events, policy, hbm_blocks, hbf_blocks, block_tokens)`,
+returning a :class:`lachesis.allocator.WriteTotals` comparable field by field with
+:func:`lachesis.allocator.replay_events`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from lachesis.allocator import DEFAULT_BOUNDARY, SEG_CLASSES, AllocationError, Tier, WriteTotals, parse_event
+from lachesis.policies import EMA_ALPHA, SegmentInfo
+
+HBM, HBF = 0, 1
+SHORT = {"reasoning_laden", "worker", "reviewer"}
+
+
+class Block:
+    """One KV block."""
+
+    def __init__(self, bid: int, tier: int) -> None:
+        self.id = bid
+        self.tier = tier
+        self.owner: "Seg | None" = None
+        self.tokens = 0
+
+
+class Seg:
+    """One segment and the list of its Block objects, in write order."""
+
+    def __init__(self, sid: str, cls: str, session: str, key: float, order: int) -> None:
+        self.id = sid
+        self.cls = cls
+        self.session = session
+        self.key = key
+        self.order = order
+        self.blocks: list[Block] = []
+        self.tokens = 0
+        self.dead = False
+        self.close_seq = -1
+
+
+class RefView:
+    """Naive MemoryView over the per-block state (for user policy objects)."""
+
+    def __init__(self, sim: "RefSim") -> None:
+        self.sim = sim
+
+    @property
+    def stats(self) -> Any:
+        return self.sim.stats_obj()
+
+    def total(self, tier: int) -> int:
+        return sum(1 for b in self.sim.blocks if b.tier == tier)
+
+    def free(self, tier: int) -> int:
+        return sum(1 for b in self.sim.blocks if b.tier == tier and b.owner is None)
+
+    def used(self, tier: int) -> int:
+        return sum(1 for b in self.sim.blocks if b.tier == tier and b.owner is not None)
+
+    def cached(self, tier: int) -> int:
+        return sum(1 for b in self.sim.blocks if b.tier == tier and b.owner is not None and b.owner.dead)
+
+    def live_workers(self):
+        ws = [s for s in self.sim.live_in_order() if s.cls == "worker"]
+        return ([s.id for s in ws], np.array([s.key for s in ws], dtype=float),
+                np.array([len(s.blocks) for s in ws], dtype=np.int64),
+                np.array([sum(1 for b in s.blocks if b.tier == HBM) for s in ws], dtype=np.int64))
+
+    def live_reviewer_hbm_blocks(self) -> int:
+        return sum(1 for s in self.sim.live_in_order() if s.cls == "reviewer" for b in s.blocks if b.tier == HBM)
+
+
+class _Stats:
+    """Naive re-derivation of PlacementStats from the full history."""
+
+    def __init__(self, sim: "RefSim") -> None:
+        self.sim = sim
+
+    @property
+    def mean_worker_blocks(self) -> float:
+        sizes = self.sim.closed_worker_sizes
+        return sum(sizes) / len(sizes) if sizes else 0.0
+
+    def reviewer_reserve(self, live_reviewer_hbm_blocks: int) -> int:
+        r = 0.0
+        for i, x in enumerate(self.sim.closed_reviewer_sizes):
+            r = float(x) if i == 0 else r + EMA_ALPHA * (x - r)
+        n = 0.0
+        for x in self.sim.live_reviewer_samples:
+            n = n + EMA_ALPHA * (x - n)
+        return max(0, math.ceil(r * n - 1e-9) - live_reviewer_hbm_blocks)
+
+
+class RefSim:
+    """The per-block memory: a list of Block objects, segments, and the naive policies."""
+
+    def __init__(self, hbm_blocks: int, hbf_blocks: int, block_tokens: int, policy: Any) -> None:
+        self.blocks = [Block(i, HBM if i < hbm_blocks else HBF) for i in range(hbm_blocks + hbf_blocks)]
+        self.hbm_blocks = hbm_blocks
+        self.bt = block_tokens
+        self.policy = policy
+        self.name = policy if isinstance(policy, str) else None
+        self.frees = (self.name != "hbm_first") if self.name else bool(policy.frees_at_boundary)
+        self.segs: dict[str, Seg] = {}
+        self.closed: set[str] = set()
+        self.n_opened = 0
+        self.n_closed = 0
+        self.closed_worker_sizes: list[int] = []
+        self.closed_reviewer_sizes: list[int] = []
+        self.live_reviewer_samples: list[int] = []
+        self.tokens = [0, 0]
+        self.by_class: dict[str, list[int]] = {}
+        self.blocks_written = [0, 0]
+        self.evicted = 0
+
+    def stats_obj(self) -> _Stats:
+        return _Stats(self)
+
+    def live_in_order(self) -> list[Seg]:
+        return sorted((s for s in self.segs.values() if not s.dead), key=lambda s: s.order)
+
+    # -- policy ------------------------------------------------------------------------------------
+    def choose(self, seg: Seg, nb: int) -> int:
+        if self.name is None:
+            info = SegmentInfo(seg.id, seg.cls, seg.session, "", seg.key, DEFAULT_BOUNDARY[seg.cls],
+                               len(seg.blocks), seg.tokens, nb)
+            return int(self.policy.tier(info, RefView(self)))
+        if self.name == "hbm_first":
+            return HBM
+        if self.name == "deterministic" or seg.cls != "worker":
+            return HBM if seg.cls in SHORT else HBF
+        # Lachesis predictive path, naively (lachesis.policies docstring).
+        stats = _Stats(self)
+        mean = stats.mean_worker_blocks
+        workers = [s for s in self.live_in_order() if s.cls == "worker"]
+        hbm_used = sum(1 for b in self.blocks if b.tier == HBM and b.owner is not None)
+        worker_hbm = sum(1 for s in workers for b in s.blocks if b.tier == HBM)
+        rev_hbm = sum(1 for s in self.live_in_order() if s.cls == "reviewer" for b in s.blocks if b.tier == HBM)
+        budget = self.hbm_blocks - (hbm_used - worker_hbm) - stats.reviewer_reserve(rev_hbm)
+        ranked = sorted(workers, key=lambda s: (math.inf if math.isnan(s.key) else s.key, s.order))
+        acc = 0.0
+        for s in ranked:
+            size = len(s.blocks) + (nb if s is seg else 0)
+            acc += max(float(size), mean)
+            if acc > budget + 1e-9:
+                return HBF
+            if s is seg:
+                return HBM
+        raise AssertionError("deciding worker not among live workers")
+
+    # -- blocks --------------------------------------------------------------------------------------
+    def free_block(self, tier: int) -> Block | None:
+        for b in self.blocks:
+            if b.tier == tier and b.owner is None:
+                return b
+        return None
+
+    def evict(self, k: int) -> None:
+        dead = sorted((s for s in self.segs.values() if s.dead and s.blocks), key=lambda s: s.close_seq)
+        if sum(len(s.blocks) for s in dead) < k:
+            raise AllocationError("reference: memory exhausted (live segments hold every block)")
+        for s in dead:
+            while s.blocks and k > 0:
+                b = s.blocks.pop()  # tail block first
+                b.owner = None
+                b.tokens = 0
+                k -= 1
+                self.evicted += 1
+            if k == 0:
+                return
+
+    def write(self, sid: str, cls: str, n: int, session: str, key: float) -> None:
+        if sid in self.closed:
+            raise ValueError(f"segment {sid!r} was already closed")
+        seg = self.segs.get(sid)
+        if seg is None:
+            if cls not in SEG_CLASSES:
+                raise ValueError(f"unknown seg_class {cls!r}")
+            seg = Seg(sid, cls, session, key, self.n_opened)
+            self.n_opened += 1
+            self.segs[sid] = seg
+            self.by_class.setdefault(cls, [0, 0])
+            self.live_reviewer_samples.append(sum(1 for s in self.live_in_order() if s.cls == "reviewer"))
+        room = (self.bt - seg.blocks[-1].tokens) if seg.blocks else 0
+        nb = max(0, math.ceil((n - room) / self.bt))
+        new: list[Block] = []
+        if nb:
+            want = self.choose(seg, nb)
+            while len(new) < nb:
+                b = self.free_block(want) or self.free_block(1 - want)
+                if b is None:
+                    self.evict(nb - len(new))
+                    continue
+                b.owner = seg
+                self.blocks_written[b.tier] += 1
+                new.append(b)
+        seg.blocks.extend(new)
+        # Token by token: into the first block of this segment with room.
+        cursor = len(seg.blocks) - len(new) - (1 if room else 0)
+        for _ in range(n):
+            while seg.blocks[cursor].tokens == self.bt:
+                cursor += 1
+            blk = seg.blocks[cursor]
+            blk.tokens += 1
+            self.tokens[blk.tier] += 1
+            self.by_class[cls][blk.tier] += 1
+        seg.tokens += n
+
+    def close(self, sid: str) -> None:
+        seg = self.segs.get(sid)
+        if seg is None or seg.dead:
+            raise KeyError(f"segment {sid!r} is not open")
+        self.closed.add(sid)
+        if seg.cls == "worker":
+            self.closed_worker_sizes.append(len(seg.blocks))
+        elif seg.cls == "reviewer":
+            self.closed_reviewer_sizes.append(len(seg.blocks))
+        if self.frees:
+            for b in seg.blocks:
+                b.owner = None
+                b.tokens = 0
+            del self.segs[sid]
+        else:
+            seg.dead = True
+            seg.close_seq = self.n_closed
+        self.n_closed += 1
+
+    def end_session(self, session: str) -> None:
+        for s in self.live_in_order():
+            if s.session == session:
+                self.close(s.id)
+
+    def check(self) -> None:
+        """No block held twice, none lost: every owned block is in its owner's list exactly once."""
+        held = [b.id for s in self.segs.values() for b in s.blocks]
+        assert len(held) == len(set(held))
+        assert sorted(held) == sorted(b.id for b in self.blocks if b.owner is not None)
+
+    def totals(self) -> WriteTotals:
+        return WriteTotals(
+            tokens=np.array(self.tokens, dtype=np.int64),
+            tokens_by_class={c: np.array(v, dtype=np.int64) for c, v in self.by_class.items()},
+            blocks=np.array(self.blocks_written, dtype=np.int64),
+            evicted_blocks=self.evicted,
+        )
+
+
+def reference_replay(events: Iterable[Sequence[Any]], policy: Any, hbm_blocks: int, hbf_blocks: int,
+                     block_tokens: int = 16) -> WriteTotals:
+    """Replay events block by block; ``policy`` is a built-in name (naive re-implementation) or a policy object."""
+    if isinstance(policy, str) and policy not in ("hbm_first", "deterministic", "lachesis"):
+        raise ValueError(f"unknown policy {policy!r}")
+    sim = RefSim(hbm_blocks, hbf_blocks, block_tokens, policy)
+    for raw in events:
+        ev = parse_event(raw)
+        if ev[1] == "write":
+            _, _, sid, cls, tok, session, key = ev
+            sim.write(sid, cls, tok, session, key)
+        elif ev[1] == "close":
+            sim.close(ev[2])
+        else:
+            sim.end_session(ev[2])
+    return sim.totals()

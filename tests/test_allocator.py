@@ -1,0 +1,226 @@
+"""Property tests of the two-tier allocator and the segment table (DESIGN §5 contract)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lachesis.allocator import AllocationError, SegmentTable, Tier, TieredAllocator, parse_event, replay_events
+from lachesis.policies import DeterministicOnly, HBMFirst
+
+FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+# -- TieredAllocator ----------------------------------------------------------------------------------
+
+
+def test_alloc_serves_requested_tier_then_falls_back():
+    a = TieredAllocator(3, 5)
+    ids = a.alloc(Tier.HBM, 2)
+    assert a.tier_of(ids).tolist() == [0, 0]
+    ids2 = a.alloc(Tier.HBM, 4)  # one HBM block left, three from HBF
+    assert a.tier_of(ids2).tolist() == [0, 1, 1, 1]
+    assert a.free_blocks(Tier.HBM) == 0 and a.free_blocks(Tier.HBF) == 2
+    assert a.blocks_written.tolist() == [3, 3]
+    hbf = a.alloc(Tier.HBF, 1)
+    assert a.tier_of(hbf).tolist() == [1]
+    a.check()
+
+
+def test_exhaustion_raises_and_changes_nothing():
+    a = TieredAllocator(2, 2)
+    a.alloc(Tier.HBM, 3)
+    with pytest.raises(AllocationError, match="only 0 HBM \\+ 1 HBF"):
+        a.alloc(Tier.HBM, 2)
+    assert a.free_blocks(Tier.HBF) == 1 and a.blocks_written.sum() == 3
+    a.check()
+
+
+def test_free_errors():
+    a = TieredAllocator(2, 2)
+    ids = a.alloc(Tier.HBM, 2)
+    with pytest.raises(AllocationError, match="unknown block id"):
+        a.free([7])
+    with pytest.raises(AllocationError, match="unknown block id"):
+        a.free([-1])
+    with pytest.raises(AllocationError, match="more than once"):
+        a.free([ids[0], ids[0]])
+    with pytest.raises(AllocationError, match="not allocated"):
+        a.free([3])  # an HBF block never handed out
+    a.free(ids)
+    with pytest.raises(AllocationError, match="not allocated"):
+        a.free(ids[:1])  # double free
+    with pytest.raises(AllocationError, match="integer"):
+        a.free(np.array([0.5]))
+    assert a.free_blocks(Tier.HBM) == 2
+    a.check()
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError):
+        TieredAllocator(-1, 2)
+    a = TieredAllocator(1, 1)
+    with pytest.raises(ValueError):
+        a.alloc(Tier.HBM, -1)
+    with pytest.raises(ValueError):
+        a.alloc(5, 1)
+    assert a.alloc("hbf", 1).tolist() == [1]
+    assert a.alloc(Tier.HBM, 0).size == 0
+
+
+ops = st.lists(
+    st.tuples(st.sampled_from(["alloc", "free"]), st.sampled_from([Tier.HBM, Tier.HBF]), st.integers(0, 9), st.integers(0, 2**16)),
+    max_size=60,
+)
+
+
+@FAST
+@given(hbm=st.integers(0, 12), hbf=st.integers(0, 12), program=ops)
+def test_allocator_invariants(hbm, hbf, program):
+    """No block held twice, none lost, per-tier counts add up, fallback exactly when the tier is empty."""
+    a = TieredAllocator(hbm, hbf)
+    held: list[int] = []
+    written = np.zeros(2, dtype=np.int64)
+    for op, tier, n, pick in program:
+        if op == "alloc":
+            free_before = [a.free_blocks(Tier.HBM), a.free_blocks(Tier.HBF)]
+            if n > sum(free_before):
+                with pytest.raises(AllocationError):
+                    a.alloc(tier, n)
+                continue
+            ids = a.alloc(tier, n)
+            assert ids.dtype == np.int64 and ids.size == n
+            tiers = a.tier_of(ids)
+            n_pref = int((tiers == tier).sum())
+            # Served from the requested tier first; the other tier only once it is empty.
+            assert n_pref == min(n, free_before[tier])
+            assert (tiers[:n_pref] == tier).all() and (tiers[n_pref:] != tier).all()
+            if n_pref < n:
+                assert a.free_blocks(tier) == 0
+            assert not set(ids.tolist()) & set(held), "a block was handed out twice"
+            held.extend(ids.tolist())
+            written += np.bincount(tiers, minlength=2)
+        elif held:
+            rng = np.random.default_rng(pick)
+            k = int(rng.integers(1, len(held) + 1))
+            sel = rng.choice(len(held), size=k, replace=False)
+            ids = [held[i] for i in sel]
+            a.free(np.array(ids))
+            held = [b for i, b in enumerate(held) if i not in set(sel.tolist())]
+            with pytest.raises(AllocationError):
+                a.free(np.array(ids[:1]))
+        for t in Tier:
+            assert a.free_blocks(t) + a.used_blocks(t) == int(a.capacity[t])
+        assert a.used_blocks(Tier.HBM) + a.used_blocks(Tier.HBF) == len(held)
+        assert a.used_blocks(Tier.HBM) == sum(1 for b in held if b < hbm)
+        assert (a.blocks_written == written).all()
+        a.check()
+
+
+# -- SegmentTable ------------------------------------------------------------------------------------
+
+
+def test_partial_blocks_and_token_attribution():
+    t = SegmentTable(TieredAllocator(2, 10), DeterministicOnly(), block_tokens=4)
+    assert t.add_write("s", 3, seg_class="reasoning_laden").size == 1
+    assert t.add_write("s", 1).size == 0  # fills the partial block
+    ids = t.add_write("s", 9)  # one HBM block left: 4 tokens in HBM, 5 in two HBF blocks
+    assert TieredAllocator.tier_of(t.allocator, ids).tolist() == [0, 1, 1]
+    assert t.totals.tokens.tolist() == [8, 5]
+    assert t.add_write("s", 2).size == 0  # the last HBF block had 3 free slots
+    assert t.totals.tokens.tolist() == [8, 7]
+    assert t.totals.tokens_by_class["reasoning_laden"].tolist() == [8, 7]
+    t.add_write("p", 5, seg_class="reasoning_stripped")
+    assert t.totals.tokens_by_class["reasoning_stripped"].tolist() == [0, 5]
+    assert t.close("s") == 4
+    assert t.free(Tier.HBM) == 2 and t.used(Tier.HBF) == 2
+    with pytest.raises(KeyError):
+        t.close("s")
+    with pytest.raises(ValueError, match="already closed"):
+        t.add_write("s", 1, seg_class="reasoning_laden")
+    with pytest.raises(KeyError, match="not open"):
+        t.add_write("unknown", 1)
+    with pytest.raises(ValueError, match="unknown seg_class"):
+        t.add_write("x", 1, seg_class="chat")
+
+
+def test_hbm_first_caches_dead_segments_and_evicts_lru_across_tiers():
+    t = SegmentTable(TieredAllocator(2, 2), HBMFirst(), block_tokens=1)
+    t.add_write("a", 2, seg_class="reasoning_laden")  # HBM 0,1
+    t.add_write("b", 1, seg_class="reasoning_laden")  # HBF
+    t.close("a", now=1.0)
+    assert t.cached(Tier.HBM) == 2 and t.free(Tier.HBM) == 0
+    t.add_write("c", 1, seg_class="reasoning_laden")  # dead HBM blocks are not free: goes to HBF
+    assert t.totals.tokens.tolist() == [2, 2] and t.totals.evicted_blocks == 0
+    t.close("b", now=2.0)
+    ids = t.add_write("c", 1)  # both tiers full: evict a's tail block (oldest dead)
+    assert t.totals.evicted_blocks == 1 and ids.tolist() == [1]
+    assert t.blocks_of("a").tolist() == [0]
+    t.add_write("c", 2)  # evicts a's last block, then b's (next oldest; HBF)
+    assert t.totals.evicted_blocks == 3 and t.cached(Tier.HBM) == 0 and t.cached(Tier.HBF) == 0
+    assert t.totals.tokens.tolist() == [4, 3]
+    with pytest.raises(AllocationError, match="live segments hold the rest"):
+        t.add_write("c", 1)  # live context is never evicted
+
+
+def test_end_session_closes_its_live_segments_only():
+    t = SegmentTable(TieredAllocator(4, 4), DeterministicOnly(), block_tokens=2)
+    t.add_write("a", 3, seg_class="lead", session_id="s1")
+    t.add_write("b", 3, seg_class="worker", session_id="s1")
+    t.add_write("c", 3, seg_class="lead", session_id="s2")
+    assert t.end_session("s1") == ["a", "b"]
+    assert "c" in t and len(t) == 1 and t.used(Tier.HBM) + t.used(Tier.HBF) == 2
+
+
+def test_parse_event_errors():
+    with pytest.raises(ValueError, match="tokens"):
+        parse_event((0, "write", "a", "worker", -1))
+    with pytest.raises(ValueError, match="kind"):
+        parse_event((0, "read", "a"))
+    with pytest.raises(ValueError, match="close"):
+        parse_event((0, "close", "a", "extra"))
+    with pytest.raises(KeyError, match="event 1"):
+        replay_events([(0, "write", "a", "worker", 1), (1, "close", "zz")], "deterministic", 2, 2)
+
+
+seg_classes = st.sampled_from(["reasoning_laden", "reasoning_stripped", "lead", "worker", "reviewer"])
+
+
+@FAST
+@given(
+    writes=st.lists(st.tuples(st.integers(0, 5), seg_classes, st.integers(0, 40), st.booleans()), max_size=50),
+    hbm=st.integers(0, 10), hbf=st.integers(0, 30), bt=st.integers(1, 8),
+    policy=st.sampled_from([HBMFirst, DeterministicOnly]),
+)
+def test_table_conserves_blocks_and_bytes(writes, hbm, hbf, bt, policy):
+    """At every step: blocks held by rows + cached + free = total per tier; bytes = HBM + HBF bytes."""
+    t = SegmentTable(TieredAllocator(hbm, hbf), policy(), block_tokens=bt, bytes_per_token=3)
+    cls_of: dict[str, str] = {}
+    gen: dict[int, int] = {}
+    written = 0
+    for slot, cls, n, close in writes:
+        sid = f"s{slot}.{gen.get(slot, 0)}"
+        cls = cls_of.setdefault(sid, cls)
+        try:
+            t.add_write(sid, n, seg_class=cls)
+            written += n
+        except AllocationError:
+            pass
+        if close and sid in t:
+            t.close(sid)
+            gen[slot] = gen.get(slot, 0) + 1
+        rows = t.rows()
+        held = np.concatenate([t.blocks_of(r["segment_id"]) for r in rows] + [np.zeros(0, np.int64)])
+        assert np.unique(held).size == held.size
+        for tier in Tier:
+            n_live = int((t.allocator.tier_of(held) == tier).sum())
+            assert n_live + t.cached(tier) + t.free(tier) == t.total(tier)
+        assert t.totals.tokens.sum() == written
+        assert t.totals.total_bytes == t.totals.hbm_bytes + t.totals.hbf_bytes == 3 * written
+        assert sum(v.sum() for v in t.totals.tokens_by_class.values()) == written
+        assert sum(r["n_tokens"] for r in rows) <= written
+        for r in rows:
+            assert r["n_blocks"] == -(-r["n_tokens"] // bt)
+        t.allocator.check()
