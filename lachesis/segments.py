@@ -39,6 +39,12 @@ Rematerialized KV is written by a later request and so is a new segment.
 (:func:`lachesis.clock.schedule`); for a purely sequential session this is Eq. 1's sum of
 generation, observation-prefill, tool and user-delay terms while the segment is live.
 
+``t_boundary_s`` (extra column) is when the harness reports the boundary: the closing request's
+arrival (its decode start; prefill time is not counted), or the last read for an agent's end.  For a
+reasoning-laden segment it lies after the user delay before the next message, so
+``t_boundary_s - t_first_write_s`` is the alternative reading "live until the boundary arrives";
+T_norm follows the settled last-read definition.
+
 *ρR/W (Eq. 3).*  Decode-stage reads only, full-context attention, KV bytes per token cancel.  For
 each reader q with L = output(q): tokens of s present in q's input (``reads`` table) contribute
 ``tokens × L``; tokens of s written by q's own output at offset j (0-based) contribute ``L - 1 - j``
@@ -70,7 +76,8 @@ BOUNDARIES = ("turn_end", "subagent_return", "session_end")
 PHASES = ("turn_prefill", "turn_body", "agent")
 SEGMENT_COLUMNS = ("segment_id", "session_id", "agent_id", "role", "seg_class", "phase", "boundary",
                    "write_turn", "tokens_written", "first_request", "last_request", "closing_request",
-                   "t_first_write_s", "t_last_read_s", "t_norm_s", "read_tokens", "rho_rw", "wait_s")
+                   "t_first_write_s", "t_last_read_s", "t_norm_s", "t_boundary_s", "read_tokens", "rho_rw",
+                   "wait_s")
 
 
 @dataclass
@@ -210,6 +217,7 @@ def recover(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0,
         "first_request": rid[first_writer], "last_request": rid[last_reader],
         "closing_request": pd.Series([rid[c] if c >= 0 else None for c in closing.tolist()], dtype=object),
         "t_first_write_s": t_first, "t_last_read_s": t_last, "t_norm_s": t_last - t_first,
+        "t_boundary_s": np.where(closing >= 0, t_start[np.maximum(closing, 0)], t_last),
         "read_tokens": read_tokens, "rho_rw": read_tokens / np.maximum(written, 1), "wait_s": wait})
     for extra in ("benchmark", "domain", "model"):
         if extra in req.columns:

@@ -17,7 +17,7 @@ import pytest
 
 from lachesis.clock import schedule, session_rng
 from lachesis.config import TOOL_CLASSES, ReferenceClock, ToolClass
-from lachesis.segments import cli_segments, recover, summarize
+from lachesis.segments import SEGMENT_COLUMNS, cli_segments, recover, summarize
 from lachesis.stats import laden_share
 from lachesis.trace import Trace, TraceError, tokens_written, write_trace
 
@@ -62,6 +62,7 @@ def two_turn_trace() -> Trace:
 def test_two_turns_reasoning_stripped_and_rematerialized():
     seg = recover(two_turn_trace(), clock=NO_SPREAD, seed=0)
     s = seg.segments
+    assert list(s.columns) == list(SEGMENT_COLUMNS)  # the contract's columns (no benchmark in this trace)
     # segment order: (death event, write turn, phase); the death at r2 comes first, then session end
     assert list(s["segment_id"]) == ["A:s0", "A:s1", "A:s2", "A:s3"]
     assert list(s["seg_class"]) == ["reasoning_laden", "reasoning_stripped", "reasoning_stripped", "reasoning_laden"]
@@ -81,6 +82,8 @@ def test_two_turns_reasoning_stripped_and_rematerialized():
     assert sch.loc[["r0", "r1", "r2"], "t_obs_s"].tolist() == pytest.approx([1, 0, 0])
     # T_norm: s0 = 15 - 0; s1 = 141 - 0; s2 = s3 = 141 - 135
     assert s["t_norm_s"].tolist() == pytest.approx([15, 141, 6, 6])
+    # the turn-0 laden boundary is reported when r2 arrives (135, after the user delay); the rest at the end
+    assert s["t_boundary_s"].tolist() == pytest.approx([135, 141, 141, 141])
     # ρ: s0: r0's 50 output tokens, own reads sum_{j<50}(49-j) = 1225, then present in r1's input: 50*20 = 1000;
     #     r1's 30 obs tokens in r1's input: 30*20 = 600; r1's 20 output tokens, own: 19*20/2 = 190 -> 3015 / 100
     #     s1: 100 tokens present in r0, r1, r2: 100*(50+20+30) = 10000 / 100
