@@ -219,7 +219,7 @@ def recover(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0,
         "t_first_write_s": t_first, "t_last_read_s": t_last, "t_norm_s": t_last - t_first,
         "t_boundary_s": np.where(closing >= 0, t_start[np.maximum(closing, 0)], t_last),
         "read_tokens": read_tokens, "rho_rw": read_tokens / np.maximum(written, 1), "wait_s": wait})
-    for extra in ("benchmark", "domain", "model"):
+    for extra in ("model", "domain", "benchmark"):  # inserted in front: benchmark, domain, model
         if extra in req.columns:
             segs.insert(4, extra, col(extra)[pw[first_piece]])
 
