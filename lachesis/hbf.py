@@ -46,6 +46,7 @@ every cell with the transcribed table parsed by :func:`parse_kyung_tables`.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,6 +74,7 @@ __all__ = [
     "StepTime", "decode_step_breakdown", "decode_step_time", "kv_landing_time",
     "hbf_lifetime_years", "Settling", "settled_rate",
     "KyungTableError", "parse_kyung_tables", "KyungSetting", "kyung_steady_state", "kyung_grid",
+    "default_kyung_table", "kyung_summary", "kyung_implied_batch",
 ]
 
 
@@ -451,3 +453,37 @@ def kyung_grid(paper: pd.DataFrame, setting: KyungSetting = KyungSetting()) -> p
     out["tpot_err"] = out["tpot_ours_ms"] / out["tpot_theirs_ms"] - 1
     out["batch_per_gpu"] = ours["batch_per_gpu"].to_numpy()
     return out
+
+
+KYUNG_TABLE_REL = "data/validation/kyung2026_fig4_maverick.md"
+
+
+def default_kyung_table() -> Path:
+    """The shared validation table: ``$LACHESIS_SHARED/<rel>`` or ``<repo>/../shared/<rel>``."""
+    root = os.environ.get("LACHESIS_SHARED")
+    base = Path(root) if root else Path(__file__).resolve().parents[2] / "shared"
+    return base / KYUNG_TABLE_REL
+
+
+def kyung_summary(grid: pd.DataFrame, tol: float = 0.15) -> dict[str, float]:
+    """Headline statistics of a :func:`kyung_grid`: cells within ``tol``, error medians and ranges."""
+    le, te = grid["life_err"], grid["tpot_err"]
+    return dict(cells=float(len(grid)), within_tol=float((le.abs() <= tol).sum()), tol=tol,
+                life_err_median=float(le.median()), life_err_min=float(le.min()), life_err_max=float(le.max()),
+                tpot_err_median=float(te.median()), tpot_err_min=float(te.min()), tpot_err_max=float(te.max()))
+
+
+def kyung_implied_batch(paper: pd.DataFrame, setting: KyungSetting = KyungSetting()) -> np.ndarray:
+    """Per-GPU batch implied by THEIR lifetime and TPOT under our byte accounting (a diagnostic).
+
+    Inverts :func:`hbf_lifetime_years` for their write rate, × their TPOT = bytes written per step,
+    ÷ (KV/token × (1 + L_in/L_out)) = sequences.  Equal to our batch ⇔ bytes per step agree, so
+    any lifetime miss comes from the step time.
+    """
+    s = setting
+    w = weight_storage_bytes_per_gpu(s.model, s.deployment)
+    one = np.asarray(hbf_lifetime_years(s.memory, 1.0, s.endurance, reserved_bytes=w))  # years at 1 B/s
+    rate = one / paper["lifetime_years"].to_numpy(dtype=float)
+    share = paper["in_share"].to_numpy(dtype=float)
+    per_seq = s.model.kv_bytes_per_token * (1 + share / (1 - share))
+    return rate * paper["tpot_ms"].to_numpy(dtype=float) / 1e3 / per_seq
