@@ -63,6 +63,7 @@ import argparse
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -95,7 +96,7 @@ class Segments:
 
 
 def _walk(agent_start: list[int], agent_end: list[int], mp: list[int], inp: list[int], out: list[int],
-          fail: "callable") -> tuple[np.ndarray, ...]:
+          fail: Callable[[int, int], None]) -> tuple[np.ndarray, ...]:
     """Interval walk per agent (positions in agent-sorted order); returns the dead pieces."""
     w_l, o_l, s_l, e_l, d_l, r_l = [], [], [], [], [], []
     for b, e in zip(agent_start, agent_end):
@@ -127,7 +128,12 @@ def _walk(agent_start: list[int], agent_end: list[int], mp: list[int], inp: list
 
 def recover(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0,
             prefix_gap: str = "external") -> Segments:
-    """Recover every context segment of ``trace`` with its T_norm (Eq. 1) and ρR/W (Eq. 3)."""
+    """Recover every context segment of ``trace`` with its T_norm (Eq. 1) and ρR/W (Eq. 3).
+
+    ``clock``: the reference clock (default :class:`ReferenceClock`; the corpus supplies one that
+    maps its tool names to tool classes); ``seed``: seeds the per-session tool/user draws;
+    ``prefix_gap``: ``"external"`` or ``"raise"`` for matched prefixes beyond an agent's own context.
+    """
     if prefix_gap not in ("external", "raise"):
         raise ValueError(f"prefix_gap must be 'external' or 'raise', not {prefix_gap!r}")
     clock = clock or ReferenceClock()
