@@ -12,6 +12,11 @@ Claude Code, field by field:
   whole prompt); ``matched_prefix_tokens`` = ``cache_read_input_tokens`` (the exactly matched,
   reused prefix). ``cache_creation`` tokens are counted as newly written KV (not matched): the
   provider prefilled them and stored them for later reads.
+* ``shared_prefix_tokens`` (declared external prefix, see :mod:`lachesis.segments`) = the cache read of
+  an agent's FIRST request: the provider's prefix cache already holds the system prompt and tool
+  definitions written by other agents or sessions, so that prefix is in no segment of this agent.
+  Later cache reads beyond the agent's own context (e.g. after a compaction) are left undeclared
+  and are reported by segment recovery.
 * ``output_tokens`` = the largest ``output_tokens`` over the request's records (streamed records
   carry partial counts); ``reasoning_tokens`` = 0: the API does not report thinking tokens
   separately (they are inside ``output_tokens``), so the temporal split is not available from
@@ -157,7 +162,7 @@ class _Agent:
 
     def rows(self, role: str, parent: str | None, turn_of: dict[str, int]) -> list[dict[str, Any]]:
         out = []
-        for r in self.reqs.values():
+        for i, r in enumerate(self.reqs.values()):
             u = r["usage"]
             cr, cc, inp = (int(u.get(k, 0) or 0) for k in ("cache_read_input_tokens", "cache_creation_input_tokens",
                                                            "input_tokens"))
@@ -166,7 +171,8 @@ class _Agent:
                             input_tokens=inp + cr + cc, matched_prefix_tokens=cr, output_tokens=r["out"],
                             reasoning_tokens=0, tool_names=r["tools"], n_observations=r["obs"],
                             t_start=r["t_start"], t_end=r["t_end"], model=r["model"], benchmark="claude_code",
-                            cache_creation_tokens=cc, thinking_blocks=r["thinking"]))
+                            cache_creation_tokens=cc, thinking_blocks=r["thinking"],
+                            shared_prefix_tokens=cr if i == 0 else 0))
         return out
 
 
@@ -356,7 +362,8 @@ def codex_session(path: Path, recs: list[tuple[int, dict[str, Any]]], res: Adapt
                                  tool_names=tools, n_observations=obs,
                                  t_start=min(x for x in (window_start, last_gen, tsec) if x is not None),
                                  t_end=last_gen if last_gen is not None else tsec,
-                                 model=model, benchmark="codex_cli", cache_creation_tokens=0, thinking_blocks=0))
+                                 model=model, benchmark="codex_cli", cache_creation_tokens=0, thinking_blocks=0,
+                                 shared_prefix_tokens=vals["cached_input_tokens"] if not rows else 0))
                 tools, obs, window_start, last_gen = [], 0, tsec, None
     if sid is None:
         raise TraceError(str(path), "line 1", "session_meta", "no session_meta record")
