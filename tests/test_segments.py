@@ -246,6 +246,15 @@ def test_spawn_request_of_another_agent_is_rejected():
     assert e.value.field == "spawn_request_id"
 
 
+def test_subagent_request_before_its_spawn_is_rejected():
+    t = multi_agent_trace()
+    r = t.requests
+    moved = pd.concat([r[r["agent_id"] == "W1"], r[r["agent_id"] != "W1"]], ignore_index=True)
+    with pytest.raises(TraceError) as e:
+        recover(Trace.from_frames(moved, t.spawns))
+    assert e.value.field == "spawn_request_id" and "before its spawn request" in e.value.problem
+
+
 def test_matched_prefix_beyond_live_context():
     tr = Trace.from_frames(pd.DataFrame([req("a", 0, 10, 0, 2), req("b", 0, 30, 20, 1)]))  # only 12 live
     with pytest.raises(TraceError) as e:
