@@ -383,3 +383,19 @@ def test_invariants_on_the_synthetic_multi_agent_corpus():
     assert (lead["wait_s"] >= 0).all() and (lead["wait_s"] <= lead["t_norm_s"] + 1e-9).all()
     assert set(s["boundary"]) <= {"turn_end", "subagent_return", "session_end"}
     assert (s.loc[s["seg_class"] != "lead", "boundary"] == "subagent_return").all()
+
+
+def test_nested_subagent_timing():
+    rows = [req("l0", 0, 10, 0, 5, agent="L", role="lead", tools=["spawn_subagent"]),
+            req("w0", 0, 10, 0, 10, agent="W", role="worker", parent="L", tools=["spawn_subagent"]),
+            req("v0", 0, 10, 0, 5, agent="V", role="worker", parent="W"),
+            req("w1", 0, 25, 20, 5, agent="W", role="worker", parent="L"),
+            req("l1", 0, 20, 15, 5, agent="L", role="lead")]
+    sp = [spawn("W", "L", "worker", "l0", 0), spawn("V", "W", "worker", "w0", 1)]
+    seg = recover(Trace.from_frames(pd.DataFrame(rows), pd.DataFrame(sp)), clock=NO_SPREAD)
+    sch = seg.schedule.set_index("request_id")
+    # l0 [0,1]; W: w0 [1,3], spawns V: v0 [3,4]; W waits for V -> w1 [4,5]; L waits for W -> l1 [5,6]
+    assert sch.loc[["l0", "w0", "v0", "w1", "l1"], "t_start_s"].tolist() == pytest.approx([0, 1, 3, 4, 5])
+    s = by_id(seg, "agent_id")
+    assert s.loc[["L", "W", "V"], "t_norm_s"].tolist() == pytest.approx([6, 4, 1])
+    assert s.loc["L", "wait_s"] == pytest.approx(4)  # W out during [1,5]; V nests inside it
