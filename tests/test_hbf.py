@@ -78,9 +78,23 @@ def test_compute_bound_step_and_vectorized_batches() -> None:
     assert hbf.decode_step_time(1, 0, 0, 0, M17, MAV, DEP) == pytest.approx(w / 11.2e12)
 
 
+def test_scalar_fast_path_equals_array_path() -> None:
+    rng = np.random.default_rng(0)
+    for mem in C.MEMORY_CONFIGS:
+        for model in (MAV, QWEN):
+            b, kh, kf, fl = (rng.integers(0, 500, 40).astype(float), rng.uniform(0, 1e11, 40),
+                             rng.uniform(0, 1e12, 40), rng.uniform(0, 1e9, 40))
+            arr = hbf.decode_step_time(b, kh, kf, fl, mem, model, DEP)
+            one = [hbf.decode_step_time(float(x), float(y), float(z), float(w), mem, model, DEP)
+                   for x, y, z, w in zip(b, kh, kf, fl)]
+            np.testing.assert_allclose(arr, one, rtol=1e-12)
+
+
 def test_step_rejects_bad_input() -> None:
     with pytest.raises(ValueError, match="kv_hbf_bytes"):
         hbf.decode_step_time(1, 0, -1.0, 0, M17, MAV, DEP)
+    with pytest.raises(ValueError, match="kv_hbf_bytes"):
+        hbf.decode_step_time(np.ones(2), 0, np.array([1.0, np.nan]), 0, M17, MAV, DEP)
     no_hbm = C.MemoryConfig("0/8", 0, 8)
     with pytest.raises(ValueError, match="zero bandwidth"):
         hbf.decode_step_time(1, 1e9, 0, 0, no_hbm, MAV, DEP)
