@@ -44,8 +44,9 @@ K_FRACTIONS = tuple(np.round(np.arange(0.05, 0.501, 0.05), 2))
 
 def label_groups(segments: pd.DataFrame, requests: pd.DataFrame | None = None,
                  by: str = "benchmark") -> pd.DataFrame:
-    """Add a ``group`` column: the segment's benchmark, refined by its domain when the requests
-    carry one that the benchmark name does not already include (τ³-bench's four domains)."""
+    """Add a ``group`` column: the segment's benchmark, refined by its domain when a benchmark
+    spans several domains that its name does not already spell (e.g. a ``tau3`` benchmark with
+    four domains -> ``tau3_airline`` ...)."""
     seg = segments.copy()
     if by in seg.columns:
         g = seg[by].astype(str)
@@ -55,10 +56,10 @@ def label_groups(segments: pd.DataFrame, requests: pd.DataFrame | None = None,
         g = pd.Series("all", index=seg.index)
     if requests is not None and "domain" in requests.columns:
         dom = requests.drop_duplicates("agent_id").set_index("agent_id")["domain"]
-        d = seg["agent_id"].map(dom)
-        refine = d.notna() & (d.astype(str) != "") & ~pd.Series(
-            [str(dd) in gg for gg, dd in zip(g, d)], index=seg.index)
-        g = g.where(~refine, g + "_" + d.astype(str))
+        d = seg["agent_id"].map(dom).fillna("").astype(str)
+        n_dom = d.groupby(g).transform("nunique")  # refine only benchmarks that span several domains
+        refine = (n_dom > 1) & (d != "") & ~pd.Series([dd in gg for gg, dd in zip(g, d)], index=seg.index)
+        g = g.where(~refine, g + "_" + d)
     seg["group"] = g.to_numpy()
     return seg
 

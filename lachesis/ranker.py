@@ -34,6 +34,7 @@ from sklearn.linear_model import Ridge
 from sklearn.model_selection import GroupKFold
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
+from threadpoolctl import threadpool_limits
 
 from lachesis.stats import kendall_tau  # Kendall τ-b (scipy.stats.kendalltau)
 
@@ -223,11 +224,14 @@ def session_folds(sessions: pd.Series | np.ndarray, n_splits: int = 5, seed: int
 
 
 def _oof(table: pd.DataFrame, folds: np.ndarray, make_model: Callable[[], Pipeline]) -> np.ndarray:
+    """Out-of-fold predictions.  Single-threaded BLAS/OpenMP: on a shared 2-core machine
+    OpenMP spin-waiting made the boosted trees >10x slower, and results do not depend on it."""
     pred = np.full(len(table), np.nan)
-    for f in np.unique(folds):
-        tr, te = folds != f, folds == f
-        r = SpawnRanker(make_model).fit(table[tr], table["t_norm_s"].to_numpy()[tr])
-        pred[te] = r.score(table[te])
+    with threadpool_limits(1):
+        for f in np.unique(folds):
+            tr, te = folds != f, folds == f
+            r = SpawnRanker(make_model).fit(table[tr], table["t_norm_s"].to_numpy()[tr])
+            pred[te] = r.score(table[te])
     return pred
 
 

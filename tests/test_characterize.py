@@ -99,11 +99,15 @@ def test_lead_waiting_share_pooled():
 
 
 def test_label_groups_refines_by_domain():
-    seg = pd.DataFrame({"agent_id": ["a", "b", "c"], "benchmark": ["tau3", "tau3", "bfcl_base"]})
-    req = pd.DataFrame({"agent_id": ["a", "b", "c"], "domain": ["airline", "retail", "base"]})
+    seg = pd.DataFrame({"agent_id": ["a", "b", "c", "d"], "benchmark": ["tau3", "tau3", "bfcl_base", "appworld"]})
+    req = pd.DataFrame({"agent_id": ["a", "b", "c", "d"], "domain": ["airline", "retail", "base", "apps"]})
     out = C.label_groups(seg, req)
-    assert out["group"].tolist() == ["tau3_airline", "tau3_retail", "bfcl_base"]
-    assert C.label_groups(seg)["group"].tolist() == ["tau3", "tau3", "bfcl_base"]
+    # tau3 spans two domains -> refined; a one-domain benchmark keeps its name
+    assert out["group"].tolist() == ["tau3_airline", "tau3_retail", "bfcl_base", "appworld"]
+    assert C.label_groups(seg)["group"].tolist() == ["tau3", "tau3", "bfcl_base", "appworld"]
+    # benchmark only on the requests: looked up by agent
+    out = C.label_groups(seg.drop(columns="benchmark"), req.assign(benchmark=["x", "x", "y", "z"]))
+    assert out["group"].tolist() == ["x_airline", "x_retail", "y", "z"]
 
 
 def test_temporal_table_by_hand():
