@@ -88,16 +88,22 @@ class AllocationError(RuntimeError):
     """Raised when an allocation cannot be served, or on a bad free (double free, unknown id)."""
 
 
+_TIERS = (Tier.HBM, Tier.HBF)
+_EMPTY = np.zeros(0, dtype=np.int64)
+_EMPTY.flags.writeable = False
+
+
 def _tier(tier: Tier | int | str) -> Tier:
+    if tier.__class__ is Tier:
+        return tier  # type: ignore[return-value]
     if isinstance(tier, str):
         try:
             return Tier[tier.upper()]
         except KeyError:
             raise ValueError(f"unknown tier {tier!r}; expected 'HBM' or 'HBF'") from None
-    try:
-        return Tier(int(tier))
-    except ValueError:
-        raise ValueError(f"unknown tier {tier!r}; expected Tier.HBM (0) or Tier.HBF (1)") from None
+    if tier in (0, 1):
+        return _TIERS[int(tier)]
+    raise ValueError(f"unknown tier {tier!r}; expected Tier.HBM (0) or Tier.HBF (1)")
 
 
 class TieredAllocator:
@@ -145,7 +151,7 @@ class TieredAllocator:
         n = int(n)
         if n < 0:
             raise ValueError(f"alloc: n must be >= 0, got {n}")
-        other = Tier(1 - t)
+        other = _TIERS[1 - t]
         if n > self._top[t] + self._top[other]:
             raise AllocationError(
                 f"alloc({t.name}, {n}): only {self._top[Tier.HBM]} HBM + {self._top[Tier.HBF]} HBF blocks free"
@@ -175,7 +181,8 @@ class TieredAllocator:
         bad = (ids < 0) | (ids >= self.n_blocks)
         if bad.any():
             raise AllocationError(f"free: unknown block id(s) {ids[bad][:5].tolist()} (valid: 0..{self.n_blocks - 1})")
-        if np.unique(ids).size != ids.size:
+        distinct = len(set(ids.tolist())) if ids.size <= 256 else np.unique(ids).size
+        if distinct != ids.size:
             s = np.sort(ids)
             dup = s[1:][s[1:] == s[:-1]]
             raise AllocationError(f"free: block id(s) {np.unique(dup)[:5].tolist()} given more than once (double free)")
@@ -251,7 +258,7 @@ class _Row:
     """One live (or cached dead) segment: its metadata and block ids as numpy chunks."""
 
     __slots__ = ("segment_id", "seg_class", "session_id", "role", "rank_key", "boundary", "chunks",
-                 "n_blocks", "n_hbm", "n_tokens", "last_tier", "last_use")
+                 "n_blocks", "n_hbm", "n_tokens", "last_tier", "last_use", "wslot")
 
     def __init__(self, segment_id: str, seg_class: str, session_id: str, role: str, rank_key: float, boundary: str) -> None:
         self.segment_id = segment_id
@@ -264,8 +271,9 @@ class _Row:
         self.n_blocks = 0
         self.n_hbm = 0
         self.n_tokens = 0
-        self.last_tier = Tier.HBM
+        self.last_tier = 0  # tier of the segment's last (possibly partial) block
         self.last_use = 0.0
+        self.wslot = -1  # slot in the table's live-worker arrays (workers only)
 
     def block_ids(self) -> np.ndarray:
         if not self.chunks:
@@ -290,17 +298,46 @@ class SegmentTable:
         self.policy = policy
         self.block_tokens = int(block_tokens)
         self.stats: PlacementStats = PlacementStats()
-        self.totals = WriteTotals(bytes_per_token=int(bytes_per_token))
+        self.bytes_per_token = int(bytes_per_token)
+        # Python-int counters on the hot path; :attr:`totals` snapshots them as a WriteTotals.
+        self._tok = [0, 0]
+        self._tok_class: dict[str, list[int]] = {}
+        self._blk = [0, 0]
+        self._evicted = 0
         self._live: dict[str, _Row] = {}
         self._workers: dict[str, _Row] = {}
         self._reviewers: dict[str, _Row] = {}
         self._dead: "OrderedDict[str, _Row]" = OrderedDict()  # cached dead segments, oldest last use first
         self._dead_blocks = np.zeros(2, dtype=np.int64)
         self._closed_ids: set[str] = set()
+        # Live workers as slot arrays in open order (vectorized ranking; compacted as workers close).
+        self._w_n = 0
+        self._w_dead = 0
+        self._w_ids = np.empty(64, dtype=object)
+        self._w_keys = np.empty(64, dtype=np.float64)
+        self._w_blocks = np.zeros(64, dtype=np.int64)
+        self._w_hbm = np.zeros(64, dtype=np.int64)
+        self._w_alive = np.zeros(64, dtype=bool)
+        self._w_rows: list[_Row | None] = []
 
     @property
     def view(self) -> "SegmentTable":
         return self
+
+    @property
+    def totals(self) -> WriteTotals:
+        """KV written so far per tier and per class (a snapshot; token level, plus blocks and evictions)."""
+        return WriteTotals(
+            tokens=np.array(self._tok, dtype=np.int64),
+            tokens_by_class={c: np.array(v, dtype=np.int64) for c, v in self._tok_class.items()},
+            blocks=np.array(self._blk, dtype=np.int64),
+            evicted_blocks=self._evicted,
+            bytes_per_token=self.bytes_per_token,
+        )
+
+    def tokens_written(self) -> tuple[int, int]:
+        """(HBM, HBF) tokens written so far, without building a WriteTotals (hot-path friendly)."""
+        return self._tok[0], self._tok[1]
 
     # -- harness-facing calls ----------------------------------------------------------------------
     def open(self, segment_id: str, seg_class: str, session_id: str = "", role: str = "",
@@ -319,9 +356,10 @@ class SegmentTable:
         self._live[segment_id] = row
         if seg_class == "worker":
             self._workers[segment_id] = row
+            self._worker_slot(row)
         elif seg_class == "reviewer":
             self._reviewers[segment_id] = row
-        self.totals.tokens_by_class.setdefault(seg_class, np.zeros(2, dtype=np.int64))
+        self._tok_class.setdefault(seg_class, [0, 0])
         self.stats.opened(seg_class, len(self._reviewers))
 
     def add_write(self, segment_id: str, n_tokens: int, now: float = 0.0, *, seg_class: str | None = None,
@@ -350,26 +388,36 @@ class SegmentTable:
             ids = self._allocate(_tier(self.policy.tier(info, self)), nb)
         row.last_use = float(now)
         row.n_tokens += n
-        by_class = self.totals.tokens_by_class[row.seg_class]
+        tok = self._tok
+        by_class = self._tok_class[row.seg_class]
         if fill:
-            self.totals.tokens[row.last_tier] += fill
+            tok[row.last_tier] += fill
             by_class[row.last_tier] += fill
         if ids is None:
-            return np.zeros(0, dtype=np.int64)
-        tiers = self.allocator.tier_of(ids)
-        n_hbf = int(tiers.sum())
-        n_hbm = nb - n_hbf
-        last_tokens = rest - (nb - 1) * bt
-        tok = np.array([n_hbm * bt, n_hbf * bt], dtype=np.int64)
-        tok[tiers[-1]] -= bt - last_tokens
-        self.totals.tokens += tok
-        by_class += tok
-        self.totals.blocks[0] += n_hbm
-        self.totals.blocks[1] += n_hbf
+            return _EMPTY
+        hbm = self.allocator.hbm_blocks
+        n_hbm = int(np.count_nonzero(ids < hbm)) if nb > 1 else int(ids[0] < hbm)
+        n_hbf = nb - n_hbm
+        last = 0 if ids[-1] < hbm else 1
+        short = bt - (rest - (nb - 1) * bt)  # empty slots of the last new block
+        th, tf = n_hbm * bt, n_hbf * bt
+        if last:
+            tf -= short
+        else:
+            th -= short
+        tok[0] += th
+        tok[1] += tf
+        by_class[0] += th
+        by_class[1] += tf
+        self._blk[0] += n_hbm
+        self._blk[1] += n_hbf
         row.chunks.append(ids)
         row.n_blocks += nb
         row.n_hbm += n_hbm
-        row.last_tier = Tier(int(tiers[-1]))
+        row.last_tier = last
+        if row.wslot >= 0:
+            self._w_blocks[row.wslot] += nb
+            self._w_hbm[row.wslot] += n_hbm
         return ids
 
     def close(self, segment_id: str, now: float = 0.0) -> int:
@@ -377,7 +425,13 @@ class SegmentTable:
         row = self._live.pop(segment_id, None)
         if row is None:
             raise KeyError(f"close: segment {segment_id!r} is not open")
-        self._workers.pop(segment_id, None)
+        if self._workers.pop(segment_id, None) is not None:
+            self._w_alive[row.wslot] = False
+            self._w_rows[row.wslot] = None
+            row.wslot = -1
+            self._w_dead += 1
+            if self._w_dead > 64 and 2 * self._w_dead > self._w_n:
+                self._compact_workers()
         self._reviewers.pop(segment_id, None)
         self._closed_ids.add(segment_id)
         self.stats.closed(row.seg_class, row.n_blocks)
@@ -396,6 +450,33 @@ class SegmentTable:
         for s in ids:
             self.close(s, now)
         return ids
+
+    # -- live-worker slots -------------------------------------------------------------------------------
+    def _worker_slot(self, row: _Row) -> None:
+        if self._w_n == self._w_ids.size:
+            grow = lambda a: np.concatenate([a, np.zeros_like(a)])  # noqa: E731
+            self._w_ids, self._w_keys, self._w_blocks, self._w_hbm, self._w_alive = map(
+                grow, (self._w_ids, self._w_keys, self._w_blocks, self._w_hbm, self._w_alive))
+        i = self._w_n
+        self._w_ids[i] = row.segment_id
+        self._w_keys[i] = row.rank_key
+        self._w_blocks[i] = row.n_blocks
+        self._w_hbm[i] = row.n_hbm
+        self._w_alive[i] = True
+        self._w_rows.append(row)
+        row.wslot = i
+        self._w_n += 1
+
+    def _compact_workers(self) -> None:
+        m = self._w_alive[: self._w_n]
+        k = int(m.sum())
+        for arr in (self._w_ids, self._w_keys, self._w_blocks, self._w_hbm, self._w_alive):
+            arr[:k] = arr[: self._w_n][m]
+        self._w_alive[k : self._w_n] = False
+        self._w_rows = [r for r in self._w_rows if r is not None]
+        for i, r in enumerate(self._w_rows):
+            r.wslot = i
+        self._w_n, self._w_dead = k, 0
 
     # -- eviction ------------------------------------------------------------------------------
     def _allocate(self, want: Tier, nb: int) -> np.ndarray:
@@ -434,7 +515,7 @@ class SegmentTable:
             row.n_blocks -= take
             k -= take
         ev = np.concatenate(out)
-        self.totals.evicted_blocks += ev.size
+        self._evicted += int(ev.size)
         return ev
 
     # -- MemoryView ----------------------------------------------------------------------------------
@@ -450,12 +531,16 @@ class SegmentTable:
     def cached(self, tier: Tier) -> int:
         return int(self._dead_blocks[_tier(tier)])
 
-    def live_workers(self) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
-        rows = list(self._workers.values())
-        return ([r.segment_id for r in rows],
-                np.fromiter((r.rank_key for r in rows), dtype=np.float64, count=len(rows)),
-                np.fromiter((r.n_blocks for r in rows), dtype=np.int64, count=len(rows)),
-                np.fromiter((r.n_hbm for r in rows), dtype=np.int64, count=len(rows)))
+    def live_workers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        m = self._w_alive[: self._w_n]
+        return (self._w_ids[: self._w_n][m], self._w_keys[: self._w_n][m],
+                self._w_blocks[: self._w_n][m], self._w_hbm[: self._w_n][m])
+
+    def worker_position(self, segment_id: str) -> int:
+        row = self._workers.get(segment_id)
+        if row is None:
+            raise KeyError(f"worker segment {segment_id!r} is not live in the segment table")
+        return int(self._w_alive[: row.wslot].sum())
 
     def live_reviewer_hbm_blocks(self) -> int:
         return sum(r.n_hbm for r in self._reviewers.values())

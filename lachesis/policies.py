@@ -173,8 +173,12 @@ class MemoryView(Protocol):
         """Blocks of dead (closed, not yet evicted) segments in the tier."""
         ...
 
-    def live_workers(self) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
-        """Live workers in open order: (segment ids, rank keys float64, blocks int64, HBM blocks int64)."""
+    def live_workers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Live workers in open order: (segment ids (object array), rank keys float64, blocks int64, HBM blocks int64)."""
+        ...
+
+    def worker_position(self, segment_id: str) -> int:
+        """Index of a live worker in the arrays :meth:`live_workers` returns."""
         ...
 
     def live_reviewer_hbm_blocks(self) -> int:
@@ -237,10 +241,8 @@ class Lachesis:
     @staticmethod
     def admitted(seg: SegmentInfo, view: MemoryView) -> bool:
         """Whether the worker is within the first k of the node's live-worker ranking right now."""
-        ids, keys, blocks, hbm_blocks = view.live_workers()
-        if seg.segment_id not in ids:
-            raise KeyError(f"worker segment {seg.segment_id!r} is not live in the segment table")
-        me = ids.index(seg.segment_id)
+        _, keys, blocks, hbm_blocks = view.live_workers()
+        me = view.worker_position(seg.segment_id)
         est = np.maximum(blocks.astype(np.float64), view.stats.mean_worker_blocks)
         est[me] = max(float(blocks[me] + seg.new_blocks), view.stats.mean_worker_blocks)
         pinned = view.used(Tier.HBM) - int(hbm_blocks.sum())
@@ -249,8 +251,7 @@ class Lachesis:
         keys = np.where(np.isnan(keys), np.inf, keys)
         order = np.argsort(keys, kind="stable")
         k = int(np.searchsorted(np.cumsum(est[order]), budget + 1e-9, side="right"))
-        rank = int(np.flatnonzero(order == me)[0])
-        return rank < k
+        return bool((order[:k] == me).any())
 
 
 POLICIES: dict[str, type] = {p.name: p for p in (HBMFirst, DeterministicOnly, Lachesis)}

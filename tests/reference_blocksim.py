@@ -75,9 +75,15 @@ class RefView:
 
     def live_workers(self):
         ws = [s for s in self.sim.live_in_order() if s.cls == "worker"]
-        return ([s.id for s in ws], np.array([s.key for s in ws], dtype=float),
+        return (np.array([s.id for s in ws], dtype=object), np.array([s.key for s in ws], dtype=float),
                 np.array([len(s.blocks) for s in ws], dtype=np.int64),
                 np.array([sum(1 for b in s.blocks if b.tier == HBM) for s in ws], dtype=np.int64))
+
+    def worker_position(self, segment_id: str) -> int:
+        ws = [s.id for s in self.sim.live_in_order() if s.cls == "worker"]
+        if segment_id not in ws:
+            raise KeyError(f"worker segment {segment_id!r} is not live")
+        return ws.index(segment_id)
 
     def live_reviewer_hbm_blocks(self) -> int:
         return sum(1 for s in self.sim.live_in_order() if s.cls == "reviewer" for b in s.blocks if b.tier == HBM)

@@ -141,6 +141,15 @@ def test_settled_rate_finds_end_of_warmup_transient() -> None:
     assert (rate2, settled2, t2) == (s.rate, s.settled, s.settled_at_s)
 
 
+def test_settled_rate_tolerates_sampling_noise_at_a_steady_rate() -> None:
+    rng = np.random.default_rng(7)
+    t = np.arange(0, 2000.0)
+    inc = 1e9 * rng.uniform(0.7, 1.3, len(t) - 1)  # +-30% per-sample noise around 1 GB/s
+    cum = np.concatenate([[0.0], np.cumsum(inc)])
+    s = hbf.settled_rate(t, cum)
+    assert s.settled and s.rate == pytest.approx(1e9, rel=0.02) and s.settled_at_s < 200
+
+
 def test_settled_rate_reports_unsettled_growth_and_bad_input() -> None:
     t = np.linspace(1, 100, 200)
     s = hbf.settled_rate(t, t**3)  # rate keeps growing: never within 10%

@@ -301,20 +301,34 @@ def test_fast_equals_reference_predictive_path(events, hbm, bt):
 
 
 def test_reference_drives_policy_objects_like_the_fast_path():
-    """The reference's naive Lachesis and the shared policy object agree on a worker-heavy trace."""
+    """Naive Lachesis, the shared policy object in the reference, and the fast table agree on a long
+    worker-heavy trace (long enough for the table to compact its live-worker arrays)."""
     rng = np.random.default_rng(0)
     events, live = [], []
-    for t in range(200):
-        if live and rng.random() < 0.2:
+    for t in range(1500):
+        if live and rng.random() < 0.3:
             events.append((t, "close", live.pop(int(rng.integers(len(live))))))
         else:
-            sid = f"w{t}" if rng.random() < 0.3 or not live else live[int(rng.integers(len(live)))]
+            sid = f"w{t}" if rng.random() < 0.4 or not live else live[int(rng.integers(len(live)))]
             if sid not in live:
                 live.append(sid)
             cls = "reviewer" if sid.endswith("7") else "worker"
             events.append((t, "write", sid, cls, int(rng.integers(1, 30)), "S", float(rng.integers(5))))
-    a = reference_replay(events, "lachesis", 20, 2000, 4)
-    b = reference_replay(events, Lachesis(), 20, 2000, 4)
-    c = replay_events(events, "lachesis", 20, 2000, 4)
-    assert a.tokens.tolist() == b.tokens.tolist() == c.tokens.tolist()
+    a = reference_replay(events, "lachesis", 20, 600, 4)
+    b = reference_replay(events, Lachesis(), 20, 600, 4)
+    fast_table = SegmentTable(TieredAllocator(20, 600), Lachesis(), block_tokens=4)
+    from lachesis.allocator import parse_event
+
+    compacted = False
+    for raw in events:
+        ev = parse_event(raw)
+        if ev[1] == "write":
+            fast_table.add_write(ev[2], ev[4], seg_class=ev[3], session_id=ev[5], rank_key=ev[6])
+        else:
+            n_slots = fast_table._w_n
+            fast_table.close(ev[2])
+            compacted |= fast_table._w_n < n_slots
+    c = fast_table.totals
+    assert compacted
+    assert a.as_dict() == b.as_dict() == c.as_dict()
     assert 0 < a.tokens[0] < a.tokens.sum()  # the trace exercises both tiers

@@ -1,0 +1,122 @@
+"""Micro-benchmark: the vectorized two-tier allocator vs the per-block reference (tests/reference_blocksim.py).
+
+Prints, per memory size, block allocations/s and block frees/s of the raw allocator (batched calls
+of ``--batch`` blocks), and replayed events/s of the segment table per policy, beside the same
+numbers for the one-object-per-block reference (run only at the sizes where it finishes quickly).
+
+    .venv/bin/python benchmarks/bench_allocator.py [--sizes 1000 10000 1000000] [--batch 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from lachesis.allocator import Tier, TieredAllocator, replay_events  # noqa: E402
+from reference_blocksim import RefSim, reference_replay  # noqa: E402
+
+REF_MAX_BLOCKS = 20_000  # the reference scans its block list per block: skip it above this size
+
+
+def bench_raw_fast(n_blocks: int, batch: int, seed: int = 0) -> tuple[float, float]:
+    """(blocks allocated per s, blocks freed per s): fill 90% of memory in batches, then free it all."""
+    a = TieredAllocator(n_blocks // 8, n_blocks - n_blocks // 8)
+    n_calls = int(0.9 * n_blocks) // batch
+    rng = np.random.default_rng(seed)
+    tiers = rng.integers(0, 2, n_calls)
+    t0 = time.perf_counter()
+    held = [a.alloc(Tier(int(t)), batch) for t in tiers]
+    t1 = time.perf_counter()
+    for i in rng.permutation(len(held)):
+        a.free(held[i])
+    t2 = time.perf_counter()
+    return n_calls * batch / (t1 - t0), n_calls * batch / (t2 - t1)
+
+
+def bench_raw_ref(n_blocks: int, batch: int, seed: int = 0) -> tuple[float, float]:
+    """The same workload on the reference's per-block objects."""
+    sim = RefSim(n_blocks // 8, n_blocks - n_blocks // 8, 16, "deterministic")
+    n_calls = int(0.9 * n_blocks) // batch
+    rng = np.random.default_rng(seed)
+    tiers = rng.integers(0, 2, n_calls)
+    owner = object()
+    t0 = time.perf_counter()
+    held = []
+    for t in tiers:
+        got = []
+        for _ in range(batch):
+            b = sim.free_block(int(t)) or sim.free_block(1 - int(t))
+            b.owner = owner
+            got.append(b)
+        held.append(got)
+    t1 = time.perf_counter()
+    for i in rng.permutation(len(held)):
+        for b in held[i]:
+            b.owner = None
+    t2 = time.perf_counter()
+    return n_calls * batch / (t1 - t0), n_calls * batch / (t2 - t1)
+
+
+def synthetic_events(n_blocks: int, block_tokens: int = 16, seed: int = 0) -> list[tuple]:
+    """A churn of sessions (leads, workers, reviewers, turns) sized to keep memory ~busy."""
+    rng = np.random.default_rng(seed)
+    events: list[tuple] = []
+    live: list[tuple[str, str]] = []
+    budget = n_blocks * block_tokens * 0.6  # tokens live at most, so no policy runs out
+    live_tok: dict[str, int] = {}
+    t = 0.0
+    classes = np.array(["reasoning_laden", "reasoning_stripped", "lead", "worker", "worker", "reviewer"])
+    for i in range(max(200, n_blocks // 4)):
+        t += 1.0
+        if live and (rng.random() < 0.25 or sum(live_tok.values()) > budget):
+            sid, _ = live.pop(int(rng.integers(len(live))))
+            live_tok.pop(sid)
+            events.append((t, "close", sid))
+            continue
+        if live and rng.random() < 0.6:
+            sid, cls = live[int(rng.integers(len(live)))]
+        else:
+            sid, cls = f"g{i}", str(classes[rng.integers(len(classes))])
+            live.append((sid, cls))
+            live_tok[sid] = 0
+        tok = int(rng.integers(1, 4 * block_tokens))
+        live_tok[sid] += tok
+        events.append((t, "write", sid, cls, tok, f"S{int(rng.integers(8))}", float(rng.random())))
+    return events
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 1_000_000])
+    p.add_argument("--batch", type=int, default=8)
+    args = p.parse_args(argv)
+    print(f"{'blocks':>9} {'impl':>9} {'alloc blk/s':>12} {'free blk/s':>12}   events/s: hbm_first deterministic lachesis")
+    for n in args.sizes:
+        fa, ff = bench_raw_fast(n, args.batch)
+        events = synthetic_events(min(n, 100_000))
+        rates = []
+        for pol in ("hbm_first", "deterministic", "lachesis"):
+            t0 = time.perf_counter()
+            replay_events(events, pol, n // 8, n - n // 8)
+            rates.append(len(events) / (time.perf_counter() - t0))
+        print(f"{n:>9} {'fast':>9} {fa:>12.3g} {ff:>12.3g}   {rates[0]:>10.3g} {rates[1]:>12.3g} {rates[2]:>8.3g}")
+        if n <= REF_MAX_BLOCKS:
+            ra, rf = bench_raw_ref(n, args.batch)
+            rr = []
+            for pol in ("hbm_first", "deterministic", "lachesis"):
+                t0 = time.perf_counter()
+                reference_replay(events, pol, n // 8, n - n // 8)
+                rr.append(len(events) / (time.perf_counter() - t0))
+            print(f"{n:>9} {'reference':>9} {ra:>12.3g} {rf:>12.3g}   {rr[0]:>10.3g} {rr[1]:>12.3g} {rr[2]:>8.3g}")
+        else:
+            print(f"{n:>9} {'reference':>9} {'(skipped: per-block scan, > %d blocks)' % REF_MAX_BLOCKS}")
+
+
+if __name__ == "__main__":
+    main()
