@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from lachesis import stats
+from lachesis.paper import TABLE3  # benchmark display order only
 from lachesis.trace import Trace, read_trace
 
 TEMPORAL_CLASSES = ("reasoning_laden", "reasoning_stripped")
@@ -85,8 +86,15 @@ def load_segments(workloads: Sequence[str], trace: str = "", scale: float = 0.1,
     return tr, label_groups(seg.segments, tr.requests)
 
 
+def _group_order(groups: Iterable[str]) -> list[str]:
+    """Groups in the paper's benchmark order (Table 3), unknown ones after, alphabetically."""
+    known = list(TABLE3)
+    return sorted(set(map(str, groups)), key=lambda g: (known.index(g) if g in known else len(known), g))
+
+
 def _by_group(seg: pd.DataFrame) -> Iterable[tuple[str, pd.DataFrame]]:
-    return ((str(k), v) for k, v in seg.groupby("group", sort=True))
+    parts = {str(k): v for k, v in seg.groupby("group", sort=False)}
+    return ((g, parts[g]) for g in _group_order(parts))
 
 
 def _t(seg: pd.DataFrame, cls: str) -> np.ndarray:
@@ -107,11 +115,17 @@ def turn_writes(seg: pd.DataFrame) -> pd.DataFrame:
 
 def temporal_table(seg: pd.DataFrame) -> pd.DataFrame:
     """Fig. 4 per group: median T_norm of both classes, their ratio, separability, laden share of
-    turn writes, and the median/mean tokens a turn writes into each class."""
+    turn writes, and the median/mean tokens a turn writes into each class.
+
+    Diagnostic beside the separability: the same statistic without the reasoning-stripped segments
+    written in an agent's last turn (they close at the session end, one turn after their write, so
+    they live about as long as that turn's laden segment), and the share of such segments."""
     tw = turn_writes(seg)
     rows = []
     for g, s in _by_group(seg[seg["seg_class"].isin(TEMPORAL_CLASSES)]):
         laden, stripped = _t(s, "reasoning_laden"), _t(s, "reasoning_stripped")
+        last = s.groupby("agent_id")["write_turn"].transform("max")
+        not_last = s.loc[(s["seg_class"] == "reasoning_stripped") & (s["write_turn"] < last), "t_norm_s"]
         w = tw[tw["group"] == g]
         wl = w.loc[w["seg_class"] == "reasoning_laden", "tokens_written"]
         ws = w.loc[w["seg_class"] == "reasoning_stripped", "tokens_written"]
@@ -121,6 +135,8 @@ def temporal_table(seg: pd.DataFrame) -> pd.DataFrame:
             median_tnorm_stripped_s=float(np.median(stripped)) if len(stripped) else np.nan,
             median_ratio_stripped_over_laden=stats.median_ratio(stripped, laden),
             separability=stats.separability(stripped, laden),
+            separability_excl_last_turn=stats.separability(not_last, laden) if len(not_last) else np.nan,
+            stripped_share_last_turn=1.0 - len(not_last) / len(stripped) if len(stripped) else np.nan,
             laden_share_of_turn_writes=stats.laden_share(s),
             turn_tokens_laden_median=float(wl.median()), turn_tokens_laden_mean=float(wl.mean()),
             turn_tokens_stripped_median=float(ws.median()), turn_tokens_stripped_mean=float(ws.mean()),
@@ -176,7 +192,8 @@ def worker_heterogeneity_table(workers: pd.DataFrame) -> pd.DataFrame:
     """Fig. 6 per group, from one row per worker (``t_norm_s``, ``tokens_written``, ``group``):
     p90/p10 of lifetime and of write volume, and their Kendall τ."""
     rows = []
-    for g, w in workers.groupby("group", sort=True):
+    parts = {str(k): v for k, v in workers.groupby("group", sort=False)}
+    for g, w in ((g, parts[g]) for g in _group_order(parts)):
         t, v = w["t_norm_s"].to_numpy(float), w["tokens_written"].to_numpy(float)
         rows.append(dict(group=str(g), n_workers=len(w),
                          tnorm_p10_s=float(np.percentile(t, 10)), tnorm_p90_s=float(np.percentile(t, 90)),

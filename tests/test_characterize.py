@@ -104,6 +104,8 @@ def test_label_groups_refines_by_domain():
     out = C.label_groups(seg, req)
     # tau3 spans two domains -> refined; a one-domain benchmark keeps its name
     assert out["group"].tolist() == ["tau3_airline", "tau3_retail", "bfcl_base", "appworld"]
+    assert C._group_order(["zeta", "webarena", "tau3_retail", "tau3_airline"]) == [
+        "tau3_airline", "tau3_retail", "webarena", "zeta"]  # Table 3 order, unknown last
     assert C.label_groups(seg)["group"].tolist() == ["tau3", "tau3", "bfcl_base", "appworld"]
     # benchmark only on the requests: looked up by agent
     out = C.label_groups(seg.drop(columns="benchmark"), req.assign(benchmark=["x", "x", "y", "z"]))
@@ -117,6 +119,9 @@ def test_temporal_table_by_hand():
     assert tab["median_ratio_stripped_over_laden"] == pytest.approx(20.0 / 2.0)
     # stripped outlives laden in 7 of 9 pairs: 1.5 beats only 1; 20 and 30 beat all three
     assert tab["separability"] == pytest.approx(7 / 9)
+    # without the last turn's stripped segment (30 s, turn 2) it is {1.5, 20} vs {1, 2, 3}: 4 of 6
+    assert tab["separability_excl_last_turn"] == pytest.approx(4 / 6)
+    assert tab["stripped_share_last_turn"] == pytest.approx(1 / 3)
     assert tab["laden_share_of_turn_writes"] == pytest.approx(300 / 450)
     assert (tab["turn_tokens_laden_median"], tab["turn_tokens_stripped_mean"]) == (100.0, 50.0)
 
