@@ -1,0 +1,238 @@
+"""The three characterization axes (§3.3–§3.5) measured on the real public traces.
+
+Used by ``notebooks/real_traces.ipynb``. Each trace source goes through its adapter, then
+:func:`lachesis.segments.recover` on the default reference clock (every tool is an ``api`` call,
+0.69 s mean: ASSUMPTION — the real tool names of these harnesses have no InferCept class), then the
+same statistics as Figs. 4–6 (:mod:`lachesis.characterize`). Mooncake gives block lifetimes and
+Azure arrival/length statistics (no sessions: no segments).
+
+Groups are ``<source>:<benchmark>[_<domain>]``; ChatDev's ``domain`` (the phase) is not used as a
+group. Worker lifetime (inter-worker axis) = last read − first write over the worker's segments,
+worker writes = the sum of their ``tokens_written``.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .. import characterize, paper
+from ..config import ReferenceClock
+from . import AdapterResult, load
+
+TRACE_SOURCES = ("tau2-xai-grok-blakeelias", "tau2-qwen3.5-justinchiu", "claude_code_subagents",
+                 "claude_code_more", "who_and_when", "chatdev_warehouse")
+TABLE_SOURCES = ("mooncake_fast25", "azure_llm_2023")
+ALL_SOURCES = TRACE_SOURCES + TABLE_SOURCES
+
+
+def default_local() -> Path | None:
+    """``LACHESIS_DATA``, else ``<repo>/../shared/data/traces`` when it exists, else None (use the cache)."""
+    env = os.environ.get("LACHESIS_DATA")
+    if env:
+        return Path(env)
+    p = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "traces"
+    return p if p.is_dir() else None
+
+
+def sources(source: str) -> tuple[str, ...]:
+    """``"all"`` or one name (or a comma-separated list) → dataset names."""
+    if source in ("", "all"):
+        return ALL_SOURCES
+    names = tuple(s.strip() for s in source.split(",") if s.strip())
+    bad = [n for n in names if n not in ALL_SOURCES]
+    if bad:
+        raise ValueError(f"unknown source(s) {bad}; choose from {ALL_SOURCES} or 'all'")
+    return names
+
+
+def segments_of(res: AdapterResult, seed: int = 0) -> tuple[pd.DataFrame, int, int]:
+    """Group-labelled segments of one adapter's trace; plus the count of undeclared external prefixes."""
+    from ..segments import recover
+
+    req = res.trace.requests
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # reported below as numbers instead
+        seg = recover(res.trace, clock=ReferenceClock(), seed=seed)
+    labels = req.drop(columns=["domain"]) if res.dataset == "chatdev_warehouse" and "domain" in req else req
+    s = characterize.label_groups(seg.segments, labels)
+    s["group"] = res.dataset + ":" + s["group"].astype(str)
+    ext = seg.external
+    return s, int((~ext["declared"]).sum()) if len(ext) else 0, int(ext.loc[~ext["declared"], "tokens"].sum()) \
+        if len(ext) else 0
+
+
+def workers_of(seg: pd.DataFrame) -> pd.DataFrame:
+    """One row per worker: lifetime (first write → last read, reference clock) and tokens written."""
+    w = seg[seg["seg_class"] == "worker"]
+    g = w.groupby(["group", "session_id", "agent_id"], sort=True)
+    out = g.agg(t0=("t_first_write_s", "min"), t1=("t_last_read_s", "max"),
+                tokens_written=("tokens_written", "sum")).reset_index()
+    out["t_norm_s"] = out["t1"] - out["t0"]
+    return out
+
+
+def mooncake_lifetimes(table: pd.DataFrame) -> pd.DataFrame:
+    """Block-lifetime statistics of the Mooncake block table (reused blocks = used by ≥ 2 requests)."""
+    reused = table[table["uses"] >= 2]
+    lt = reused["lifetime_s"].to_numpy(float)
+    rows = [("blocks", len(table)), ("reused_blocks", len(reused)), ("reused_share", len(reused) / max(len(table), 1)),
+            ("uses_mean", float(table["uses"].mean())), ("uses_max", int(table["uses"].max())),
+            ("lifetime_reused_p10_s", float(np.percentile(lt, 10))), ("lifetime_reused_median_s", float(np.median(lt))),
+            ("lifetime_reused_p90_s", float(np.percentile(lt, 90))),
+            ("lifetime_reused_p90_over_p10", float(np.percentile(lt, 90) / max(np.percentile(lt, 10), 1e-9)))]
+    return pd.DataFrame(rows, columns=["statistic", "value"])
+
+
+def build(source: str = "all", local: str | os.PathLike[str] | None = None, seed: int = 0) -> dict[str, Any]:
+    """All tables of the real-traces report (see module docstring)."""
+    loc = local if local else default_local()
+    info, segs, out = [], [], {}
+    for name in sources(source):
+        res = load(name, local=loc)
+        row: dict[str, Any] = dict(source=name, skipped="; ".join(f"{k}: {v}" for k, v in res.skipped.items()),
+                                   notes="; ".join(res.notes))
+        if res.trace is not None:
+            req = res.trace.requests
+            s, n_ext, tok_ext = segments_of(res, seed)
+            segs.append(s)
+            row.update(sessions=req["session_id"].nunique(), requests=len(req), agents=req["agent_id"].nunique(),
+                       spawns=len(res.trace.spawns), segments=len(s), undeclared_external_prefix_requests=n_ext,
+                       undeclared_external_prefix_tokens=tok_ext)
+        elif name == "mooncake_fast25":
+            out["mooncake"] = mooncake_lifetimes(res.table)
+            out["mooncake_blocks"] = res.table
+            row.update(requests=len(res.extra["requests"]))
+        else:
+            out["azure"] = res.table
+            row.update(requests=int(res.table.set_index("statistic").loc["requests", "value"]))
+        info.append(row)
+    out["sources"] = pd.DataFrame(info)
+    seg = pd.concat(segs, ignore_index=True) if segs else pd.DataFrame(columns=["seg_class", "group"])
+    out["segments"] = seg
+    out["temporal"] = characterize.temporal_table(seg) if seg["seg_class"].isin(characterize.TEMPORAL_CLASSES).any() \
+        else pd.DataFrame()
+    # structural statistics need both a lead and a worker in a group (ChatDev's chat chain is a
+    # zero-token program, so it has no lead segment: it is reported through its workers only)
+    has = seg.groupby("group")["seg_class"].agg(lambda c: {"lead", "worker"} <= set(c)) if len(seg) else pd.Series()
+    both = seg[seg["group"].isin(has[has].index)]
+    out["structural"] = characterize.structural_table(both) if len(both) else pd.DataFrame()
+    w = workers_of(seg) if len(seg) else pd.DataFrame()
+    out["workers"] = w
+    out["inter_worker"] = characterize.worker_heterogeneity_table(w[w.groupby("group")["agent_id"].transform("size") >= 5]) \
+        if len(w) else pd.DataFrame()
+    out["compare"] = compare(out)
+    return out
+
+
+def compare(out: dict[str, Any]) -> pd.DataFrame:
+    """Ours (per group, with its sample size) beside the paper's range."""
+    from ..plotting import compare_table
+
+    rows: list[tuple[str, Any, Any]] = []
+    t = out.get("temporal")
+    if t is not None and len(t):
+        for r in t.itertuples():
+            n = f" [{r.group}, n={r.n_laden}+{r.n_stripped}]"
+            rows += [("stripped/laden median T_norm" + n, r.median_ratio_stripped_over_laden,
+                      paper.STRIPPED_OVER_LADEN_MEDIAN_TNORM),
+                     ("temporal separability" + n, r.separability, paper.TEMPORAL_SEPARABILITY),
+                     ("laden share of turn writes" + n, r.laden_share_of_turn_writes, paper.LADEN_SHARE_OF_TURN_WRITES)]
+    s = out.get("structural")
+    if s is not None and len(s):
+        for r in s.itertuples():
+            if r.n_lead == 0 or r.n_worker + r.n_reviewer == 0:
+                continue
+            n = f" [{r.group}, n={r.n_lead}/{r.n_worker}/{r.n_reviewer}]"
+            if r.n_worker:
+                rows += [("lead/worker median T_norm" + n, r.lead_over_worker, paper.LEAD_OVER_WORKER_MEDIAN_TNORM),
+                         ("lead-worker separability" + n, r.separability_lead_worker, paper.STRUCTURAL_SEPARABILITY),
+                         ("lead waiting share" + n, r.lead_waiting_share, paper.LEAD_WAITING_SHARE)]
+            if r.n_reviewer:
+                rows.append(("lead/reviewer median T_norm" + n, r.lead_over_reviewer,
+                             paper.LEAD_OVER_REVIEWER_MEDIAN_TNORM))
+    iw = out.get("inter_worker")
+    if iw is not None and len(iw):
+        for r in iw.itertuples():
+            n = f" [{r.group}, n={r.n_workers}]"
+            rows += [("worker T_norm p90/p10" + n, r.tnorm_p90_over_p10, paper.WORKER_TNORM_P90_OVER_P10),
+                     ("worker writes p90/p10" + n, r.writes_p90_over_p10, paper.WORKER_WRITES_P90_OVER_P10),
+                     ("Kendall tau(T_norm, writes)" + n, r.kendall_tau_tnorm_vs_writes,
+                      paper.WORKER_TNORM_VS_TOKENS_KENDALL)]
+    m = out.get("mooncake")
+    if m is not None:
+        v = m.set_index("statistic")["value"]
+        rows.append(("Mooncake reused-block lifetime p90/p10 [mooncake_fast25]", v["lifetime_reused_p90_over_p10"],
+                     "n/a (paper: no block-level trace)"))
+    return compare_table(rows) if rows else pd.DataFrame(columns=["statistic", "ours", "paper"])
+
+
+def figure(out: dict[str, Any]):
+    """Four panels: temporal T_norm CDFs, structural T_norm CDFs, worker lifetimes, Mooncake block lifetimes."""
+    import matplotlib.pyplot as plt
+
+    from ..plotting import ecdf
+
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    seg = out["segments"]
+    panels = [(axes[0, 0], characterize.TEMPORAL_CLASSES, "(a) temporal axis: T_norm per segment"),
+              (axes[0, 1], ("lead", "worker", "reviewer"), "(b) structural axis: T_norm per segment")]
+    styles = {"reasoning_laden": "-", "reasoning_stripped": "--", "lead": "--", "worker": "-", "reviewer": ":"}
+    for ax, classes, title in panels:
+        s = seg[seg["seg_class"].isin(classes)] if len(seg) else seg
+        groups = sorted(s["group"].unique()) if len(s) else []
+        colors = dict(zip(groups, plt.cm.tab10(np.linspace(0, 1, max(len(groups), 1)))))
+        for (g, c), part in s.groupby(["group", "seg_class"], sort=True):
+            v = part["t_norm_s"].to_numpy(float)
+            v = v[v > 0]
+            if len(v) < 3:
+                continue
+            x, y = ecdf(v)
+            ax.step(x, y, where="post", ls=styles[c], color=colors[g], label=f"{g} · {c} (n={len(v)})")
+        ax.set_xscale("log")
+        ax.set_xlabel("T_norm (reference seconds, log)")
+        ax.set_ylabel("fraction of segments")
+        ax.set_title(title, loc="left")
+        if groups:
+            ax.legend(fontsize=6.5, loc="lower right")
+    ax = axes[1, 0]
+    w = out.get("workers")
+    if w is not None and len(w):
+        groups = sorted(w["group"].unique())
+        data = [w.loc[w["group"] == g, "t_norm_s"].clip(lower=1e-2).to_numpy(float) for g in groups]
+        ax.boxplot(data, vert=False, whis=(10, 90), showfliers=False)
+        ax.set_yticks(range(1, len(groups) + 1), [f"{g} (n={len(d)})" for g, d in zip(groups, data)], fontsize=7)
+        ax.set_xscale("log")
+    ax.set_xlabel("worker lifetime T_norm (s, log); whiskers p10–p90")
+    ax.set_title("(c) inter-worker axis: worker lifetimes", loc="left")
+    ax = axes[1, 1]
+    mb = out.get("mooncake_blocks")
+    if mb is not None and len(mb):
+        reused = mb[mb["uses"] >= 2]
+        x, y = ecdf(reused["lifetime_s"].clip(lower=1.0).to_numpy(float))
+        ax.step(x, y, where="post", label=f"reused blocks (n={len(reused)})")
+        ax.set_xscale("log")
+        ax.legend(fontsize=8, loc="lower right")
+    ax.set_xlabel("block lifetime, first to last use (trace seconds, log)")
+    ax.set_ylabel("fraction of blocks")
+    ax.set_title("(d) Mooncake 512-token prefix blocks", loc="left")
+    fig.tight_layout()
+    return fig
+
+
+def summary_sentences(cmp: pd.DataFrame) -> str:
+    """Wording computed from the comparison table, so it stays true for any source selection."""
+    judged = cmp[cmp["in_paper_range"].isin([True, False])]
+    if not len(judged):
+        return "No statistic here has a paper range to compare with."
+    inside = judged[judged["in_paper_range"] == True]  # noqa: E712
+    kinds = judged["statistic"].str.replace(r" \[.*\]$", "", regex=True)
+    per = judged.assign(kind=kinds).groupby("kind")["in_paper_range"].agg(["sum", "size"])
+    parts = [f"{k}: {int(r['sum'])}/{int(r['size'])}" for k, r in per.iterrows()]
+    return (f"{len(inside)} of {len(judged)} per-source statistics fall inside the paper's range "
+            f"({'; '.join(parts)}).")
