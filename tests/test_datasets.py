@@ -152,3 +152,61 @@ def test_cli_list_and_verify(tmp_path, capsys):
     assert "conversation_trace.jsonl" in capsys.readouterr().out
     with pytest.raises(ds.DatasetError, match="unknown dataset"):
         ds.verify("no_such_dataset", local=SHARED)
+
+
+@pytest.fixture
+def local_http(tmp_path):
+    """A loopback HTTP server over a temporary folder (stands in for the public origin; no network)."""
+    import functools
+    import http.server
+    import threading
+
+    root = tmp_path / "origin"
+    root.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    handler.log_message = lambda *a, **k: None
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    th = threading.Thread(target=srv.serve_forever, daemon=True)
+    th.start()
+    yield root, f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+
+
+def _point_registry_at(monkeypatch, base_url: str, name: str):
+    reg = ds.registry()
+    reg = reg[reg["dataset"] == name].copy()
+    reg["raw_url"] = base_url + "/" + reg["local_path"].str.replace(".gz", "", regex=False)
+    monkeypatch.setattr(ds, "registry", lambda path=ds.REGISTRY_PATH: reg)
+    return reg
+
+
+def test_fetch_downloads_verifies_and_caches(monkeypatch, tmp_path, local_http):
+    origin, url = local_http
+    name = "azure_llm_2023"
+    reg = _point_registry_at(monkeypatch, url, name)
+    for p in reg["local_path"]:
+        shutil.copyfile(SHARED / name / p, origin / p)
+    monkeypatch.setenv("LACHESIS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("LACHESIS_DATA", raising=False)
+    d = ds.fetch(name)
+    assert d == tmp_path / "cache" / name
+    assert all(s.state == "ok" for s in ds.verify(name))
+    (origin / "AzureLLMInferenceTrace_conv.csv").unlink()  # a second fetch uses the verified cache
+    assert ds.fetch(name) == d
+
+
+def test_fetch_rejects_a_corrupted_download_and_keeps_nothing(monkeypatch, tmp_path, local_http):
+    origin, url = local_http
+    name = "azure_llm_2023"
+    reg = _point_registry_at(monkeypatch, url, name)
+    for p in reg["local_path"]:
+        shutil.copyfile(SHARED / name / p, origin / p)
+    csv = origin / "AzureLLMInferenceTrace_conv.csv"
+    csv.write_bytes(csv.read_bytes()[:-1000])  # truncated at the origin
+    monkeypatch.setenv("LACHESIS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("LACHESIS_DATA", raising=False)
+    with pytest.raises(ds.DatasetError, match="AzureLLMInferenceTrace_conv.csv"):
+        ds.fetch(name)
+    assert not (tmp_path / "cache" / name / "AzureLLMInferenceTrace_conv.csv").exists()
+    cache = tmp_path / "cache" / name
+    assert not [p.name for p in cache.rglob("*") if p.is_file()]  # no temporary left behind either
