@@ -85,7 +85,7 @@ __all__ = [
     "StepTime", "decode_step_breakdown", "decode_step_time", "kv_landing_time",
     "hbf_lifetime_years", "Settling", "settled_rate",
     "KyungTableError", "parse_kyung_tables", "KyungSetting", "kyung_steady_state", "kyung_grid",
-    "default_kyung_table", "kyung_summary", "kyung_implied_batch",
+    "default_kyung_table", "kyung_summary", "kyung_implied_batch", "kyung_sensitivity",
 ]
 
 
@@ -553,3 +553,14 @@ def kyung_implied_batch(paper: pd.DataFrame, setting: KyungSetting = KyungSettin
     share = paper["in_share"].to_numpy(dtype=float)
     per_seq = s.model.kv_bytes_per_token * (1 + share / (1 - share))
     return rate * paper["tpot_ms"].to_numpy(dtype=float) / 1e3 / per_seq
+
+
+def kyung_sensitivity(paper: pd.DataFrame, tol: float = 0.15) -> pd.DataFrame:
+    """:func:`kyung_summary` under each named alternative of :class:`KyungSetting` (one row per variant)."""
+    variants = {
+        "default (512 GB budget, landing in the step flush)": KyungSetting(),
+        "landing overlapped (not in the step time)": KyungSetting(landing_in_step=False),
+        "literal: whole flash minus weights holds the batch": KyungSetting(capacity="flash"),
+    }
+    rows = [dict(variant=k, **kyung_summary(kyung_grid(paper, v), tol)) for k, v in variants.items()]
+    return pd.DataFrame(rows)
