@@ -22,8 +22,8 @@ replays the same list through a naive one-object-per-block allocator, and the tw
 Event format (tuples; trailing fields optional)::
 
     (t, "write", segment_id, seg_class, tokens[, session_id[, rank_key]])
-    (t, "close", segment_id)
-    (t, "session_end", session_id)      # closes every live segment of the session
+    (t, "close", segment_id[, last_use])   # last_use: when it was last read (default t), for LRU
+    (t, "session_end", session_id)        # closes every live segment of the session
 
 ASSUMPTIONS (named):
 
@@ -34,16 +34,16 @@ ASSUMPTIONS (named):
   then whole new blocks in allocation order; only the final new block may be partial.
 * Eviction (boundary-unaware policies): when n new blocks exceed the free blocks of both tiers,
   first all free blocks are taken (requested tier first), then exactly the missing number of
-  blocks is evicted from dead segments in order of their close time (their last use: a dead
-  segment is never read again, rematerialized KV being a new segment, DESIGN §3), within a
-  segment tail blocks first (as vLLM frees a request's blocks in reverse order), and those
+  blocks is evicted from dead segments in order of their last use (the ``last_use`` given at
+  close, default the close time; a dead segment is never read again, rematerialized KV being a
+  new segment, DESIGN §3), ties in close order, within a segment tail blocks first (as vLLM frees a request's blocks in reverse order), and those
   blocks serve the rest (requested tier first).  Live segments are never evicted.
 """
 
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
+import heapq
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
@@ -258,7 +258,7 @@ class _Row:
     """One live (or cached dead) segment: its metadata and block ids as numpy chunks."""
 
     __slots__ = ("segment_id", "seg_class", "session_id", "role", "rank_key", "boundary", "chunks",
-                 "n_blocks", "n_hbm", "n_tokens", "last_tier", "last_use", "wslot")
+                 "n_blocks", "n_hbm", "n_tokens", "last_tier", "last_use", "wslot", "tier_pref")
 
     def __init__(self, segment_id: str, seg_class: str, session_id: str, role: str, rank_key: float, boundary: str) -> None:
         self.segment_id = segment_id
@@ -274,6 +274,7 @@ class _Row:
         self.last_tier = 0  # tier of the segment's last (possibly partial) block
         self.last_use = 0.0
         self.wslot = -1  # slot in the table's live-worker arrays (workers only)
+        self.tier_pref: Tier | None = None  # the policy's latest decision for this segment
 
     def block_ids(self) -> np.ndarray:
         if not self.chunks:
@@ -307,7 +308,9 @@ class SegmentTable:
         self._live: dict[str, _Row] = {}
         self._workers: dict[str, _Row] = {}
         self._reviewers: dict[str, _Row] = {}
-        self._dead: "OrderedDict[str, _Row]" = OrderedDict()  # cached dead segments, oldest last use first
+        self._dead: dict[str, _Row] = {}  # cached dead segments (boundary-unaware policies)
+        self._dead_heap: list[tuple[float, int, str]] = []  # (last use, close order, id): LRU first
+        self._n_closed = 0
         self._dead_blocks = np.zeros(2, dtype=np.int64)
         self._closed_ids: set[str] = set()
         # Live workers as slot arrays in open order (vectorized ranking; compacted as workers close).
@@ -385,7 +388,9 @@ class SegmentTable:
 
             info = SegmentInfo(row.segment_id, row.seg_class, row.session_id, row.role, row.rank_key, row.boundary,
                                row.n_blocks, row.n_tokens, nb)
-            ids = self._allocate(_tier(self.policy.tier(info, self)), nb)
+            want = _tier(self.policy.tier(info, self))
+            ids = self._allocate(want, nb)
+            row.tier_pref = want
         row.last_use = float(now)
         row.n_tokens += n
         tok = self._tok
@@ -420,8 +425,11 @@ class SegmentTable:
             self._w_hbm[row.wslot] += n_hbm
         return ids
 
-    def close(self, segment_id: str, now: float = 0.0) -> int:
-        """Report a segment's boundary: free its blocks (or cache them, boundary-unaware policy); returns its block count."""
+    def close(self, segment_id: str, now: float = 0.0, last_use: float | None = None) -> int:
+        """Report a segment's boundary: free its blocks (or cache them, boundary-unaware policy); returns its block count.
+
+        ``last_use`` (default ``now``) is the time the segment was last read; cached dead segments
+        are evicted in increasing ``last_use`` (ties: close order)."""
         row = self._live.pop(segment_id, None)
         if row is None:
             raise KeyError(f"close: segment {segment_id!r} is not open")
@@ -435,12 +443,14 @@ class SegmentTable:
         self._reviewers.pop(segment_id, None)
         self._closed_ids.add(segment_id)
         self.stats.closed(row.seg_class, row.n_blocks)
-        row.last_use = float(now)
+        row.last_use = float(now if last_use is None else last_use)
+        self._n_closed += 1
         if self.policy.frees_at_boundary:
             self.allocator.free(row.block_ids())
             row.chunks = []
         elif row.n_blocks:
             self._dead[segment_id] = row
+            heapq.heappush(self._dead_heap, (row.last_use, self._n_closed, segment_id))
             self._dead_blocks += (row.n_hbm, row.n_blocks - row.n_hbm)
         return row.n_blocks
 
@@ -499,7 +509,8 @@ class SegmentTable:
         out: list[np.ndarray] = []
         hbm = self.allocator.hbm_blocks
         while k > 0:
-            sid, row = next(iter(self._dead.items()))
+            sid = self._dead_heap[0][2]
+            row = self._dead[sid]
             ids = row.block_ids()
             take = min(k, ids.size)
             ev = ids[ids.size - take :][::-1]
@@ -508,6 +519,7 @@ class SegmentTable:
             self._dead_blocks -= (n_hbm, take - n_hbm)
             row.n_hbm -= n_hbm
             if take == ids.size:
+                heapq.heappop(self._dead_heap)
                 del self._dead[sid]
                 row.chunks = []
             else:
@@ -560,9 +572,10 @@ class SegmentTable:
         return row.block_ids().copy()
 
     def rows(self) -> list[dict[str, Any]]:
-        """One dict per live segment (id, class, boundary, session, rank key, blocks, HBM blocks, tokens)."""
+        """One dict per live segment (id, class, boundary, session, rank key, tier preference, blocks, HBM blocks, tokens)."""
         return [dict(segment_id=r.segment_id, seg_class=r.seg_class, boundary=r.boundary, session_id=r.session_id,
-                     role=r.role, rank_key=r.rank_key, n_blocks=r.n_blocks, n_hbm=r.n_hbm, n_tokens=r.n_tokens)
+                     role=r.role, rank_key=r.rank_key, tier_pref=None if r.tier_pref is None else r.tier_pref.name,
+                     n_blocks=r.n_blocks, n_hbm=r.n_hbm, n_tokens=r.n_tokens)
                 for r in self._live.values()]
 
 
@@ -580,9 +593,16 @@ def parse_event(ev: Sequence[Any]) -> tuple:
         session = str(ev[5]) if len(ev) > 5 and ev[5] is not None else ""
         key = float(ev[6]) if len(ev) > 6 and ev[6] is not None else math.nan
         return (t, "write", sid, cls, int(tok), session, key)
-    if kind in ("close", "session_end"):
+    if kind == "close":
+        if len(ev) not in (3, 4):
+            raise ValueError(f"event {ev!r}: close needs (t, 'close', segment_id[, last_use])")
+        last = float(ev[3]) if len(ev) == 4 and ev[3] is not None else t
+        if not last <= t:
+            raise ValueError(f"event {ev!r}: field 'last_use' must be <= the event time")
+        return (t, "close", str(ev[2]), last)
+    if kind == "session_end":
         if len(ev) != 3:
-            raise ValueError(f"event {ev!r}: {kind} needs (t, {kind!r}, id)")
+            raise ValueError(f"event {ev!r}: session_end needs (t, 'session_end', session_id)")
         return (t, kind, str(ev[2]))
     raise ValueError(f"event {ev!r}: field 'kind' must be 'write', 'close' or 'session_end', got {kind!r}")
 
@@ -604,7 +624,7 @@ def replay_events(events: Iterable[Sequence[Any]], policy: "Policy | str", hbm_b
                     raise ValueError(f"segment {sid!r} written as {cls!r} but opened as {row.seg_class!r}")
                 table.add_write(sid, tok, ev[0], seg_class=cls, session_id=session, rank_key=key)
             elif ev[1] == "close":
-                table.close(ev[2], ev[0])
+                table.close(ev[2], ev[0], ev[3])
             else:
                 table.end_session(ev[2], ev[0])
         except (AllocationError, KeyError, ValueError) as exc:

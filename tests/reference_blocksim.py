@@ -49,6 +49,7 @@ class Seg:
         self.tokens = 0
         self.dead = False
         self.close_seq = -1
+        self.last_use = 0.0
 
 
 class RefView:
@@ -175,7 +176,7 @@ class RefSim:
         return None
 
     def evict(self, k: int) -> None:
-        dead = sorted((s for s in self.segs.values() if s.dead and s.blocks), key=lambda s: s.close_seq)
+        dead = sorted((s for s in self.segs.values() if s.dead and s.blocks), key=lambda s: (s.last_use, s.close_seq))
         if sum(len(s.blocks) for s in dead) < k:
             raise AllocationError("reference: memory exhausted (live segments hold every block)")
         for s in dead:
@@ -192,6 +193,8 @@ class RefSim:
         if sid in self.closed:
             raise ValueError(f"segment {sid!r} was already closed")
         seg = self.segs.get(sid)
+        if seg is not None and seg.cls != cls:
+            raise ValueError(f"segment {sid!r} written as {cls!r} but opened as {seg.cls!r}")
         if seg is None:
             if cls not in SEG_CLASSES:
                 raise ValueError(f"unknown seg_class {cls!r}")
@@ -225,7 +228,7 @@ class RefSim:
             self.by_class[cls][blk.tier] += 1
         seg.tokens += n
 
-    def close(self, sid: str) -> None:
+    def close(self, sid: str, last_use: float = 0.0) -> None:
         seg = self.segs.get(sid)
         if seg is None or seg.dead:
             raise KeyError(f"segment {sid!r} is not open")
@@ -242,12 +245,13 @@ class RefSim:
         else:
             seg.dead = True
             seg.close_seq = self.n_closed
+            seg.last_use = last_use
         self.n_closed += 1
 
-    def end_session(self, session: str) -> None:
+    def end_session(self, session: str, now: float) -> None:
         for s in self.live_in_order():
             if s.session == session:
-                self.close(s.id)
+                self.close(s.id, now)
 
     def check(self) -> None:
         """No block held twice, none lost: every owned block is in its owner's list exactly once."""
@@ -276,7 +280,7 @@ def reference_replay(events: Iterable[Sequence[Any]], policy: Any, hbm_blocks: i
             _, _, sid, cls, tok, session, key = ev
             sim.write(sid, cls, tok, session, key)
         elif ev[1] == "close":
-            sim.close(ev[2])
+            sim.close(ev[2], ev[3])
         else:
-            sim.end_session(ev[2])
+            sim.end_session(ev[2], ev[0])
     return sim.totals()

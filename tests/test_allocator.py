@@ -165,6 +165,19 @@ def test_hbm_first_caches_dead_segments_and_evicts_lru_across_tiers():
         t.add_write("c", 1)  # live context is never evicted
 
 
+def test_lru_order_follows_last_use_not_close_order():
+    t = SegmentTable(TieredAllocator(2, 0), HBMFirst(), block_tokens=1)
+    t.add_write("old", 1, 0.0, seg_class="reasoning_laden")
+    t.add_write("new", 1, 0.0, seg_class="reasoning_laden")
+    t.close("new", now=5.0, last_use=4.0)
+    t.close("old", now=6.0, last_use=1.0)  # closed later, but last read earlier: evicted first
+    t.add_write("x", 1, 7.0, seg_class="worker")
+    assert t.blocks_of("new").size == 1
+    with pytest.raises(KeyError):
+        t.blocks_of("old")
+    assert t.rows()[0]["tier_pref"] == "HBM"
+
+
 def test_end_session_closes_its_live_segments_only():
     t = SegmentTable(TieredAllocator(4, 4), DeterministicOnly(), block_tokens=2)
     t.add_write("a", 3, seg_class="lead", session_id="s1")
@@ -180,7 +193,9 @@ def test_parse_event_errors():
     with pytest.raises(ValueError, match="kind"):
         parse_event((0, "read", "a"))
     with pytest.raises(ValueError, match="close"):
-        parse_event((0, "close", "a", "extra"))
+        parse_event((0, "close", "a", 1.0, "extra"))
+    with pytest.raises(ValueError, match="last_use"):
+        parse_event((0, "close", "a", 1.0))  # last read after the boundary report
     with pytest.raises(KeyError, match="event 1"):
         replay_events([(0, "write", "a", "worker", 1), (1, "close", "zz")], "deterministic", 2, 2)
 

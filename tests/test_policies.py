@@ -249,12 +249,13 @@ def test_fast_replay_equals_reference(events, hbm, hbf, bt, policy):
 def churn_lists(draw):
     """Segments opened, written once or twice and mostly closed soon: dead KV piles up (HBM-first LRU)."""
     events, live, t = [], [], 0
-    for i, (cls, tok, tok2, close_at) in enumerate(draw(st.lists(st.tuples(
-            st.sampled_from(CLASSES), st.integers(1, 12), st.integers(0, 6), st.sampled_from([0, 1, 1, 2, 99])),
+    for i, (cls, tok, tok2, close_at, lag) in enumerate(draw(st.lists(st.tuples(
+            st.sampled_from(CLASSES), st.integers(1, 12), st.integers(0, 6), st.sampled_from([0, 1, 1, 2, 99]),
+            st.sampled_from([0.0, 0.0, 1.5, 4.0])),
             min_size=1, max_size=30))):
         sid = f"c{i}"
         events.append((float(t), "write", sid, cls, tok, "S", 1.0))
-        live.append([sid, close_at, tok2, cls])
+        live.append([sid, close_at, tok2, cls, lag])
         t += 1
         for entry in list(live):
             entry[1] -= 1
@@ -262,7 +263,7 @@ def churn_lists(draw):
                 events.append((float(t), "write", entry[0], entry[3], entry[2], "S", 1.0))
                 entry[2] = 0
             if entry[1] < 0:
-                events.append((float(t), "close", entry[0]))
+                events.append((float(t), "close", entry[0], float(t) - entry[4]))  # last read `lag` earlier
                 live.remove(entry)
             t += 1
     return events
