@@ -62,12 +62,12 @@ def _fallback_weight_read(cfg: Config) -> float:
     return cfg.model.weight_bytes / cfg.deployment.n_gpus
 
 
-def step_time(cfg: Config, batch: int, kv_hbm_bytes: float, kv_hbf_bytes: float, flush_bytes: float) -> float:
+def step_time(cfg: Config, batch: int, kv_hbm_bytes: float, kv_hbf_bytes: float, flush_bytes: float,
+              hbm_write_bytes: float = 0.0) -> float:
     """Decode-step time (s) on one GPU: hbf.py's roofline over the decoding requests and their tiers."""
     if _hbf is not None:
-        return float(_hbf.decode_step_time(batch=batch, kv_hbm_bytes=kv_hbm_bytes, kv_hbf_bytes=kv_hbf_bytes,
-                                           hbf_flush_bytes=flush_bytes, memory=cfg.memory, model=cfg.model,
-                                           deployment=cfg.deployment))
+        return float(_hbf.decode_step_time(batch, kv_hbm_bytes, kv_hbf_bytes, flush_bytes, cfg.memory, cfg.model,
+                                           cfg.deployment, hbm_write_bytes=hbm_write_bytes))
     m, mem = cfg.model, cfg.memory
     compute = 2 * m.active_params * batch / cfg.deployment.gpu.flops
     w = _fallback_weight_read(cfg)
@@ -280,13 +280,14 @@ def build_plan(trace: Any, segments: Any, keys: pd.Series | None = None) -> Plan
 class DecodeEngine:
     """Continuous-batching decode on one GPU; one vectorized update per join/finish event."""
 
-    def __init__(self, env: simpy.Environment, step_fn: Callable[[int, float, float, float], float],
+    def __init__(self, env: simpy.Environment, step_fn: Callable[..., float],
                  record_from: float = 0.0, capacity: int = 256):
         self.env, self.step_fn, self.record_from = env, step_fn, record_from
         self.rem = np.zeros(capacity)
         self.hbm = np.zeros(capacity)
         self.hbf = np.zeros(capacity)
         self.flush = np.zeros(capacity)
+        self.hbmw = np.zeros(capacity)
         self.events: list[simpy.Event | None] = [None] * capacity
         self.active = np.zeros(capacity, bool)
         self.free_slots = list(range(capacity - 1, -1, -1))
@@ -299,7 +300,7 @@ class DecodeEngine:
 
     def _grow(self) -> None:
         n = len(self.rem)
-        for name in ("rem", "hbm", "hbf", "flush"):
+        for name in ("rem", "hbm", "hbf", "flush", "hbmw"):
             setattr(self, name, np.concatenate([getattr(self, name), np.zeros(n)]))
         self.active = np.concatenate([self.active, np.zeros(n, bool)])
         self.events += [None] * n
@@ -324,7 +325,8 @@ class DecodeEngine:
             return
         b = int(act.sum())
         self.max_batch = max(self.max_batch, b)
-        self.tau = self.step_fn(b, float(self.hbm[act].sum()), float(self.hbf[act].sum()), float(self.flush[act].sum()))
+        self.tau = self.step_fn(b, float(self.hbm[act].sum()), float(self.hbf[act].sum()), float(self.flush[act].sum()),
+                                float(self.hbmw[act].sum()))
         dt = max(float(self.rem[act].min()), 0.0) * self.tau
         ev = self.env.timeout(dt)
         g = self.gen
@@ -343,13 +345,15 @@ class DecodeEngine:
             ev.succeed()
         self._reschedule()
 
-    def current_step(self, extra_hbm: float, extra_hbf: float, extra_flush: float) -> float:
+    def current_step(self, extra_hbm: float, extra_hbf: float, extra_flush: float, extra_hbmw: float) -> float:
         """Step time if one more decoder with these bytes joined now (for TTFT)."""
         act = self.active
         return self.step_fn(int(act.sum()) + 1, float(self.hbm[act].sum()) + extra_hbm,
-                            float(self.hbf[act].sum()) + extra_hbf, float(self.flush[act].sum()) + extra_flush)
+                            float(self.hbf[act].sum()) + extra_hbf, float(self.flush[act].sum()) + extra_flush,
+                            float(self.hbmw[act].sum()) + extra_hbmw)
 
-    def join(self, tokens: float, hbm_bytes: float, hbf_bytes: float, flush_bytes: float) -> simpy.Event:
+    def join(self, tokens: float, hbm_bytes: float, hbf_bytes: float, flush_bytes: float,
+             hbm_write_bytes: float = 0.0) -> simpy.Event:
         """Start decoding ``tokens`` output tokens; the event fires when the last one is generated."""
         ev = self.env.event()
         if tokens <= 0:
@@ -360,6 +364,7 @@ class DecodeEngine:
             self._grow()
         i = self.free_slots.pop()
         self.rem[i], self.hbm[i], self.hbf[i], self.flush[i] = tokens, hbm_bytes, hbf_bytes, flush_bytes
+        self.hbmw[i] = hbm_write_bytes
         self.active[i] = True
         self.events[i] = ev
         self._reschedule()
@@ -392,6 +397,7 @@ class Memory:
         self.alloc = TieredAllocator(hbm, hbf)
         self.table = SegmentTable(self.alloc, self.policy, bt, self.bpt)
         self._mark: dict[str, np.ndarray] = {}
+        self.events: list[tuple] | None = None  # set to [] to record the allocator event stream
 
     def _sid(self, inst: int, s: int) -> str:
         return f"{inst}:{s}"
@@ -402,6 +408,9 @@ class Memory:
 
         p = self.plan
         before = self.table.totals.tokens.copy()
+        if self.events is not None:
+            self.events.append((now, "write", self._sid(inst, s), str(p.seg_class[s]), int(tokens), str(inst),
+                                float(p.seg_key[s])))
         try:
             self.table.add_write(self._sid(inst, s), tokens, now, seg_class=str(p.seg_class[s]),
                                  session_id=str(inst), role=str(p.seg_role[s]), rank_key=float(p.seg_key[s]))
@@ -414,10 +423,14 @@ class Memory:
         """Report segment ``s``'s boundary (frees, or caches under a boundary-unaware policy)."""
         sid = self._sid(inst, s)
         if sid in self.table:
+            if self.events is not None:
+                self.events.append((now, "close", sid))
             self.table.close(sid, now)
 
     def session_end(self, inst: int, now: float) -> None:
         """Close whatever the session still holds (nothing, when every boundary was reported)."""
+        if self.events is not None:
+            self.events.append((now, "session_end", str(inst)))
         self.table.end_session(str(inst), now)
 
     def hbm_fraction(self, inst: int, segs: np.ndarray) -> np.ndarray:
@@ -431,15 +444,16 @@ class Memory:
                     out[i] = 1.0 - float(self.alloc.tier_of(ids).mean())
         return out
 
-    def snapshot(self) -> tuple[float, float, float, float]:
-        """(live HBM bytes, live HBF bytes, cumulative HBM bytes written, cumulative HBF bytes written)."""
+    def snapshot(self) -> tuple[float, ...]:
+        """(live HBM, live HBF, cached HBM, cached HBF, cumulative HBM written, cumulative HBF written) bytes."""
         from lachesis.allocator import Tier
 
         bb = self.bpt * self.table.block_tokens
         live_h = (self.alloc.used_blocks(Tier.HBM) - self.table.cached(Tier.HBM)) * bb
         live_f = (self.alloc.used_blocks(Tier.HBF) - self.table.cached(Tier.HBF)) * bb
         tok = self.table.totals.tokens
-        return float(live_h), float(live_f), float(tok[0] * self.bpt), float(tok[1] * self.bpt)
+        return (float(live_h), float(live_f), float(self.table.cached(Tier.HBM) * bb),
+                float(self.table.cached(Tier.HBF) * bb), float(tok[0] * self.bpt), float(tok[1] * self.bpt))
 
     def mark(self) -> None:
         """Remember the per-class totals now (start of the measurement window)."""
@@ -483,13 +497,15 @@ class SimResult:
     live_peak: dict[str, float]  # bytes
     live_mean: dict[str, float]
     series: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
+    events: list | None = field(default=None, repr=False)  # allocator event stream (record_events=True)
+    totals: Any = field(default=None, repr=False)  # the segment table's WriteTotals over the whole run
 
     def meets(self, slo: Any) -> bool:
         """Feasible at this SLO: p99 TPOT and p99 TTFT within bounds and memory never ran out."""
         return (not self.oom) and self.p99_tpot_s <= slo.p99_tpot_s and self.p99_ttft_s <= slo.ttft_s
 
     def to_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "series"}
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("series", "events", "totals")}
         return d
 
 
@@ -505,19 +521,27 @@ def weighted_quantile(x: np.ndarray, w: np.ndarray, q: float) -> float:
 
 def simulate(plan: Plan, cfg: Config, policy: Any, n_sessions: int, seed: int = 0,
              duration_s: float | None = None, warmup_s: float | None = None,
-             n_samples: int = 200, stop_on_oom: bool = True) -> SimResult:
-    """Replay ``n_sessions`` concurrent sessions (closed loop) on one GPU for ``duration_s``."""
+             n_samples: int = 200, step_fn: Callable[..., float] | None = None,
+             land: bool = True, record_events: bool = False) -> SimResult:
+    """Replay ``n_sessions`` concurrent sessions (closed loop) on one GPU for ``duration_s``.
+
+    ``step_fn(batch, kv_hbm_bytes, kv_hbf_bytes, flush_bytes, hbm_write_bytes) -> s`` replaces hbf.py's roofline
+    (e.g. a toy roofline in tests); ``land=False`` skips KV landing delays.
+    """
     mean_s = plan.mean_session_s
     warmup_s = mean_s if warmup_s is None else warmup_s
     duration_s = warmup_s + 3 * mean_s if duration_s is None else duration_s
     env = simpy.Environment()
+    land_on = land
     model: ModelSpec = cfg.model
     bpt = float(model.kv_bytes_per_token)
     mem = Memory(plan, cfg, policy, weight_storage_bytes_per_gpu(cfg))
-    engine = DecodeEngine(env, lambda b, h, f, fl: step_time(cfg, b, h, f, fl), record_from=warmup_s)
+    if record_events:
+        mem.events = []
+    engine = DecodeEngine(env, step_fn or (lambda b, h, f, fl, hw: step_time(cfg, b, h, f, fl, hw)), record_from=warmup_s)
     rng = np.random.default_rng([seed, n_sessions, zlib.crc32(plan.fingerprint.encode())])
     order = rng.permutation(len(plan.sessions))
-    counter = {"next": 0, "inst": 0, "req": 0, "sess": 0}
+    counter = {"next": 0, "inst": 0, "req": 0, "sess": 0, "live": 0}
     ttft: list[float] = []
     state = {"oom": False}
 
@@ -549,13 +573,13 @@ def simulate(plan: Plan, cfg: Config, policy: Any, n_sessions: int, seed: int = 
             tot = h_w + f_w
             hbf_share = f_w / tot if tot > 0 else 0.0
             pre = max(tot - out, 0)
-            land = landing_time(cfg, pre * (1 - hbf_share), pre * hbf_share)
+            land = landing_time(cfg, pre * (1 - hbf_share), pre * hbf_share) if land_on else 0.0
             if land > 0:
                 yield env.timeout(land)
-            flush = hbf_share * bpt
+            flush, hbmw = hbf_share * bpt, (1 - hbf_share) * bpt if tot > 0 else 0.0
             if env.now > warmup_s:
-                ttft.append(cfg.clock.ttft_ref_s + land + engine.current_step(ctx_h, ctx_f, flush))
-            yield engine.join(out, ctx_h, ctx_f, flush)
+                ttft.append(cfg.clock.ttft_ref_s + land + engine.current_step(ctx_h, ctx_f, flush, hbmw))
+            yield engine.join(out, ctx_h, ctx_f, flush, hbmw)
             counter["req"] += 1
             for s in plan.ce_seg[plan.ce_ptr[q]:plan.ce_ptr[q + 1]]:
                 mem.close(inst, int(s), env.now)
@@ -571,16 +595,18 @@ def simulate(plan: Plan, cfg: Config, policy: Any, n_sessions: int, seed: int = 
         yield env.timeout(offset)
         while True:
             inst, s = next_session()
+            counter["live"] += 1
             yield env.all_of([env.process(run_agent(inst, a)) for a in plan.roots[s]])
             mem.session_end(inst, env.now)
             counter["sess"] += 1
+            counter["live"] -= 1
 
     samples: list[tuple] = []
 
     def sampler():
         dt = duration_s / n_samples
         while True:
-            samples.append((env.now,) + mem.snapshot())
+            samples.append((env.now, counter["live"]) + mem.snapshot())
             yield env.timeout(dt)
 
     def marker():
@@ -595,14 +621,16 @@ def simulate(plan: Plan, cfg: Config, policy: Any, n_sessions: int, seed: int = 
         env.run(until=duration_s)
     except OutOfMemory:
         state["oom"] = True
-    samples.append((env.now,) + mem.snapshot())
+    samples.append((env.now, counter["live"]) + mem.snapshot())
     return _result(plan, cfg, policy, n_sessions, env.now, warmup_s, engine, ttft, counter, state, samples, mem)
 
 
 def _result(plan, cfg, policy, n, now, warmup_s, engine, ttft, counter, state, samples, mem) -> SimResult:
-    ser = pd.DataFrame(samples, columns=["t_s", "live_hbm_bytes", "live_hbf_bytes", "hbm_written_bytes",
+    ser = pd.DataFrame(samples, columns=["t_s", "sessions_live", "live_hbm_bytes", "live_hbf_bytes",
+                                         "cached_hbm_bytes", "cached_hbf_bytes", "hbm_written_bytes",
                                          "hbf_written_bytes"])
     tp, tw = np.asarray(engine.tpot), np.asarray(engine.tpot_w)
+    ser = ser.drop_duplicates("t_s", keep="last").reset_index(drop=True)
     meas = ser[ser["t_s"] >= warmup_s]
     if len(meas) >= 4 and not state["oom"]:
         rate, settled, t_set = settled_rate(meas["t_s"].to_numpy(), meas["hbf_written_bytes"].to_numpy())
@@ -621,7 +649,7 @@ def _result(plan, cfg, policy, n, now, warmup_s, engine, ttft, counter, state, s
         live_peak={"hbm": float(ser["live_hbm_bytes"].max()), "hbf": float(ser["live_hbf_bytes"].max())},
         live_mean={"hbm": float(meas["live_hbm_bytes"].mean()) if len(meas) else float("nan"),
                    "hbf": float(meas["live_hbf_bytes"].mean()) if len(meas) else float("nan")},
-        series=ser,
+        series=ser, events=mem.events, totals=mem.table.totals,
     )
 
 

@@ -1,0 +1,318 @@
+"""Evaluation sweeps (§5.2–§5.5): capacity search per grid point, cached, run in parallel.
+
+A *point* is (workload, memory configuration, model, SLO, policy).  For each point the capacity
+search finds the most concurrent sessions per GPU, N*, whose p99 TPOT and p99 TTFT meet the SLO
+and whose live KV fits HBM + HBF (minus the weights): galloping (N = 1, 2, 4, … until a candidate
+fails) then bisection, each candidate a SHORT closed-loop run (``search_warmup``/``search_measure``
+mean session durations).  Lifetime is then read from a LONGER run at N* (``warmup`` +
+``measure`` mean session durations) once the HBF write traffic has settled (hbf.py's rule).
+
+ASSUMPTION (monotone capacity): feasibility is taken to be monotone in N (more sessions ⇒ larger
+batches and more live KV), which bisection needs; the search records every candidate it ran so a
+non-monotone case is visible in the cached JSON.
+ASSUMPTION (durations): simulated time is counted in mean reference-clock session durations of the
+workload, so the same settings cover short single-agent and long multi-agent sessions.
+
+Every point is cached as JSON under ``cache_dir`` keyed by a hash of its inputs (trace
+fingerprint, configuration, policy, seed, search settings, code version), written atomically, so a
+repeated sweep recomputes nothing.  Points run on local processes (``concurrent.futures``) with a
+tqdm bar, or on a Dask cluster when a scheduler address is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from lachesis import simulator as sim
+from lachesis.config import DEFAULT, MEMORY_CONFIGS, MODELS, SLOS, Config, memory_config
+from lachesis.trace import atomic_write
+
+CODE_VERSION = f"sweep-1/{sim.SIM_VERSION}"
+MULTI_POLICIES = ("hbm_first", "deterministic", "lachesis")
+SINGLE_POLICIES = ("hbm_first", "lachesis")
+MULTI_WORKLOADS = ("multi_agent", "multi_agent_no_reviewer")
+SINGLE_WORKLOADS = ("tau3", "bfcl")
+CONFIG_LABELS = tuple(m.label for m in MEMORY_CONFIGS)
+MODEL_NAMES = tuple(MODELS)
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    """How long each run simulates (in mean session durations) and how far the search goes."""
+
+    search_warmup: float = 0.5
+    search_measure: float = 1.0
+    warmup: float = 1.0
+    measure: float = 3.0
+    n_max: int = 4096
+    n_samples: int = 200
+
+
+@dataclass(frozen=True)
+class Point:
+    """One grid point."""
+
+    workload: str
+    memory: str
+    model: str
+    slo: str
+    policy: str
+    scale: float = 1.0
+    seed: int = 0
+    trace: str = ""  # empty: the embedded corpus workload; else a trace path
+
+    def config(self, base: Config = DEFAULT) -> Config:
+        return base.with_(memory=memory_config(self.memory), model=MODELS[self.model], slo=SLOS[self.slo])
+
+
+def multi_agent_grid(scale: float = 1.0, seed: int = 0, configs: Sequence[str] = CONFIG_LABELS,
+                     models: Sequence[str] = MODEL_NAMES, slos: Sequence[str] = ("tight", "loose"),
+                     policies: Sequence[str] = MULTI_POLICIES, workloads: Sequence[str] = MULTI_WORKLOADS) -> list[Point]:
+    """Fig. 9/10 grid: configs × models × SLOs × policies × (with, without reviewer)."""
+    return [Point(w, c, m, s, p, scale, seed) for w in workloads for s in slos for m in models
+            for c in configs for p in policies]
+
+
+def single_agent_grid(scale: float = 1.0, seed: int = 0, configs: Sequence[str] = CONFIG_LABELS,
+                      models: Sequence[str] = MODEL_NAMES, policies: Sequence[str] = SINGLE_POLICIES,
+                      workloads: Sequence[str] = SINGLE_WORKLOADS) -> list[Point]:
+    """Fig. 11/12 grid: τ³-bench and BFCLv4 at the tight SLO × configs × models × policies."""
+    return [Point(w, c, m, "tight", p, scale, seed) for w in workloads for m in models
+            for c in configs for p in policies]
+
+
+# ------------------------------------------------------------------------------------------------
+# Workloads -> plans (built once per process)
+# ------------------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=8)
+def workload_plan(workload: str, scale: float, seed: int, trace: str = "") -> sim.Plan:
+    """Trace -> segments -> ranker keys -> replay plan, for a corpus workload or a trace path."""
+    from lachesis.segments import recover
+
+    if trace:
+        from lachesis.trace import read_trace
+
+        tr = read_trace(trace)
+        clock = None
+        try:
+            from lachesis import corpus
+
+            clock = corpus.reference_clock()
+        except ImportError:  # pragma: no cover
+            pass
+    else:
+        from lachesis import corpus
+
+        tr = corpus.generate(workload, scale=scale, seed=seed)
+        clock = corpus.reference_clock()
+    seg = recover(tr, clock=clock, seed=seed)
+    return sim.build_plan(tr, seg, sim.rank_keys(tr, seg, seed))
+
+
+# ------------------------------------------------------------------------------------------------
+# Capacity search
+# ------------------------------------------------------------------------------------------------
+
+
+def _durations(plan: sim.Plan, warm: float, meas: float) -> tuple[float, float]:
+    m = plan.mean_session_s
+    return warm * m, (warm + meas) * m
+
+
+def capacity_search(plan: sim.Plan, cfg: Config, policy: str, seed: int = 0,
+                    params: SearchParams = SearchParams(), run=sim.simulate) -> tuple[int, list[dict]]:
+    """Largest N (sessions per GPU) meeting the SLO and fitting memory: gallop, then bisect."""
+    warm, dur = _durations(plan, params.search_warmup, params.search_measure)
+    tried: dict[int, dict] = {}
+
+    def ok(n: int) -> bool:
+        if n not in tried:
+            r = run(plan, cfg, policy, n, seed=seed, duration_s=dur, warmup_s=warm, n_samples=50)
+            tried[n] = dict(n=n, p99_tpot_s=r.p99_tpot_s, p99_ttft_s=r.p99_ttft_s, oom=r.oom,
+                            feasible=bool(r.meets(cfg.slo)))
+        return tried[n]["feasible"]
+
+    if not ok(1):
+        return 0, list(tried.values())
+    lo = 1
+    hi = None
+    while hi is None:
+        nxt = min(lo * 2, params.n_max)
+        if nxt == lo:
+            break
+        if ok(nxt):
+            lo = nxt
+        else:
+            hi = nxt
+    if hi is not None:
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if ok(mid):
+                lo = mid
+            else:
+                hi = mid
+    return lo, sorted(tried.values(), key=lambda d: d["n"])
+
+
+def point_key(point: Point, plan_fingerprint: str, params: SearchParams) -> str:
+    """Cache key: hash of the point's inputs, the trace fingerprint, the search settings, the code version."""
+    cfg = point.config()
+    blob = json.dumps(dict(point=asdict(point), trace=plan_fingerprint, config=repr(cfg), params=asdict(params),
+                           code=CODE_VERSION), sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def evaluate_point(point: Point, params: SearchParams = SearchParams(), cache_dir: str | os.PathLike | None = None,
+                   plan: sim.Plan | None = None) -> dict:
+    """Capacity search + lifetime run at N* for one point; cached as JSON when ``cache_dir`` is set."""
+    plan = plan or workload_plan(point.workload, point.scale, point.seed, point.trace)
+    key = point_key(point, plan.fingerprint, params)
+    path = Path(cache_dir) / f"{key}.json" if cache_dir else None
+    if path is not None and path.exists():
+        return json.loads(path.read_text())
+    cfg = point.config()
+    n_star, tried = capacity_search(plan, cfg, point.policy, point.seed, params)
+    warm, dur = _durations(plan, params.warmup, params.measure)
+    out: dict[str, Any] = dict(asdict(point), key=key, n_star=n_star, search=tried, code=CODE_VERSION,
+                               warmup_s=warm, duration_s=dur)
+    if n_star > 0:
+        r = sim.simulate(plan, cfg, point.policy, n_star, seed=point.seed, duration_s=dur, warmup_s=warm,
+                         n_samples=params.n_samples)
+        out.update({k: v for k, v in r.to_dict().items() if k not in ("n_sessions", "policy")})
+    else:
+        out.update(lifetime_years=float("nan"), oom=True)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, lambda tmp: tmp.write_text(json.dumps(out, default=_json_default, indent=1)))
+    return out
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON serializable: {type(o)}")
+
+
+def _eval_star(args: tuple) -> dict:
+    return evaluate_point(*args)
+
+
+def run_grid(points: Sequence[Point], params: SearchParams = SearchParams(), cache_dir: str | os.PathLike | None = None,
+             n_jobs: int | None = None, scheduler: str | Any | None = None, progress: bool = True) -> pd.DataFrame:
+    """Evaluate every point (cached), in parallel on local processes or on a Dask cluster."""
+    from tqdm.auto import tqdm
+
+    points = list(points)
+    results: list[dict] = [None] * len(points)  # type: ignore[list-item]
+    args = [(p, params, str(cache_dir) if cache_dir else None) for p in points]
+    if scheduler is not None:
+        from dask.distributed import Client, as_completed as das_completed
+
+        client = scheduler if hasattr(scheduler, "submit") else Client(scheduler)
+        futs = {client.submit(_eval_star, a, pure=False): i for i, a in enumerate(args)}
+        for f in tqdm(das_completed(list(futs)), total=len(futs), disable=not progress, desc="sweep (dask)"):
+            results[futs[f]] = f.result()
+        if client is not scheduler:
+            client.close()
+    elif (n_jobs or os.cpu_count() or 1) <= 1 or len(points) <= 1:
+        for i, a in enumerate(tqdm(args, disable=not progress, desc="sweep")):
+            results[i] = _eval_star(a)
+    else:
+        # group by workload so each process builds a plan once
+        order = sorted(range(len(args)), key=lambda i: (points[i].workload, points[i].model))
+        with ProcessPoolExecutor(max_workers=n_jobs or os.cpu_count()) as ex:
+            futs = {ex.submit(_eval_star, args[i]): i for i in order}
+            for f in tqdm(as_completed(futs), total=len(futs), disable=not progress, desc="sweep"):
+                results[futs[f]] = f.result()
+    return results_frame(results)
+
+
+def results_frame(results: Iterable[dict]) -> pd.DataFrame:
+    """Flatten point results into one row per point (tier bytes and class×tier bytes as columns)."""
+    rows = []
+    for r in results:
+        row = {k: v for k, v in r.items() if not isinstance(v, (dict, list))}
+        for t, v in (r.get("bytes_by_tier") or {}).items():
+            row[f"bytes_{t}"] = v
+        for c, d in (r.get("bytes_by_class_tier") or {}).items():
+            for t, v in d.items():
+                row[f"bytes_{c}_{t}"] = v
+        for t, v in (r.get("live_peak") or {}).items():
+            row[f"live_peak_{t}"] = v
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------------------------
+# Derived tables (gains, write composition)
+# ------------------------------------------------------------------------------------------------
+
+
+def gains(df: pd.DataFrame, num: str = "lachesis", den: str = "hbm_first") -> pd.DataFrame:
+    """Lifetime ratio num/den per (workload, model, SLO, memory)."""
+    idx = ["workload", "model", "slo", "memory"]
+    p = df.pivot_table(index=idx, columns="policy", values="lifetime_years", aggfunc="first")
+    return (p[num] / p[den]).rename(f"{num}_over_{den}").reset_index()
+
+
+def write_composition(df: pd.DataFrame) -> pd.DataFrame:
+    """Write bytes by (class, tier) as % of each run's total (Figs. 10 and 12)."""
+    cols = [c for c in df.columns if c.startswith("bytes_") and c.count("_") >= 2 and c not in ("bytes_hbm", "bytes_hbf")]
+    rows = []
+    for _, r in df.iterrows():
+        tot = float(np.nansum([r[c] for c in cols]))
+        for c in cols:
+            cls, tier = c[len("bytes_"):].rsplit("_", 1)
+            v = r[c]
+            if pd.isna(v):
+                continue
+            rows.append(dict(workload=r["workload"], model=r["model"], slo=r["slo"], memory=r["memory"],
+                             policy=r["policy"], seg_class=cls, tier=tier, bytes=v,
+                             pct=100.0 * v / tot if tot > 0 else np.nan))
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------------------------
+# CLI
+# ------------------------------------------------------------------------------------------------
+
+
+def cli_sweep(args: argparse.Namespace) -> int:
+    """``lachesis sweep``: run a grid (``--trace`` multi_agent | single | all | a trace path) to a CSV."""
+    name = getattr(args, "trace", "multi_agent")
+    scale, seed = float(getattr(args, "scale", 1.0)), int(getattr(args, "seed", 0))
+    if name in ("multi_agent", "multi"):
+        pts = multi_agent_grid(scale, seed)
+    elif name in ("single", "tau3", "bfcl"):
+        pts = single_agent_grid(scale, seed, workloads=SINGLE_WORKLOADS if name == "single" else (name,))
+    elif name == "all":
+        pts = multi_agent_grid(scale, seed) + single_agent_grid(scale, seed)
+    else:
+        if not Path(name).exists():
+            raise FileNotFoundError(f"--trace {name!r}: not a workload name (multi_agent, single, tau3, bfcl, all) "
+                                    f"nor an existing trace path")
+        pts = [replace(p, workload=Path(name).stem, trace=name) for p in multi_agent_grid(scale, seed, workloads=("x",))]
+    out = Path(getattr(args, "out", "build/sweep.csv"))
+    cache = out.parent / "sweep_cache"
+    df = run_grid(pts, cache_dir=cache, scheduler=getattr(args, "scheduler", None))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(out, lambda tmp: df.to_csv(tmp, index=False))
+    print(f"wrote {len(df)} points to {out} (cache: {cache})")
+    return 0
