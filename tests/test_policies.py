@@ -251,7 +251,7 @@ def churn_lists(draw):
     events, live, t = [], [], 0
     for i, (cls, tok, tok2, close_at, lag) in enumerate(draw(st.lists(st.tuples(
             st.sampled_from(CLASSES), st.integers(1, 12), st.integers(0, 6), st.sampled_from([0, 1, 1, 2, 99]),
-            st.sampled_from([0.0, 0.0, 1.5, 4.0])),
+            st.sampled_from([0.0, 2.5, 6.0, 12.0])),
             min_size=1, max_size=30))):
         sid = f"c{i}"
         events.append((float(t), "write", sid, cls, tok, "S", 1.0))
@@ -279,8 +279,8 @@ def _compare(events, policy, hbm, hbf, bt):
     return fast
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(events=st.one_of(churn_lists(), event_lists(n_ops=("write",) * 3 + ("close",) * 3 + ("end",))),
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=st.one_of(churn_lists(), churn_lists(), event_lists(n_ops=("write",) * 3 + ("close",) * 3 + ("end",))),
        hbm=st.integers(0, 6), hbf=st.integers(2, 12), bt=st.integers(2, 6))
 def test_fast_equals_reference_under_eviction_pressure(events, hbm, hbf, bt):
     """HBM-first with little memory and many closes: the LRU eviction path agrees block for block."""
