@@ -443,14 +443,17 @@ _NORMAL = NormalDist()
 #: Quasi-random (Kronecker/Weyl) quantiles for a session's size variables.
 #: ASSUMPTION (variance control, not a model statement): the turns of a session and the rounds of
 #: each turn (temporal), and the waves, wave sizes, worker task types, scopes and round noise
-#: (structural; also each worker's round count given its rate, and whether it is reviewed) are drawn at quasi-random quantiles q = frac(offset_d + i·a_d + j·b_d) of their
-#: distributions (session i, item j, dimension d, irrational a_d, b_d) instead of i.i.d. uniforms,
+#: (structural; also each worker's round count given its rate, and whether it is reviewed) are
+#: drawn at quasi-random quantiles q = frac(offset_d + i·a_d + j·b_d) of their distributions (session i, item j, dimension d, irrational a_d, b_d) instead of i.i.d. uniforms,
 #: so that a workload of 58 sessions sums close to its expectation (Table 3) without rescaling.
 #: Each quantile depends only on (seed, workload, dimension, session index, item index): the
 #: sessions stay independent of each other and of the scale.  Token sizes stay i.i.d. log-normal.
-_PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53)
-_KRON_A = tuple(math.sqrt(p) % 1.0 for p in _PRIMES[:8])
-_KRON_B = tuple(math.sqrt(p) % 1.0 for p in _PRIMES[8:])
+#: Session steps a_d: fractional parts of square roots of primes.  Item steps b_d: irrationals in
+#: (0.3, 0.75), so that consecutive workers of one session jump across the unit interval (no
+#: monotone trend of a worker's noise with its spawn position inside a session).
+_KRON_A = tuple(math.sqrt(p) % 1.0 for p in (2, 3, 5, 7, 11, 13, 17, 19))
+_KRON_B = ((math.sqrt(5) - 1) / 2, math.sqrt(2) - 1, math.sqrt(3) - 1, (math.sqrt(13) - 3) / 2,
+           2 - math.sqrt(2), math.sqrt(5) - 2 + 0.236067977, math.sqrt(7) - 2, 1 / math.e)
 
 
 @lru_cache(maxsize=256)
