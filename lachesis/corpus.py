@@ -49,6 +49,15 @@ plausible sizes (turns = tokens written / (laden + stripped per turn)).  So by d
 prefix (not the agent's own earlier context).  Set the flag to False for the stricter
 per-agent reading (first request matched prefix 0); Table 3's written tokens then overshoot.
 
+Trace layout.  Rows are in session order per agent: a lead request is followed by the requests of
+the sub-agents it spawns (each agent's rows in its own order), then the next lead request; rows of
+concurrent agents are not interleaved by time (the reference clock schedules them, DESIGN §3).
+``spawn_index`` is a sub-agent's ordinal among the session's sub-agents of its role (workers 0, 1,
+…; reviewers 0, 1, …), so a worker's spawn record is identical with and without reviewers.  Request
+ids are ``<workload>-s<session>-<agent>-r<round>``: unique across the corpus.  Tool names follow
+each benchmark's public vocabulary; their InferCept tool classes (``config.TOOL_CLASSES``) are an
+ASSUMPTION listed in ``lachesis/data/corpus_text.json`` and exposed by :func:`reference_clock`.
+
 Worker lifetime ASSUMPTION (the ranker's signal).  A worker's task type and scope level are
 visible in its instruction (template wording and scope phrase) and its tool list (granted per task
 type).  Its round count is ``1 + Poisson((k̄-1) · m_type · m_scope · ε)``, with ε log-normal
