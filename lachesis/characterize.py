@@ -269,3 +269,14 @@ def prediction_summary(oof: pd.DataFrame, pred_col: str = "pred") -> dict[str, f
                 share_k_shortest_at_10pct=at10["share_k_shortest"],
                 share_k_longest_at_10pct=at10["share_k_longest"],
                 share_2k_shortest_at_10pct=at10["share_2k_shortest"])
+
+
+def tau_by_group(oof: pd.DataFrame, pred_cols: Iterable[str] = ("pred",), by: str = "benchmark") -> pd.DataFrame:
+    """Kendall τ of out-of-fold predictions within each benchmark (one predictor, scored per benchmark)."""
+    parts = {str(k): v for k, v in oof.groupby(by, sort=False)}
+    rows = []
+    for g in _group_order(parts):
+        w = parts[g]
+        rows.append({by: g, "n_workers": len(w)} | {f"tau_{c}": stats.kendall_tau(w[c], w["t_norm_s"])
+                                                     for c in pred_cols})
+    return pd.DataFrame(rows)

@@ -146,3 +146,12 @@ def test_worker_heterogeneity_by_hand():
     tab = C.worker_heterogeneity_table(w).iloc[0]
     assert tab["tnorm_p90_over_p10"] == pytest.approx(9.1 / 1.9)  # linear-interpolated p90 / p10 of 1..10
     assert tab["kendall_tau_tnorm_vs_writes"] == pytest.approx(-1.0)
+
+
+def test_tau_by_group():
+    oof = pd.DataFrame({"benchmark": ["b"] * 4 + ["a"] * 3, "t_norm_s": [1, 2, 3, 4, 1, 2, 3],
+                        "pred": [1, 2, 3, 4, 3, 2, 1]})
+    tab = C.tau_by_group(oof)
+    assert tab["benchmark"].tolist() == ["a", "b"]  # unknown groups sorted by name
+    assert tab["tau_pred"].tolist() == pytest.approx([-1.0, 1.0])
+    assert tab["n_workers"].tolist() == [3, 4]
