@@ -267,20 +267,22 @@ def validate_spawns(df: pd.DataFrame, requests: pd.DataFrame, source: str = "<me
         pos = int(np.flatnonzero(dup)[0])
         raise TraceError(src, _row_label(out, pos), "agent_id", "more than one spawn record for this agent")
     agents = requests.drop_duplicates("agent_id").set_index("agent_id")
-    req_ids = set(requests["request_id"])
-    for pos, row in enumerate(out.itertuples(index=False)):
-        if row.agent_id not in agents.index:
-            raise TraceError(src, _row_label(out, pos), "agent_id", f"spawned agent {row.agent_id!r} has no request in the trace")
-        a = agents.loc[row.agent_id]
-        if a["session_id"] != row.session_id:
-            raise TraceError(src, _row_label(out, pos), "session_id", f"agent {row.agent_id!r} runs in session {a['session_id']!r}")
-        if a["parent_agent_id"] != row.parent_agent_id:
-            raise TraceError(src, _row_label(out, pos), "parent_agent_id",
-                             f"requests give parent {a['parent_agent_id']!r}, spawn record {row.parent_agent_id!r}")
-        if a["role"] != row.role:
-            raise TraceError(src, _row_label(out, pos), "role", f"requests give role {a['role']!r}, spawn record {row.role!r}")
-        if row.spawn_request_id not in req_ids:
-            raise TraceError(src, _row_label(out, pos), "spawn_request_id", f"unknown request {row.spawn_request_id!r}")
+    # vectorized cross-checks against the agents the requests define (first failing row is reported)
+    known = out["agent_id"].isin(agents.index).to_numpy()
+    _fail_first(~known, out, src, "agent_id", lambda r: f"spawned agent {r.agent_id!r} has no request in the trace")
+    a = agents.reindex(out["agent_id"])
+    checks = (("session_id", "session_id", "agent {agent_id!r} runs in session {req!r}"),
+              ("parent_agent_id", "parent_agent_id", "requests give parent {req!r}, spawn record {rec!r}"),
+              ("role", "role", "requests give role {req!r}, spawn record {rec!r}"))
+    for col, acol, msg in checks:
+        req_vals, rec_vals = a[acol].to_numpy(dtype=object), out[col].to_numpy(dtype=object)
+        bad = req_vals != rec_vals
+        if bad.any():
+            pos = int(np.flatnonzero(bad)[0])
+            raise TraceError(src, _row_label(out, pos), col,
+                             msg.format(agent_id=out["agent_id"].iloc[pos], req=req_vals[pos], rec=rec_vals[pos]))
+    _fail_first(~out["spawn_request_id"].isin(set(requests["request_id"])).to_numpy(), out, src, "spawn_request_id",
+                lambda r: f"unknown request {r.spawn_request_id!r}")
     # every sub-agent seen in requests needs its spawn record when any spawn records are given
     if len(out):
         sub_agents = requests.loc[requests["role"].isin(("worker", "reviewer")), "agent_id"].unique()
@@ -289,6 +291,13 @@ def validate_spawns(df: pd.DataFrame, requests: pd.DataFrame, source: str = "<me
             pos = int(np.flatnonzero((requests["agent_id"] == lacking[0]).to_numpy())[0])
             raise TraceError(source, _row_label(requests, pos), "agent_id", "sub-agent has no spawn record")
     return out
+
+
+def _fail_first(mask: np.ndarray, df: pd.DataFrame, source: str, col: str, msg) -> None:
+    """Raise a TraceError for the first row where ``mask`` holds (``msg(row)`` says what is wrong)."""
+    if mask.any():
+        pos = int(np.flatnonzero(mask)[0])
+        raise TraceError(source, _row_label(df, pos), col, msg(df.iloc[pos]))
 
 
 # ------------------------------------------------------------------------------------------------
