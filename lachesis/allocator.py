@@ -310,6 +310,9 @@ class SegmentTable:
         self._reviewers: dict[str, _Row] = {}
         self._dead: dict[str, _Row] = {}  # cached dead segments (boundary-unaware policies)
         self._dead_heap: list[tuple[float, int, str]] = []  # (last use, close order, id): LRU first
+        self._dead_heap_tier: tuple[list, list] = ([], [])  # the same, per tier holding the segment's blocks
+        #: Policy option: cached (dead) HBM blocks count as free for HBM placement (see HBMFirstReclaim).
+        self._reclaim_hbm = bool(getattr(policy, "reclaims_cached_hbm", False))
         self._n_closed = 0
         self._dead_blocks = np.zeros(2, dtype=np.int64)
         self._closed_ids: set[str] = set()
@@ -450,7 +453,12 @@ class SegmentTable:
             row.chunks = []
         elif row.n_blocks:
             self._dead[segment_id] = row
-            heapq.heappush(self._dead_heap, (row.last_use, self._n_closed, segment_id))
+            entry = (row.last_use, self._n_closed, segment_id)
+            heapq.heappush(self._dead_heap, entry)
+            if row.n_hbm:
+                heapq.heappush(self._dead_heap_tier[0], entry)
+            if row.n_blocks - row.n_hbm:
+                heapq.heappush(self._dead_heap_tier[1], entry)
             self._dead_blocks += (row.n_hbm, row.n_blocks - row.n_hbm)
         return row.n_blocks
 
@@ -492,39 +500,56 @@ class SegmentTable:
     def _allocate(self, want: Tier, nb: int) -> np.ndarray:
         a = self.allocator
         free_total = a.free_blocks(Tier.HBM) + a.free_blocks(Tier.HBF)
+        cached = int(self._dead_blocks.sum())
+        if nb > free_total + cached:
+            raise AllocationError(
+                f"cannot place {nb} blocks: {free_total} free and {cached} cached blocks, "
+                f"{len(self._live)} live segments hold the rest ({a.hbm_blocks} HBM + {a.hbf_blocks} HBF blocks)"
+            )
+        if want == Tier.HBM and self._reclaim_hbm and self._dead_blocks[0]:
+            # Cached HBM blocks count as free for HBM placement: evict LRU dead HBM blocks first.
+            k = min(nb - a.free_blocks(Tier.HBM), int(self._dead_blocks[0]))
+            if k > 0:
+                a.free(self._evict(k, Tier.HBM))
+                free_total += k
         if nb <= free_total:
             return a.alloc(want, nb)
         deficit = nb - free_total
-        if deficit > int(self._dead_blocks.sum()):
-            raise AllocationError(
-                f"cannot place {nb} blocks: {free_total} free and {int(self._dead_blocks.sum())} cached blocks, "
-                f"{len(self._live)} live segments hold the rest ({a.hbm_blocks} HBM + {a.hbf_blocks} HBF blocks)"
-            )
         first = a.alloc(want, free_total)
         a.free(self._evict(deficit))
         return np.concatenate([first, a.alloc(want, deficit)])
 
-    def _evict(self, k: int) -> np.ndarray:
-        """Take k blocks from dead segments, oldest last use first, tail blocks first within a segment."""
+    def _evict(self, k: int, tier: Tier | None = None) -> np.ndarray:
+        """Take k blocks from dead segments (of ``tier`` only, if given), least recently used segment
+        first, tail blocks first within a segment.  Heaps hold stale entries, skipped lazily."""
         out: list[np.ndarray] = []
         hbm = self.allocator.hbm_blocks
+        heap = self._dead_heap if tier is None else self._dead_heap_tier[tier]
         while k > 0:
-            sid = self._dead_heap[0][2]
-            row = self._dead[sid]
+            sid = heap[0][2]
+            row = self._dead.get(sid)
+            n_t = 0 if row is None else (row.n_blocks if tier is None else
+                                         row.n_hbm if tier == Tier.HBM else row.n_blocks - row.n_hbm)
+            if n_t == 0:
+                heapq.heappop(heap)
+                continue
             ids = row.block_ids()
-            take = min(k, ids.size)
-            ev = ids[ids.size - take :][::-1]
+            take = min(k, n_t)
+            if tier is None:
+                ev = ids[ids.size - take :][::-1]
+                keep = ids[: ids.size - take]
+            else:
+                pos = np.flatnonzero((ids >= hbm) == bool(tier))[::-1][:take]
+                ev = ids[pos]
+                keep = np.delete(ids, pos)
             out.append(ev)
             n_hbm = int((ev < hbm).sum())
             self._dead_blocks -= (n_hbm, take - n_hbm)
             row.n_hbm -= n_hbm
-            if take == ids.size:
-                heapq.heappop(self._dead_heap)
-                del self._dead[sid]
-                row.chunks = []
-            else:
-                row.chunks = [ids[: ids.size - take]]
             row.n_blocks -= take
+            row.chunks = [keep] if keep.size else []
+            if row.n_blocks == 0:
+                del self._dead[sid]
             k -= take
         ev = np.concatenate(out)
         self._evicted += int(ev.size)

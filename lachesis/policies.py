@@ -27,13 +27,18 @@ Adding a policy takes a few lines::
         def tier(self, seg: SegmentInfo, view: MemoryView) -> Tier:
             return Tier.HBM if seg.seg_class == "reviewer" else Tier.HBF
 
-    totals = replay_events(events, ReviewersOnlyInHBM(), hbm_blocks=..., hbf_blocks=...)
+    from lachesis.allocator import replay_events
+    totals = replay_events(events, ReviewersOnlyInHBM(), hbm_blocks=1024, hbf_blocks=65536)
+    totals.hbm_bytes, totals.hbf_bytes, totals.bytes_by_class()
 
 Policies here:
 
 * :class:`HBMFirst` — the engine without Lachesis (§5.2 baseline): every write asks for HBM, so it
   lands in HBM while HBM has a free block and in HBF otherwise; boundary-unaware (dead segments stay
   cached, evicted LRU across both tiers only when an allocation cannot be served).
+* :class:`HBMFirstReclaim` — a sensitivity variant of the baseline: the same, except that cached dead
+  HBM blocks count as free for HBM placement (HBM evicts its own LRU dead blocks before spilling
+  to HBF).  A policy opts into this with the optional attribute ``reclaims_cached_hbm = True``.
 * :class:`DeterministicOnly` — "w/o predictive path" (§5.4): short-lived classes (reasoning_laden,
   worker, reviewer) to HBM, long-lived classes (reasoning_stripped, lead) to HBF; frees at boundary.
 * :class:`Lachesis` — §4: the deterministic path, but reviewers take HBM unconditionally and workers
@@ -82,6 +87,7 @@ __all__ = [
     "Policy",
     "PlacementStats",
     "HBMFirst",
+    "HBMFirstReclaim",
     "DeterministicOnly",
     "Lachesis",
     "POLICIES",
@@ -215,6 +221,15 @@ class HBMFirst:
         return Tier.HBM
 
 
+class HBMFirstReclaim(HBMFirst):
+    """HBM-first variant (sensitivity knob, not the paper's baseline definition in DESIGN §5): cached
+    dead HBM blocks count as free for HBM placement, so HBM reclaims its own LRU dead blocks before
+    spilling to HBF (vLLM's per-pool free queue, where cached blocks with no reference are evictable)."""
+
+    name = "hbm_first_reclaim"
+    reclaims_cached_hbm = True
+
+
 class DeterministicOnly:
     """"W/o predictive path" (§5.4): short-lived classes to HBM, long-lived to HBF, free at boundary."""
 
@@ -254,11 +269,11 @@ class Lachesis:
         return bool((order[:k] == me).any())
 
 
-POLICIES: dict[str, type] = {p.name: p for p in (HBMFirst, DeterministicOnly, Lachesis)}
+POLICIES: dict[str, type] = {p.name: p for p in (HBMFirst, HBMFirstReclaim, DeterministicOnly, Lachesis)}
 
 
 def get_policy(name: str) -> Policy:
-    """A fresh policy object by name (``hbm_first``, ``deterministic``, ``lachesis``)."""
+    """A fresh policy object by name (``hbm_first``, ``hbm_first_reclaim``, ``deterministic``, ``lachesis``)."""
     try:
         return POLICIES[name]()
     except KeyError:

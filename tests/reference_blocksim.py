@@ -120,7 +120,8 @@ class RefSim:
         self.bt = block_tokens
         self.policy = policy
         self.name = policy if isinstance(policy, str) else None
-        self.frees = (self.name != "hbm_first") if self.name else bool(policy.frees_at_boundary)
+        self.frees = (not self.name.startswith("hbm_first")) if self.name else bool(policy.frees_at_boundary)
+        self.reclaim = (self.name == "hbm_first_reclaim") if self.name else bool(getattr(policy, "reclaims_cached_hbm", False))
         self.segs: dict[str, Seg] = {}
         self.closed: set[str] = set()
         self.n_opened = 0
@@ -145,7 +146,7 @@ class RefSim:
             info = SegmentInfo(seg.id, seg.cls, seg.session, "", seg.key, DEFAULT_BOUNDARY[seg.cls],
                                len(seg.blocks), seg.tokens, nb)
             return int(self.policy.tier(info, RefView(self)))
-        if self.name == "hbm_first":
+        if self.name.startswith("hbm_first"):
             return HBM
         if self.name == "deterministic" or seg.cls != "worker":
             return HBM if seg.cls in SHORT else HBF
@@ -189,6 +190,20 @@ class RefSim:
             if k == 0:
                 return
 
+    def evict_tier(self, tier: int) -> bool:
+        """Evict the tail-most block of ``tier`` of the least recently used dead segment holding one."""
+        dead = sorted((s for s in self.segs.values() if s.dead and any(b.tier == tier for b in s.blocks)),
+                      key=lambda s: (s.last_use, s.close_seq))
+        if not dead:
+            return False
+        seg = dead[0]
+        i = max(j for j, b in enumerate(seg.blocks) if b.tier == tier)
+        b = seg.blocks.pop(i)
+        b.owner = None
+        b.tokens = 0
+        self.evicted += 1
+        return True
+
     def write(self, sid: str, cls: str, n: int, session: str, key: float) -> None:
         if sid in self.closed:
             raise ValueError(f"segment {sid!r} was already closed")
@@ -209,7 +224,10 @@ class RefSim:
         if nb:
             want = self.choose(seg, nb)
             while len(new) < nb:
-                b = self.free_block(want) or self.free_block(1 - want)
+                b = self.free_block(want)
+                if b is None and want == HBM and self.reclaim and self.evict_tier(HBM):
+                    continue  # a cached dead HBM block was evicted: take it on the next pass
+                b = b or self.free_block(1 - want)
                 if b is None:
                     self.evict(nb - len(new))
                     continue
@@ -271,7 +289,7 @@ class RefSim:
 def reference_replay(events: Iterable[Sequence[Any]], policy: Any, hbm_blocks: int, hbf_blocks: int,
                      block_tokens: int = 16) -> WriteTotals:
     """Replay events block by block; ``policy`` is a built-in name (naive re-implementation) or a policy object."""
-    if isinstance(policy, str) and policy not in ("hbm_first", "deterministic", "lachesis"):
+    if isinstance(policy, str) and policy not in ("hbm_first", "hbm_first_reclaim", "deterministic", "lachesis"):
         raise ValueError(f"unknown policy {policy!r}")
     sim = RefSim(hbm_blocks, hbf_blocks, block_tokens, policy)
     for raw in events:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from lachesis.allocator import AllocationError, SegmentTable, Tier, TieredAllocator, replay_events
 from lachesis.policies import (
     POLICIES,
+    HBMFirstReclaim,
     DeterministicOnly,
     HBMFirst,
     Lachesis,
@@ -60,6 +61,15 @@ def test_hbm_first_is_boundary_unaware():
     ev2 = [(0, "write", "p", "lead", 3)]
     assert replay_events(ev2, "hbm_first", 4, 8, 1).tokens.tolist() == [3, 0]
     assert replay_events(ev2, "deterministic", 4, 8, 1).tokens.tolist() == [0, 3]
+
+
+def test_hbm_first_reclaim_evicts_dead_hbm_before_spilling():
+    events = [(0, "write", "a", "reasoning_laden", 4), (1, "write", "p", "lead", 2), (2, "close", "a"),
+              (3, "write", "b", "reasoning_laden", 3)]
+    plain = replay_events(events, "hbm_first", 6, 8, block_tokens=1)
+    reclaim = replay_events(events, "hbm_first_reclaim", 6, 8, block_tokens=1)
+    assert plain.tokens.tolist() == [6, 3] and plain.evicted_blocks == 0
+    assert reclaim.tokens.tolist() == [9, 0] and reclaim.evicted_blocks == 3  # a's 3 tail blocks
 
 
 # -- predictive path ------------------------------------------------------------------------------------
@@ -180,7 +190,7 @@ def test_user_policy_and_registry():
     assert isinstance(ReviewersOnlyInHBM(), Policy) and isinstance(Lachesis(), Policy)
     ev = [(0, "write", "r", "reviewer", 5), (1, "write", "w", "worker", 5)]
     assert replay_events(ev, ReviewersOnlyInHBM(), 8, 8, 1).tokens.tolist() == [5, 5]
-    assert set(POLICIES) == {"hbm_first", "deterministic", "lachesis"}
+    assert set(POLICIES) == {"hbm_first", "hbm_first_reclaim", "deterministic", "lachesis"}
     with pytest.raises(ValueError, match="unknown policy"):
         get_policy("lru")
 
@@ -227,7 +237,7 @@ def _run(fn, *args):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(events=event_lists(), hbm=st.integers(0, 16), hbf=st.integers(0, 30), bt=st.integers(1, 6),
-       policy=st.sampled_from(["hbm_first", "deterministic", "lachesis", "user"]))
+       policy=st.sampled_from(["hbm_first", "hbm_first_reclaim", "deterministic", "lachesis", "user"]))
 def test_fast_replay_equals_reference(events, hbm, hbf, bt, policy):
     """Per-tier (and per-class) written tokens, blocks and evictions agree exactly, or both run out."""
     fast_pol = HalfHBMForWorkers() if policy == "user" else get_policy(policy)
@@ -285,6 +295,7 @@ def _compare(events, policy, hbm, hbf, bt):
 def test_fast_equals_reference_under_eviction_pressure(events, hbm, hbf, bt):
     """HBM-first with little memory and many closes: the LRU eviction path agrees block for block."""
     out = _compare(events, "hbm_first", hbm, hbf, bt)
+    _compare(events, "hbm_first_reclaim", hbm, hbf, bt)
     if not isinstance(out, str):
         event(f"evicted: {out.evicted_blocks > 0}")
         target(float(out.evicted_blocks), label="evicted blocks")
