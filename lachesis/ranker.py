@@ -147,7 +147,11 @@ class SpawnRanker:
     model_: Pipeline | None = field(default=None, init=False, repr=False)
 
     def fit(self, spawns_df: pd.DataFrame, t_norm: np.ndarray | pd.Series) -> "SpawnRanker":
-        """Fit on spawn records (or their :func:`spawn_signal`) and true T_norm (seconds, > 0)."""
+        """Fit on spawn records (or their :func:`spawn_signal`) and true T_norm (seconds, > 0).
+
+        Pass ``spawn_signal(spawns, trace.requests)`` (as :func:`worker_table` does) to include the
+        position relative to the lead's requests; raw spawn records leave those two features 0, so
+        fit and score on the same kind of frame."""
         X = _as_signal(spawns_df)
         y = np.asarray(t_norm, dtype=float)
         if len(y) != len(X):

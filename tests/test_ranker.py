@@ -150,3 +150,16 @@ def test_worker_without_spawn_record_is_an_error(toy):
     t2 = types.SimpleNamespace(requests=trace.requests, spawns=trace.spawns.iloc[1:], source="x.jsonl")
     with pytest.raises(ValueError, match="x.jsonl.*no spawn record"):
         R.worker_table(t2, segments)
+
+
+def test_on_embedded_corpus_small():
+    """End to end on the embedded corpus: every worker gets one out-of-fold key, sessions stay whole."""
+    from lachesis import characterize as C
+
+    tr, seg = C.load_segments(["multi_agent"], "", scale=0.03, seed=1)
+    cv = R.cross_validate(tr, seg, seed=1)
+    workers = set(seg.loc[seg["seg_class"] == "worker", "agent_id"])
+    assert set(cv["agent_id"]) == workers and cv["agent_id"].is_unique
+    assert (cv.groupby("session_id")["fold"].nunique() == 1).all()
+    assert np.isfinite(cv["pred"]).all() and np.isfinite(R.kendall_tau(cv["pred"], cv["t_norm_s"]))
+    assert set(cv["benchmark"]) <= {"appworld", "deepsearchqa", "swebench_verified", "terminalbench", "webarena"}
