@@ -4,6 +4,14 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
+# Offline override for the real public traces: use the shared copy beside the repo when it exists
+# (otherwise lachesis.datasets downloads from the commit-pinned public origin into the user cache).
+SHARED_TRACES := $(abspath ../shared/data/traces)
+ifneq ($(wildcard $(SHARED_TRACES)),)
+export LACHESIS_DATA ?= $(SHARED_TRACES)
+endif
+export MPLBACKEND ?= Agg
+
 .PHONY: reproduce test bench clean-build
 
 $(STAMP): pyproject.toml
