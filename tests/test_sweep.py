@@ -1,0 +1,102 @@
+"""Sweep: capacity search, cache, grid shape, local and Dask runners."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from lachesis import simulator as S
+from lachesis import sweep as W
+from lachesis.config import DEFAULT, SLO
+from lachesis.segments import recover
+from sim_fixtures import multi_agent_trace
+
+TINY = W.SearchParams(search_warmup=0.2, search_measure=0.3, warmup=0.2, measure=0.5, n_max=8, n_samples=40)
+
+
+@pytest.fixture(scope="module")
+def plan():
+    tr = multi_agent_trace()
+    seg = recover(tr, seed=0)
+    return S.build_plan(tr, seg, S.rank_keys(tr, seg))
+
+
+def test_capacity_search_finds_threshold_with_fake_runs(plan):
+    """Gallop + bisection lands exactly on the largest feasible N of a monotone oracle."""
+    for boundary in (1, 2, 37, 100, 1023):
+        calls = []
+
+        def run(_plan, cfg, policy, n, **kw):
+            calls.append(n)
+            return SimpleNamespace(p99_tpot_s=0.0, p99_ttft_s=0.0, oom=False, meets=lambda slo: n <= boundary)
+
+        n_star, tried = W.capacity_search(plan, DEFAULT, "lachesis", params=W.SearchParams(n_max=4096), run=run)
+        assert n_star == boundary
+        assert len(calls) == len(set(calls)) <= 2 * int(np.log2(boundary + 1)) + 3
+
+
+def test_capacity_search_zero_when_one_session_fails(plan):
+    run = lambda *a, **k: SimpleNamespace(p99_tpot_s=1.0, p99_ttft_s=0.0, oom=False, meets=lambda slo: False)  # noqa: E731
+    assert W.capacity_search(plan, DEFAULT, "lachesis", run=run)[0] == 0
+
+
+def test_capacity_search_on_toy_roofline(plan):
+    """With step time = 4 ms × batch, the found N meets the SLO and N+1 does not (same short run)."""
+    slo = SLO("toy", p99_tpot_s=0.012)
+    cfg = DEFAULT.with_(slo=slo)
+    toy = lambda b, *a: 0.004 * b  # noqa: E731
+    run = partial(S.simulate, step_fn=toy)
+    params = W.SearchParams(search_warmup=0.3, search_measure=1.0, n_max=64)
+    n_star, tried = W.capacity_search(plan, cfg, "lachesis", params=params, run=run)
+    by_n = {t["n"]: t for t in tried}
+    assert 1 <= n_star < 64
+    assert by_n[n_star]["feasible"] and by_n[n_star]["p99_tpot_s"] <= 0.012
+    assert not by_n[n_star + 1]["feasible"] and by_n[n_star + 1]["p99_tpot_s"] > 0.012
+
+
+def test_grid_shapes():
+    assert len(W.multi_agent_grid()) == 5 * 2 * 2 * 3 * 2
+    assert len(W.single_agent_grid()) == 2 * 5 * 2 * 2
+    assert {p.slo for p in W.single_agent_grid()} == {"tight"}
+
+
+def test_point_cache_is_written_once_and_reused(plan, tmp_path, monkeypatch):
+    pt = W.Point("fixture", "1/7", "Llama-4-Maverick", "tight", "deterministic", 1.0, 0)
+    a = W.evaluate_point(pt, TINY, tmp_path, plan=plan)
+    files = list(tmp_path.glob("*.json"))
+    assert len(files) == 1 and json.loads(files[0].read_text())["n_star"] == a["n_star"]
+    monkeypatch.setattr(S, "simulate", lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
+    b = W.evaluate_point(pt, TINY, tmp_path, plan=plan)
+    assert b == a
+    # a different input (policy) is a different key
+    assert W.point_key(pt, plan.fingerprint, TINY) != W.point_key(
+        W.Point("fixture", "1/7", "Llama-4-Maverick", "tight", "lachesis"), plan.fingerprint, TINY)
+
+
+def _tiny_points():
+    return [W.Point("multi_agent", "4/4", "Qwen3-235B-A22B", "loose", p, scale=0.02, seed=0)
+            for p in ("hbm_first", "lachesis")]
+
+
+def test_run_grid_local_processes(tmp_path):
+    df = W.run_grid(_tiny_points(), TINY, tmp_path, n_jobs=2, progress=False)
+    assert len(df) == 2 and (df["n_star"] >= 1).all()
+    assert np.isfinite(df["lifetime_years"]).all()
+    g = W.gains(df)
+    assert len(g) == 1 and np.isfinite(g.iloc[0, -1])
+    comp = W.write_composition(df)
+    assert np.allclose(comp.groupby("policy")["pct"].sum(), 100)
+
+
+def test_run_grid_on_dask_localcluster(tmp_path):
+    distributed = pytest.importorskip("dask.distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cl, \
+            distributed.Client(cl) as client:
+        df = W.run_grid(_tiny_points(), TINY, tmp_path, scheduler=client, progress=False)
+    local = W.run_grid(_tiny_points(), TINY, tmp_path, n_jobs=1, progress=False)  # cached: same numbers
+    assert df["lifetime_years"].tolist() == local["lifetime_years"].tolist()
+    assert len(list(tmp_path.glob("*.json"))) == 2
