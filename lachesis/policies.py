@@ -53,7 +53,7 @@ are reserved for "before it counts k", not the arithmetic):
   mean size in blocks of the workers that have closed so far)``; before any worker has closed the
   mean is 0, i.e. a worker counts with what it has written.  Reason: only the rank is predicted
   (§4: "only a worker's rank is consumed, never a lifetime"), so sizes must come from what the
-  node has observed, and the running mean is the simplest unbiased one.
+  node has observed; the running mean of finished workers is the simplest such estimate.
 * ASSUMPTION (reviewer reservation): ``reserve = max(0, ceil(R_ema * N_ema) - HBM blocks live
   reviewers hold)`` where ``R_ema`` is an exponential moving average (alpha = 0.1) of closed
   reviewer segment sizes in blocks and ``N_ema`` an EMA (alpha = 0.1) of the number of live
@@ -66,20 +66,19 @@ are reserved for "before it counts k", not the arithmetic):
   HBM iff it is within the first k at the moment of the write, so a worker outranked by later,
   shorter-predicted spawns (or grown past what fits) sends its later blocks to HBF; blocks
   already written never move.
+* ASSUMPTION (scope of the ranking): the ranking covers the live workers of one segment table,
+  i.e. of one memory domain (the simulator keeps one per GPU, whose HBM is the capacity k must fit).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from lachesis.allocator import SEG_CLASSES, Tier
-
-if TYPE_CHECKING:  # pragma: no cover
-    pass
 
 __all__ = [
     "SegmentInfo",
