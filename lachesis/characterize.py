@@ -67,7 +67,14 @@ def label_groups(segments: pd.DataFrame, requests: pd.DataFrame | None = None,
 
 def load_segments(workloads: Sequence[str], trace: str = "", scale: float = 0.1,
                   seed: int = 0) -> tuple[Trace, pd.DataFrame]:
-    """A trace and its recovered, group-labelled segment table.
+    """A trace and its recovered, group-labelled segment table (see :func:`load_recovered`)."""
+    tr, seg, _ = load_recovered(workloads, trace, scale, seed)
+    return tr, seg
+
+
+def load_recovered(workloads: Sequence[str], trace: str = "", scale: float = 0.1,
+                   seed: int = 0) -> tuple[Trace, pd.DataFrame, pd.DataFrame]:
+    """A trace, its recovered group-labelled segment table and its reference-clock schedule.
 
     ``trace`` empty: the embedded synthetic corpus, ``workloads`` generated at ``scale``/``seed``
     and concatenated; else the trace at that path (``workloads`` ignored).  Segments are recovered
@@ -83,7 +90,7 @@ def load_segments(workloads: Sequence[str], trace: str = "", scale: float = 0.1,
         tr = Trace(pd.concat([p.requests for p in parts], ignore_index=True),
                    pd.concat([p.spawns for p in parts], ignore_index=True), "embedded:" + "+".join(workloads))
     seg = recover(tr, clock=corpus.reference_clock(), seed=seed)
-    return tr, label_groups(seg.segments, tr.requests)
+    return tr, label_groups(seg.segments, tr.requests), seg.schedule
 
 
 def _group_order(groups: Iterable[str]) -> list[str]:
@@ -201,6 +208,23 @@ def worker_heterogeneity_table(workers: pd.DataFrame) -> pd.DataFrame:
                          writes_p90_over_p10=stats.p90_over_p10(v),
                          kendall_tau_tnorm_vs_writes=stats.kendall_tau(t, v)))
     return pd.DataFrame(rows)
+
+
+def lifetime_composition(schedule: pd.DataFrame, workers: pd.DataFrame) -> pd.DataFrame:
+    """Per worker, the share of its T_norm (Eq. 1) spent decoding, in observation prefills and in
+    tool calls, from the reference-clock schedule (one row per worker, with ``group``).
+
+    Eq. 1 splits a worker's lifetime into G_dec·TPOT_ref + N_obs·TTFT_ref + Λ_tool (+ Λ_user, which a
+    worker never waits on); tool latency adds lifetime but no written tokens (§3.5), so its share
+    says how loosely lifetime and write volume can be tied."""
+    sc = schedule[schedule["agent_id"].isin(workers["agent_id"])]
+    parts = pd.DataFrame({"decode_s": sc["t_decode_end_s"] - sc["t_start_s"], "obs_s": sc["t_obs_s"],
+                          "tools_s": sc["t_tools_s"], "agent_id": sc["agent_id"]}).groupby("agent_id").sum()
+    w = workers.set_index("agent_id")[["group", "t_norm_s"]].join(parts)
+    t = w["t_norm_s"].where(w["t_norm_s"] > 0)
+    out = pd.DataFrame({"group": w["group"], "decode_share": w["decode_s"] / t, "obs_share": w["obs_s"] / t,
+                        "tools_share": w["tools_s"] / t})
+    return out.reset_index()
 
 
 # ------------------------------------------------------------------------------------------------

@@ -155,3 +155,13 @@ def test_tau_by_group():
     assert tab["benchmark"].tolist() == ["a", "b"]  # unknown groups sorted by name
     assert tab["tau_pred"].tolist() == pytest.approx([-1.0, 1.0])
     assert tab["n_workers"].tolist() == [3, 4]
+
+
+def test_lifetime_composition_by_hand():
+    # worker w: two requests decoding 10 s and 20 s, 5 s of tools and 1 s of observation prefill between
+    sched = pd.DataFrame({"agent_id": ["w", "w", "other"], "t_start_s": [0.0, 16.0, 0.0],
+                          "t_decode_end_s": [10.0, 36.0, 99.0], "t_obs_s": [1.0, 0.0, 0.0],
+                          "t_tools_s": [5.0, 0.0, 0.0]})
+    workers = pd.DataFrame({"agent_id": ["w"], "group": ["g"], "t_norm_s": [36.0]})
+    c = C.lifetime_composition(sched, workers).iloc[0]
+    assert (c["decode_share"], c["obs_share"], c["tools_share"]) == pytest.approx((30 / 36, 1 / 36, 5 / 36))
