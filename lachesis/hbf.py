@@ -41,13 +41,27 @@ Model (DESIGN §5, §5.1 of the paper):
 Validation (Kyung et al. [23], Fig. 4, Llama-4-Maverick): :func:`kyung_steady_state` is a
 steady-state saturated-batch model built from the SAME :func:`decode_step_time`,
 :func:`weight_storage_bytes_per_gpu` and :func:`hbf_lifetime_years`; :func:`kyung_grid` compares
-every cell with the transcribed table parsed by :func:`parse_kyung_tables`.  Result (30 cells, no
-per-cell constant): lifetime within ±15% in 13 cells, errors -29%…-10% (median -15%); TPOT
--22%…-11% (median -14%), below theirs in every cell.  Bytes per step agree — the batch implied
-by their own lifetime/TPOT pairs is ours to a median +0.2% (:func:`kyung_implied_batch`) — so
-the miss is the step time: at peak bandwidths our roofline is faster than theirs, and lifetime is
-proportional to step time at fixed bytes per step.  The C++ roofline that transcribed the table
-lands in the same place (Maverick 8K 1:3: 46.1 ms / 5.54 y there, 46.0 ms / 5.53 y here).
+every cell with the transcribed table parsed by :func:`parse_kyung_tables`.  Lengths follow
+Kyung's dispersion model (context CV + Beta(κ) output share, :class:`KyungSetting`); it reproduces
+their TPOT rise from the CV 0.1 to the CV 0.3 table (mean +2.8 ms ours, +2.9 ms theirs; +0.7 ms
+with L_in and L_out independent).  Result (30 cells, no per-cell constant): lifetime within ±15%
+in 22 cells, errors -26%…-6% (median -14%); TPOT -19%…-10% (median -13%), below theirs in every
+cell.  Bytes per step agree — the batch implied by their own lifetime/TPOT pairs is ours to a
+median +0.2% (:func:`kyung_implied_batch`) — so the miss is the step time: at peak bandwidths our
+roofline is faster than theirs, and lifetime is proportional to step time at fixed bytes per step.
+Per-step terms checked and left out because they cannot close it: expert-parallel all-to-all
+(24 MoE layers × dispatch + combine of B × 5,120 BF16 activations, 7/8 remote, at NVLink-5's
+900 GB/s per direction: 0.03–0.11 ms per step, < 0.3%, and it shrinks with context while the gap
+does not); tR exposure (one 3 µs page read per layer, 0.14 ms, 0.3%); decode-attention compute
+(< 10% of the KV read time even at peak, hidden by the roofline's max); reading the full L_in +
+L_out per sequence (TPOT flat across ratios: +23% at 1:3, -17% at 15:1); prefill compute on the
+decode GPUs (serialized: +58% TPOT at 15:1 8K, far past theirs; overlapped under the roofline's
+max: +3.5 ms at 15:1 8K and nothing at 1:3, where the gap is already 11%).  One non-physical candidate is
+the unit convention: the authors' simulator (scale-snu LLMSimulator) sizes capacities in GiB;
+with a 512 GiB budget and 5 × 512 GiB flash, 27 cells land within ±15% (TPOT median -8%) —
+shown in :func:`kyung_sensitivity`, not the default (the paper writes GB and DESIGN §5 is decimal).
+The C++ roofline that transcribed the table lands in the same place (Maverick 8K 1:3: 46.1 ms /
+5.54 y there, 46.1 ms / 5.54 y here).
 Attention FLOPs count full attention over the context (Llama-4's chunked layers are not
 modelled); decode is memory-bound by >10x in every cell, so this does not move a number.
 """
@@ -57,7 +71,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal, NamedTuple
@@ -448,9 +462,17 @@ class KyungSetting:
     "weights + reserved-KV capacity" of the HBF bar whose TPOT (51 ms, Maverick 8K 1:3) equals
     Fig. 4's, and the transcribing simulator's batch at that point (240/GPU) is this budget's.
     The lifetime still wears the whole flash minus the weights (``reserved_bytes``).
-    ASSUMPTION (lengths): L_in and L_out are independent with the cell's means and coefficient
-    of variation CV; only their first two moments enter.  In-flight sequences are size-biased by
-    L_out (continuous batching) at a uniform decode age.  ``8K`` = 8192 tokens.
+    Lengths (``dispersion="context_beta"``, Kyung's Fig. 4 caption, "low dispersion (CV=0.1,
+    κ=90)" and "high dispersion (CV=0.3, κ=30)" as transcribed in jeongminl/HBF-LLMSimulator
+    ``Fig4_Fig5_extracted_numbers.md``): a request's context C has the cell's mean and coefficient
+    of variation CV, and its output share r = L_out/C is Beta-distributed with mean L_out/(L_in +
+    L_out) and concentration κ (``ratio_kappa``, keyed by CV), independent of C; L_in = (1-r)C.
+    Only first and second moments enter (E[C²] = mean²(1 + CV²), E[r²] = μ² + μ(1-μ)/(κ+1)), so
+    the shape of C's distribution (e.g. a truncated normal) does not.  In-flight sequences are
+    size-biased by L_out (continuous batching) at a uniform decode age, so CV raises the context
+    read per step through E[C²]/E[C].  ``dispersion="independent"`` is the earlier reading (L_in
+    and L_out independent, each with the cell's CV; κ unused), kept for the sensitivity table.
+    ``8K`` = 8192 tokens.
     ASSUMPTION (landing): admitted prompts' KV lands in HBF in the same per-step flush as the
     appended tokens (HBF's write port is the only way into flash), so it is in the step time.
     """
@@ -462,6 +484,21 @@ class KyungSetting:
     capacity: Literal["budget", "flash"] = "budget"
     budget_bytes: float = 512 * GB
     landing_in_step: bool = True
+    dispersion: Literal["context_beta", "independent"] = "context_beta"
+    #: (CV, κ) pairs of Kyung's Fig. 4 tables; CV 0 means deterministic lengths (κ = ∞).
+    ratio_kappa: tuple[tuple[float, float], ...] = ((0.1, 90.0), (0.3, 30.0))
+
+    def kappa_for(self, cv: ArrayLike) -> np.ndarray:
+        """Beta concentration κ of the output share for each CV (∞ at CV 0); unknown CVs raise."""
+        cv_ = np.atleast_1d(np.asarray(cv, dtype=float))
+        out = np.full(cv_.shape, np.nan)
+        out[cv_ == 0] = np.inf
+        for c, k in self.ratio_kappa:
+            out[np.isclose(cv_, c)] = k
+        if np.any(np.isnan(out)):
+            bad = sorted(set(cv_[np.isnan(out)].tolist()))
+            raise ValueError(f"KyungSetting: no ratio concentration κ for CV {bad}; known {self.ratio_kappa}")
+        return out
 
 
 def kyung_steady_state(context_tokens: ArrayLike, in_share: ArrayLike, cv: ArrayLike,
@@ -469,9 +506,9 @@ def kyung_steady_state(context_tokens: ArrayLike, in_share: ArrayLike, cv: Array
     """Steady-state saturated continuous batching of stateless requests: TPOT and HBF lifetime per cell.
 
     Vectorized over cells.  Per GPU: batch B = floor(KV capacity / (context × KV bytes/token));
-    each step reads the weights and B × E[in-flight context] tokens of KV from HBF, appends one
-    token per sequence and lands B/E[L_out] admitted prompts of E[L_in] tokens (Little's law:
-    admissions = completions).  Step time is :func:`decode_step_time`; the lifetime is
+    each step reads the weights and B × E[in-flight context] tokens of KV from HBF (size-biased
+    by L_out under the setting's dispersion model), appends one token per sequence and lands
+    B/E[L_out] admitted prompts of E[L_in] tokens (Little's law: admissions = completions).  Step time is :func:`decode_step_time`; the lifetime is
     :func:`hbf_lifetime_years` with the weights' flash reserved.
     """
     s = setting
@@ -487,8 +524,16 @@ def kyung_steady_state(context_tokens: ArrayLike, in_share: ArrayLike, cv: Array
         raise ValueError(f"kyung_steady_state: no KV capacity left after {w_store / GB:.1f} GB of weights")
     batch = np.floor(cap / (ctx * kv_tok))
     l_in, l_out = ctx * share, ctx * (1 - share)
-    # size-biased by L_out, uniform decode age j in [0, L_out): context read = L_in + j
-    e_ctx = l_in + (l_out * (1 + cv_**2) - 1) / 2
+    # size-biased by L_out, uniform decode age j in [0, L_out): context read = E[L_out (L_in + (L_out-1)/2)] / E[L_out]
+    if s.dispersion == "independent":
+        e_ctx = l_in + (l_out * (1 + cv_**2) - 1) / 2
+    elif s.dispersion == "context_beta":
+        mu = 1 - share  # mean output share r; L_out = rC, L_in = (1-r)C, r independent of C
+        kappa = s.kappa_for(cv_)
+        e_r2 = mu**2 + mu * (1 - mu) / (kappa + 1)
+        e_ctx = ctx * (1 + cv_**2) * (mu - e_r2 / 2) / mu - 0.5
+    else:
+        raise ValueError(f"kyung_steady_state: unknown dispersion {s.dispersion!r}")
     kv_read = batch * e_ctx * kv_tok
     append = batch * kv_tok
     landed = batch * kv_tok * (l_in / l_out)
@@ -557,10 +602,14 @@ def kyung_implied_batch(paper: pd.DataFrame, setting: KyungSetting = KyungSettin
 
 def kyung_sensitivity(paper: pd.DataFrame, tol: float = 0.15) -> pd.DataFrame:
     """:func:`kyung_summary` under each named alternative of :class:`KyungSetting` (one row per variant)."""
+    gib = 1024**3  # the authors' simulator (scale-snu LLMSimulator) sizes every capacity preset in GiB
+    mem_gib = replace(MEMORY_KYUNG, hbf=replace(MEMORY_KYUNG.hbf, capacity_bytes=512 * gib))
     variants = {
-        "default (512 GB budget, landing in the step flush)": KyungSetting(),
+        "default (512 GB budget, landing in the step flush, context CV + Beta(κ) share)": KyungSetting(),
+        "lengths: L_in, L_out independent, each with the CV (κ unused)": KyungSetting(dispersion="independent"),
         "landing overlapped (not in the step time)": KyungSetting(landing_in_step=False),
         "literal: whole flash minus weights holds the batch": KyungSetting(capacity="flash"),
+        "units: budget and flash in GiB (512 GiB, 5 x 512 GiB)": KyungSetting(memory=mem_gib, budget_bytes=512 * gib),
     }
     rows = [dict(variant=k, **kyung_summary(kyung_grid(paper, v), tol)) for k, v in variants.items()]
     return pd.DataFrame(rows)
