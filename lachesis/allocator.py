@@ -370,7 +370,10 @@ class SegmentTable:
 
     def add_write(self, segment_id: str, n_tokens: int, now: float = 0.0, *, seg_class: str | None = None,
                   session_id: str = "", role: str = "", rank_key: float = math.nan) -> np.ndarray:
-        """Write n_tokens of KV to a segment (opening it if seg_class is given); returns the new block ids."""
+        """Write n_tokens of KV to a segment (opening it if seg_class is given); returns the new block ids.
+
+        Raises AllocationError, with no counter or block changed, when memory cannot hold the write
+        (a segment this call opened stays open, empty)."""
         row = self._live.get(segment_id)
         if row is None:
             if seg_class is None:

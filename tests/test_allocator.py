@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lachesis.allocator import AllocationError, SegmentTable, Tier, TieredAllocator, parse_event, replay_events
-from lachesis.policies import DeterministicOnly, HBMFirst
+from lachesis.policies import DeterministicOnly, HBMFirst, HBMFirstReclaim, Lachesis
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -205,9 +205,10 @@ seg_classes = st.sampled_from(["reasoning_laden", "reasoning_stripped", "lead", 
 
 @FAST
 @given(
-    writes=st.lists(st.tuples(st.integers(0, 5), seg_classes, st.integers(0, 40), st.booleans()), max_size=50),
+    writes=st.lists(st.tuples(st.integers(0, 5), seg_classes, st.integers(0, 40), st.booleans(),
+                              st.sampled_from([0.5, 1.0, 2.0])), max_size=50),
     hbm=st.integers(0, 10), hbf=st.integers(0, 30), bt=st.integers(1, 8),
-    policy=st.sampled_from([HBMFirst, DeterministicOnly]),
+    policy=st.sampled_from([HBMFirst, HBMFirstReclaim, DeterministicOnly, Lachesis]),
 )
 def test_table_conserves_blocks_and_bytes(writes, hbm, hbf, bt, policy):
     """At every step: blocks held by rows + cached + free = total per tier; bytes = HBM + HBF bytes."""
@@ -215,11 +216,11 @@ def test_table_conserves_blocks_and_bytes(writes, hbm, hbf, bt, policy):
     cls_of: dict[str, str] = {}
     gen: dict[int, int] = {}
     written = 0
-    for slot, cls, n, close in writes:
+    for slot, cls, n, close, key in writes:
         sid = f"s{slot}.{gen.get(slot, 0)}"
         cls = cls_of.setdefault(sid, cls)
         try:
-            t.add_write(sid, n, seg_class=cls)
+            t.add_write(sid, n, seg_class=cls, rank_key=key)
             written += n
         except AllocationError:
             pass
