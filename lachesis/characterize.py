@@ -145,6 +145,7 @@ def temporal_table(seg: pd.DataFrame) -> pd.DataFrame:
             separability_excl_last_turn=stats.separability(not_last, laden) if len(not_last) else np.nan,
             stripped_share_last_turn=1.0 - len(not_last) / len(stripped) if len(stripped) else np.nan,
             laden_share_of_turn_writes=stats.laden_share(s),
+            turns_per_session_mean=float((s.groupby("agent_id")["write_turn"].max() + 1).mean()),
             turn_tokens_laden_median=float(wl.median()), turn_tokens_laden_mean=float(wl.mean()),
             turn_tokens_stripped_median=float(ws.median()), turn_tokens_stripped_mean=float(ws.mean()),
         ))

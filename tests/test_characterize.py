@@ -122,6 +122,7 @@ def test_temporal_table_by_hand():
     # without the last turn's stripped segment (30 s, turn 2) it is {1.5, 20} vs {1, 2, 3}: 4 of 6
     assert tab["separability_excl_last_turn"] == pytest.approx(4 / 6)
     assert tab["stripped_share_last_turn"] == pytest.approx(1 / 3)
+    assert tab["turns_per_session_mean"] == 3.0  # one agent writing in turns 0, 1, 2
     assert tab["laden_share_of_turn_writes"] == pytest.approx(300 / 450)
     assert (tab["turn_tokens_laden_median"], tab["turn_tokens_stripped_mean"]) == (100.0, 50.0)
 
