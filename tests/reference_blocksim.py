@@ -19,7 +19,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from lachesis.allocator import DEFAULT_BOUNDARY, SEG_CLASSES, AllocationError, Tier, WriteTotals, parse_event
+from lachesis.allocator import DEFAULT_BOUNDARY, SEG_CLASSES, AllocationError, WriteTotals, parse_event
 from lachesis.policies import EMA_ALPHA, SegmentInfo
 
 HBM, HBF = 0, 1

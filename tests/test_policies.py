@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from lachesis.allocator import AllocationError, SegmentTable, Tier, TieredAllocator, replay_events
 from lachesis.policies import (
     POLICIES,
-    HBMFirstReclaim,
     DeterministicOnly,
     HBMFirst,
     Lachesis,
