@@ -63,6 +63,14 @@ def _context_tokens(ctx: Any) -> float:
     return float(len(s.split()))
 
 
+def _context_text(ctx: Any) -> str:
+    """The words of a textual context ("" when the record gives only a token count)."""
+    if ctx is None or isinstance(ctx, (int, float, np.integer, np.floating)):
+        return ""
+    s = str(ctx)
+    return "" if s.strip().isdigit() else s
+
+
 def spawn_signal(spawns: pd.DataFrame, requests: pd.DataFrame | None = None) -> pd.DataFrame:
     """The spawn signal of each spawn record: its text, tools and position in the session.
 
@@ -75,9 +83,7 @@ def spawn_signal(spawns: pd.DataFrame, requests: pd.DataFrame | None = None) -> 
         "agent_id": sp["agent_id"].astype(str),
         "session_id": sp["session_id"].astype(str),
         "instruction": sp["instruction"].fillna("").astype(str),
-        "context_text": [("" if _context_tokens(c) == 0 or str(c).strip().isdigit()
-                          or isinstance(c, (int, float, np.integer, np.floating)) else str(c))
-                         for c in sp["context"]],
+        "context_text": [_context_text(c) for c in sp["context"]],
         "tools_text": [" ".join(str(t) for t in (v if isinstance(v, (list, tuple, np.ndarray)) else []))
                        for v in sp["tools"]],
     })

@@ -78,6 +78,7 @@ def test_context_tokens_kinds():
     assert R._context_tokens(" 17 ") == 17.0
     assert R._context_tokens("three word context") == 3.0
     assert R._context_tokens(None) == 0.0
+    assert (R._context_text(42), R._context_text("17"), R._context_text("fix the bug")) == ("", "", "fix the bug")
 
 
 def test_ranker_learns_order_and_is_deterministic(toy):
