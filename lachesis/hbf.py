@@ -468,7 +468,10 @@ class KyungSetting:
     of variation CV, and its output share r = L_out/C is Beta-distributed with mean L_out/(L_in +
     L_out) and concentration κ (``ratio_kappa``, keyed by CV), independent of C; L_in = (1-r)C.
     Only first and second moments enter (E[C²] = mean²(1 + CV²), E[r²] = μ² + μ(1-μ)/(κ+1)), so
-    the shape of C's distribution (e.g. a truncated normal) does not.  In-flight sequences are
+    the shape of C's distribution does not; we take CV as the realized one (the transcribing
+    repository draws a normal truncated at ±2σ, which shrinks E[C²] and lowers CV-0.3 TPOTs by
+    ~1%; its sampler notes that the paper reports ~+9% mean L_out in flight at CV 0.3, which is
+    what 1 + CV² gives).  In-flight sequences are
     size-biased by L_out (continuous batching) at a uniform decode age, so CV raises the context
     read per step through E[C²]/E[C].  ``dispersion="independent"`` is the earlier reading (L_in
     and L_out independent, each with the cell's CV; κ unused), kept for the sensitivity table.

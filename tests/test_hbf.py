@@ -211,3 +211,16 @@ def test_kyung_steady_state_hand_checked_cell() -> None:
     assert r.tpot_ms == pytest.approx(step * 1e3)
     life = (2560e9 - hbf.weight_storage_bytes_per_gpu(MAV, DEP)) * 1e5 / (1.02 * flush / step) / 31_557_600
     assert r.lifetime_years == pytest.approx(life)
+
+
+def test_kyung_dispersion_moments_match_monte_carlo() -> None:
+    """The closed-form in-flight context (context CV + Beta(κ) share, size-biased by L_out) vs sampling."""
+    rng = np.random.default_rng(0)
+    n, mean_ctx, cv, share_in, kappa = 400_000, 8192.0, 0.3, 0.75, 30.0
+    c = rng.normal(mean_ctx, cv * mean_ctx, n)
+    mu = 1 - share_in
+    r = rng.beta(mu * kappa, (1 - mu) * kappa, n)
+    l_out, l_in = r * c, (1 - r) * c
+    mc = np.sum(l_out * (l_in + (l_out - 1) / 2)) / np.sum(l_out)
+    ours = hbf.kyung_steady_state(mean_ctx, share_in, cv)["inflight_context"].iloc[0]
+    assert ours == pytest.approx(mc, rel=0.005)
