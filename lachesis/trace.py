@@ -17,7 +17,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -305,21 +305,23 @@ def _fail_first(mask: np.ndarray, df: pd.DataFrame, source: str, col: str, msg) 
 # ------------------------------------------------------------------------------------------------
 
 
+def iter_json_lines(lines: Iterable[str], source: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for every non-empty JSON line; a bad line raises a TraceError naming it."""
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise TraceError(source, f"line {lineno}", "(json)", f"not valid JSON: {e.msg}") from None
+        if not isinstance(rec, dict):
+            raise TraceError(source, f"line {lineno}", "(json)", "expected a JSON object")
+        yield lineno, rec
+
+
 def _read_jsonl(path: Path) -> pd.DataFrame:
-    rows: list[dict[str, Any]] = []
-    opener = _open_maybe_gzip(path)
-    with opener as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise TraceError(str(path), f"line {lineno}", "(json)", f"not valid JSON: {e.msg}") from None
-            if not isinstance(rec, dict):
-                raise TraceError(str(path), f"line {lineno}", "(json)", "expected a JSON object")
-            rows.append(rec)
-    return pd.DataFrame(rows)
+    with _open_maybe_gzip(path) as fh:
+        return pd.DataFrame([rec for _, rec in iter_json_lines(fh, str(path))])
 
 
 def _open_maybe_gzip(path: Path):

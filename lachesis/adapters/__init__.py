@@ -34,7 +34,7 @@ from typing import Any, Iterator
 
 import pandas as pd
 
-from ..trace import Trace, TraceError
+from ..trace import Trace, TraceError, iter_json_lines
 
 
 @dataclass
@@ -87,16 +87,7 @@ def read_json(path: Path) -> Any:
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for every non-empty line of a JSONL file."""
-    for lineno, line in enumerate(read_text(path).splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise TraceError(str(path), f"line {lineno}", "(json)", f"not valid JSON: {e.msg}") from None
-        if not isinstance(rec, dict):
-            raise TraceError(str(path), f"line {lineno}", "(json)", "expected a JSON object")
-        yield lineno, rec
+    yield from iter_json_lines(read_text(path).splitlines(), str(path))
 
 
 def need(rec: dict[str, Any], key: str, path: Path | str, record: object, kind: type | tuple[type, ...] | None = None) -> Any:
