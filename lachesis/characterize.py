@@ -99,6 +99,13 @@ def _group_order(groups: Iterable[str]) -> list[str]:
     return sorted(set(map(str, groups)), key=lambda g: (known.index(g) if g in known else len(known), g))
 
 
+def _require(seg: pd.DataFrame, classes: Sequence[str], what: str) -> None:
+    """Fail clearly when a trace has none of the segment classes a figure needs."""
+    have = set(seg["seg_class"].unique())
+    if not have.intersection(classes):
+        raise ValueError(f"{what} needs segments of class {list(classes)}; this trace has only {sorted(have)}")
+
+
 def _by_group(seg: pd.DataFrame) -> Iterable[tuple[str, pd.DataFrame]]:
     parts = {str(k): v for k, v in seg.groupby("group", sort=False)}
     return ((g, parts[g]) for g in _group_order(parts))
@@ -127,6 +134,7 @@ def temporal_table(seg: pd.DataFrame) -> pd.DataFrame:
     Diagnostic beside the separability: the same statistic without the reasoning-stripped segments
     written in an agent's last turn (they close at the session end, one turn after their write, so
     they live about as long as that turn's laden segment), and the share of such segments."""
+    _require(seg, TEMPORAL_CLASSES, "Fig. 4 (single-agent)")
     tw = turn_writes(seg)
     rows = []
     for g, s in _by_group(seg[seg["seg_class"].isin(TEMPORAL_CLASSES)]):
@@ -167,6 +175,7 @@ def lead_waiting_share(seg: pd.DataFrame) -> float:
 def structural_table(seg: pd.DataFrame) -> pd.DataFrame:
     """Fig. 5 per group: median T_norm per role, lead/worker and lead/reviewer median ratios and
     separabilities, the lead's waiting share, and the lead–worker ρR/W CDF overlap."""
+    _require(seg, ("lead", "worker"), "Fig. 5 (multi-agent)")
     rows = []
     for g, s in _by_group(seg[seg["seg_class"].isin(STRUCTURAL_CLASSES)]):
         lead, worker, rev = _t(s, "lead"), _t(s, "worker"), _t(s, "reviewer")

@@ -166,3 +166,12 @@ def test_lifetime_composition_by_hand():
     workers = pd.DataFrame({"agent_id": ["w"], "group": ["g"], "t_norm_s": [36.0]})
     c = C.lifetime_composition(sched, workers).iloc[0]
     assert (c["decode_share"], c["obs_share"], c["tools_share"]) == pytest.approx((30 / 36, 1 / 36, 5 / 36))
+
+
+def test_wrong_regime_is_a_clear_error():
+    single = _seg([("g", "s1", "a", "reasoning_laden", 0, 10, 1.0, np.nan)])
+    with pytest.raises(ValueError, match="Fig. 5 .*lead"):
+        C.structural_table(single)
+    multi = _seg([("g", "s1", "L", "lead", 0, 10, 1.0, 0.5)])
+    with pytest.raises(ValueError, match="Fig. 4 .*reasoning_laden"):
+        C.temporal_table(multi)
