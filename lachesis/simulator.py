@@ -27,8 +27,11 @@ ASSUMPTION (TTFT): TTFT = the prefill node's time, provisioned to the reference 
 (``clock.ttft_ref_s``, Appendix B), + landing time + the first decode step.
 ASSUMPTION (landing): landing does not stall other requests' decode steps (the landing write and
 the step flush are not serialized against each other); it delays only its own request.
-ASSUMPTION (stagger): slots start at uniform random offsets over one mean session duration so the
-node does not start in lock-step; measurement starts after a warm-up.
+ASSUMPTION (steady-state start): in a closed loop a slot is found inside a session with probability
+proportional to the session's span, at a uniform phase of it.  Each slot's first session is drawn
+that way and fast-forwarded to its phase (its KV up to the phase is written through the allocator,
+its decode and delays before the phase are skipped; concurrent sub-agents share one fast-forward
+budget), so the node starts near steady state; measurement still starts after a warm-up.
 """
 
 from __future__ import annotations
@@ -129,6 +132,7 @@ class AgentPlan:
     agent_id: str
     role: str
     requests: np.ndarray  # global request indices in reference-clock order
+    requests_list: list[int] = field(default_factory=list)
     children: dict[int, list["AgentPlan"]] = field(default_factory=dict)  # request idx -> spawned
     ref_end_s: float = 0.0
 
@@ -163,6 +167,26 @@ class Plan:
     session_ref_s: dict[str, float]
     fingerprint: str
     _mean_span: float | None = None
+    _lists: dict | None = None
+
+    def lists(self) -> dict:
+        """Per-request Python lists for the event loop (numpy scalar indexing is slow per event)."""
+        if self._lists is None:
+            def groups(ptr, *cols):
+                return [list(zip(*(c[ptr[q]:ptr[q + 1]].tolist() for c in cols))) for q in range(self.n_req)]
+
+            def rd(q):
+                a, b = self.r_ptr[q], self.r_ptr[q + 1]
+                return (self.r_seg[a:b], self.r_tok[a:b].astype(float)) if b > a else None
+
+            self._lists = dict(
+                t_user=self.t_user.tolist(), t_tools=self.t_tools.tolist(), t_obs=self.t_obs.tolist(),
+                out=self.out_tokens.tolist(), writes=groups(self.w_ptr, self.w_seg, self.w_tok),
+                reads=[rd(q) for q in range(self.n_req)],
+                close_arrival=[self.ca_seg[self.ca_ptr[q]:self.ca_ptr[q + 1]].tolist() for q in range(self.n_req)],
+                close_end=[self.ce_seg[self.ce_ptr[q]:self.ce_ptr[q + 1]].tolist() for q in range(self.n_req)],
+            )
+        return self._lists
 
     @property
     def n_seg(self) -> int:
@@ -263,7 +287,7 @@ def build_plan(trace: Any, segments: Any, keys: pd.Series | None = None) -> Plan
     # Agents and the spawn structure.
     agents: dict[str, AgentPlan] = {}
     for (sess, ag), grp in r.groupby(["session_id", "agent_id"], sort=False):
-        a = AgentPlan(str(ag), str(grp["role"].iloc[0]), grp.index.to_numpy(np.int64))
+        a = AgentPlan(str(ag), str(grp["role"].iloc[0]), grp.index.to_numpy(np.int64), grp.index.tolist())
         a.ref_end_s = float(grp["t_decode_end_s"].max())
         agents[ag] = a
     parent_req: dict[str, int] = {}
@@ -304,18 +328,22 @@ def build_plan(trace: Any, segments: Any, keys: pd.Series | None = None) -> Plan
 
 
 class DecodeEngine:
-    """Continuous-batching decode on one GPU; one vectorized update per join/finish event."""
+    """Continuous-batching decode on one GPU; one vectorized update per join/finish event.
+
+    Between two events the batch and its bytes are fixed, so the step time is constant and every
+    decoder advances by (elapsed / step) tokens in one numpy update.  Remaining tokens of idle
+    slots are +inf, so ``rem.min()`` is the next finisher without masking; the roofline inputs
+    (batch, KV bytes per tier, flush bytes) are kept as running sums.
+    """
 
     def __init__(self, env: simpy.Environment, step_fn: Callable[..., float],
                  record_from: float = 0.0, capacity: int = 256):
         self.env, self.step_fn, self.record_from = env, step_fn, record_from
-        self.rem = np.zeros(capacity)
-        self.hbm = np.zeros(capacity)
-        self.hbf = np.zeros(capacity)
-        self.flush = np.zeros(capacity)
-        self.hbmw = np.zeros(capacity)
+        self.rem = np.full(capacity, np.inf)
+        self.bytes = np.zeros((capacity, 4))  # kv_hbm, kv_hbf, hbf flush, hbm write per step
+        self.sums = np.zeros(4)
+        self.n = 0
         self.events: list[simpy.Event | None] = [None] * capacity
-        self.active = np.zeros(capacity, bool)
         self.free_slots = list(range(capacity - 1, -1, -1))
         self.t_last = 0.0
         self.tau = 0.0
@@ -326,45 +354,44 @@ class DecodeEngine:
 
     def _grow(self) -> None:
         n = len(self.rem)
-        for name in ("rem", "hbm", "hbf", "flush", "hbmw"):
-            setattr(self, name, np.concatenate([getattr(self, name), np.zeros(n)]))
-        self.active = np.concatenate([self.active, np.zeros(n, bool)])
+        self.rem = np.concatenate([self.rem, np.full(n, np.inf)])
+        self.bytes = np.concatenate([self.bytes, np.zeros((n, 4))])
         self.events += [None] * n
         self.free_slots = list(range(2 * n - 1, n - 1, -1)) + self.free_slots
 
     def _advance(self) -> None:
         now = self.env.now
         dt = now - self.t_last
-        if dt > 0 and self.tau > 0 and self.active.any():
+        if dt > 0 and self.tau > 0 and self.n:
             steps = dt / self.tau
-            self.rem[self.active] -= steps
+            self.rem -= steps
             if now > self.record_from:
                 self.tpot.append(self.tau)
-                self.tpot_w.append(steps * int(self.active.sum()))
+                self.tpot_w.append(steps * self.n)
         self.t_last = now
 
     def _reschedule(self) -> None:
         self.gen += 1
-        act = self.active
-        if not act.any():
+        if not self.n:
             self.tau = 0.0
+            self.sums[:] = 0.0  # clear float drift
             return
-        b = int(act.sum())
-        self.max_batch = max(self.max_batch, b)
-        self.tau = self.step_fn(b, float(self.hbm[act].sum()), float(self.hbf[act].sum()), float(self.flush[act].sum()),
-                                float(self.hbmw[act].sum()))
-        dt = max(float(self.rem[act].min()), 0.0) * self.tau
-        ev = self.env.timeout(dt)
+        self.max_batch = max(self.max_batch, self.n)
+        h, f, fl, hw = (max(x, 0.0) for x in self.sums)
+        self.tau = self.step_fn(self.n, h, f, fl, hw)
+        dt = max(float(self.rem.min()), 0.0) * self.tau
         g = self.gen
-        ev.callbacks.append(lambda _e, g=g: self._on_timer(g))
+        self.env.timeout(dt).callbacks.append(lambda _e, g=g: self._on_timer(g))
 
     def _on_timer(self, g: int) -> None:
         if g != self.gen:
             return
         self._advance()
-        done = np.flatnonzero(self.active & (self.rem <= 1e-7))
+        done = np.flatnonzero(self.rem <= 1e-7)
         for i in done:
-            self.active[i] = False
+            self.rem[i] = np.inf
+            self.sums -= self.bytes[i]
+            self.n -= 1
             ev = self.events[i]
             self.events[i] = None
             self.free_slots.append(int(i))
@@ -373,10 +400,8 @@ class DecodeEngine:
 
     def current_step(self, extra_hbm: float, extra_hbf: float, extra_flush: float, extra_hbmw: float) -> float:
         """Step time if one more decoder with these bytes joined now (for TTFT)."""
-        act = self.active
-        return self.step_fn(int(act.sum()) + 1, float(self.hbm[act].sum()) + extra_hbm,
-                            float(self.hbf[act].sum()) + extra_hbf, float(self.flush[act].sum()) + extra_flush,
-                            float(self.hbmw[act].sum()) + extra_hbmw)
+        h, f, fl, hw = (max(x, 0.0) for x in self.sums)
+        return self.step_fn(self.n + 1, h + extra_hbm, f + extra_hbf, fl + extra_flush, hw + extra_hbmw)
 
     def join(self, tokens: float, hbm_bytes: float, hbf_bytes: float, flush_bytes: float,
              hbm_write_bytes: float = 0.0) -> simpy.Event:
@@ -389,9 +414,11 @@ class DecodeEngine:
         if not self.free_slots:
             self._grow()
         i = self.free_slots.pop()
-        self.rem[i], self.hbm[i], self.hbf[i], self.flush[i] = tokens, hbm_bytes, hbf_bytes, flush_bytes
-        self.hbmw[i] = hbm_write_bytes
-        self.active[i] = True
+        self.rem[i] = tokens
+        row = (hbm_bytes, hbf_bytes, flush_bytes, hbm_write_bytes)
+        self.bytes[i] = row
+        self.sums += row
+        self.n += 1
         self.events[i] = ev
         self._reschedule()
         return ev
@@ -462,12 +489,11 @@ class Memory:
     def hbm_fraction(self, inst: int, segs: np.ndarray) -> np.ndarray:
         """Fraction of each segment's blocks that sit in HBM (0 for a segment holding no blocks)."""
         out = np.zeros(len(segs))
+        live = self.table._live  # read-only peek at the rows' block counts (no per-block work)
         for i, s in enumerate(segs):
-            sid = self._sid(inst, int(s))
-            if sid in self.table:
-                ids = self.table.blocks_of(sid)
-                if ids.size:
-                    out[i] = 1.0 - float(self.alloc.tier_of(ids).mean())
+            row = live.get(self._sid(inst, int(s)))
+            if row is not None and row.n_blocks:
+                out[i] = row.n_hbm / row.n_blocks
         return out
 
     def snapshot(self) -> tuple[float, ...]:
@@ -577,53 +603,83 @@ def simulate(plan: Plan, cfg: Config, policy: Any, n_sessions: int, seed: int = 
         counter["inst"] += 1
         return counter["inst"], s
 
+    L = plan.lists()
+    t_user, t_tools, t_obs, out_tok = L["t_user"], L["t_tools"], L["t_obs"], L["out"]
+    writes, reads, c_arr, c_end = L["writes"], L["reads"], L["close_arrival"], L["close_end"]
+    ttft_ref = cfg.clock.ttft_ref_s
+
+    ff: dict[int, float] = {}  # session instance -> fast-forward seconds left (steady-state start)
+
+    def wait(inst: int, d: float):
+        """A timeout of ``d`` s, of which the instance's remaining fast-forward is skipped."""
+        left = ff.get(inst, 0.0)
+        if left > 0:
+            skip = min(left, d)
+            ff[inst] = left - skip
+            d -= skip
+        return env.timeout(d) if d > 0 else None
+
     def run_agent(inst: int, a: AgentPlan):
-        for q in a.requests:
-            q = int(q)
-            if plan.t_user[q] > 0:
-                yield env.timeout(plan.t_user[q])
-            for s in plan.ca_seg[plan.ca_ptr[q]:plan.ca_ptr[q + 1]]:
-                mem.close(inst, int(s), env.now)
+        for q in a.requests_list:
+            if t_user[q] > 0 and (w := wait(inst, t_user[q])) is not None:
+                yield w
+            for s in c_arr[q]:
+                mem.close(inst, s, env.now)
             # admission: this request's writes go through the policy and the allocator
-            ws, wt = plan.w_seg[plan.w_ptr[q]:plan.w_ptr[q + 1]], plan.w_tok[plan.w_ptr[q]:plan.w_ptr[q + 1]]
-            h_w = f_w = 0.0
-            for s, t in zip(ws, wt):
-                h, f = mem.write(inst, int(s), int(t), env.now)
+            h_w = f_w = 0
+            for s, t in writes[q]:
+                h, f = mem.write(inst, s, t, env.now)
                 h_w += h
                 f_w += f
-            rs, rt = plan.r_seg[plan.r_ptr[q]:plan.r_ptr[q + 1]], plan.r_tok[plan.r_ptr[q]:plan.r_ptr[q + 1]]
-            frac = mem.hbm_fraction(inst, rs)
-            ctx_h = float((rt * frac).sum()) * bpt
-            ctx_f = float((rt * (1 - frac)).sum()) * bpt
-            out = int(plan.out_tokens[q])
+            ctx_h = ctx_f = 0.0
+            if reads[q]:
+                rs, rt = reads[q]
+                frac = mem.hbm_fraction(inst, rs)
+                ctx_h = float(rt @ frac) * bpt
+                ctx_f = float(rt.sum()) * bpt - ctx_h
+            out = out_tok[q]
             tot = h_w + f_w
             hbf_share = f_w / tot if tot > 0 else 0.0
             pre = max(tot - out, 0)
-            land = landing_time(cfg, pre * (1 - hbf_share), pre * hbf_share) if land_on else 0.0
+            land = landing_time(cfg, pre * (1 - hbf_share), pre * hbf_share) if land_on and pre else 0.0
             if land > 0:
                 yield env.timeout(land)
             flush, hbmw = hbf_share * bpt, (1 - hbf_share) * bpt if tot > 0 else 0.0
-            if env.now > warmup_s:
-                ttft.append(cfg.clock.ttft_ref_s + land + engine.current_step(ctx_h, ctx_f, flush, hbmw))
-            yield engine.join(out, ctx_h, ctx_f, flush, hbmw)
+            if ff.get(inst, 0.0) > 0:  # fast-forward: this request's decode happened before the start
+                ff[inst] = max(ff[inst] - out * NOMINAL_TPOT_S, 0.0)
+            else:
+                if env.now > warmup_s:
+                    ttft.append(ttft_ref + land + engine.current_step(ctx_h, ctx_f, flush, hbmw))
+                yield engine.join(out, ctx_h, ctx_f, flush, hbmw)
             counter["req"] += 1
-            for s in plan.ce_seg[plan.ce_ptr[q]:plan.ce_ptr[q + 1]]:
-                mem.close(inst, int(s), env.now)
+            for s in c_end[q]:
+                mem.close(inst, s, env.now)
             kids = [env.process(run_agent(inst, c)) for c in a.children.get(q, [])]
-            if plan.t_tools[q] > 0:
-                yield env.timeout(plan.t_tools[q])
-            if kids:  # the reference clock's rule: the agent waits for the sub-agents this request spawned
+            if kids:  # the reference clock's rule: tools, then wait for the sub-agents this request spawned
+                if t_tools[q] > 0 and (w := wait(inst, t_tools[q])) is not None:
+                    yield w
                 yield env.all_of(kids)
-            if plan.t_obs[q] > 0:
-                yield env.timeout(plan.t_obs[q])
+                if t_obs[q] > 0 and (w := wait(inst, t_obs[q])) is not None:
+                    yield w
+            elif t_tools[q] + t_obs[q] > 0 and (w := wait(inst, t_tools[q] + t_obs[q])) is not None:
+                yield w
 
-    def slot(offset: float):
-        yield env.timeout(offset)
+    spans = np.array([plan.session_span_s(x, NOMINAL_TPOT_S) for x in plan.sessions])
+
+    def slot(first: int, phase: float):
+        first_session = True
         while True:
-            inst, s = next_session()
+            if first_session:
+                counter["inst"] += 1
+                inst, s = counter["inst"], plan.sessions[first]
+                ff[inst] = phase
+                first_session = False
+            else:
+                inst, s = next_session()
             counter["live"] += 1
             yield env.all_of([env.process(run_agent(inst, a)) for a in plan.roots[s]])
             mem.session_end(inst, env.now)
+            ff.pop(inst, None)
             counter["sess"] += 1
             counter["live"] -= 1
 
@@ -640,8 +696,12 @@ def simulate(plan: Plan, cfg: Config, policy: Any, n_sessions: int, seed: int = 
         mem.mark()
 
     env.process(marker())
+    # Steady-state start: in a closed loop a slot is found in a session with probability
+    # proportional to its span, at a uniform phase of it; each slot's first session is drawn so and
+    # fast-forwarded (its KV written, no decode, no waiting) to that phase.
+    firsts = rng.choice(len(plan.sessions), size=n_sessions, p=spans / spans.sum())
     for i in range(n_sessions):
-        env.process(slot(float(rng.uniform(0, min(mean_s, warmup_s if warmup_s > 0 else mean_s)))))
+        env.process(slot(int(firsts[i]), float(rng.uniform(0, spans[firsts[i]]))))
     env.process(sampler())
     try:
         env.run(until=duration_s)

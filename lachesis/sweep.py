@@ -4,7 +4,7 @@ A *point* is (workload, memory configuration, model, SLO, policy).  For each poi
 search finds the most concurrent sessions per GPU, N*, whose p99 TPOT and p99 TTFT meet the SLO
 and whose live KV fits HBM + HBF (minus the weights): galloping (N = 1, 2, 4, … until a candidate
 fails) then bisection, each candidate a SHORT closed-loop run (``search_warmup``/``search_measure``
-mean session durations).  Lifetime is then read from a LONGER run at N* (``warmup`` +
+mean session durations), to a resolution of ``rel_tol`` × N.  Lifetime is then read from a LONGER run at N* (``warmup`` +
 ``measure`` mean session durations) once the HBF write traffic has settled (hbf.py's rule).
 
 ASSUMPTION (monotone capacity): feasibility is taken to be monotone in N (more sessions ⇒ larger
@@ -51,12 +51,14 @@ MODEL_NAMES = tuple(MODELS)
 class SearchParams:
     """How long each run simulates (in mean session durations) and how far the search goes."""
 
-    search_warmup: float = 0.5
-    search_measure: float = 1.0
-    warmup: float = 1.0
-    measure: float = 3.0
-    n_max: int = 4096
+    search_warmup: float = 0.3
+    search_measure: float = 0.7
+    warmup: float = 0.5
+    measure: float = 2.0
+    n_max: int = 8192
     n_samples: int = 200
+    #: bisection stops when the bracket is within this fraction of N (the capacity's resolution)
+    rel_tol: float = 0.03
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,7 @@ def capacity_search(plan: sim.Plan, cfg: Config, policy: str, seed: int = 0,
         else:
             hi = nxt
     if hi is not None:
-        while hi - lo > 1:
+        while hi - lo > max(1, int(params.rel_tol * lo)):
             mid = (lo + hi) // 2
             if ok(mid):
                 lo = mid

@@ -34,7 +34,7 @@ def test_capacity_search_finds_threshold_with_fake_runs(plan):
             calls.append(n)
             return SimpleNamespace(p99_tpot_s=0.0, p99_ttft_s=0.0, oom=False, meets=lambda slo: n <= boundary)
 
-        n_star, tried = W.capacity_search(plan, DEFAULT, "lachesis", params=W.SearchParams(n_max=4096), run=run)
+        n_star, tried = W.capacity_search(plan, DEFAULT, "lachesis", params=W.SearchParams(n_max=4096, rel_tol=0), run=run)
         assert n_star == boundary
         assert len(calls) == len(set(calls)) <= 2 * int(np.log2(boundary + 1)) + 3
 
@@ -50,7 +50,7 @@ def test_capacity_search_on_toy_roofline(plan):
     cfg = DEFAULT.with_(slo=slo)
     toy = lambda b, *a: 0.004 * b  # noqa: E731
     run = partial(S.simulate, step_fn=toy)
-    params = W.SearchParams(search_warmup=0.3, search_measure=1.0, n_max=64)
+    params = W.SearchParams(search_warmup=0.3, search_measure=1.0, n_max=64, rel_tol=0)
     n_star, tried = W.capacity_search(plan, cfg, "lachesis", params=params, run=run)
     by_n = {t["n"]: t for t in tried}
     assert 1 <= n_star < 64
