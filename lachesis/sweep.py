@@ -172,8 +172,8 @@ def capacity_search(plan: sim.Plan, cfg: Config, policy: str, seed: int = 0,
 def point_key(point: Point, plan_fingerprint: str, params: SearchParams) -> str:
     """Cache key: hash of the point's inputs, the trace fingerprint, the search settings, the code version."""
     cfg = point.config()
-    blob = json.dumps(dict(point=asdict(point), trace=plan_fingerprint, config=repr(cfg), params=asdict(params),
-                           code=CODE_VERSION), sort_keys=True, default=str)
+    blob = json.dumps(dict(point=asdict(point), trace=plan_fingerprint, config=_canonical(asdict(cfg)),
+                           params=asdict(params), code=CODE_VERSION), sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
@@ -200,6 +200,17 @@ def evaluate_point(point: Point, params: SearchParams = SearchParams(), cache_di
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, lambda tmp: tmp.write_text(json.dumps(out, default=_json_default, indent=1)))
     return out
+
+
+def _canonical(o: Any) -> Any:
+    """A hash-seed independent form of a config (sets sorted, mappings sorted by key)."""
+    if isinstance(o, (set, frozenset)):
+        return sorted(map(str, o))
+    if isinstance(o, dict):
+        return {str(k): _canonical(v) for k, v in sorted(o.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(o, (list, tuple)):
+        return [_canonical(v) for v in o]
+    return o
 
 
 def _json_default(o: Any) -> Any:
