@@ -329,3 +329,131 @@ def cli_sweep(args: argparse.Namespace) -> int:
     atomic_write(out, lambda tmp: df.to_csv(tmp, index=False))
     print(f"wrote {len(df)} points to {out} (cache: {cache})")
     return 0
+
+
+# ------------------------------------------------------------------------------------------------
+# Presets and summaries for the Fig. 9–12 notebooks
+# ------------------------------------------------------------------------------------------------
+
+#: Search/measurement presets.  "paper": the defaults (used by paper.yaml at scale 1); "ci": short
+#: windows and a coarse capacity resolution so a reduced grid runs in CI-sized time.  Neither is
+#: tuned to any evaluation number.
+SEARCH_PRESETS: dict[str, SearchParams] = {
+    "paper": SearchParams(),
+    "ci": SearchParams(search_warmup=0.05, search_measure=0.15, warmup=0.1, measure=0.4, rel_tol=0.25, n_samples=60),
+}
+
+
+def _csv(s: str | Sequence[str]) -> list[str]:
+    return [x.strip() for x in s.split(",") if x.strip()] if isinstance(s, str) else list(s)
+
+
+def _range(x: pd.Series | None) -> str | float:
+    """'lo–hi' (or one value) of a series, NaN when the grid has no such cell."""
+    x = pd.Series(x if x is not None else [], dtype=float).dropna()
+    if not len(x):
+        return float("nan")
+    lo, hi = float(x.min()), float(x.max())
+    return f"{lo:.2f}" if round(lo, 2) == round(hi, 2) else f"{lo:.2f}–{hi:.2f}"
+
+
+def _present(rows: list[tuple[str, Any, Any]]) -> list[tuple[str, Any, Any]]:
+    """Drop statistics the (reduced) grid has no cells for."""
+    return [r for r in rows if not (isinstance(r[1], float) and np.isnan(r[1]))]
+
+
+def ratio_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Lifetime per point with the policy ratios beside it (one row per workload/model/SLO/config)."""
+    idx = ["workload", "model", "slo", "memory"]
+    p = df.pivot_table(index=idx, columns="policy", values="lifetime_years", aggfunc="first")
+    out = p.copy()
+    if {"lachesis", "hbm_first"} <= set(p):
+        out["lachesis/hbm_first"] = p["lachesis"] / p["hbm_first"]
+    if {"deterministic", "hbm_first"} <= set(p):
+        out["deterministic/hbm_first"] = p["deterministic"] / p["hbm_first"]
+    if {"lachesis", "deterministic"} <= set(p):
+        out["lachesis/deterministic"] = p["lachesis"] / p["deterministic"]
+    return out.reset_index()
+
+
+def hbm_share(df: pd.DataFrame) -> pd.DataFrame:
+    """Share of each run's KV write bytes that HBM takes (Fig. 10/12 text)."""
+    d = df.assign(hbm_share=df["bytes_hbm"] / (df["bytes_hbm"] + df["bytes_hbf"]))
+    return d[["workload", "model", "slo", "memory", "policy", "hbm_share"]]
+
+
+def class_to_flash(df: pd.DataFrame, seg_class: str) -> pd.DataFrame:
+    """Fraction of one class's write bytes that reaches HBF, per run."""
+    h, f = f"bytes_{seg_class}_hbm", f"bytes_{seg_class}_hbf"
+    if h not in df or f not in df:
+        return pd.DataFrame(columns=["workload", "model", "slo", "memory", "policy", "to_flash"])
+    d = df.assign(to_flash=df[f] / (df[h] + df[f]))
+    return d[["workload", "model", "slo", "memory", "policy", "to_flash"]]
+
+
+def multi_agent_comparison(df: pd.DataFrame) -> list[tuple[str, Any, Any]]:
+    """(statistic, ours, paper) rows for §5.3–§5.4 over whatever part of the grid was run."""
+    from lachesis import paper
+
+    r = ratio_table(df)
+    split = ~r["memory"].eq("8/8*")
+    wr = r["workload"].eq("multi_agent")
+    rows: list[tuple[str, Any, Any]] = []
+
+    def sel(**kw):
+        m = split & wr
+        for k, v in kw.items():
+            m &= r[k].eq(v)
+        return r[m]
+
+    if "lachesis/hbm_first" in r:
+        rows.append(("gain Lachesis/HBM-first, tight, 1/7–4/4", _range(sel(slo="tight")["lachesis/hbm_first"]),
+                     paper.MULTI_GAIN_TIGHT))
+        rows.append(("gain Lachesis/HBM-first, loose, 1/7–4/4", _range(sel(slo="loose")["lachesis/hbm_first"]),
+                     paper.MULTI_GAIN_LOOSE))
+        d = r[r["memory"].eq("8/8*") & wr]
+        rows.append(("gain on 8/8*, tight", _range(d[d["slo"].eq("tight")]["lachesis/hbm_first"]), paper.DAISY_GAIN_TIGHT))
+        rows.append(("gain on 8/8*, loose", _range(d[d["slo"].eq("loose")]["lachesis/hbm_first"]), paper.DAISY_GAIN_LOOSE))
+        rows.append(("Lachesis device-years, tight, 1/7–4/4", _range(sel(slo="tight").get("lachesis")),
+                     paper.MULTI_LACHESIS_YEARS_1_TO_4))
+        rows.append(("HBM-first device-years, tight, 1/7–4/4", _range(sel(slo="tight").get("hbm_first")),
+                     paper.MULTI_HBM_FIRST_YEARS_1_TO_4))
+    if "deterministic/hbm_first" in r:
+        rows.append(("w/o predictive path / HBM-first", _range(sel()["deterministic/hbm_first"]), paper.DETERMINISTIC_GAIN))
+        rows.append(("Lachesis / w/o predictive path, with reviewer", _range(sel()["lachesis/deterministic"]),
+                     paper.PREDICTIVE_GAIN_WITH_REVIEWER))
+        nr = r[split & r["workload"].eq("multi_agent_no_reviewer")]
+        rows.append(("Lachesis / w/o predictive path, no reviewer", _range(nr["lachesis/deterministic"]),
+                     paper.PREDICTIVE_GAIN_WITHOUT_REVIEWER))
+    hs = hbm_share(df)
+    hs = hs[hs["workload"].eq("multi_agent") & ~hs["memory"].eq("8/8*")]
+    rows.append(("HBM share of write bytes, Lachesis", _range(hs[hs["policy"].eq("lachesis")]["hbm_share"]),
+                 paper.HBM_WRITE_SHARE_LACHESIS))
+    rows.append(("HBM share of write bytes, HBM-first", _range(hs[hs["policy"].eq("hbm_first")]["hbm_share"]),
+                 paper.HBM_WRITE_SHARE_HBM_FIRST))
+    rv = class_to_flash(df, "reviewer")
+    rv = rv[rv["workload"].eq("multi_agent")]
+    rows.append(("reviewer bytes reaching flash, w/o predictive path",
+                 _range(rv[rv["policy"].eq("deterministic")]["to_flash"]), paper.REVIEWER_TO_FLASH_WO_PREDICTIVE))
+    rows.append(("reviewer bytes reaching flash, Lachesis", _range(rv[rv["policy"].eq("lachesis")]["to_flash"]),
+                 paper.REVIEWER_TO_FLASH_LACHESIS))
+    return _present(rows)
+
+
+def single_agent_comparison(df: pd.DataFrame) -> list[tuple[str, Any, Any]]:
+    """(statistic, ours, paper) rows for §5.5 over whatever part of the grid was run."""
+    from lachesis import paper
+
+    r = ratio_table(df)
+    split = ~r["memory"].eq("8/8*")
+    rows: list[tuple[str, Any, Any]] = [
+        ("gain Lachesis/HBM-first, 1/7–4/4", _range(r[split]["lachesis/hbm_first"]), paper.SINGLE_GAIN),
+        ("Lachesis device-years, 1/7–4/4", _range(r[split]["lachesis"]), paper.SINGLE_LACHESIS_YEARS_1_TO_4),
+        ("HBM-first device-years, 1/7–4/4", _range(r[split]["hbm_first"]), paper.SINGLE_HBM_FIRST_YEARS_1_TO_4),
+        ("gain overall (any trace, 1/7–4/4)", _range(r[split]["lachesis/hbm_first"]), paper.GAIN_OVERALL),
+    ]
+    b = r[r["workload"].eq("bfcl")].set_index(["model", "memory"])["lachesis"] if "lachesis" in r else pd.Series(dtype=float)
+    loss = [1 - b[(m, "4/4")] / b[(m, "1/7")] for m in b.index.get_level_values(0).unique()
+            if (m, "4/4") in b.index and (m, "1/7") in b.index]
+    rows.append(("BFCLv4 Lachesis loss 4/4 vs 1/7", _range(pd.Series(loss)), paper.BFCL_4_4_VS_1_7_LOSS))
+    return _present(rows)
