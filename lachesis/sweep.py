@@ -348,13 +348,13 @@ def _csv(s: str | Sequence[str]) -> list[str]:
     return [x.strip() for x in s.split(",") if x.strip()] if isinstance(s, str) else list(s)
 
 
-def _range(x: pd.Series | None) -> str | float:
-    """'lo–hi' (or one value) of a series, NaN when the grid has no such cell."""
+def _range(x: pd.Series | None) -> tuple[float, float] | float:
+    """(lo, hi) of a series, one float when they agree, NaN when the grid has no such cell."""
     x = pd.Series(x if x is not None else [], dtype=float).dropna()
     if not len(x):
         return float("nan")
-    lo, hi = float(x.min()), float(x.max())
-    return f"{lo:.2f}" if round(lo, 2) == round(hi, 2) else f"{lo:.2f}–{hi:.2f}"
+    lo, hi = round(float(x.min()), 3), round(float(x.max()), 3)
+    return lo if lo == hi else (lo, hi)
 
 
 def _present(rows: list[tuple[str, Any, Any]]) -> list[tuple[str, Any, Any]]:
