@@ -51,14 +51,14 @@ MODEL_NAMES = tuple(MODELS)
 class SearchParams:
     """How long each run simulates (in mean session durations) and how far the search goes."""
 
-    search_warmup: float = 0.3
-    search_measure: float = 0.7
+    search_warmup: float = 0.2
+    search_measure: float = 0.5
     warmup: float = 0.5
     measure: float = 2.0
     n_max: int = 8192
     n_samples: int = 200
     #: bisection stops when the bracket is within this fraction of N (the capacity's resolution)
-    rel_tol: float = 0.03
+    rel_tol: float = 0.04
 
 
 @dataclass(frozen=True)
@@ -135,8 +135,16 @@ def _durations(plan: sim.Plan, warm: float, meas: float) -> tuple[float, float]:
 
 
 def capacity_search(plan: sim.Plan, cfg: Config, policy: str, seed: int = 0,
-                    params: SearchParams = SearchParams(), run=sim.simulate) -> tuple[int, list[dict]]:
-    """Largest N (sessions per GPU) meeting the SLO and fitting memory: gallop, then bisect."""
+                    params: SearchParams = SearchParams(), run=sim.simulate,
+                    hint: int | None = None) -> tuple[int, list[dict]]:
+    """Largest N (sessions per GPU) meeting the SLO and fitting memory: gallop, then bisect.
+
+    Without a hint the gallop doubles from N = 1.  With a ``hint`` (e.g. N* of another policy at
+    the same workload/model/configuration/SLO) it starts there and steps by 10 %, 20 %, 40 %, …
+    up or down until the boundary is bracketed.  Either way bisection then narrows the bracket to
+    ``rel_tol`` × N, and the result is always a candidate that ran and met the SLO with the next
+    larger bracket end failing.
+    """
     warm, dur = _durations(plan, params.search_warmup, params.search_measure)
     tried: dict[int, dict] = {}
 
@@ -147,18 +155,45 @@ def capacity_search(plan: sim.Plan, cfg: Config, policy: str, seed: int = 0,
                             feasible=bool(r.meets(cfg.slo)))
         return tried[n]["feasible"]
 
-    if not ok(1):
-        return 0, list(tried.values())
-    lo = 1
-    hi = None
-    while hi is None:
-        nxt = min(lo * 2, params.n_max)
-        if nxt == lo:
-            break
-        if ok(nxt):
-            lo = nxt
+    def done() -> tuple[int, list[dict]]:
+        return lo, sorted(tried.values(), key=lambda d: d["n"])
+
+    lo, hi = 0, None
+    if hint and hint > 1:
+        h = min(int(hint), params.n_max)
+        step = 0.1
+        if ok(h):
+            lo = h
+            while hi is None and lo < params.n_max:
+                nxt = min(max(lo + 1, int(lo * (1 + step))), params.n_max)
+                if ok(nxt):
+                    lo = nxt
+                else:
+                    hi = nxt
+                step *= 2
         else:
-            hi = nxt
+            hi = h
+            while lo == 0:
+                nxt = max(1, min(hi - 1, int(hi / (1 + step))))
+                if ok(nxt):
+                    lo = nxt
+                elif nxt == 1:
+                    return done()
+                else:
+                    hi = nxt
+                step *= 2
+    else:
+        if not ok(1):
+            return done()
+        lo = 1
+        while hi is None:
+            nxt = min(lo * 2, params.n_max)
+            if nxt == lo:
+                break
+            if ok(nxt):
+                lo = nxt
+            else:
+                hi = nxt
     if hi is not None:
         while hi - lo > max(1, int(params.rel_tol * lo)):
             mid = (lo + hi) // 2
@@ -166,7 +201,7 @@ def capacity_search(plan: sim.Plan, cfg: Config, policy: str, seed: int = 0,
                 lo = mid
             else:
                 hi = mid
-    return lo, sorted(tried.values(), key=lambda d: d["n"])
+    return done()
 
 
 def point_key(point: Point, plan_fingerprint: str, params: SearchParams) -> str:
@@ -178,7 +213,7 @@ def point_key(point: Point, plan_fingerprint: str, params: SearchParams) -> str:
 
 
 def evaluate_point(point: Point, params: SearchParams = SearchParams(), cache_dir: str | os.PathLike | None = None,
-                   plan: sim.Plan | None = None) -> dict:
+                   plan: sim.Plan | None = None, hint: int | None = None) -> dict:
     """Capacity search + lifetime run at N* for one point; cached as JSON when ``cache_dir`` is set."""
     plan = plan or workload_plan(point.workload, point.scale, point.seed, point.trace)
     key = point_key(point, plan.fingerprint, params)
@@ -186,7 +221,7 @@ def evaluate_point(point: Point, params: SearchParams = SearchParams(), cache_di
     if path is not None and path.exists():
         return json.loads(path.read_text())
     cfg = point.config()
-    n_star, tried = capacity_search(plan, cfg, point.policy, point.seed, params)
+    n_star, tried = capacity_search(plan, cfg, point.policy, point.seed, params, hint=hint)
     warm, dur = _durations(plan, params.warmup, params.measure)
     out: dict[str, Any] = dict(asdict(point), key=key, n_star=n_star, search=tried, code=CODE_VERSION,
                                warmup_s=warm, duration_s=dur)
@@ -223,8 +258,26 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"not JSON serializable: {type(o)}")
 
 
-def _eval_star(args: tuple) -> dict:
-    return evaluate_point(*args)
+def _group_key(p: Point) -> tuple:
+    return (p.workload, p.model, p.memory, p.slo, p.scale, p.seed, p.trace)
+
+
+def evaluate_group(points: Sequence[Point], params: SearchParams, cache_dir: str | None) -> list[dict]:
+    """Evaluate points sharing workload/model/configuration/SLO in order, each search hinted by the previous N*.
+
+    ASSUMPTION (hint): policies at the same cell admit similar N, so the previous policy's N* is a
+    cheap starting bracket; the search still verifies the boundary for each policy.
+    """
+    out, hint = [], None
+    for p in points:
+        r = evaluate_point(p, params, cache_dir, hint=hint)
+        out.append(r)
+        hint = r.get("n_star") or hint
+    return out
+
+
+def _eval_group(args: tuple) -> list[dict]:
+    return evaluate_group(*args)
 
 
 def run_grid(points: Sequence[Point], params: SearchParams = SearchParams(), cache_dir: str | os.PathLike | None = None,
@@ -233,27 +286,36 @@ def run_grid(points: Sequence[Point], params: SearchParams = SearchParams(), cac
     from tqdm.auto import tqdm
 
     points = list(points)
+    groups: dict[tuple, list[int]] = {}
+    for i, p in enumerate(points):
+        groups.setdefault(_group_key(p), []).append(i)
+    idx = list(groups.values())
+    args = [([points[i] for i in g], params, str(cache_dir) if cache_dir else None) for g in idx]
     results: list[dict] = [None] * len(points)  # type: ignore[list-item]
-    args = [(p, params, str(cache_dir) if cache_dir else None) for p in points]
+
+    def put(k: int, res: list[dict]) -> None:
+        for i, r in zip(idx[k], res):
+            results[i] = r
+
     if scheduler is not None:
         from dask.distributed import Client, as_completed as das_completed
 
         client = scheduler if hasattr(scheduler, "submit") else Client(scheduler)
-        futs = {client.submit(_eval_star, a, pure=False): i for i, a in enumerate(args)}
+        futs = {client.submit(_eval_group, a, pure=False): k for k, a in enumerate(args)}
         for f in tqdm(das_completed(list(futs)), total=len(futs), disable=not progress, desc="sweep (dask)"):
-            results[futs[f]] = f.result()
+            put(futs[f], f.result())
         if client is not scheduler:
             client.close()
-    elif (n_jobs or os.cpu_count() or 1) <= 1 or len(points) <= 1:
-        for i, a in enumerate(tqdm(args, disable=not progress, desc="sweep")):
-            results[i] = _eval_star(a)
+    elif (n_jobs or os.cpu_count() or 1) <= 1 or len(args) <= 1:
+        for k, a in enumerate(tqdm(args, disable=not progress, desc="sweep")):
+            put(k, _eval_group(a))
     else:
-        # group by workload so each process builds a plan once
-        order = sorted(range(len(args)), key=lambda i: (points[i].workload, points[i].model))
+        # groups of one workload first, so each process builds a plan once
+        order = sorted(range(len(args)), key=lambda k: (args[k][0][0].workload, args[k][0][0].model))
         with ProcessPoolExecutor(max_workers=n_jobs or os.cpu_count()) as ex:
-            futs = {ex.submit(_eval_star, args[i]): i for i in order}
+            futs = {ex.submit(_eval_group, args[k]): k for k in order}
             for f in tqdm(as_completed(futs), total=len(futs), disable=not progress, desc="sweep"):
-                results[futs[f]] = f.result()
+                put(futs[f], f.result())
     return results_frame(results)
 
 

@@ -39,6 +39,17 @@ def test_capacity_search_finds_threshold_with_fake_runs(plan):
         assert len(calls) == len(set(calls)) <= 2 * int(np.log2(boundary + 1)) + 3
 
 
+@pytest.mark.parametrize("hint", [1, 5, 40, 41, 300, 5000])
+def test_hinted_search_finds_the_same_threshold(plan, hint):
+    """Starting from another policy's N* (any hint, above or below) gives the same boundary."""
+    for boundary in (1, 3, 40, 777):
+        run = lambda _p, c, pol, n, **kw: SimpleNamespace(p99_tpot_s=0.0, p99_ttft_s=0.0, oom=False,  # noqa: E731
+                                                          meets=lambda slo: n <= boundary)
+        n_star, tried = W.capacity_search(plan, DEFAULT, "lachesis", params=W.SearchParams(n_max=4096, rel_tol=0),
+                                          run=run, hint=hint)
+        assert n_star == boundary, (hint, boundary)
+
+
 def test_capacity_search_zero_when_one_session_fails(plan):
     run = lambda *a, **k: SimpleNamespace(p99_tpot_s=1.0, p99_ttft_s=0.0, oom=False, meets=lambda slo: False)  # noqa: E731
     assert W.capacity_search(plan, DEFAULT, "lachesis", run=run)[0] == 0
