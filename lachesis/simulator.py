@@ -554,7 +554,10 @@ class SimResult:
 
     def meets(self, slo: Any) -> bool:
         """Feasible at this SLO: p99 TPOT and p99 TTFT within bounds and memory never ran out."""
-        return (not self.oom) and self.p99_tpot_s <= slo.p99_tpot_s and self.p99_ttft_s <= slo.ttft_s
+        # NaN = no decode step / no admission fell in the window: nothing violated the SLO.
+        tpot_ok = not (self.p99_tpot_s > slo.p99_tpot_s)
+        ttft_ok = not (self.p99_ttft_s > slo.ttft_s)
+        return (not self.oom) and tpot_ok and ttft_ok
 
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("series", "events", "totals")}
