@@ -246,8 +246,16 @@ def trace_fingerprint(trace: Any) -> str:
     return f"{h:08x}-{len(trace.requests)}"
 
 
-def build_plan(trace: Any, segments: Any, keys: pd.Series | None = None) -> Plan:
-    """Flatten a trace and its recovered segments into the arrays the simulator replays."""
+def build_plan(trace: Any, segments: Any, keys: pd.Series | None = None, laden_close: str = "arrival") -> Plan:
+    """Flatten a trace and its recovered segments into the arrays the simulator replays.
+
+    ``laden_close``: when a reasoning-laden segment's turn-end boundary is reported.  "arrival"
+    (default, the segments contract): at its ``closing_request``'s arrival, i.e. after the user's
+    delay.  "last_read": at the end of its last reader (the turn's final response), the reading
+    in which the harness knows the turn ended when it returns the answer (a sensitivity knob).
+    """
+    if laden_close not in ("arrival", "last_read"):
+        raise ValueError(f"laden_close must be 'arrival' or 'last_read', got {laden_close!r}")
     req = trace.requests
     sched = segments.schedule.set_index("request_id")
     missing = set(req["request_id"]) - set(sched.index)
@@ -276,6 +284,8 @@ def build_plan(trace: Any, segments: Any, keys: pd.Series | None = None) -> Plan
                                idx(rd["segment_id"], sid, "reads.segment_id"), rd["tokens"].to_numpy(np.int64))
     closing = sg["closing_request"]
     has_close = closing.notna() & closing.map(lambda x: x in rid)
+    if laden_close == "last_read":
+        has_close &= ~sg["seg_class"].eq("reasoning_laden")
     ca_req = idx(closing[has_close], rid, "segments.closing_request")
     ca_ptr, ca_seg = _csr(ca_req, n, np.flatnonzero(has_close.to_numpy()))
     ce_mask = ~has_close.to_numpy()

@@ -150,3 +150,18 @@ def test_same_seed_same_numbers(multi_plan):
     a = S.simulate(multi_plan, small_cfg(), "lachesis", 5, seed=2)
     b = S.simulate(multi_plan, small_cfg(), "lachesis", 5, seed=2)
     assert a.to_dict() == b.to_dict() or (np.isnan(a.lifetime_years) and np.isnan(b.lifetime_years))
+
+
+def test_laden_close_at_last_read_frees_hbm_earlier():
+    """Closing reasoning-laden segments at their last read (not after the user delay) turns HBM over faster."""
+    tr = single_agent_trace(6)
+    seg = recover(tr, seed=0)
+    cfg = small_cfg(hbm_bytes=6e7, hbf_kv_bytes=3e9)
+    share = {}
+    for mode in ("arrival", "last_read"):
+        plan = S.build_plan(tr, seg, laden_close=mode)
+        r = S.simulate(plan, cfg, "deterministic", 6, seed=0, step_fn=const_step, land=False)
+        share[mode] = r.totals.tokens_by_class["reasoning_laden"][0] / r.totals.tokens_by_class["reasoning_laden"].sum()
+    assert share["last_read"] > share["arrival"]
+    with pytest.raises(ValueError, match="laden_close"):
+        S.build_plan(tr, seg, laden_close="later")
