@@ -16,7 +16,14 @@ workload, so the same settings cover short single-agent and long multi-agent ses
 Every point is cached as JSON under ``cache_dir`` keyed by a hash of its inputs (trace
 fingerprint, configuration, policy, seed, search settings, code version), written atomically, so a
 repeated sweep recomputes nothing.  Points run on local processes (``concurrent.futures``) with a
-tqdm bar, or on a Dask cluster when a scheduler address is given.
+tqdm bar, or on a Dask cluster when a scheduler address is given.  Points of one
+(workload, model, configuration, SLO) cell run in one task, each policy's search hinted by the
+previous policy's N*.
+
+Measured cost (2-core container, scale 1, "paper" preset, two local processes): 13 points
+(multi-agent 1/7 + 8/8* tight, no-reviewer 2/6 loose, τ³-bench and BFCLv4 1/7) in 133 s wall,
+≈10 s per point, so the whole 160-point Fig. 9–12 grid takes ≈27 min — about 2.7× the 10-minute
+budget; the CI preset runs each notebook's reduced grid in ≈30 s.
 """
 
 from __future__ import annotations
