@@ -89,24 +89,43 @@ def _to_markdown(df: pd.DataFrame, floatfmt: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def compare_table(rows: list[tuple[str, Any, Any]], note: str = "") -> pd.DataFrame:
-    """``[(statistic, ours, paper), ...]`` -> a DataFrame with columns statistic/ours/paper/note.
+def _in_range(ours: Any, paper: Any) -> Any:
+    """Whether ours agrees with the paper: "yes" / "partly" / "no" (ranges overlap partly), "" if not comparable."""
+    def span(v: Any) -> tuple[float, float] | None:
+        if isinstance(v, tuple) and len(v) == 2:
+            return float(v[0]), float(v[1])
+        if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool):
+            return float(v), float(v)
+        return None
 
-    ``paper`` may be a number, a ``(lo, hi)`` range, or a string; ``within`` says whether ours falls
-    in the paper's range (or within 10% of its point value).
+    o, p = span(ours), span(paper)
+    if o is None or p is None or np.isnan(o[0]) or np.isnan(o[1]):
+        return ""
+    if p[0] == p[1] and not isinstance(paper, tuple):  # a point value: within 10%
+        tol = 0.1 * abs(p[0])
+        p = (p[0] - tol, p[1] + tol)
+    if p[0] <= o[0] and o[1] <= p[1]:
+        return "yes"
+    if o[1] < p[0] or o[0] > p[1]:
+        return "no"
+    return "partly"
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, tuple) and len(v) == 2:
+        return f"{v[0]:g}–{v[1]:g}"
+    return f"{v:g}" if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) else str(v)
+
+
+def compare_table(rows: list[tuple[str, Any, Any]], note: str = "") -> pd.DataFrame:
+    """``[(statistic, ours, paper), ...]`` -> a DataFrame with columns statistic/ours/paper/in_paper_range/note.
+
+    ``ours`` and ``paper`` may each be a number, a ``(lo, hi)`` range, or a string.  ``in_paper_range`` is
+    "yes" when ours lies inside the paper's range (a point value: within 10%), "partly" when the two
+    ranges overlap, "no" when they are disjoint, and empty when they are not comparable.
     """
-    out = []
-    for stat, ours, paper in rows:
-        within: Any = ""
-        if isinstance(paper, tuple) and len(paper) == 2 and np.isscalar(ours):
-            within = bool(paper[0] <= ours <= paper[1])
-            paper_s = f"{paper[0]:g}–{paper[1]:g}"
-        elif isinstance(paper, (int, float)) and np.isscalar(ours):
-            within = bool(abs(ours - paper) <= 0.1 * abs(paper))
-            paper_s = f"{paper:g}"
-        else:
-            paper_s = str(paper)
-        out.append({"statistic": stat, "ours": ours, "paper": paper_s, "in_paper_range": within, "note": note})
+    out = [{"statistic": stat, "ours": _fmt(ours) if isinstance(ours, tuple) else ours, "paper": _fmt(paper),
+            "in_paper_range": _in_range(ours, paper), "note": note} for stat, ours, paper in rows]
     return pd.DataFrame(out)
 
 

@@ -227,12 +227,12 @@ def figure(out: dict[str, Any]):
 
 def summary_sentences(cmp: pd.DataFrame) -> str:
     """Wording computed from the comparison table, so it stays true for any source selection."""
-    judged = cmp[cmp["in_paper_range"].isin([True, False])]
+    judged = cmp[cmp["in_paper_range"].isin(["yes", "partly", "no"])]
     if not len(judged):
         return "No statistic here has a paper range to compare with."
-    inside = judged[judged["in_paper_range"] == True]  # noqa: E712
+    inside = judged[judged["in_paper_range"] == "yes"]
     kinds = judged["statistic"].str.replace(r" \[.*\]$", "", regex=True)
-    per = judged.assign(kind=kinds).groupby("kind")["in_paper_range"].agg(["sum", "size"])
+    per = judged.assign(kind=kinds, inside=judged["in_paper_range"].eq("yes")).groupby("kind")["inside"].agg(["sum", "size"])
     parts = [f"{k}: {int(r['sum'])}/{int(r['size'])}" for k, r in per.iterrows()]
     return (f"{len(inside)} of {len(judged)} per-source statistics fall inside the paper's range "
             f"({'; '.join(parts)}).")

@@ -1,0 +1,36 @@
+"""Figure-output helpers: the ours-vs-paper comparison and atomic outputs."""
+
+import json
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from lachesis.plotting import compare_table, ecdf, save_figure, save_markdown, save_numbers
+
+
+def test_compare_table_ranges_and_points() -> None:
+    t = compare_table([
+        ("inside", 5.0, (4.0, 6.1)),        # point inside the range
+        ("below", 3.0, (4.0, 6.1)),         # point outside
+        ("range inside", (4.5, 6.0), (4.0, 6.1)),
+        ("range overlaps", (3.2, 6.9), (4.0, 6.1)),
+        ("range disjoint", (7.0, 9.0), (4.0, 6.1)),
+        ("point vs point", 0.505, 0.53),    # within 10% of 0.53 (0.477..0.583)
+        ("point vs point far", 0.40, 0.53),
+        ("text", "n/a", "—"),
+    ])
+    assert t["in_paper_range"].tolist() == ["yes", "no", "yes", "partly", "no", "yes", "no", ""]
+    assert t.loc[3, "ours"] == "3.2–6.9" and t.loc[3, "paper"] == "4–6.1"
+
+
+def test_outputs_are_written(tmp_path) -> None:
+    fig, ax = plt.subplots()
+    ax.plot(*ecdf([3, 1, 2]))
+    paths = save_figure(fig, tmp_path, "f")
+    assert [p.suffix for p in paths] == [".png", ".pdf"] and all(p.stat().st_size > 0 for p in paths)
+    p = save_numbers({"a": 1.5, "b": [1, 2]}, tmp_path, "n")
+    assert json.loads(p.read_text()) == {"a": 1.5, "b": [1, 2]}
+    df = pd.DataFrame({"x": [1.0, 2.5]})
+    assert pd.read_csv(save_numbers(df, tmp_path, "t"))["x"].tolist() == [1.0, 2.5]
+    assert "| x |" in save_markdown(df, tmp_path, "t").read_text()
+    assert not list(tmp_path.glob(".*tmp"))  # no temporary file left behind
