@@ -306,6 +306,7 @@ class SegmentTable:
         self._blk = [0, 0]
         self._evicted = 0
         self._live: dict[str, _Row] = {}
+        self._by_session: dict[str, dict[str, None]] = {}  # session -> its live segment ids, in open order
         self._workers: dict[str, _Row] = {}
         self._reviewers: dict[str, _Row] = {}
         self._dead: dict[str, _Row] = {}  # cached dead segments (boundary-unaware policies)
@@ -360,6 +361,7 @@ class SegmentTable:
                    boundary or DEFAULT_BOUNDARY[seg_class])
         row.last_use = float(now)
         self._live[segment_id] = row
+        self._by_session.setdefault(row.session_id, {})[segment_id] = None
         if seg_class == "worker":
             self._workers[segment_id] = row
             self._worker_slot(row)
@@ -439,6 +441,10 @@ class SegmentTable:
         row = self._live.pop(segment_id, None)
         if row is None:
             raise KeyError(f"close: segment {segment_id!r} is not open")
+        mine = self._by_session[row.session_id]
+        del mine[segment_id]
+        if not mine:
+            del self._by_session[row.session_id]
         if self._workers.pop(segment_id, None) is not None:
             self._w_alive[row.wslot] = False
             self._w_rows[row.wslot] = None
@@ -467,7 +473,7 @@ class SegmentTable:
 
     def end_session(self, session_id: str, now: float = 0.0) -> list[str]:
         """Close every live segment of a session (boundary ``session_end``), in open order; returns their ids."""
-        ids = [s for s, r in self._live.items() if r.session_id == session_id]
+        ids = list(self._by_session.get(session_id, ()))
         for s in ids:
             self.close(s, now)
         return ids

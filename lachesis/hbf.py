@@ -230,6 +230,34 @@ def _step_scalar(b: float, kv_hbm: float, kv_hbf: float, flush: float, memory: M
     return StepTime(compute, read, flush_s, max(compute, read) + flush_s)
 
 
+
+def scalar_step_fn(memory: MemoryConfig, model: ModelSpec, deployment: Deployment):
+    """``f(batch, kv_hbm, kv_hbf, flush, hbm_write) -> total step s``: :func:`_step_scalar` with its
+    constants bound once (the simulator calls it per event); the same float operations in the same order."""
+    rep, local, log_miss, fl_seq, fl_tok, kvtok = _step_consts(model, deployment)
+    flops = deployment.gpu.flops
+    hbm_r, hbm_wbw = memory.hbm_read_bw, memory.hbm_stacks * memory.hbm.write_bw
+    hbf_r, hbf_w = memory.hbf_read_bw, memory.hbf_write_bw
+    daisy, inf, expm1 = memory.daisy_chain, math.inf, math.expm1
+    if not (hbm_r > 0 and hbm_wbw > 0 and hbf_r > 0 and hbf_w > 0):  # zero-bandwidth tiers: the checked path
+        return lambda b, h, f, fl, hw: _step_scalar(float(b), float(h), float(f), float(fl), memory, model,
+                                                    deployment, None, float(hw), None).total_s
+
+    def step(b: float, kv_hbm: float, kv_hbf: float, flush: float, hbm_w: float) -> float:
+        b, kv_hbm, kv_hbf, flush, hbm_w = float(b), float(kv_hbm), float(kv_hbf), float(flush), float(hbm_w)
+        if not (0 <= b < inf and 0 <= kv_hbm < inf and 0 <= kv_hbf < inf and 0 <= flush < inf and 0 <= hbm_w < inf):
+            return _step_scalar(b, kv_hbm, kv_hbf, flush, memory, model, deployment, None, hbm_w, None).total_s
+        hit = (1.0 if b > 0 else 0.0) if log_miss == -inf else -expm1(b * log_miss)
+        w = rep + local * hit
+        compute = (fl_seq * b + fl_tok * ((kv_hbm + kv_hbf) / kvtok)) / flops
+        if daisy:
+            read = (w + kv_hbf + kv_hbm + hbm_w) / hbm_r
+        else:
+            read = max(kv_hbm / hbm_r + hbm_w / hbm_wbw, (w + kv_hbf) / hbf_r)
+        return max(compute, read) + flush / hbf_w
+
+    return step
+
 def decode_step_breakdown(batch: ArrayLike, kv_hbm_bytes: ArrayLike, kv_hbf_bytes: ArrayLike,
                           hbf_flush_bytes: ArrayLike, memory: MemoryConfig, model: ModelSpec,
                           deployment: Deployment, context_tokens: ArrayLike | None = None,

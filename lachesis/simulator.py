@@ -82,6 +82,14 @@ def step_time(cfg: Config, batch: int, kv_hbm_bytes: float, kv_hbf_bytes: float,
     return max(compute, read) + flush_bytes / mem.hbf_write_bw
 
 
+def _step_fn(cfg: Config) -> Callable[..., float]:
+    """``(batch, kv_hbm, kv_hbf, flush, hbm_write) -> s``: :func:`step_time` with hbf.py's constants bound once."""
+    f = getattr(_hbf, "scalar_step_fn", None)
+    if f is not None:
+        return f(cfg.memory, cfg.model, cfg.deployment)
+    return lambda b, h, fl_, fl, hw: step_time(cfg, b, h, fl_, fl, hw)
+
+
 def landing_time(cfg: Config, hbm_tokens: float, hbf_tokens: float) -> float:
     """Time (s) for a request's prefilled KV to land on the decode node (both tiers in parallel)."""
     bpt = cfg.model.kv_bytes_per_token
@@ -168,6 +176,7 @@ class Plan:
     fingerprint: str
     _mean_span: float | None = None
     _lists: dict | None = None
+    _spans: dict | None = None
 
     def lists(self) -> dict:
         """Per-request Python lists for the event loop (numpy scalar indexing is slow per event)."""
@@ -177,7 +186,7 @@ class Plan:
 
             def rd(q):
                 a, b = self.r_ptr[q], self.r_ptr[q + 1]
-                return (self.r_seg[a:b], self.r_tok[a:b].astype(float)) if b > a else None
+                return (self.r_seg[a:b].tolist(), self.r_tok[a:b].astype(float)) if b > a else None
 
             self._lists = dict(
                 t_user=self.t_user.tolist(), t_tools=self.t_tools.tolist(), t_obs=self.t_obs.tolist(),
@@ -185,6 +194,8 @@ class Plan:
                 reads=[rd(q) for q in range(self.n_req)],
                 close_arrival=[self.ca_seg[self.ca_ptr[q]:self.ca_ptr[q + 1]].tolist() for q in range(self.n_req)],
                 close_end=[self.ce_seg[self.ce_ptr[q]:self.ce_ptr[q + 1]].tolist() for q in range(self.n_req)],
+                seg_class=[str(x) for x in self.seg_class], seg_role=[str(x) for x in self.seg_role],
+                seg_key=[float(x) for x in self.seg_key],
             )
         return self._lists
 
@@ -208,6 +219,16 @@ class Plan:
             return t
         return max(agent(a) for a in self.roots[session])
 
+    def session_spans(self, tpot_s: float) -> np.ndarray:
+        """:meth:`session_span_s` of every session in ``sessions`` order (cached per TPOT; read-only)."""
+        if self._spans is None:
+            self._spans = {}
+        if tpot_s not in self._spans:
+            a = np.array([self.session_span_s(x, tpot_s) for x in self.sessions])
+            a.flags.writeable = False
+            self._spans[tpot_s] = a
+        return self._spans[tpot_s]
+
     @property
     def mean_session_s(self) -> float:
         """The simulator's unit of simulated time: mean session span at a nominal 50 ms TPOT.
@@ -217,7 +238,7 @@ class Plan:
         inflate multi-agent sessions several-fold.
         """
         if self._mean_span is None:
-            self._mean_span = float(np.mean([self.session_span_s(s, NOMINAL_TPOT_S) for s in self.sessions]))
+            self._mean_span = float(np.mean(self.session_spans(NOMINAL_TPOT_S)))
         return self._mean_span
 
 
@@ -460,6 +481,8 @@ class Memory:
         self.alloc = TieredAllocator(hbm, hbf)
         self.table = SegmentTable(self.alloc, self.policy, bt, self.bpt)
         self._mark: dict[str, np.ndarray] = {}
+        lists = plan.lists()  # per-segment class/role/key as Python objects (no numpy scalars per event)
+        self._cls, self._role, self._key = lists["seg_class"], lists["seg_role"], lists["seg_key"]
         self.events: list[tuple] | None = None  # set to [] to record the allocator event stream
 
     def _sid(self, inst: int, s: int) -> str:
@@ -469,23 +492,22 @@ class Memory:
         """Write ``tokens`` of segment ``s`` (session instance ``inst``); returns (HBM, HBF) tokens placed."""
         from lachesis.allocator import AllocationError
 
-        p = self.plan
-        before = self.table.totals.tokens.copy()
+        table = self.table
+        h0, f0 = table.tokens_written()
+        sid, cls, key = f"{inst}:{s}", self._cls[s], self._key[s]
         if self.events is not None:
-            self.events.append((now, "write", self._sid(inst, s), str(p.seg_class[s]), int(tokens), str(inst),
-                                float(p.seg_key[s])))
+            self.events.append((now, "write", sid, cls, int(tokens), str(inst), key))
         try:
-            self.table.add_write(self._sid(inst, s), tokens, now, seg_class=str(p.seg_class[s]),
-                                 session_id=str(inst), role=str(p.seg_role[s]), rank_key=float(p.seg_key[s]))
+            table.add_write(sid, tokens, now, seg_class=cls, session_id=str(inst), role=self._role[s], rank_key=key)
         except AllocationError as exc:
             raise OutOfMemory(str(exc)) from exc
-        d = self.table.totals.tokens - before
-        return int(d[0]), int(d[1])
+        h1, f1 = table.tokens_written()
+        return h1 - h0, f1 - f0
 
     def close(self, inst: int, s: int, now: float) -> None:
         """Report segment ``s``'s boundary (frees, or caches under a boundary-unaware policy)."""
-        sid = self._sid(inst, s)
-        if sid in self.table:
+        sid = f"{inst}:{s}"
+        if sid in self.table._live:
             if self.events is not None:
                 self.events.append((now, "close", sid))
             self.table.close(sid, now)
@@ -498,13 +520,13 @@ class Memory:
 
     def hbm_fraction(self, inst: int, segs: np.ndarray) -> np.ndarray:
         """Fraction of each segment's blocks that sit in HBM (0 for a segment holding no blocks)."""
-        out = np.zeros(len(segs))
         live = self.table._live  # read-only peek at the rows' block counts (no per-block work)
+        out = [0.0] * len(segs)
         for i, s in enumerate(segs):
-            row = live.get(self._sid(inst, int(s)))
+            row = live.get(f"{inst}:{s}")
             if row is not None and row.n_blocks:
                 out[i] = row.n_hbm / row.n_blocks
-        return out
+        return np.array(out)
 
     def snapshot(self) -> tuple[float, ...]:
         """(live HBM, live HBF, cached HBM, cached HBF, cumulative HBM written, cumulative HBF written) bytes."""
@@ -603,7 +625,7 @@ def simulate(plan: Plan, cfg: Config, policy: Any, n_sessions: int, seed: int = 
     mem = Memory(plan, cfg, policy, weight_storage_bytes_per_gpu(cfg))
     if record_events:
         mem.events = []
-    engine = DecodeEngine(env, step_fn or (lambda b, h, f, fl, hw: step_time(cfg, b, h, f, fl, hw)), record_from=warmup_s)
+    engine = DecodeEngine(env, step_fn or _step_fn(cfg), record_from=warmup_s)
     rng = np.random.default_rng([seed, n_sessions, zlib.crc32(plan.fingerprint.encode())])
     order = rng.permutation(len(plan.sessions))
     counter = {"next": 0, "inst": 0, "req": 0, "sess": 0, "live": 0}
@@ -677,7 +699,7 @@ def simulate(plan: Plan, cfg: Config, policy: Any, n_sessions: int, seed: int = 
             elif t_tools[q] + t_obs[q] > 0 and (w := wait(inst, t_tools[q] + t_obs[q])) is not None:
                 yield w
 
-    spans = np.array([plan.session_span_s(x, NOMINAL_TPOT_S) for x in plan.sessions])
+    spans = plan.session_spans(NOMINAL_TPOT_S)
 
     def slot(first: int, phase: float):
         first_session = True
