@@ -93,6 +93,19 @@ _EMPTY = np.zeros(0, dtype=np.int64)
 _EMPTY.flags.writeable = False
 
 
+def _segment_info() -> type:
+    """lachesis.policies.SegmentInfo (imported lazily: policies imports this module)."""
+    global _SEGMENT_INFO
+    if _SEGMENT_INFO is None:
+        from lachesis.policies import SegmentInfo
+
+        _SEGMENT_INFO = SegmentInfo
+    return _SEGMENT_INFO
+
+
+_SEGMENT_INFO: type | None = None
+
+
 def _tier(tier: Tier | int | str) -> Tier:
     if tier.__class__ is Tier:
         return tier  # type: ignore[return-value]
@@ -175,23 +188,31 @@ class TieredAllocator:
         ids = np.asarray(block_ids)
         if ids.size == 0:
             return
-        if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+        if ids.ndim != 1 or ids.dtype.kind not in "iu":
             raise AllocationError(f"free: expected a 1-D array of integer block ids, got shape {ids.shape} dtype {ids.dtype}")
         ids = ids.astype(np.int64, copy=False)
-        bad = (ids < 0) | (ids >= self.n_blocks)
-        if bad.any():
+        lo, hi = int(ids.min()), int(ids.max())
+        if lo < 0 or hi >= self.n_blocks:
+            bad = (ids < 0) | (ids >= self.n_blocks)
             raise AllocationError(f"free: unknown block id(s) {ids[bad][:5].tolist()} (valid: 0..{self.n_blocks - 1})")
         distinct = len(set(ids.tolist())) if ids.size <= 256 else np.unique(ids).size
         if distinct != ids.size:
             s = np.sort(ids)
             dup = s[1:][s[1:] == s[:-1]]
             raise AllocationError(f"free: block id(s) {np.unique(dup)[:5].tolist()} given more than once (double free)")
-        not_used = self._state[ids] == 0
-        if not_used.any():
+        if not self._state[ids].all():
+            not_used = self._state[ids] == 0
             raise AllocationError(f"free: block id(s) {ids[not_used][:5].tolist()} are not allocated (double free)")
         self._state[ids] = 0
-        is_hbf = ids >= self.hbm_blocks
-        for t, sel in ((Tier.HBM, ids[~is_hbf]), (Tier.HBF, ids[is_hbf])):
+        hbm = self.hbm_blocks
+        if hi < hbm:
+            parts = ((Tier.HBM, ids),)
+        elif lo >= hbm:
+            parts = ((Tier.HBF, ids),)
+        else:
+            is_hbf = ids >= hbm
+            parts = ((Tier.HBM, ids[~is_hbf]), (Tier.HBF, ids[is_hbf]))
+        for t, sel in parts:
             k = sel.size
             if k:
                 top = self._top[t]
@@ -315,7 +336,7 @@ class SegmentTable:
         #: Policy option: cached (dead) HBM blocks count as free for HBM placement (see HBMFirstReclaim).
         self._reclaim_hbm = bool(getattr(policy, "reclaims_cached_hbm", False))
         self._n_closed = 0
-        self._dead_blocks = np.zeros(2, dtype=np.int64)
+        self._dead_blocks = [0, 0]  # cached dead blocks per tier [HBM, HBF]
         self._closed_ids: set[str] = set()
         # Live workers as slot arrays in open order (vectorized ranking; compacted as workers close).
         self._w_n = 0
@@ -392,9 +413,7 @@ class SegmentTable:
         nb = -(-rest // bt)
         ids = None
         if nb:  # decide and allocate before touching any counter, so a failed write changes nothing
-            from lachesis.policies import SegmentInfo
-
-            info = SegmentInfo(row.segment_id, row.seg_class, row.session_id, row.role, row.rank_key, row.boundary,
+            info = _segment_info()(row.segment_id, row.seg_class, row.session_id, row.role, row.rank_key, row.boundary,
                                row.n_blocks, row.n_tokens, nb)
             want = _tier(self.policy.tier(info, self))
             ids = self._allocate(want, nb)
@@ -468,7 +487,8 @@ class SegmentTable:
                 heapq.heappush(self._dead_heap_tier[0], entry)
             if row.n_blocks - row.n_hbm:
                 heapq.heappush(self._dead_heap_tier[1], entry)
-            self._dead_blocks += (row.n_hbm, row.n_blocks - row.n_hbm)
+            self._dead_blocks[0] += row.n_hbm
+            self._dead_blocks[1] += row.n_blocks - row.n_hbm
         return row.n_blocks
 
     def end_session(self, session_id: str, now: float = 0.0) -> list[str]:
@@ -509,7 +529,7 @@ class SegmentTable:
     def _allocate(self, want: Tier, nb: int) -> np.ndarray:
         a = self.allocator
         free_total = a.free_blocks(Tier.HBM) + a.free_blocks(Tier.HBF)
-        cached = int(self._dead_blocks.sum())
+        cached = self._dead_blocks[0] + self._dead_blocks[1]
         if nb > free_total + cached:
             raise AllocationError(
                 f"cannot place {nb} blocks: {free_total} free and {cached} cached blocks, "
@@ -524,9 +544,10 @@ class SegmentTable:
         if nb <= free_total:
             return a.alloc(want, nb)
         deficit = nb - free_total
-        first = a.alloc(want, free_total)
+        first = a.alloc(want, free_total) if free_total else None
         a.free(self._evict(deficit))
-        return np.concatenate([first, a.alloc(want, deficit)])
+        rest = a.alloc(want, deficit)
+        return rest if first is None else np.concatenate([first, rest])
 
     def _evict(self, k: int, tier: Tier | None = None) -> np.ndarray:
         """Take k blocks from dead segments (of ``tier`` only, if given), least recently used segment
@@ -553,7 +574,8 @@ class SegmentTable:
                 keep = np.delete(ids, pos)
             out.append(ev)
             n_hbm = int((ev < hbm).sum())
-            self._dead_blocks -= (n_hbm, take - n_hbm)
+            self._dead_blocks[0] -= n_hbm
+            self._dead_blocks[1] -= take - n_hbm
             row.n_hbm -= n_hbm
             row.n_blocks -= take
             row.chunks = [keep] if keep.size else []

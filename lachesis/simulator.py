@@ -371,8 +371,8 @@ class DecodeEngine:
                  record_from: float = 0.0, capacity: int = 256):
         self.env, self.step_fn, self.record_from = env, step_fn, record_from
         self.rem = np.full(capacity, np.inf)
-        self.bytes = np.zeros((capacity, 4))  # kv_hbm, kv_hbf, hbf flush, hbm write per step
-        self.sums = np.zeros(4)
+        self.rows: list[tuple | None] = [None] * capacity  # (kv_hbm, kv_hbf, hbf flush, hbm write) per step
+        self.sums = [0.0, 0.0, 0.0, 0.0]  # Python floats: the same IEEE sums as a numpy vector, cheaper per event
         self.n = 0
         self.events: list[simpy.Event | None] = [None] * capacity
         self.free_slots = list(range(capacity - 1, -1, -1))
@@ -386,7 +386,7 @@ class DecodeEngine:
     def _grow(self) -> None:
         n = len(self.rem)
         self.rem = np.concatenate([self.rem, np.full(n, np.inf)])
-        self.bytes = np.concatenate([self.bytes, np.zeros((n, 4))])
+        self.rows += [None] * n
         self.events += [None] * n
         self.free_slots = list(range(2 * n - 1, n - 1, -1)) + self.free_slots
 
@@ -405,11 +405,12 @@ class DecodeEngine:
         self.gen += 1
         if not self.n:
             self.tau = 0.0
-            self.sums[:] = 0.0  # clear float drift
+            self.sums = [0.0, 0.0, 0.0, 0.0]  # clear float drift
             return
-        self.max_batch = max(self.max_batch, self.n)
-        h, f, fl, hw = (max(x, 0.0) for x in self.sums)
-        self.tau = self.step_fn(self.n, h, f, fl, hw)
+        if self.n > self.max_batch:
+            self.max_batch = self.n
+        h, f, fl, hw = self.sums
+        self.tau = self.step_fn(self.n, max(h, 0.0), max(f, 0.0), max(fl, 0.0), max(hw, 0.0))
         dt = max(float(self.rem.min()), 0.0) * self.tau
         g = self.gen
         self.env.timeout(dt).callbacks.append(lambda _e, g=g: self._on_timer(g))
@@ -419,20 +420,27 @@ class DecodeEngine:
             return
         self._advance()
         done = np.flatnonzero(self.rem <= 1e-7)
-        for i in done:
+        sums, rows = self.sums, self.rows
+        for i in done.tolist():
             self.rem[i] = np.inf
-            self.sums -= self.bytes[i]
+            row = rows[i]
+            rows[i] = None
+            sums[0] -= row[0]
+            sums[1] -= row[1]
+            sums[2] -= row[2]
+            sums[3] -= row[3]
             self.n -= 1
             ev = self.events[i]
             self.events[i] = None
-            self.free_slots.append(int(i))
+            self.free_slots.append(i)
             ev.succeed()
         self._reschedule()
 
     def current_step(self, extra_hbm: float, extra_hbf: float, extra_flush: float, extra_hbmw: float) -> float:
         """Step time if one more decoder with these bytes joined now (for TTFT)."""
-        h, f, fl, hw = (max(x, 0.0) for x in self.sums)
-        return self.step_fn(self.n + 1, h + extra_hbm, f + extra_hbf, fl + extra_flush, hw + extra_hbmw)
+        h, f, fl, hw = self.sums
+        return self.step_fn(self.n + 1, max(h, 0.0) + extra_hbm, max(f, 0.0) + extra_hbf, max(fl, 0.0) + extra_flush,
+                            max(hw, 0.0) + extra_hbmw)
 
     def join(self, tokens: float, hbm_bytes: float, hbf_bytes: float, flush_bytes: float,
              hbm_write_bytes: float = 0.0) -> simpy.Event:
@@ -446,9 +454,13 @@ class DecodeEngine:
             self._grow()
         i = self.free_slots.pop()
         self.rem[i] = tokens
-        row = (hbm_bytes, hbf_bytes, flush_bytes, hbm_write_bytes)
-        self.bytes[i] = row
-        self.sums += row
+        row = (float(hbm_bytes), float(hbf_bytes), float(flush_bytes), float(hbm_write_bytes))
+        self.rows[i] = row
+        s = self.sums
+        s[0] += row[0]
+        s[1] += row[1]
+        s[2] += row[2]
+        s[3] += row[3]
         self.n += 1
         self.events[i] = ev
         self._reschedule()
