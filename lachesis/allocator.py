@@ -200,6 +200,15 @@ class TieredAllocator:
             s = np.sort(ids)
             dup = s[1:][s[1:] == s[:-1]]
             raise AllocationError(f"free: block id(s) {np.unique(dup)[:5].tolist()} given more than once (double free)")
+        self._release(ids, lo, hi)
+
+    def _free_owned(self, ids: np.ndarray) -> None:
+        """``free`` for the segment table's own block ids (int64, distinct by construction: every id
+        came from ``alloc`` and a row drops the ids it gives back), so only the allocation state is checked."""
+        if ids.size:
+            self._release(ids, int(ids.min()), int(ids.max()))
+
+    def _release(self, ids: np.ndarray, lo: int, hi: int) -> None:
         if not self._state[ids].all():
             not_used = self._state[ids] == 0
             raise AllocationError(f"free: block id(s) {ids[not_used][:5].tolist()} are not allocated (double free)")
@@ -477,7 +486,7 @@ class SegmentTable:
         row.last_use = float(now if last_use is None else last_use)
         self._n_closed += 1
         if self.policy.frees_at_boundary:
-            self.allocator.free(row.block_ids())
+            self.allocator._free_owned(row.block_ids())
             row.chunks = []
         elif row.n_blocks:
             self._dead[segment_id] = row
@@ -539,13 +548,13 @@ class SegmentTable:
             # Cached HBM blocks count as free for HBM placement: evict LRU dead HBM blocks first.
             k = min(nb - a.free_blocks(Tier.HBM), int(self._dead_blocks[0]))
             if k > 0:
-                a.free(self._evict(k, Tier.HBM))
+                a._free_owned(self._evict(k, Tier.HBM))
                 free_total += k
         if nb <= free_total:
             return a.alloc(want, nb)
         deficit = nb - free_total
         first = a.alloc(want, free_total) if free_total else None
-        a.free(self._evict(deficit))
+        a._free_owned(self._evict(deficit))
         rest = a.alloc(want, deficit)
         return rest if first is None else np.concatenate([first, rest])
 

@@ -257,15 +257,21 @@ class Lachesis:
         """Whether the worker is within the first k of the node's live-worker ranking right now."""
         _, keys, blocks, hbm_blocks = view.live_workers()
         me = view.worker_position(seg.segment_id)
-        est = np.maximum(blocks.astype(np.float64), view.stats.mean_worker_blocks)
-        est[me] = max(float(blocks[me] + seg.new_blocks), view.stats.mean_worker_blocks)
+        stats = view.stats
+        mean = stats.mean_worker_blocks
+        est = np.maximum(blocks.astype(np.float64), mean)
+        est[me] = max(float(blocks[me] + seg.new_blocks), mean)
         pinned = view.used(Tier.HBM) - int(hbm_blocks.sum())
-        reserve = view.stats.reviewer_reserve(view.live_reviewer_hbm_blocks())
+        reserve = stats.reviewer_reserve(view.live_reviewer_hbm_blocks())
         budget = view.total(Tier.HBM) - pinned - reserve
-        keys = np.where(np.isnan(keys), np.inf, keys)
+        nan = np.isnan(keys)
+        if nan.any():
+            keys = np.where(nan, np.inf, keys)
         order = np.argsort(keys, kind="stable")
-        k = int(np.searchsorted(np.cumsum(est[order]), budget + 1e-9, side="right"))
-        return bool((order[:k] == me).any())
+        # k = how many ranked workers fit; sizes are >= 0, so the running sum never decreases and the
+        # worker is within the first k exactly when the running sum up to and including it fits.
+        pos = int(np.flatnonzero(order == me)[0])
+        return bool(np.cumsum(est[order[: pos + 1]])[-1] <= budget + 1e-9)
 
 
 POLICIES: dict[str, type] = {p.name: p for p in (HBMFirst, HBMFirstReclaim, DeterministicOnly, Lachesis)}
