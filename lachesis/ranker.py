@@ -84,7 +84,8 @@ def spawn_signal(spawns: pd.DataFrame, requests: pd.DataFrame | None = None) -> 
         "session_id": sp["session_id"].astype(str),
         "instruction": sp["instruction"].fillna("").astype(str),
         "context_text": [_context_text(c) for c in sp["context"]],
-        "tools_text": [" ".join(str(t) for t in (v if isinstance(v, (list, tuple, np.ndarray)) else []))
+        # a spawn granted no tools gets the token NO_TOOLS, so the indicator block is never empty
+        "tools_text": [" ".join(str(t) for t in (v if isinstance(v, (list, tuple, np.ndarray)) else [])) or NO_TOOLS
                        for v in sp["tools"]],
     })
     out["instruction_words"] = out["instruction"].str.split().str.len().astype(float)
@@ -104,6 +105,9 @@ def spawn_signal(spawns: pd.DataFrame, requests: pd.DataFrame | None = None) -> 
         out["lead_request_index"] = j["_pos"].fillna(0).to_numpy(dtype=float)
         out["lead_tokens_before"] = j["_cum"].fillna(0).to_numpy(dtype=float)
     return out
+
+
+NO_TOOLS = "<no-tools>"
 
 
 def _log1p(x: Any) -> Any:

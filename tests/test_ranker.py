@@ -164,3 +164,19 @@ def test_on_embedded_corpus_small():
     assert (cv.groupby("session_id")["fold"].nunique() == 1).all()
     assert np.isfinite(cv["pred"]).all() and np.isfinite(R.kendall_tau(cv["pred"], cv["t_norm_s"]))
     assert set(cv["benchmark"]) <= {"appworld", "deepsearchqa", "swebench_verified", "terminalbench", "webarena"}
+
+
+def test_spawns_without_tools_still_rank() -> None:
+    """A source whose spawn records grant no tools (e.g. ChatDev phases) must not break the tool-indicator block."""
+    import pandas as pd
+
+    from lachesis.ranker import NO_TOOLS, SpawnRanker, spawn_signal
+
+    sp = pd.DataFrame({"session_id": ["s1", "s1", "s2", "s2"], "agent_id": ["a", "b", "c", "d"],
+                       "parent_agent_id": ["L1", "L1", "L2", "L2"], "role": "worker",
+                       "spawn_request_id": ["r1", "r1", "r2", "r2"],
+                       "instruction": ["write code", "review the design", "write tests", "write docs"],
+                       "context": [10, 20, 30, 40], "tools": [[], [], [], []], "model": "m", "spawn_index": [0, 1, 0, 1]})
+    assert (spawn_signal(sp)["tools_text"] == NO_TOOLS).all()
+    keys = SpawnRanker().fit(sp, [10.0, 20.0, 30.0, 40.0]).score(sp)
+    assert keys.shape == (4,) and np.isfinite(keys).all()

@@ -77,6 +77,28 @@ def workers_of(seg: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def spawn_ranking(res: AdapterResult, seg: pd.DataFrame, seed: int = 0) -> dict[str, Any]:
+    """How well this source's spawn records rank its worker lifetimes (§3.5): the paper's ridge ranker
+    fitted on this source alone, 5-fold CV grouped by session, out-of-fold Kendall τ and the k = n/10
+    selection shares.  Sources with fewer than five sessions with workers get the reason instead."""
+    from .. import ranker
+    from ..stats import kendall_tau
+
+    row: dict[str, Any] = dict(source=res.dataset)
+    if res.trace is None or not len(res.trace.spawns) or not (seg["seg_class"] == "worker").any():
+        return row | dict(note="no worker spawn records")
+    try:
+        oof = ranker.cross_validate(res.trace, seg, n_splits=5, seed=seed)
+    except ValueError as e:  # fewer than five sessions with workers
+        return row | dict(note=str(e))
+    p, t = oof["pred"].to_numpy(float), oof["t_norm_s"].to_numpy(float)
+    k = max(1, int(round(len(t) / 10)))
+    sh = characterize.selection_shares(p, t, k)
+    return row | dict(n_workers=len(oof), n_sessions=oof["session_id"].nunique(), kendall_tau=kendall_tau(p, t),
+                      k=k, share_k_shortest=sh["share_k_shortest"], share_k_longest=sh["share_k_longest"],
+                      random_share=sh["random_k_shortest"], note="")
+
+
 def mooncake_lifetimes(table: pd.DataFrame) -> pd.DataFrame:
     """Block-lifetime statistics of the Mooncake block table (reused blocks = used by ≥ 2 requests)."""
     reused = table[table["uses"] >= 2]
@@ -92,7 +114,7 @@ def mooncake_lifetimes(table: pd.DataFrame) -> pd.DataFrame:
 def build(source: str = "all", local: str | os.PathLike[str] | None = None, seed: int = 0) -> dict[str, Any]:
     """All tables of the real-traces report (see module docstring)."""
     loc = local if local else default_local()
-    info, segs, out = [], [], {}
+    info, segs, ranking, out = [], [], [], {}
     for name in sources(source):
         res = load(name, local=loc)
         row: dict[str, Any] = dict(source=name, skipped="; ".join(f"{k}: {v}" for k, v in res.skipped.items()),
@@ -101,6 +123,7 @@ def build(source: str = "all", local: str | os.PathLike[str] | None = None, seed
             req = res.trace.requests
             s, n_ext, tok_ext = segments_of(res, seed)
             segs.append(s)
+            ranking.append(spawn_ranking(res, s, seed))
             row.update(sessions=req["session_id"].nunique(), requests=len(req), agents=req["agent_id"].nunique(),
                        spawns=len(res.trace.spawns), segments=len(s), undeclared_external_prefix_requests=n_ext,
                        undeclared_external_prefix_tokens=tok_ext)
@@ -126,6 +149,7 @@ def build(source: str = "all", local: str | os.PathLike[str] | None = None, seed
     out["workers"] = w
     out["inter_worker"] = characterize.worker_heterogeneity_table(w[w.groupby("group")["agent_id"].transform("size") >= 5]) \
         if len(w) else pd.DataFrame()
+    out["ranking"] = pd.DataFrame(ranking)
     out["compare"] = compare(out)
     return out
 
@@ -164,6 +188,15 @@ def compare(out: dict[str, Any]) -> pd.DataFrame:
                      ("worker writes p90/p10" + n, r.writes_p90_over_p10, paper.WORKER_WRITES_P90_OVER_P10),
                      ("Kendall tau(T_norm, writes)" + n, r.kendall_tau_tnorm_vs_writes,
                       paper.WORKER_TNORM_VS_TOKENS_KENDALL)]
+    rk = out.get("ranking")
+    if rk is not None and "kendall_tau" in rk:
+        for r in rk.dropna(subset=["kendall_tau"]).itertuples():
+            n = f" [{r.source}, n={int(r.n_workers)} workers/{int(r.n_sessions)} sessions]"
+            rows += [("spawn-record ranker Kendall tau (out of fold)" + n, r.kendall_tau, paper.RANKER_KENDALL_TAU),
+                     ("ranker k=n/10: share of the k shortest-lived" + n, r.share_k_shortest,
+                      paper.FIG7B_AT_K10["share_of_k_shortest"]),
+                     ("ranker k=n/10: share of the k longest-lived" + n, r.share_k_longest,
+                      paper.FIG7B_AT_K10["share_of_k_longest"])]
     m = out.get("mooncake")
     if m is not None:
         v = m.set_index("statistic")["value"]
