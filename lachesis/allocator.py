@@ -619,6 +619,20 @@ class SegmentTable:
             raise KeyError(f"worker segment {segment_id!r} is not live in the segment table")
         return int(self._w_alive[: row.wslot].sum())
 
+    def worker_ranking(self, segment_id: str) -> tuple[np.ndarray, np.ndarray, int, int]:
+        """(rank keys, blocks, total HBM blocks) of the live workers in open order, and one worker's
+        position: :meth:`live_workers` + :meth:`worker_position` in one call (read-only arrays)."""
+        row = self._workers.get(segment_id)
+        if row is None:
+            raise KeyError(f"worker segment {segment_id!r} is not live in the segment table")
+        n = self._w_n
+        if self._w_dead:
+            m = self._w_alive[:n]
+            return (self._w_keys[:n][m], self._w_blocks[:n][m], int(self._w_hbm[:n][m].sum()),
+                    int(m[: row.wslot].sum()))
+        # no worker closed since the last compaction: every slot is alive
+        return self._w_keys[:n], self._w_blocks[:n], int(self._w_hbm[:n].sum()), row.wslot
+
     def live_reviewer_hbm_blocks(self) -> int:
         return sum(r.n_hbm for r in self._reviewers.values())
 

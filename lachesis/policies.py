@@ -255,13 +255,18 @@ class Lachesis:
     @staticmethod
     def admitted(seg: SegmentInfo, view: MemoryView) -> bool:
         """Whether the worker is within the first k of the node's live-worker ranking right now."""
-        _, keys, blocks, hbm_blocks = view.live_workers()
-        me = view.worker_position(seg.segment_id)
+        ranking = getattr(view, "worker_ranking", None)  # the segment table's one-call form of the two below
+        if ranking is not None:
+            keys, blocks, hbm_live_workers, me = ranking(seg.segment_id)
+        else:
+            _, keys, blocks, hbm_blocks = view.live_workers()
+            me = view.worker_position(seg.segment_id)
+            hbm_live_workers = int(hbm_blocks.sum())
         stats = view.stats
         mean = stats.mean_worker_blocks
         est = np.maximum(blocks.astype(np.float64), mean)
         est[me] = max(float(blocks[me] + seg.new_blocks), mean)
-        pinned = view.used(Tier.HBM) - int(hbm_blocks.sum())
+        pinned = view.used(Tier.HBM) - hbm_live_workers
         reserve = stats.reviewer_reserve(view.live_reviewer_hbm_blocks())
         budget = view.total(Tier.HBM) - pinned - reserve
         nan = np.isnan(keys)
