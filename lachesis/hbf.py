@@ -332,6 +332,24 @@ def kv_landing_time(tokens: ArrayLike, tier: Literal["hbm", "hbf"], memory: Memo
     return _out(_div(n * model.kv_bytes_per_token, bw, f"{tier} landing"))
 
 
+
+def landing_fn(memory: MemoryConfig, model: ModelSpec):
+    """``f(hbm_tokens, hbf_tokens) -> s``: :func:`kv_landing_time` of both tiers in parallel (their max),
+    bandwidths bound once for the simulator's per-request call; the same float operations."""
+    bw_hbm, bw_hbf = memory.hbm_stacks * memory.hbm.write_bw, memory.hbf_write_bw
+    kb, inf = model.kv_bytes_per_token, math.inf
+
+    def land(hbm_tokens: float, hbf_tokens: float) -> float:
+        if not (bw_hbm > 0 and bw_hbf > 0 and 0 <= hbm_tokens < inf and 0 <= hbf_tokens < inf):
+            t1 = kv_landing_time(hbm_tokens, "hbm", memory=memory, model=model) if hbm_tokens else 0.0
+            t2 = kv_landing_time(hbf_tokens, "hbf", memory=memory, model=model) if hbf_tokens else 0.0
+            return float(max(t1, t2))
+        t1 = hbm_tokens * kb / bw_hbm if hbm_tokens else 0.0
+        t2 = hbf_tokens * kb / bw_hbf if hbf_tokens else 0.0
+        return float(max(t1, t2))
+
+    return land
+
 # ---------------------------------------------------------------------------------------------
 # Lifetime and settling
 # ---------------------------------------------------------------------------------------------

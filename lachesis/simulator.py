@@ -90,6 +90,14 @@ def _step_fn(cfg: Config) -> Callable[..., float]:
     return lambda b, h, fl_, fl, hw: step_time(cfg, b, h, fl_, fl, hw)
 
 
+def _landing_fn(cfg: Config) -> Callable[[float, float], float]:
+    """``(hbm_tokens, hbf_tokens) -> s``: :func:`landing_time` with hbf.py's bandwidths bound once."""
+    f = getattr(_hbf, "landing_fn", None)
+    if f is not None:
+        return f(cfg.memory, cfg.model)
+    return lambda h, fl: landing_time(cfg, h, fl)
+
+
 def landing_time(cfg: Config, hbm_tokens: float, hbf_tokens: float) -> float:
     """Time (s) for a request's prefilled KV to land on the decode node (both tiers in parallel)."""
     bpt = cfg.model.kv_bytes_per_token
@@ -186,7 +194,10 @@ class Plan:
 
             def rd(q):
                 a, b = self.r_ptr[q], self.r_ptr[q + 1]
-                return (self.r_seg[a:b].tolist(), self.r_tok[a:b].astype(float)) if b > a else None
+                if b <= a:
+                    return None
+                rt = self.r_tok[a:b].astype(float)
+                return self.r_seg[a:b].tolist(), rt, float(rt.sum())
 
             self._lists = dict(
                 t_user=self.t_user.tolist(), t_tools=self.t_tools.tolist(), t_obs=self.t_obs.tolist(),
@@ -654,6 +665,7 @@ def simulate(plan: Plan, cfg: Config, policy: Any, n_sessions: int, seed: int = 
     t_user, t_tools, t_obs, out_tok = L["t_user"], L["t_tools"], L["t_obs"], L["out"]
     writes, reads, c_arr, c_end = L["writes"], L["reads"], L["close_arrival"], L["close_end"]
     ttft_ref = cfg.clock.ttft_ref_s
+    landing = _landing_fn(cfg)
 
     ff: dict[int, float] = {}  # session instance -> fast-forward seconds left (steady-state start)
 
@@ -680,15 +692,15 @@ def simulate(plan: Plan, cfg: Config, policy: Any, n_sessions: int, seed: int = 
                 f_w += f
             ctx_h = ctx_f = 0.0
             if reads[q]:
-                rs, rt = reads[q]
+                rs, rt, rt_sum = reads[q]
                 frac = mem.hbm_fraction(inst, rs)
                 ctx_h = float(rt @ frac) * bpt
-                ctx_f = float(rt.sum()) * bpt - ctx_h
+                ctx_f = rt_sum * bpt - ctx_h
             out = out_tok[q]
             tot = h_w + f_w
             hbf_share = f_w / tot if tot > 0 else 0.0
             pre = max(tot - out, 0)
-            land = landing_time(cfg, pre * (1 - hbf_share), pre * hbf_share) if land_on and pre else 0.0
+            land = landing(pre * (1 - hbf_share), pre * hbf_share) if land_on and pre else 0.0
             if land > 0:
                 yield env.timeout(land)
             flush, hbmw = hbf_share * bpt, (1 - hbf_share) * bpt if tot > 0 else 0.0
