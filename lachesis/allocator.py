@@ -170,6 +170,8 @@ class TieredAllocator:
                 f"alloc({t.name}, {n}): only {self._top[Tier.HBM]} HBM + {self._top[Tier.HBF]} HBF blocks free"
             )
         take = min(n, self._top[t])
+        if take == 0 and n:  # the tier is full: everything from the other tier
+            return self._pop(other, n)
         first = self._pop(t, take)
         if take == n:
             return first

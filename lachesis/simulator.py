@@ -516,7 +516,8 @@ class Memory:
         from lachesis.allocator import AllocationError
 
         table = self.table
-        h0, f0 = table.tokens_written()
+        tok = table._tok  # running (HBM, HBF) token counters (read-only peek, as tokens_written())
+        h0, f0 = tok[0], tok[1]
         sid, cls, key = f"{inst}:{s}", self._cls[s], self._key[s]
         if self.events is not None:
             self.events.append((now, "write", sid, cls, int(tokens), str(inst), key))
@@ -524,8 +525,7 @@ class Memory:
             table.add_write(sid, tokens, now, seg_class=cls, session_id=str(inst), role=self._role[s], rank_key=key)
         except AllocationError as exc:
             raise OutOfMemory(str(exc)) from exc
-        h1, f1 = table.tokens_written()
-        return h1 - h0, f1 - f0
+        return tok[0] - h0, tok[1] - f0
 
     def close(self, inst: int, s: int, now: float) -> None:
         """Report segment ``s``'s boundary (frees, or caches under a boundary-unaware policy)."""
