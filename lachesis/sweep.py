@@ -20,10 +20,11 @@ tqdm bar, or on a Dask cluster when a scheduler address is given.  Points of one
 (workload, model, configuration, SLO) cell run in one task, each policy's search hinted by the
 previous policy's N*.
 
-Measured cost (2-core container, scale 1, "paper" preset, two local processes): 13 points
-(multi-agent 1/7 + 8/8* tight, no-reviewer 2/6 loose, τ³-bench and BFCLv4 1/7) in 133 s wall,
-≈10 s per point, so the whole 160-point Fig. 9–12 grid takes ≈27 min — about 2.7× the 10-minute
-budget; the CI preset runs each notebook's reduced grid in ≈30 s.
+Measured cost (2-core container, scale 1, "paper" preset, two local processes, idle machine): a
+10-point sample (multi-agent 1/7 + 8/8* tight Qwen3 × 3 policies, τ³-bench and BFCLv4 2/6 Maverick ×
+2 policies) takes 42 s wall including the per-process plan builds (103 s before the simulator /
+allocator fast paths, with byte-identical cached results), so the whole 160-point Fig. 9–12 grid
+(≈25 min before) takes ≈9–10 min; the CI preset runs each notebook's reduced grid in ≈30 s.
 """
 
 from __future__ import annotations
