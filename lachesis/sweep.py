@@ -23,8 +23,10 @@ previous policy's N*.
 Measured cost (2-core container, scale 1, "paper" preset, two local processes, idle machine): a
 10-point sample (multi-agent 1/7 + 8/8* tight Qwen3 × 3 policies, τ³-bench and BFCLv4 2/6 Maverick ×
 2 policies) takes 42 s wall including the per-process plan builds (103 s before the simulator /
-allocator fast paths, with byte-identical cached results), so the whole 160-point Fig. 9–12 grid
-(≈25 min before) takes ≈9–10 min; the CI preset runs each notebook's reduced grid in ≈30 s.
+allocator fast paths, with byte-identical cached results).  The whole 160-point Fig. 9–12 grid from an
+empty cache, both notebooks through papermill: 306 s (multi-agent) + 249 s (single-agent) = 9 min 18 s
+(≈28 min before), its grid CSVs byte-identical to the earlier run; the CI preset runs each notebook's
+reduced grid in ≈30 s.
 """
 
 from __future__ import annotations
