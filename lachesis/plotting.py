@@ -34,7 +34,10 @@ def save_figure(fig: plt.Figure, out_dir: str | Path, stem: str) -> list[Path]:
     paths = []
     for ext in ("png", "pdf"):
         p = out_path(out_dir, f"{stem}.{ext}")
-        atomic_write(p, lambda t, ext=ext: fig.savefig(t, format=ext, dpi=150, bbox_inches="tight"))
+        # no creation date in the PDF, so the same numbers give the same bytes
+        meta = {"CreationDate": None} if ext == "pdf" else {}
+        atomic_write(p, lambda t, ext=ext, meta=meta: fig.savefig(t, format=ext, dpi=150, bbox_inches="tight",
+                                                                  metadata=meta))
         paths.append(p)
     return paths
 

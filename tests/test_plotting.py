@@ -34,3 +34,14 @@ def test_outputs_are_written(tmp_path) -> None:
     assert pd.read_csv(save_numbers(df, tmp_path, "t"))["x"].tolist() == [1.0, 2.5]
     assert "| x |" in save_markdown(df, tmp_path, "t").read_text()
     assert not list(tmp_path.glob(".*tmp"))  # no temporary file left behind
+
+
+def test_figures_are_byte_reproducible(tmp_path) -> None:
+    def draw(d):
+        fig, ax = plt.subplots()
+        ax.plot([1, 2, 3], [3, 1, 2])
+        paths = save_figure(fig, d, "f")
+        plt.close(fig)
+        return [p.read_bytes() for p in paths]
+
+    assert draw(tmp_path / "a") == draw(tmp_path / "b")
