@@ -24,8 +24,8 @@ Measured cost (2-core container, scale 1, "paper" preset, two local processes, i
 10-point sample (multi-agent 1/7 + 8/8* tight Qwen3 × 3 policies, τ³-bench and BFCLv4 2/6 Maverick ×
 2 policies) takes 42 s wall including the per-process plan builds (103 s before the simulator /
 allocator fast paths, with byte-identical cached results).  The whole 160-point Fig. 9–12 grid from an
-empty cache, both notebooks through papermill: 306 s (multi-agent) + 249 s (single-agent) = 9 min 18 s
-(≈28 min before), its grid CSVs byte-identical to the earlier run; the CI preset runs each notebook's
+empty cache, both notebooks through papermill: 306 s (multi-agent) + 249 s (single-agent) = 9 min 18 s,
+and 11 min 10 s in a second run (≈28 min before), grid CSVs byte-identical across the runs; the CI preset runs each notebook's
 reduced grid in ≈30 s.
 """
 
