@@ -21,12 +21,20 @@ def notebook_parameters(path: Path) -> set[str]:
     return set(pm.inspect_notebook(str(path)).keys())
 
 
+def project_root(params_file: Path) -> Path:
+    """The nearest folder above the params file (or else the working directory) that holds ``notebooks/``."""
+    for d in [*Path(params_file).resolve().parents, Path.cwd()]:
+        if (d / "notebooks").is_dir():
+            return d
+    raise FileNotFoundError(f"{params_file}: no notebooks/ folder above it or in {Path.cwd()}")
+
+
 def run_notebooks(params_file: Path, only: list[str] | None = None, build: Path | None = None) -> list[Path]:
     import papermill as pm
 
     params_file = Path(params_file)
     spec = yaml.safe_load(params_file.read_text()) or {}
-    root = params_file.resolve().parent.parent.parent if params_file.parent.name == "params" else Path.cwd()
+    root = project_root(params_file)
     nb_dir = root / "notebooks"
     build = build or root / "build" / "notebooks"
     build.mkdir(parents=True, exist_ok=True)

@@ -22,3 +22,14 @@ def test_missing_trace_is_a_clean_error(tmp_path, capsys) -> None:
     rc = main(["segments", str(tmp_path / "nope")])
     assert rc == 2
     assert "no trace at" in capsys.readouterr().err
+
+
+def test_reproduce_finds_the_project_from_any_params_file(tmp_path, monkeypatch) -> None:
+    from pathlib import Path
+
+    from lachesis.reproduce import project_root
+
+    repo = Path(__file__).resolve().parents[1]
+    assert project_root(repo / "notebooks" / "params" / "paper.yaml") == repo
+    monkeypatch.chdir(repo)  # a params file elsewhere falls back to the working directory
+    assert project_root(tmp_path / "mine.yaml") == repo

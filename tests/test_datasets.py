@@ -180,12 +180,18 @@ def _point_registry_at(monkeypatch, base_url: str, name: str):
     return reg
 
 
-def test_fetch_downloads_verifies_and_caches(monkeypatch, tmp_path, local_http):
-    origin, url = local_http
-    name = "azure_llm_2023"
+def _serve_from(monkeypatch, origin, url, name):
+    """Point the registry at the loopback server and put the shared copy of ``name`` at its origin."""
     reg = _point_registry_at(monkeypatch, url, name)
     for p in reg["local_path"]:
         shutil.copyfile(SHARED / name / p, origin / p)
+    return reg
+
+
+def test_fetch_downloads_verifies_and_caches(monkeypatch, tmp_path, local_http):
+    origin, url = local_http
+    name = "azure_llm_2023"
+    _serve_from(monkeypatch, origin, url, name)
     monkeypatch.setenv("LACHESIS_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("LACHESIS_DATA", raising=False)
     d = ds.fetch(name)
@@ -198,9 +204,7 @@ def test_fetch_downloads_verifies_and_caches(monkeypatch, tmp_path, local_http):
 def test_fetch_rejects_a_corrupted_download_and_keeps_nothing(monkeypatch, tmp_path, local_http):
     origin, url = local_http
     name = "azure_llm_2023"
-    reg = _point_registry_at(monkeypatch, url, name)
-    for p in reg["local_path"]:
-        shutil.copyfile(SHARED / name / p, origin / p)
+    _serve_from(monkeypatch, origin, url, name)
     csv = origin / "AzureLLMInferenceTrace_conv.csv"
     csv.write_bytes(csv.read_bytes()[:-1000])  # truncated at the origin
     monkeypatch.setenv("LACHESIS_CACHE", str(tmp_path / "cache"))
