@@ -181,8 +181,8 @@ def validate_requests(df: pd.DataFrame, source: str = "<memory>") -> pd.DataFram
         out[col] = _check_column(df, col, kind, source)
     for col, kind in OPTIONAL_REQUEST_COLUMNS.items():
         if col in df.columns:
-            out[col] = _check_column(df, col, kind + "?" if kind != "list" else kind, source) \
-                if kind != "float" else _check_float_opt(df, col, source)
+            # an optional float may hold gaps (NaN); other optional kinds are checked like required ones
+            out[col] = _check_float_opt(df, col, source) if kind == "float" else _check_column(df, col, kind + "?", source)
     for col in df.columns:  # keep user extras untouched
         if col not in out.columns:
             out[col] = df[col]
