@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -392,6 +392,7 @@ class DecodeEngine:
         self.gen = 0
         self.tpot: list[float] = []
         self.tpot_w: list[float] = []
+        self.tpot_t: list[float] = []  # end time of each recorded interval (windows filter on it)
         self.max_batch = 0
 
     def _grow(self) -> None:
@@ -410,6 +411,7 @@ class DecodeEngine:
             if now > self.record_from:
                 self.tpot.append(self.tau)
                 self.tpot_w.append(steps * self.n)
+                self.tpot_t.append(now)
         self.t_last = now
 
     def _reschedule(self) -> None:
@@ -503,7 +505,7 @@ class Memory:
         hbf = int(max(cfg.memory.hbf_bytes - weight_bytes, 0) // block_bytes)
         self.alloc = TieredAllocator(hbm, hbf)
         self.table = SegmentTable(self.alloc, self.policy, bt, self.bpt)
-        self._mark: dict[str, np.ndarray] = {}
+        self._marks: dict[int, dict[str, np.ndarray]] = {}  # window -> per-class totals at its warm-up end
         lists = plan.lists()  # per-segment class/role/key as Python objects (no numpy scalars per event)
         self._cls, self._role, self._key = lists["seg_class"], lists["seg_role"], lists["seg_key"]
         self.events: list[tuple] | None = None  # set to [] to record the allocator event stream
@@ -562,15 +564,16 @@ class Memory:
         return (float(live_h), float(live_f), float(self.table.cached(Tier.HBM) * bb),
                 float(self.table.cached(Tier.HBF) * bb), float(tok[0] * self.bpt), float(tok[1] * self.bpt))
 
-    def mark(self) -> None:
-        """Remember the per-class totals now (start of the measurement window)."""
-        self._mark = {c: v.copy() for c, v in self.table.totals.tokens_by_class.items()}
+    def mark(self, window: int = 0) -> None:
+        """Remember the per-class totals now (start of ``window``'s measurement)."""
+        self._marks[window] = {c: v.copy() for c, v in self.table.totals.tokens_by_class.items()}
 
-    def bytes_by_class_tier(self) -> dict[str, dict[str, float]]:
-        """Bytes written per class and tier since :meth:`mark`."""
+    def bytes_by_class_tier(self, window: int = 0) -> dict[str, dict[str, float]]:
+        """Bytes written per class and tier since :meth:`mark` of ``window`` (since the start if unmarked)."""
         out = {}
+        mark = self._marks.get(window, {})
         for c, v in self.table.totals.tokens_by_class.items():
-            d = v - self._mark.get(c, 0)
+            d = v - mark.get(c, 0)
             out[c] = {"hbm": float(d[0] * self.bpt), "hbf": float(d[1] * self.bpt)}
         return out
 
@@ -629,6 +632,15 @@ def weighted_quantile(x: np.ndarray, w: np.ndarray, q: float) -> float:
     return float(x[o][np.searchsorted(c, q * c[-1], side="left").clip(0, len(x) - 1)])
 
 
+@dataclass(frozen=True)
+class Window:
+    """One observation of a run: simulate until ``duration_s``, measure after ``warmup_s``, take ``n_samples`` snapshots."""
+
+    duration_s: float
+    warmup_s: float
+    n_samples: int = 200
+
+
 def simulate(plan: Plan, cfg: Config, policy: Any, n_sessions: int, seed: int = 0,
              duration_s: float | None = None, warmup_s: float | None = None,
              n_samples: int = 200, step_fn: Callable[..., float] | None = None,
@@ -641,6 +653,25 @@ def simulate(plan: Plan, cfg: Config, policy: Any, n_sessions: int, seed: int = 
     mean_s = plan.mean_session_s
     warmup_s = mean_s if warmup_s is None else warmup_s
     duration_s = warmup_s + 3 * mean_s if duration_s is None else duration_s
+    runs = simulate_windows(plan, cfg, policy, n_sessions, [Window(duration_s, warmup_s, n_samples)], seed=seed,
+                            step_fn=step_fn, land=land, record_events=record_events)
+    return next(runs)
+
+
+def simulate_windows(plan: Plan, cfg: Config, policy: Any, n_sessions: int, windows: Sequence[Window],
+                     seed: int = 0, step_fn: Callable[..., float] | None = None,
+                     land: bool = True, record_events: bool = False) -> Iterator[SimResult]:
+    """One run observed through several windows of increasing length; yields one result per window.
+
+    The run pauses after each window's result, so a caller that needs the longer windows only
+    sometimes (the capacity search's candidate at N*) continues it instead of replaying from the
+    start.  Each window's result equals :func:`simulate` with that window's settings alone: the
+    extra markers and samplers only read state, and simpy keeps the other events' order.
+    """
+    windows = list(windows)
+    if not windows or any(b.duration_s < a.duration_s for a, b in zip(windows, windows[1:])):
+        raise ValueError("simulate_windows: need at least one window, in non-decreasing duration_s")
+    first_warmup = min(w.warmup_s for w in windows)
     env = simpy.Environment()
     land_on = land
     model: ModelSpec = cfg.model
@@ -648,11 +679,12 @@ def simulate(plan: Plan, cfg: Config, policy: Any, n_sessions: int, seed: int = 
     mem = Memory(plan, cfg, policy, weight_storage_bytes_per_gpu(cfg))
     if record_events:
         mem.events = []
-    engine = DecodeEngine(env, step_fn or _step_fn(cfg), record_from=warmup_s)
+    engine = DecodeEngine(env, step_fn or _step_fn(cfg), record_from=first_warmup)
     rng = np.random.default_rng([seed, n_sessions, zlib.crc32(plan.fingerprint.encode())])
     order = rng.permutation(len(plan.sessions))
     counter = {"next": 0, "inst": 0, "req": 0, "sess": 0, "live": 0}
     ttft: list[float] = []
+    ttft_t: list[float] = []  # admission time of each TTFT (windows filter on it)
     state = {"oom": False}
 
     def next_session() -> tuple[int, str]:
@@ -707,8 +739,9 @@ def simulate(plan: Plan, cfg: Config, policy: Any, n_sessions: int, seed: int = 
             if ff.get(inst, 0.0) > 0:  # fast-forward: this request's decode happened before the start
                 ff[inst] = max(ff[inst] - out * NOMINAL_TPOT_S, 0.0)
             else:
-                if env.now > warmup_s:
+                if env.now > first_warmup:
                     ttft.append(ttft_ref + land + engine.current_step(ctx_h, ctx_f, flush, hbmw))
+                    ttft_t.append(env.now)
                 yield engine.join(out, ctx_h, ctx_f, flush, hbmw)
             counter["req"] += 1
             for s in c_end[q]:
@@ -742,39 +775,61 @@ def simulate(plan: Plan, cfg: Config, policy: Any, n_sessions: int, seed: int = 
             counter["sess"] += 1
             counter["live"] -= 1
 
-    samples: list[tuple] = []
+    samples: list[list[tuple]] = [[] for _ in windows]
 
-    def sampler():
-        dt = duration_s / n_samples
+    def sampler(k: int):
+        dt = windows[k].duration_s / windows[k].n_samples
+        out = samples[k]
         while True:
-            samples.append((env.now, counter["live"]) + mem.snapshot())
+            out.append((env.now, counter["live"]) + mem.snapshot())
             yield env.timeout(dt)
 
-    def marker():
-        yield env.timeout(warmup_s)
-        mem.mark()
+    def marker(k: int):
+        yield env.timeout(windows[k].warmup_s)
+        mem.mark(k)
 
-    env.process(marker())
+    for k in range(len(windows)):
+        env.process(marker(k))
     # Steady-state start: in a closed loop a slot is found in a session with probability
     # proportional to its span, at a uniform phase of it; each slot's first session is drawn so and
     # fast-forwarded (its KV written, no decode, no waiting) to that phase.
     firsts = rng.choice(len(plan.sessions), size=n_sessions, p=spans / spans.sum())
     for i in range(n_sessions):
         env.process(slot(int(firsts[i]), float(rng.uniform(0, spans[firsts[i]]))))
-    env.process(sampler())
-    try:
-        env.run(until=duration_s)
-    except OutOfMemory:
-        state["oom"] = True
-    samples.append((env.now, counter["live"]) + mem.snapshot())
-    return _result(plan, cfg, policy, n_sessions, env.now, warmup_s, engine, ttft, counter, state, samples, mem)
+    for k in range(len(windows)):
+        env.process(sampler(k))
+    stops = [_stop_at(env, w.duration_s) for w in windows]
+    for k, w in enumerate(windows):
+        if not state["oom"]:
+            try:
+                env.run(until=stops[k])
+            except OutOfMemory:
+                state["oom"] = True
+        samples[k].append((env.now, counter["live"]) + mem.snapshot())
+        yield _result(plan, cfg, policy, n_sessions, env.now, w.warmup_s, engine, ttft, ttft_t, counter, state,
+                      samples[k], mem, k)
 
 
-def _result(plan, cfg, policy, n, now, warmup_s, engine, ttft, counter, state, samples, mem) -> SimResult:
+def _stop_at(env: simpy.Environment, t: float) -> simpy.Event:
+    """An event at absolute time ``t`` that ends ``env.run`` there, as ``env.run(until=t)`` does from time 0
+    (urgent, so nothing else at ``t`` runs first).  Scheduled up front, it lands on exactly ``t``; a
+    float ``until`` given later would land on ``now + (t - now)``, which can differ in the last bit."""
+    ev = simpy.Event(env)
+    ev._ok, ev._value = True, None  # a triggered event, as simpy builds its own ``until`` event
+    env.schedule(ev, simpy.core.URGENT, t - env.now)
+    return ev
+
+
+def _result(plan, cfg, policy, n, now, warmup_s, engine, ttft, ttft_t, counter, state, samples, mem,
+            window: int) -> SimResult:
     ser = pd.DataFrame(samples, columns=["t_s", "sessions_live", "live_hbm_bytes", "live_hbf_bytes",
                                          "cached_hbm_bytes", "cached_hbf_bytes", "hbm_written_bytes",
                                          "hbf_written_bytes"])
     tp, tw = np.asarray(engine.tpot), np.asarray(engine.tpot_w)
+    if engine.record_from < warmup_s:  # a later window of a multi-window run: its own measurement span
+        keep = np.asarray(engine.tpot_t) > warmup_s
+        tp, tw = tp[keep], tw[keep]
+        ttft = [v for v, t in zip(ttft, ttft_t) if t > warmup_s]
     ser = ser.drop_duplicates("t_s", keep="last").reset_index(drop=True)
     meas = ser[ser["t_s"] >= warmup_s]
     if len(meas) >= 4 and not state["oom"]:
@@ -782,7 +837,7 @@ def _result(plan, cfg, policy, n, now, warmup_s, engine, ttft, counter, state, s
     else:
         rate, settled, t_set = float("nan"), False, float("nan")
     life = lifetime_years(cfg, rate) if np.isfinite(rate) else float("nan")
-    by_ct = mem.bytes_by_class_tier()
+    by_ct = mem.bytes_by_class_tier(window)
     tiers = {"hbm": sum(v["hbm"] for v in by_ct.values()), "hbf": sum(v["hbf"] for v in by_ct.values())}
     return SimResult(
         n_sessions=n, policy=getattr(policy, "name", str(policy)), sim_s=float(now), warmup_s=float(warmup_s),

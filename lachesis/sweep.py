@@ -48,7 +48,7 @@ from lachesis import simulator as sim
 from lachesis.config import DEFAULT, MEMORY_CONFIGS, MODELS, SLOS, Config, memory_config
 from lachesis.trace import atomic_write
 
-CODE_VERSION = f"sweep-1/{sim.SIM_VERSION}"
+CODE_VERSION = f"sweep-2/{sim.SIM_VERSION}"
 MULTI_POLICIES = ("hbm_first", "deterministic", "lachesis")
 SINGLE_POLICIES = ("hbm_first", "lachesis")
 MULTI_WORKLOADS = ("multi_agent", "multi_agent_no_reviewer")
@@ -153,65 +153,147 @@ def capacity_search(plan: sim.Plan, cfg: Config, policy: str, seed: int = 0,
     the same workload/model/configuration/SLO) it starts there and steps by 10 %, 20 %, 40 %, …
     up or down until the boundary is bracketed.  Either way bisection then narrows the bracket to
     ``rel_tol`` × N, and the result is always a candidate that ran and met the SLO with the next
-    larger bracket end failing.
+    larger bracket end failing.  ``run(plan, cfg, policy, n, seed=, duration_s=, warmup_s=, n_samples=)``
+    is one candidate's short run (the simulator by default; a stub in tests).
     """
     warm, dur = _durations(plan, params.search_warmup, params.search_measure)
+
+    def probe(n: int):
+        return run(plan, cfg, policy, n, seed=seed, duration_s=dur, warmup_s=warm, n_samples=50), None
+
+    n_star, tried, _ = _search(probe, cfg, params, hint)
+    return n_star, tried
+
+
+def _search(probe, cfg: Config, params: SearchParams, hint: int | None) -> tuple[int, list[dict], Any]:
+    """The search of :func:`capacity_search` over ``probe(n) -> (short-run result, continuation)``.
+
+    Returns (N*, candidates tried, N*'s continuation).  Only the best feasible candidate's
+    continuation is kept; every other one is closed as soon as it is superseded.
+    """
     tried: dict[int, dict] = {}
+    best: dict[str, Any] = {"n": 0, "cont": None}
 
     def ok(n: int) -> bool:
         if n not in tried:
-            r = run(plan, cfg, policy, n, seed=seed, duration_s=dur, warmup_s=warm, n_samples=50)
-            tried[n] = dict(n=n, p99_tpot_s=r.p99_tpot_s, p99_ttft_s=r.p99_ttft_s, oom=r.oom,
-                            feasible=bool(r.meets(cfg.slo)))
+            r, cont = probe(n)
+            feasible = bool(r.meets(cfg.slo))
+            tried[n] = dict(n=n, p99_tpot_s=r.p99_tpot_s, p99_ttft_s=r.p99_ttft_s, oom=r.oom, feasible=feasible)
+            if feasible and n > best["n"]:
+                _close(best["cont"])
+                best.update(n=n, cont=cont)
+            else:
+                _close(cont)
         return tried[n]["feasible"]
 
-    def done() -> tuple[int, list[dict]]:
-        return lo, sorted(tried.values(), key=lambda d: d["n"])
+    def done() -> tuple[int, list[dict], Any]:
+        cont = best["cont"] if best["n"] == lo else None
+        if cont is None:
+            _close(best["cont"])
+        return lo, sorted(tried.values(), key=lambda d: d["n"]), cont
+
+    def margin(n: int) -> float | None:
+        return _margin(tried[n], cfg.slo)
+
+    def estimate(pts: list[int]) -> float | None:
+        """N at which the margin reaches 1, on the line through two tried candidates (or one and the origin)."""
+        ms = [(n, margin(n)) for n in pts]
+        ms = [(n, m) for n, m in ms if m is not None and m > 0]
+        if len(ms) == 1:
+            ms = [(0, 0.0)] + ms
+        if len(ms) != 2:
+            return None
+        (n0, m0), (n1, m1) = sorted(ms)
+        if n1 == n0 or m1 <= m0:
+            return None
+        return n0 + (1.0 - m0) * (n1 - n0) / (m1 - m0)
+
+    def width(n: int) -> int:
+        return max(1, int(params.rel_tol * n))
 
     lo, hi = 0, None
+    n_max = params.n_max
     if hint and hint > 1:
-        h = min(int(hint), params.n_max)
-        step = 0.1
-        if ok(h):
-            lo = h
-            while hi is None and lo < params.n_max:
-                nxt = min(max(lo + 1, int(lo * (1 + step))), params.n_max)
-                if ok(nxt):
-                    lo = nxt
-                else:
-                    hi = nxt
-                step *= 2
-        else:
-            hi = h
-            while lo == 0:
-                nxt = max(1, min(hi - 1, int(hi / (1 + step))))
-                if ok(nxt):
-                    lo = nxt
-                elif nxt == 1:
-                    return done()
-                else:
-                    hi = nxt
-                step *= 2
+        start = min(int(hint), n_max)
     else:
-        if not ok(1):
+        start = 1
+    if ok(start):
+        lo = start
+    elif start == 1:
+        return done()
+    else:
+        hi = start
+    # bracket from below (lo feasible, nothing above failed yet): the margin line's crossing, at least
+    # 2^k × rel_tol above lo after k estimates in a row that fell short, at most 2 × lo
+    streak = 0
+    while hi is None and lo < n_max:
+        feas = sorted(n for n, t in tried.items() if t["feasible"])[-2:]
+        est = estimate(feas) if lo > 1 else None
+        if est is None:
+            nxt = 2 * lo if start == 1 else max(lo + 1, int(lo * (1 + 0.1 * 2 ** streak)))
+        else:
+            floor_ = max(lo + width(lo), int(lo * (1 + params.rel_tol * 2 ** streak)))
+            nxt = min(max(int(round(est)), floor_), 2 * lo)
+        nxt = min(nxt, n_max)
+        if ok(nxt):
+            lo, streak = nxt, streak + (est is not None and nxt < 2 * lo)  # the estimate, not the cap, chose nxt
+        else:
+            hi = nxt
+    # bracket from above (the hint failed): the same, downward
+    streak = 0
+    while lo == 0:
+        infeas = sorted(n for n, t in tried.items() if not t["feasible"])[:2]
+        est = estimate(infeas)
+        if est is None:
+            nxt = max(1, min(hi - 1, int(hi / (1 + 0.1 * 2 ** streak))))
+        else:
+            ceil_ = min(hi - width(hi), int(hi / (1 + params.rel_tol * 2 ** streak)))
+            nxt = max(1, min(max(int(round(est)), hi // 2), ceil_, hi - 1))
+        if ok(nxt):
+            lo = nxt
+        elif nxt == 1:
             return done()
-        lo = 1
-        while hi is None:
-            nxt = min(lo * 2, params.n_max)
-            if nxt == lo:
-                break
-            if ok(nxt):
-                lo = nxt
-            else:
-                hi = nxt
-    if hi is not None:
-        while hi - lo > max(1, int(params.rel_tol * lo)):
-            mid = (lo + hi) // 2
-            if ok(mid):
-                lo = mid
-            else:
-                hi = mid
+        else:
+            hi, streak = nxt, streak + 1
+    # narrow, alternating two steps until the bracket is within rel_tol:
+    #   estimate: the margin line's crossing between lo and hi (regula falsi), kept inside the middle
+    #             half of the bracket, so a noisy margin still removes at least a quarter of it;
+    #   confirm:  one resolution step from the end the estimate just moved, which closes the bracket
+    #             when the estimate was right.
+    # Without margins (or with a flat margin line) each step is a bisection.
+    confirm = None  # side the last estimate landed on (True: feasible, lo moved)
+    while hi is not None and hi - lo > width(lo):
+        est = None
+        if confirm is None:
+            est = estimate([lo, hi])
+            q = (hi - lo) / 4
+            mid = (lo + hi) // 2 if est is None else int(round(min(max(est, lo + q), hi - q)))
+        elif confirm:
+            mid = lo + width(lo)
+        else:
+            mid = hi - max(1, int(params.rel_tol * hi / (1 + params.rel_tol)))
+        mid = min(max(mid, lo + 1), hi - 1)
+        feasible = ok(mid)
+        if feasible:
+            lo = mid
+        else:
+            hi = mid
+        confirm = feasible if (confirm is None and est is not None) else None
     return done()
+
+
+def _margin(rec: dict, slo: Any) -> float | None:
+    """A candidate's load relative to the SLO: max(p99 TPOT / bound, p99 TTFT / bound); None if unknown or OOM."""
+    if rec["oom"]:
+        return None
+    vals = [v for v in (rec["p99_tpot_s"] / slo.p99_tpot_s, rec["p99_ttft_s"] / slo.ttft_s) if v == v]
+    return max(vals) if vals else None
+
+
+def _close(cont: Any) -> None:
+    """Release a paused run (a generator from :func:`lachesis.simulator.simulate_windows`)."""
+    if cont is not None and hasattr(cont, "close"):
+        cont.close()
 
 
 def point_key(point: Point, plan_fingerprint: str, params: SearchParams) -> str:
@@ -231,13 +313,27 @@ def evaluate_point(point: Point, params: SearchParams = SearchParams(), cache_di
     if path is not None and path.exists():
         return json.loads(path.read_text())
     cfg = point.config()
-    n_star, tried = capacity_search(plan, cfg, point.policy, point.seed, params, hint=hint)
+    s_warm, s_dur = _durations(plan, params.search_warmup, params.search_measure)
     warm, dur = _durations(plan, params.warmup, params.measure)
+    windows = [sim.Window(s_dur, s_warm, 50), sim.Window(dur, warm, params.n_samples)]
+
+    def probe(n: int):
+        """A candidate's short run, paused so that N*'s run continues into the lifetime window."""
+        runs = sim.simulate_windows(plan, cfg, point.policy, n, windows, seed=point.seed)
+        return next(runs), runs
+
+    if s_dur > dur:  # a search window longer than the lifetime run: nothing to continue
+        probe = lambda n: (sim.simulate(plan, cfg, point.policy, n, seed=point.seed, duration_s=s_dur,  # noqa: E731
+                                        warmup_s=s_warm, n_samples=50), None)
+    n_star, tried, cont = _search(probe, cfg, params, hint)
     out: dict[str, Any] = dict(asdict(point), key=key, n_star=n_star, search=tried, code=CODE_VERSION,
                                warmup_s=warm, duration_s=dur)
     if n_star > 0:
-        r = sim.simulate(plan, cfg, point.policy, n_star, seed=point.seed, duration_s=dur, warmup_s=warm,
-                         n_samples=params.n_samples)
+        # Shortcut, not an approximation: N*'s search run and its lifetime run share every event up to the
+        # search window's end (same seed, same N), so the lifetime run continues it.
+        r = next(cont) if cont is not None else sim.simulate(plan, cfg, point.policy, n_star, seed=point.seed,
+                                                             duration_s=dur, warmup_s=warm, n_samples=params.n_samples)
+        _close(cont)
         out.update({k: v for k, v in r.to_dict().items() if k not in ("n_sessions", "policy")})
     else:
         out.update(lifetime_years=float("nan"), oom=True)

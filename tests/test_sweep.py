@@ -50,6 +50,56 @@ def test_hinted_search_finds_the_same_threshold(plan, hint):
         assert n_star == boundary, (hint, boundary)
 
 
+def _margin_oracle(boundary: float, noise: float = 0.0, seed: int = 0, calls: list | None = None):
+    """p99 TPOT = SLO × (0.1 + 0.9 n / boundary), times a fixed pseudo-random factor per n: a roofline-like load."""
+    slo = DEFAULT.slo.p99_tpot_s
+
+    def run(_p, _c, _pol, n, **kw):
+        if calls is not None:
+            calls.append(n)
+        jitter = 1 + noise * (np.random.default_rng([seed, n]).random() * 2 - 1)
+        tpot = slo * (0.1 + 0.9 * n / boundary) * jitter
+        return SimpleNamespace(p99_tpot_s=tpot, p99_ttft_s=0.5, oom=False, meets=lambda s, t=tpot: t <= s.p99_tpot_s)
+    return run
+
+
+@pytest.mark.parametrize("hint", [None, 30, 150, 900])
+def test_margin_guided_search_is_exact_and_cheaper(plan, hint):
+    """On a linear load, the regula-falsi steps land on the exact boundary with fewer runs than bisection."""
+    exact = W.SearchParams(n_max=4096, rel_tol=0)
+    for boundary in (7, 140, 1000):
+        calls: list[int] = []
+        n_star, _ = W.capacity_search(plan, DEFAULT, "lachesis", params=exact, hint=hint,
+                                      run=_margin_oracle(boundary, calls=calls))
+        assert n_star == boundary, (hint, boundary)
+        blind: list[int] = []  # the same oracle without margins (NaN TPOT): gallop/steps + bisection only
+        feas = lambda n, b=boundary: n <= b  # noqa: E731
+        W.capacity_search(plan, DEFAULT, "lachesis", params=exact, hint=hint,
+                          run=lambda _p, _c, _pol, n, **kw: (blind.append(n), SimpleNamespace(
+                              p99_tpot_s=float("nan"), p99_ttft_s=float("nan"), oom=False,
+                              meets=lambda s: feas(n)))[1])
+        assert len(calls) <= len(blind), (hint, boundary, calls, blind)
+        if boundary >= 140:
+            assert len(calls) < len(blind), (hint, boundary, calls, blind)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_search_on_noisy_load_keeps_its_guarantee(plan, seed):
+    """With ±8 % noise on the load (not monotone in N), N* still ran feasible and a failing candidate
+    lies within rel_tol above it; no candidate runs twice."""
+    params = W.SearchParams(n_max=4096, rel_tol=0.04)
+    for hint in (None, 100, 400):
+        calls: list[int] = []
+        n_star, tried = W.capacity_search(plan, DEFAULT, "lachesis", params=params, hint=hint,
+                                          run=_margin_oracle(250, noise=0.08, seed=seed, calls=calls))
+        by_n = {t["n"]: t for t in tried}
+        assert by_n[n_star]["feasible"]
+        above = [n for n, t in by_n.items() if n > n_star and not t["feasible"]]
+        assert above and min(above) - n_star <= max(1, int(0.04 * n_star))
+        assert len(calls) == len(set(calls))
+        assert 0.85 * 250 <= n_star <= 1.15 * 250
+
+
 def test_capacity_search_zero_when_one_session_fails(plan):
     run = lambda *a, **k: SimpleNamespace(p99_tpot_s=1.0, p99_ttft_s=0.0, oom=False, meets=lambda slo: False)  # noqa: E731
     assert W.capacity_search(plan, DEFAULT, "lachesis", run=run)[0] == 0
