@@ -189,3 +189,15 @@ def test_contract_columns():
                                     "input_tokens", "matched_prefix_tokens", "output_tokens", "reasoning_tokens",
                                     "tool_names", "n_observations"}
     assert "spawn_request_id" in SPAWN_COLUMNS and "instruction" in SPAWN_COLUMNS
+
+
+def test_atomic_write_gives_the_mode_open_would(tmp_path):
+    """mkstemp's private 0600 must not leak into results and caches other users read."""
+    import os
+    import stat
+
+    target = tmp_path / "out.json"
+    atomic_write(target, lambda t: t.write_text("{}"))
+    plain = tmp_path / "plain.json"
+    plain.write_text("{}")
+    assert stat.S_IMODE(os.stat(target).st_mode) == stat.S_IMODE(os.stat(plain).st_mode)
