@@ -2,14 +2,27 @@
 
 A *point* is (workload, memory configuration, model, SLO, policy).  For each point the capacity
 search finds the most concurrent sessions per GPU, N*, whose p99 TPOT and p99 TTFT meet the SLO
-and whose live KV fits HBM + HBF (minus the weights): galloping (N = 1, 2, 4, … until a candidate
-fails) then bisection, each candidate a SHORT closed-loop run (``search_warmup``/``search_measure``
-mean session durations), to a resolution of ``rel_tol`` × N.  Lifetime is then read from a LONGER run at N* (``warmup`` +
-``measure`` mean session durations) once the HBF write traffic has settled (hbf.py's rule).
+and whose live KV fits HBM + HBF (minus the weights), to a resolution of ``rel_tol`` × N.  Each
+candidate is a SHORT closed-loop run (``search_warmup``/``search_measure`` mean session durations).
+The search brackets the boundary (doubling from N = 1, or 10 %, 20 %, … steps from a hint), and
+narrows it.  Every run yields a *margin* (p99 TPOT / bound, or p99 TTFT / bound if larger), which
+grows roughly linearly with N, so both phases step to where the line through two candidates
+crosses 1 (secant while bracketing; regula falsi kept inside the middle half of the bracket, then
+one resolution step from the end it moved, while narrowing).  Without margins (out of memory,
+NaN) the steps fall back to doubling and bisection.  Lifetime is then read from a LONGER run at N*
+(``warmup`` + ``measure`` mean session durations) once the HBF write traffic has settled (hbf.py's
+rule).  That run is N*'s own search run continued (same seed and N share every event up to the
+search window's end; :func:`lachesis.simulator.simulate_windows` gives exactly the numbers of a
+separate run).
 
 ASSUMPTION (monotone capacity): feasibility is taken to be monotone in N (more sessions ⇒ larger
-batches and more live KV), which bisection needs; the search records every candidate it ran so a
-non-monotone case is visible in the cached JSON.
+batches and more live KV), which bracketing needs; the search records every candidate it ran so a
+non-monotone case is visible in the cached JSON.  It is monotone only in expectation: p99 TPOT of
+a short run is noisy by a few percent near N*, so two valid candidate sequences can settle on
+different N* within the noise.  Measured: the earlier bisection-only search and this one, on the
+same 160 points, gave N* differing by a median 3.3 % (max 25 %), lifetimes by a median 3.1 % (max
+17 %), and per-cell Lachesis/HBM-first gains by a median 5.4 % (max 35 %).  Read per-cell gains
+with that resolution.
 ASSUMPTION (durations): simulated time is counted in mean reference-clock session durations of the
 workload, so the same settings cover short single-agent and long multi-agent sessions.
 
@@ -20,13 +33,11 @@ tqdm bar, or on a Dask cluster when a scheduler address is given.  Points of one
 (workload, model, configuration, SLO) cell run in one task, each policy's search hinted by the
 previous policy's N*.
 
-Measured cost (2-core container, scale 1, "paper" preset, two local processes, idle machine): a
-10-point sample (multi-agent 1/7 + 8/8* tight Qwen3 × 3 policies, τ³-bench and BFCLv4 2/6 Maverick ×
-2 policies) takes 42 s wall including the per-process plan builds (103 s before the simulator /
-allocator fast paths, with byte-identical cached results).  The whole 160-point Fig. 9–12 grid from an
-empty cache, both notebooks through papermill: 306 s (multi-agent) + 249 s (single-agent) = 9 min 18 s,
-and 11 min 10 s in a second run (≈28 min before), grid CSVs byte-identical across the runs; the CI preset runs each notebook's
-reduced grid in ≈30 s.
+Measured cost (2-core container, scale 1, "paper" preset, two local processes): the whole 160-point
+Fig. 9–12 grid from an empty cache, both notebooks through papermill, takes 247 s (multi-agent) +
+191 s (single-agent) = 7 min 18 s.  Before the continued lifetime runs and the margin-guided search
+it took 9 min 18 s and 11 min 10 s in two runs, and ≈28 min before the simulator/allocator fast paths.
+The CI preset runs each notebook's reduced grid in ≈30 s.
 """
 
 from __future__ import annotations
