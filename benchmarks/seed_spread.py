@@ -10,6 +10,15 @@ notebooks compare with the paper, per seed.  Not a test: a measurement to read n
         [--which multi single] [--n-jobs 2]
 
 Seed 0 is the committed figures' run; with the default cache it is read back, not recomputed.
+
+Measured (seeds 0, 1, 2; 2-core container; 263 s + 232 s multi-agent, 207 s + 196 s single-agent for
+seeds 1 and 2):
+  multi-agent  per-cell Lachesis/HBM-first: cv median 6.0 %, spread (max/min - 1) median 12.4 %, max 45.6 %;
+               N* spread median 8.5 %, max 35.5 %.  Tight 1/7-4/4 range per seed: 1.13-1.90, 1.26-1.84,
+               1.23-1.70; loose: 1.23-1.80, 1.21-1.62, 1.13-1.75; 8/8* tight: 1.49-2.11, 1.49-2.55, 1.48-2.38
+               (with and without reviewer).
+  single-agent per-cell cv median 2.1 %, spread median 4.1 %, max 32.1 %; N* spread median 9.4 %, max 23.4 %.
+               τ³-bench range 1.05-1.45, 0.98-1.55, 1.04-1.73; BFCLv4 1.00-1.16, 0.99-1.15, 0.99-1.16.
 """
 
 from __future__ import annotations

@@ -542,7 +542,9 @@ class KyungSetting:
     layers whose all-to-all then syncs the devices).  Variation of L_in between prompts and of
     the KV read between ranks is left out (both would lengthen the slowest rank a little more).
     ``ep_barrier=False`` averages the landing over the ranks (the earlier reading, in
-    :func:`kyung_sensitivity`).
+    :func:`kyung_sensitivity`).  Note the decode-node simulator names a different landing
+    assumption (a landing delays only its own request; lachesis.simulator): with landing kept out
+    of the step here, 17 of 30 cells fall within ±15% (the "landing overlapped" sensitivity row).
     """
 
     model: ModelSpec = LLAMA4_MAVERICK
