@@ -247,7 +247,8 @@ def _search(probe, cfg: Config, params: SearchParams, hint: int | None) -> tuple
             nxt = min(max(int(round(est)), floor_), 2 * lo)
         nxt = min(nxt, n_max)
         if ok(nxt):
-            lo, streak = nxt, streak + (est is not None and nxt < 2 * lo)  # the estimate, not the cap, chose nxt
+            # count the steps that fell short: a hinted blind step (10 %, 20 %, 40 %, …) or an estimate below the cap
+            lo, streak = nxt, streak + ((start != 1) if est is None else (nxt < 2 * lo))
         else:
             hi = nxt
     # bracket from above (the hint failed): the same, downward

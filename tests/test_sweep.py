@@ -161,3 +161,13 @@ def test_run_grid_on_dask_localcluster(tmp_path):
     local = W.run_grid(_tiny_points(), TINY, tmp_path, n_jobs=1, progress=False)  # cached: same numbers
     np.testing.assert_equal(df["lifetime_years"].to_numpy(), local["lifetime_years"].to_numpy())
     assert len(list(tmp_path.glob("*.json"))) == 2
+
+
+def test_hinted_blind_search_grows_its_steps(plan):
+    """Without margins, steps from a hint grow 10 %, 20 %, 40 %, … so a far boundary costs O(log) runs."""
+    calls: list[int] = []
+    run = lambda _p, _c, _pol, n, **kw: (calls.append(n), SimpleNamespace(  # noqa: E731
+        p99_tpot_s=float("nan"), p99_ttft_s=float("nan"), oom=False, meets=lambda s: n <= 777))[1]
+    n_star, _ = W.capacity_search(plan, DEFAULT, "lachesis", params=W.SearchParams(n_max=4096, rel_tol=0), run=run,
+                                  hint=5)
+    assert n_star == 777 and len(calls) <= 20, calls
