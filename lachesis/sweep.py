@@ -64,6 +64,7 @@ MULTI_POLICIES = ("hbm_first", "deterministic", "lachesis")
 SINGLE_POLICIES = ("hbm_first", "lachesis")
 MULTI_WORKLOADS = ("multi_agent", "multi_agent_no_reviewer")
 SINGLE_WORKLOADS = ("tau3", "bfcl")
+SEARCH_SAMPLES = 50  # memory snapshots per search run (its settling check is not used; only p99 TPOT/TTFT and OOM are)
 CONFIG_LABELS = tuple(m.label for m in MEMORY_CONFIGS)
 MODEL_NAMES = tuple(MODELS)
 
@@ -170,7 +171,7 @@ def capacity_search(plan: sim.Plan, cfg: Config, policy: str, seed: int = 0,
     warm, dur = _durations(plan, params.search_warmup, params.search_measure)
 
     def probe(n: int):
-        return run(plan, cfg, policy, n, seed=seed, duration_s=dur, warmup_s=warm, n_samples=50), None
+        return run(plan, cfg, policy, n, seed=seed, duration_s=dur, warmup_s=warm, n_samples=SEARCH_SAMPLES), None
 
     n_star, tried, _ = _search(probe, cfg, params, hint)
     return n_star, tried
@@ -327,7 +328,7 @@ def evaluate_point(point: Point, params: SearchParams = SearchParams(), cache_di
     cfg = point.config()
     s_warm, s_dur = _durations(plan, params.search_warmup, params.search_measure)
     warm, dur = _durations(plan, params.warmup, params.measure)
-    windows = [sim.Window(s_dur, s_warm, 50), sim.Window(dur, warm, params.n_samples)]
+    windows = [sim.Window(s_dur, s_warm, SEARCH_SAMPLES), sim.Window(dur, warm, params.n_samples)]
 
     def probe(n: int):
         """A candidate's short run, paused so that N*'s run continues into the lifetime window."""
@@ -336,7 +337,7 @@ def evaluate_point(point: Point, params: SearchParams = SearchParams(), cache_di
 
     if s_dur > dur:  # a search window longer than the lifetime run: nothing to continue
         probe = lambda n: (sim.simulate(plan, cfg, point.policy, n, seed=point.seed, duration_s=s_dur,  # noqa: E731
-                                        warmup_s=s_warm, n_samples=50), None)
+                                        warmup_s=s_warm, n_samples=SEARCH_SAMPLES), None)
     n_star, tried, cont = _search(probe, cfg, params, hint)
     out: dict[str, Any] = dict(asdict(point), key=key, n_star=n_star, search=tried, code=CODE_VERSION,
                                warmup_s=warm, duration_s=dur)
