@@ -26,7 +26,12 @@ growth during one request's decode is not re-priced.
 ASSUMPTION (TTFT): TTFT = the prefill node's time, provisioned to the reference point
 (``clock.ttft_ref_s``, Appendix B), + landing time + the first decode step.
 ASSUMPTION (landing): landing does not stall other requests' decode steps (the landing write and
-the step flush are not serialized against each other); it delays only its own request.
+the step flush are not serialized against each other); it delays only its own request.  Size of
+what this leaves out, measured at N* (short search window, seed 0): landings occupy 3.9% of a GPU's
+time (multi-agent, Qwen3, 1/7, tight, Lachesis, N = 153), 3.0% (Maverick, 4/4, HBM-first, N = 60)
+and 2.2% (τ³-bench, Qwen3, 1/7, Lachesis, N = 700).  Stalling the own rank would lengthen steps by
+about that much; if every rank's landing stalled the whole node (the expert-parallel barrier the
+Kyung validation in lachesis.hbf applies), up to eight times that.
 ASSUMPTION (steady-state start): in a closed loop a slot is found inside a session with probability
 proportional to the session's span, at a uniform phase of it.  Each slot's first session is drawn
 that way and fast-forwarded to its phase (its KV up to the phase is written through the allocator,
