@@ -79,7 +79,7 @@ class SearchParams:
     measure: float = 2.0
     n_max: int = 8192
     n_samples: int = 200
-    #: bisection stops when the bracket is within this fraction of N (the capacity's resolution)
+    #: the search stops when the bracket is within this fraction of N (the capacity's resolution)
     rel_tol: float = 0.04
 
 
@@ -159,14 +159,16 @@ def _durations(plan: sim.Plan, warm: float, meas: float) -> tuple[float, float]:
 def capacity_search(plan: sim.Plan, cfg: Config, policy: str, seed: int = 0,
                     params: SearchParams = SearchParams(), run=sim.simulate,
                     hint: int | None = None) -> tuple[int, list[dict]]:
-    """Largest N (sessions per GPU) meeting the SLO and fitting memory: gallop, then bisect.
+    """Largest N (sessions per GPU) meeting the SLO and fitting memory: bracket, then narrow.
 
-    Without a hint the gallop doubles from N = 1.  With a ``hint`` (e.g. N* of another policy at
-    the same workload/model/configuration/SLO) it starts there and steps by 10 %, 20 %, 40 %, …
-    up or down until the boundary is bracketed.  Either way bisection then narrows the bracket to
-    ``rel_tol`` × N, and the result is always a candidate that ran and met the SLO with the next
-    larger bracket end failing.  ``run(plan, cfg, policy, n, seed=, duration_s=, warmup_s=, n_samples=)``
-    is one candidate's short run (the simulator by default; a stub in tests).
+    Without a hint the bracket grows from N = 1 (doubling, or to the margin line's crossing when
+    that is nearer); with a ``hint`` (e.g. N* of another policy at the same
+    workload/model/configuration/SLO) it starts there and steps up or down (the margin line's
+    crossing, else 10 %, 20 %, 40 %, …).  Narrowing (regula falsi on the margin, or bisection)
+    stops at ``rel_tol`` × N; the result is always a candidate that ran and met the SLO with the
+    next larger bracket end failing (module docstring).  ``run(plan, cfg, policy, n, seed=,
+    duration_s=, warmup_s=, n_samples=)`` is one candidate's short run (the simulator by default;
+    a stub in tests).
     """
     warm, dur = _durations(plan, params.search_warmup, params.search_measure)
 
