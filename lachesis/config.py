@@ -5,14 +5,25 @@ Each constant the paper gives carries the section it comes from (``§x`` = the L
 field named as such, with its reason, so a reviewer can audit the model in one file.
 
 Everything here is a frozen dataclass: build a variant with :func:`dataclasses.replace`.
-Users add models (including MLA-style latent KV) by constructing :class:`ModelSpec` or by
-loading a JSON/YAML mapping with :func:`model_from_dict`; no code changes are needed.
+Models live in :mod:`lachesis.models` (re-exported here): users add one from its public
+``config.json`` with :func:`model_from_hf_config` or from a mapping with :func:`model_from_dict`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Mapping
+from typing import Literal, Mapping
+
+# Models (§5.2) are defined from their public configs in lachesis.models; re-exported here.
+from lachesis.models import (  # noqa: F401
+    LLAMA4_MAVERICK,
+    MODELS,
+    QWEN3_235B,
+    ModelSpec,
+    known_model,
+    model_from_dict,
+    model_from_hf_config,
+)
 
 GB = 1e9  # decimal gigabyte (DESIGN §5: HBM/HBF capacities are decimal)
 TB = 1e12
@@ -118,9 +129,21 @@ class Endurance:
     warranty_years: float = 5.0  # §5.2, §5.3: "a device must outlast its five-year warranty"
 
 
+ReadPricing = Literal["aggregate", "per_tier"]
+
+
 @dataclass(frozen=True)
 class MemoryConfig:
-    """Per-GPU memory: eight stack slots split between HBM and HBF (§5.2, Fig. 9 x-axis)."""
+    """Per-GPU memory: eight stack slots split between HBM and HBF (§5.2, Fig. 9 x-axis).
+
+    ``read_pricing`` — how :mod:`lachesis.hbf` prices a read on a co-located design:
+    ``"aggregate"`` (default) reads every byte, HBM- or HBF-resident, over the aggregate bandwidth
+    of all stacks (§2.2: "the accelerator can utilize the aggregate memory bandwidth of all stacks
+    through direct and inter-stack paths"; §5.2: "the two tiers have the same read bandwidth and
+    differ only in write bandwidth"); ``"per_tier"`` (a sensitivity, and Kyung et al.'s device)
+    reads each tier's bytes over that tier's own stacks, the tiers in parallel.  The 8/8* daisy
+    chain reads everything through the HBM links whichever is set (DESIGN §5).
+    """
 
     label: str
     hbm_stacks: int
@@ -130,6 +153,14 @@ class MemoryConfig:
     daisy_chain: bool = False
     hbm: StackSpec = HBM4_STACK
     hbf: StackSpec = HBF_STACK
+    read_pricing: ReadPricing = "aggregate"
+
+    def __post_init__(self) -> None:
+        if self.read_pricing not in ("aggregate", "per_tier"):
+            raise ValueError(f"memory {self.label!r}: read_pricing must be 'aggregate' or 'per_tier', "
+                             f"got {self.read_pricing!r}")
+        if self.hbm_stacks < 0 or self.hbf_stacks < 0:
+            raise ValueError(f"memory {self.label!r}: stack counts must be >= 0")
 
     @property
     def hbm_bytes(self) -> float:
@@ -142,6 +173,10 @@ class MemoryConfig:
     @property
     def hbm_read_bw(self) -> float:
         return self.hbm_stacks * self.hbm.read_bw
+
+    @property
+    def hbm_write_bw(self) -> float:
+        return self.hbm_stacks * self.hbm.write_bw
 
     @property
     def hbf_read_bw(self) -> float:
@@ -165,7 +200,10 @@ MEMORY_CONFIGS: tuple[MemoryConfig, ...] = (
 
 #: Kyung et al. [23] "device_HBF": B200-class HBM (256 GB @ 8 TB/s) + 5 HBF stacks x 512 GB,
 #: 1.6 TB/s read / 48 GB/s write each, co-located.  Used only by the Kyung validation; not in MEMORY_CONFIGS.
-MEMORY_KYUNG = MemoryConfig("Kyung-HBF", 1, 5, hbm=HBM_B200_KYUNG, hbf=HBF_STACK_KYUNG)
+#: Reads are per tier: Kyung et al. price flash-resident weights and KV at the flash stacks' own
+#: bandwidth (their Fig. 5 TPOT doubles from the HBF to the half-bandwidth HBF device, 51 -> 100 ms)
+#: and keep activations in the HBM.
+MEMORY_KYUNG = MemoryConfig("Kyung-HBF", 1, 5, hbm=HBM_B200_KYUNG, hbf=HBF_STACK_KYUNG, read_pricing="per_tier")
 
 
 def memory_config(label: str) -> MemoryConfig:
@@ -177,122 +215,51 @@ def memory_config(label: str) -> MemoryConfig:
 
 
 # ---------------------------------------------------------------------------------------------
-# Models (§5.2; DESIGN §5)
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ModelLayout:
-    """Where a model's parameters sit under attention-DP / expert-EP (lachesis.hbf weight reads).
-
-    ``routed_expert_params`` are sharded across GPUs by expert parallelism; every other parameter
-    (attention, dense/shared FFN, router, norms, embeddings, LM head) is replicated per GPU.
-    ``embedding_params`` (the input table) is resident but only gathered (B rows) per step.
-    """
-
-    routed_expert_params: float
-    n_experts: int
-    experts_per_token: int
-    embedding_params: float
-    q_heads: int  # query heads (attention FLOPs over context)
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """A served model: what sets the KV bytes per token and the weight bytes.
-
-    Standard attention: ``kv_bytes_per_token = layers * 2 * kv_heads * head_dim * kv_dtype_bytes``.
-    MLA (DeepSeek-style): set ``mla_latent_dim`` (latent + rope width per layer) and the K/V
-    factor of 2 is dropped: ``layers * mla_latent_dim * kv_dtype_bytes``.
-    """
-
-    name: str
-    layers: int
-    kv_heads: int
-    head_dim: int
-    total_params: float
-    active_params: float
-    kv_dtype_bytes: int = 2  # BF16 KV (DESIGN §5)
-    weight_dtype_bytes: int = 2  # BF16 weights
-    mla_latent_dim: int | None = None
-    #: Parameter layout for expert-parallel weight reads; None = ASSUMPTION in lachesis.hbf.
-    layout: ModelLayout | None = None
-
-    @property
-    def kv_bytes_per_token(self) -> int:
-        if self.mla_latent_dim is not None:
-            return self.layers * self.mla_latent_dim * self.kv_dtype_bytes
-        return self.layers * 2 * self.kv_heads * self.head_dim * self.kv_dtype_bytes
-
-    @property
-    def weight_bytes(self) -> float:
-        return self.total_params * self.weight_dtype_bytes
-
-
-#: Layouts derived from the public model configs (HF config.json), not from the paper:
-#: Maverick: hidden 5120, 40 q heads, 24 MoE layers (every other layer) x 128 routed experts
-#: (top-1 + a shared expert), expert FFN 8192 -> 24*128*3*5120*8192 = 386.5e9 routed params;
-#: vocab 202,048 x 5120 = 1.034e9 embedding; the rest (attention 3.02e9, dense FFN 6.04e9, shared
-#: experts 3.02e9, LM head 1.03e9, ...) = 14.2e9 replicated.  Sums to 400.7e9 (DESIGN §5).
-#: Qwen3-235B-A22B: hidden 4096, 64 q heads, 94 MoE layers x 128 experts (top-8), expert FFN
-#: 1536 -> 94*128*3*4096*1536 = 227.1e9 routed; vocab 151,936 x 4096 = 0.622e9 embedding;
-#: attention 6.70e9 + LM head + router = 8.0e9 replicated.  Sums to 235.1e9.
-LLAMA4_MAVERICK_LAYOUT = ModelLayout(386.547e9, 128, 1, 1.0345e9, 40)
-QWEN3_235B_LAYOUT = ModelLayout(227.096e9, 128, 8, 0.6223e9, 64)
-LLAMA4_MAVERICK = ModelSpec("Llama-4-Maverick", 48, 8, 128, 400.7e9, 17.2e9,
-                            layout=LLAMA4_MAVERICK_LAYOUT)  # 196,608 B/token
-QWEN3_235B = ModelSpec("Qwen3-235B-A22B", 94, 4, 128, 235.1e9, 22.2e9,
-                       layout=QWEN3_235B_LAYOUT)  # 192,512 B/token
-MODELS: dict[str, ModelSpec] = {m.name: m for m in (LLAMA4_MAVERICK, QWEN3_235B)}
-
-
-def model_from_dict(d: Mapping[str, object]) -> ModelSpec:
-    """Build a user-defined model from a plain mapping (e.g. parsed JSON/YAML); validates fields."""
-    allowed = set(ModelSpec.__dataclass_fields__)
-    unknown = set(d) - allowed
-    if unknown:
-        raise ValueError(f"model spec has unknown fields {sorted(unknown)}; allowed: {sorted(allowed)}")
-    missing = {"name", "layers", "total_params", "active_params"} - set(d)
-    if missing:
-        raise ValueError(f"model spec is missing fields {sorted(missing)}")
-    if d.get("mla_latent_dim") is None and not {"kv_heads", "head_dim"} <= set(d):
-        raise ValueError("model spec needs kv_heads and head_dim, or mla_latent_dim for an MLA model")
-    kw = dict(d)
-    if isinstance(kw.get("layout"), Mapping):
-        kw["layout"] = ModelLayout(**kw["layout"])  # type: ignore[arg-type]
-    kw.setdefault("kv_heads", 0)
-    kw.setdefault("head_dim", 0)
-    spec = ModelSpec(**kw)  # type: ignore[arg-type]
-    if spec.kv_bytes_per_token <= 0 or spec.total_params <= 0 or spec.active_params <= 0:
-        raise ValueError(f"model {spec.name!r}: sizes must be positive")
-    return spec
-
-
-# ---------------------------------------------------------------------------------------------
 # Deployment, SLO, and the GPU (§5.2)
 # ---------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class GPUSpec:
-    """Compute of one GPU.
+    """Compute and node interconnect of one GPU.
 
     ASSUMPTION: the paper uses Son et al.'s GPU [41] but prints no compute rate; we take the
-    B200-class 2,250 TFLOPS (BF16 dense) of the Kyung validation setting, so the roofline is
-    memory-bound at decode for every configuration here, as the paper's analysis presumes.
+    B200-class 2,250 TFLOPS (BF16 dense) of the Kyung validation setting, so decode is memory-bound
+    for every configuration here, as the paper's analysis presumes.
+    ASSUMPTION: no interconnect is given either; the expert-parallel exchange runs over NVLink 5 at
+    900 GB/s per GPU with 0.8 µs per transfer, LLMSimulator's B200 preset [1]
+    (``device_ict_bandwidth``, ``device_ict_latency``).
     """
 
     name: str = "B200-class"
     flops: float = 2250e12
+    link_bw: float = 900e9
+    link_latency_s: float = 0.8e-6
+
+
+AttentionKernel = Literal["fused", "unfused"]
 
 
 @dataclass(frozen=True)
 class Deployment:
-    """Eight GPUs, attention data-parallel, experts expert-parallel (§5.2)."""
+    """Eight GPUs, attention data-parallel, experts expert-parallel (§5.2).
+
+    ASSUMPTION (``attention_kernel``): decode attention runs as one fused kernel, so scores never
+    leave the chip, as in Son et al.'s HBF simulator [41] (``use_flash_attention: on``).
+    ``"unfused"`` is LLMSimulator's original decode path [1]: the QKᵀ GEMV writes the scores to
+    memory and the AV GEMV reads them back.
+    """
 
     n_gpus: int = 8
     gpu: GPUSpec = field(default_factory=GPUSpec)
     block_tokens: int = 16  # KV block size (DESIGN §5 default)
+    attention_kernel: AttentionKernel = "fused"
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.n_gpus, int) and self.n_gpus >= 1):
+            raise ValueError(f"deployment: n_gpus must be an integer >= 1, got {self.n_gpus!r}")
+        if self.attention_kernel not in ("fused", "unfused"):
+            raise ValueError(f"deployment: attention_kernel must be 'fused' or 'unfused', got {self.attention_kernel!r}")
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The typed configuration: paper constants and derived quantities."""
 
-from dataclasses import FrozenInstanceError
+from dataclasses import FrozenInstanceError, replace
 
 import pytest
 
@@ -46,16 +46,31 @@ def test_slos_and_endurance() -> None:
     assert (e.pe_cycles, e.write_amplification, e.warranty_years) == (100_000, 1.02, 5.0)
 
 
-def test_user_defined_mla_model() -> None:
-    # DeepSeek-V3-style MLA: 61 layers x (512 latent + 64 rope) x 2 B = 70,272 B/token
-    m = C.model_from_dict({"name": "ds", "layers": 61, "mla_latent_dim": 576,
-                           "total_params": 671e9, "active_params": 37e9})
-    assert m.kv_bytes_per_token == 61 * 576 * 2
-    with pytest.raises(ValueError, match="unknown fields"):
-        C.model_from_dict({"name": "x", "layers": 1, "kv_heads": 1, "head_dim": 1,
-                           "total_params": 1, "active_params": 1, "bogus": 3})
-    with pytest.raises(ValueError, match="kv_heads and head_dim"):
-        C.model_from_dict({"name": "x", "layers": 1, "total_params": 1, "active_params": 1})
+def test_read_pricing_knob_and_kyung_device() -> None:
+    assert all(m.read_pricing == "aggregate" for m in C.MEMORY_CONFIGS)  # §2.2/§5.2 default
+    per_tier = replace(C.memory_config("2/6"), read_pricing="per_tier")
+    assert per_tier.read_pricing == "per_tier"
+    with pytest.raises(ValueError, match="read_pricing"):
+        replace(C.memory_config("2/6"), read_pricing="fastest")
+    k = C.MEMORY_KYUNG
+    assert k.read_pricing == "per_tier" and k.hbm_read_bw == 8e12 and k.hbf_read_bw == 5 * 1.6e12
+    assert k.hbf_write_bw == 5 * 48e9
+    assert C.memory_config("1/7").hbm_write_bw == 1.6e12
+
+
+def test_deployment_and_gpu_defaults() -> None:
+    d = C.Deployment()
+    assert (d.n_gpus, d.gpu.flops, d.gpu.link_bw, d.gpu.link_latency_s) == (8, 2250e12, 900e9, 0.8e-6)
+    assert d.attention_kernel == "fused"
+    with pytest.raises(ValueError, match="attention_kernel"):
+        C.Deployment(attention_kernel="paged")
+    with pytest.raises(ValueError, match="n_gpus"):
+        C.Deployment(n_gpus=0)
+
+
+def test_models_are_reexported() -> None:
+    assert C.MODELS == {"Llama-4-Maverick": C.LLAMA4_MAVERICK, "Qwen3-235B-A22B": C.QWEN3_235B}
+    assert C.known_model("llama 4 maverick") is C.LLAMA4_MAVERICK
 
 
 def test_config_is_frozen_and_replaceable() -> None:
