@@ -1,33 +1,37 @@
-"""HBF endurance and latency model: decode-step roofline, KV landing, flash lifetime (§2.2, §4, §5.1–§5.3).
+"""HBF endurance and latency model: operator-level decode step, KV landing, flash lifetime (§2.2, §4, §5.1–§5.3).
 
-The decode-node simulator calls these per step/event, so every function takes scalars or numpy
-arrays and returns a float (scalar input) or an array (array input); nothing loops in Python.
+The decode-node simulator calls these per event, so each function takes scalars or numpy arrays
+and returns a float (scalar input) or an array (array input); nothing loops per sequence or block.
 
-Model (DESIGN §5, §5.1 of the paper):
-
-* **Weights** live in HBF, read-only (§4: "read-only mapping for model weights"); their one load
-  is excluded from wear (§5.2).  Eight GPUs, attention data-parallel, experts expert-parallel:
-  each GPU holds every replicated parameter (attention, dense/shared FFN, router, norms,
-  embeddings, LM head) plus 1/n_gpus of the routed experts (:class:`lachesis.config.ModelLayout`,
-  numbers derived from the public model configs: Maverick 14.15e9 replicated + 386.5e9 routed,
-  Qwen3-235B 8.0e9 + 227.1e9).  A step reads every replicated weight except the input embedding
-  table (only B rows are gathered) and the local experts that at least one token of the node's
-  global batch is routed to.
-  ASSUMPTION (routing): tokens route uniformly and independently, so a local expert is hit with
-  probability 1 - (1 - k/E)^(n_gpus * batch); at a saturated batch every local expert is read.
-  ASSUMPTION (no layout): a model without a layout is treated as replicated = active params,
-  routed = total - active (an upper bound on the expert-parallel share).
-* **Decode step** (one GPU):  ``max(compute, read) + flush``.
-  compute = (2 * active params * batch + 4 * layers * q_heads * head_dim * context tokens) / FLOPS.
-  read: each tier's bytes at that tier's read bandwidth (§5.1: "prices each read against the
-  bandwidth of the tier it is served from"); co-located designs (1/7…4/4) read the two tiers in
-  parallel, each HBF byte striped over all HBF stacks (§2.2: aggregate bandwidth of the stacks),
-  so read = max(HBM time, HBF time).  The 8/8* daisy chain carries HBF traffic over the HBM links
-  (``MemoryConfig.daisy_chain``), so both tiers' bytes share one set of links:
-  read = (HBM + HBF bytes) / HBM link bandwidth — the bandwidths do not add up.
-  flush: KV bound for HBF is buffered across the decoder layers and flushed once at the end of
-  the step (§5.1), priced at HBF write bandwidth and serialized after the step.  HBM-bound KV
-  writes are charged to the HBM tier's time at HBM write bandwidth.
+* **Weights** live in HBF, read-only (§4: "read-only mapping for model weights"); their one load is
+  excluded from wear (§5.2).  Eight GPUs, attention data-parallel, experts expert-parallel (§5.2):
+  each GPU holds every replicated parameter (attention, dense FFN, shared experts, router, norms,
+  embeddings, LM head) and 1/n_gpus of the routed experts.
+* **Decode step** (one GPU, :class:`StepModel`): priced per operator the way LLMSimulator [1] and
+  its HBF extensions [23, 41] price one (§5.1: "the engine passes an operator's shape and its KV
+  length and receives its execution time"): each operator costs max(its compute time, its memory
+  time), and the step is the sum over the operators of every layer, plus the expert-parallel
+  exchange, plus the HBF flush.  The operators follow LLMSimulator's decoder graph
+  (``module/decoder.cpp``, ``layer.cpp``, ``expert.cpp``): per layer the attention input
+  projections, the attention core (reads each tier's KV, with its FLOPs), the output projection;
+  a dense FFN, or a MoE block of router, dispatch, routed experts, combine and shared experts;
+  norms, residual adds and the gated activation as element-wise operators; the LM head and the
+  embedding gather once.  A linear operator of shape (k, n) on m tokens is 2mkn FLOPs and moves
+  its k·n weights plus m(k + n) activations (``hardware/linear_impl.cpp``).  Identical layers are
+  priced once and multiplied: the max of sums over identical operators equals the sum of maxes.
+  Routed experts: ASSUMPTION (routing) tokens route uniformly and independently, so a local expert
+  is read with probability 1 - (1 - k/E)^(n_gpus · batch) (LLMSimulator skips an expert no token
+  reaches) and the node's expert work is balanced over the GPUs.  The exchange is LLMSimulator's
+  ``MoEScatter``/``MoEGather``: per MoE layer a dispatch and a combine of every token-expert pair's
+  hidden vector bound for another GPU, each at the link bandwidth plus one link latency.  The
+  attention core counts 7 FLOPs per score for scale, mask and softmax (``attention_gen_impl.cpp``).
+* **Where bytes live and how reads are priced**: weights in HBF (in HBM if a design has no HBF),
+  activations in HBM (in HBF if it has no HBM), KV where the caller says.  ``MemoryConfig.read_pricing``
+  "aggregate" (default, §2.2/§5.2) prices every read of an operator over the summed read bandwidth
+  of all stacks; "per_tier" prices each tier's bytes over its own stacks, the tiers in parallel.
+  The 8/8* daisy chain reads everything over the HBM links.  KV appended to HBM this step is
+  written at HBM write bandwidth inside the attention operator; KV bound for HBF is buffered across
+  the decoder layers and flushed once at the end of the step at HBF write bandwidth (§5.1).
 * **Landing**: prefilled KV arriving on the decode node is written at the target tier's write
   bandwidth (HBF: 16 GB/s per stack, the slow path).
 * **Lifetime** (§5.2): HBF stacks × 512 GB × P/E / (WA × KV write rate), years of 31,557,600 s.
@@ -38,74 +42,30 @@ Model (DESIGN §5, §5.1 of the paper):
   quarter agree within ``rtol``; settled from the first prefix end after which the rule holds for
   every longer prefix.  See :func:`settled_rate`.
 
-Validation (Kyung et al. [23], Fig. 4, Llama-4-Maverick): :func:`kyung_steady_state` is a
-steady-state saturated-batch model built from the SAME :func:`decode_step_time`,
-:func:`weight_storage_bytes_per_gpu` and :func:`hbf_lifetime_years`; :func:`kyung_grid` compares
-every cell with the transcribed table parsed by :func:`parse_kyung_tables`.  Lengths follow
-Kyung's dispersion model (context CV + Beta(κ) output share, :class:`KyungSetting`); it reproduces
-their TPOT rise from the CV 0.1 to the CV 0.3 table (mean +2.8 ms ours, +2.9 ms theirs; +0.7 ms
-with L_in and L_out independent).  The step waits for the slowest of the eight expert-parallel
-ranks' prompt landings (``KyungSetting.ep_barrier``, no free parameter): this makes the TPOT error
-flat across L_in:L_out ratios (per-ratio means -11.4%…-10.0%; averaged over the ranks instead, it
-grows from -11.9% at 1:3 to -17.7% at 15:1).  Result (30 cells, no per-cell constant): lifetime
-within ±15% in 25 cells, errors -24%…-3% (median -10%); TPOT -14%…-8% (median -10%), below
-theirs in every cell.  Bytes per step agree — the batch implied by their own lifetime/TPOT pairs
-is ours to a median +0.2% (:func:`kyung_implied_batch`) — so the flat miss is the step time: at
-peak bandwidths our roofline is about 10% faster than theirs (the independent C++ roofline the
-table was transcribed from is 8% faster), and lifetime is proportional to step time at fixed
-bytes per step.  The five misses are 32K cells whose own lifetime/TPOT pair implies 3–16% fewer
-bytes per step than the capacity batch writes, which no step-time term moves.
-Per-step terms checked and left out because they cannot close the flat 10%: expert-parallel all-to-all
-(24 MoE layers × dispatch + combine of B × 5,120 BF16 activations, 7/8 remote, at NVLink-5's
-900 GB/s per direction: 0.03–0.11 ms per step, < 0.3%, and it shrinks with context while the gap
-does not); tR exposure (one 3 µs page read per layer, 0.14 ms, 0.3%); decode-attention compute
-(< 10% of the KV read time even at peak, hidden by the roofline's max); reading the full L_in +
-L_out per sequence (TPOT flat across ratios: +23% at 1:3, -17% at 15:1); prefill compute on the
-decode GPUs (serialized: +58% TPOT at 15:1 8K, far past theirs; overlapped under the roofline's
-max: +3.5 ms at 15:1 8K and nothing at 1:3).  Uneven KV reads between ranks would add ~1%.  One
-non-physical candidate is the unit convention: the authors' simulator lineage (scale-snu
-LLMSimulator) sizes capacities in GiB; with a 512 GiB budget and 5 × 512 GiB flash, 28 cells land
-within ±15% (TPOT median -4%) — shown in :func:`kyung_sensitivity`, not the default (the paper
-writes GB and DESIGN §5 is decimal).
-Attention FLOPs count full attention over the context (Llama-4's chunked layers are not
-modelled); decode is memory-bound by >10x in every cell, so this does not move a number.
+[1] is scale-snu LLMSimulator (read in its public copy HeliosZhou/LLMSimulator), [41] Son et al.'s
+caoslab-postech/LLMSimulator_HBF, [23] Kyung et al. (transcribed with jeongminl/HBF-LLMSimulator).
+The validation against Kyung et al.'s Fig. 4 is :mod:`lachesis.kyung`.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Literal, NamedTuple
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
-from lachesis.config import (
-    GB,
-    LLAMA4_MAVERICK,
-    MEMORY_KYUNG,
-    SECONDS_PER_YEAR,
-    Deployment,
-    Endurance,
-    GPUSpec,
-    MemoryConfig,
-    ModelSpec,
-)
+from lachesis.config import SECONDS_PER_YEAR, Deployment, Endurance, MemoryConfig, ModelSpec
 
 ArrayLike = float | int | np.ndarray
 _SCALARS = (int, float, np.integer, np.floating)
 
 __all__ = [
-    "weight_storage_bytes_per_gpu", "weight_read_bytes_per_gpu", "decode_flops_per_gpu",
-    "StepTime", "decode_step_breakdown", "decode_step_time", "kv_landing_time",
-    "hbf_lifetime_years", "Settling", "settled_rate",
-    "KyungTableError", "parse_kyung_tables", "KyungSetting", "kyung_steady_state", "kyung_grid",
-    "default_kyung_table", "kyung_summary", "kyung_implied_batch", "kyung_sensitivity", "expected_max_poisson",
+    "weight_storage_bytes_per_gpu", "weight_read_bytes_per_gpu", "local_experts_read",
+    "StepModel", "step_model", "scalar_step_fn", "decode_step_time", "decode_step_breakdown",
+    "kv_landing_time", "landing_fn", "hbf_lifetime_years", "Settling", "settled_rate",
 ]
 
 
@@ -113,73 +73,6 @@ def _out(x: np.ndarray) -> float | np.ndarray:
     """A 0-d result as a Python float, anything else as an array."""
     x = np.asarray(x, dtype=float)
     return float(x) if x.ndim == 0 else x
-
-
-# ---------------------------------------------------------------------------------------------
-# Weights
-# ---------------------------------------------------------------------------------------------
-
-
-def _param_split(model: ModelSpec) -> tuple[float, float, float]:
-    """(replicated, routed-expert, input-embedding) parameter counts of ``model``."""
-    lay = model.layout
-    if lay is None:  # ASSUMPTION (no layout), see module docstring
-        return model.active_params, model.total_params - model.active_params, 0.0
-    return model.total_params - lay.routed_expert_params, lay.routed_expert_params, lay.embedding_params
-
-
-def weight_storage_bytes_per_gpu(model: ModelSpec, deployment: Deployment) -> float:
-    """HBF bytes one GPU's weights occupy: all replicated parameters + 1/n_gpus of the routed experts."""
-    rep, routed, _ = _param_split(model)
-    return (rep + routed / deployment.n_gpus) * model.weight_dtype_bytes
-
-
-def weight_read_bytes_per_gpu(model: ModelSpec, deployment: Deployment,
-                              batch: ArrayLike | None = None) -> float | np.ndarray:
-    """Weight bytes one decode step reads on one GPU.
-
-    ``batch`` = sequences decoding on each GPU (attention DP, balanced); None = saturated (every
-    local expert is hit).  The input embedding is gathered, not streamed, so it is not read.
-    """
-    rep, routed, emb = _param_split(model)
-    local_routed = routed / deployment.n_gpus
-    if batch is None:
-        hit = np.asarray(1.0)
-    else:
-        b = np.asarray(batch, dtype=float)
-        if np.any(b < 0):
-            raise ValueError("batch must be >= 0")
-        lay = model.layout
-        k_over_e = (lay.experts_per_token / lay.n_experts) if lay is not None else 1.0
-        hit = 1.0 - (1.0 - k_over_e) ** (deployment.n_gpus * b)
-    return _out((rep - emb + local_routed * hit) * model.weight_dtype_bytes)
-
-
-def decode_flops_per_gpu(model: ModelSpec, batch: ArrayLike, context_tokens: ArrayLike) -> float | np.ndarray:
-    """FLOPs of one decode step on one GPU: 2·active params per token + attention over the context.
-
-    Balanced EP: each GPU computes its batch's share of the node's expert work, so per-GPU FLOPs
-    equal its own batch × active params.  Attention: QKᵀ and AV, 2 FLOPs per MAC, over every
-    context token read (``context_tokens`` summed over the batch).
-    """
-    q_heads = model.layout.q_heads if model.layout is not None else model.kv_heads
-    dense = 2.0 * model.active_params * np.asarray(batch, dtype=float)
-    attn = 4.0 * model.layers * q_heads * model.head_dim * np.asarray(context_tokens, dtype=float)
-    return _out(dense + attn)
-
-
-# ---------------------------------------------------------------------------------------------
-# Decode-step roofline
-# ---------------------------------------------------------------------------------------------
-
-
-class StepTime(NamedTuple):
-    """Components (s) of one decode step: ``total = max(compute, read) + flush``."""
-
-    compute_s: float | np.ndarray
-    read_s: float | np.ndarray
-    flush_s: float | np.ndarray
-    total_s: float | np.ndarray
 
 
 def _div(num: np.ndarray, den: float, what: str) -> np.ndarray:
@@ -191,131 +84,286 @@ def _div(num: np.ndarray, den: float, what: str) -> np.ndarray:
     return np.zeros_like(num)
 
 
-@lru_cache(maxsize=128)
-def _step_consts(model: ModelSpec, deployment: Deployment) -> tuple[float, float, float, float, float, float]:
-    """Per-(model, deployment) constants of the scalar fast path (cached: the simulator calls per step)."""
-    rep, routed, emb = _param_split(model)
-    wb = model.weight_dtype_bytes
-    lay = model.layout
-    k_over_e = (lay.experts_per_token / lay.n_experts) if lay is not None else 1.0
-    log_miss = deployment.n_gpus * math.log1p(-k_over_e) if k_over_e < 1 else -math.inf
-    q_heads = lay.q_heads if lay is not None else model.kv_heads
-    return ((rep - emb) * wb, routed / deployment.n_gpus * wb, log_miss, 2.0 * model.active_params,
-            4.0 * model.layers * q_heads * model.head_dim, float(model.kv_bytes_per_token))
+# ---------------------------------------------------------------------------------------------
+# Weights
+# ---------------------------------------------------------------------------------------------
 
 
-def _step_scalar(b: float, kv_hbm: float, kv_hbf: float, flush: float, memory: MemoryConfig, model: ModelSpec,
-                 deployment: Deployment, ctx: float | None, hbm_w: float, w: float | None) -> StepTime:
-    """The same roofline as the array path, in plain floats (≈10x cheaper per call)."""
-    for name, v in (("batch", b), ("kv_hbm_bytes", kv_hbm), ("kv_hbf_bytes", kv_hbf),
-                    ("hbf_flush_bytes", flush), ("hbm_write_bytes", hbm_w)):
-        if not (0 <= v < math.inf):
-            raise ValueError(f"decode_step_time: {name} must be finite and >= 0")
-    rep, local, log_miss, fl_seq, fl_tok, kvtok = _step_consts(model, deployment)
-    if w is None:
-        hit = (1.0 if b > 0 else 0.0) if log_miss == -math.inf else -math.expm1(b * log_miss)
-        w = rep + local * hit
-    if ctx is None:
-        ctx = (kv_hbm + kv_hbf) / kvtok
-    compute = (fl_seq * b + fl_tok * ctx) / deployment.gpu.flops
+def weight_storage_bytes_per_gpu(model: ModelSpec, deployment: Deployment) -> float:
+    """HBF bytes one GPU's weights occupy: all replicated parameters + 1/n_gpus of the routed experts."""
+    routed = model.routed_expert_params
+    return (model.total_params - routed + routed / deployment.n_gpus) * model.weight_dtype_bytes
 
-    def div(num: float, den: float, what: str) -> float:
-        if den > 0:
-            return num / den
-        if num > 0:
-            raise ValueError(f"{what}: bytes routed to a tier with zero bandwidth")
-        return 0.0
 
-    if memory.daisy_chain:
-        read = div(w + kv_hbf + kv_hbm + hbm_w, memory.hbm_read_bw, "daisy-chain links")
+def local_experts_read(model: ModelSpec, deployment: Deployment, batch: ArrayLike) -> float | np.ndarray:
+    """Expected distinct local experts (per MoE layer, per GPU) that a step at ``batch`` sequences per GPU reads.
+
+    ASSUMPTION (routing, module docstring): E/n_gpus · (1 - (1 - k/E)^(n_gpus · batch)).
+    """
+    b = np.asarray(batch, dtype=float)
+    if not model.moe_layers:
+        return _out(np.zeros_like(b))
+    n, e, k = deployment.n_gpus, model.n_experts, model.experts_per_token
+    miss = n * math.log1p(-k / e) if k < e else -math.inf
+    with np.errstate(invalid="ignore"):
+        hit = np.where(b > 0, -np.expm1(b * miss) if miss > -math.inf else 1.0, 0.0)
+    return _out(e / n * hit)
+
+
+def weight_read_bytes_per_gpu(model: ModelSpec, deployment: Deployment,
+                              batch: ArrayLike | None = None) -> float | np.ndarray:
+    """Weight bytes one decode step reads on one GPU (``batch`` None = saturated: every local expert).
+
+    Every replicated weight except the input embedding table (only ``batch`` rows are gathered;
+    a tied table is read whole as the LM head) plus the local experts the batch reaches.
+    """
+    routed = model.routed_expert_params
+    rep = model.total_params - routed - (0 if model.tie_embeddings else model.embedding_params)
+    per_expert = model.moe_layers * model.ffn_params(model.expert_ffn)
+    if batch is None:
+        experts = model.n_experts / deployment.n_gpus if model.moe_layers else 0.0
     else:
-        read = max(div(kv_hbm, memory.hbm_read_bw, "HBM read")
-                   + div(hbm_w, memory.hbm_stacks * memory.hbm.write_bw, "HBM write"),
-                   div(w + kv_hbf, memory.hbf_read_bw, "HBF read"))
-    flush_s = div(flush, memory.hbf_write_bw, "HBF flush")
-    return StepTime(compute, read, flush_s, max(compute, read) + flush_s)
+        b = np.asarray(batch, dtype=float)
+        if np.any(b < 0) or np.any(~np.isfinite(b)):
+            raise ValueError("weight_read_bytes_per_gpu: batch must be finite and >= 0")
+        experts = local_experts_read(model, deployment, b)
+    return _out((rep + per_expert * np.asarray(experts)) * model.weight_dtype_bytes)
 
+
+# ---------------------------------------------------------------------------------------------
+# Operator-level decode step
+# ---------------------------------------------------------------------------------------------
+
+#: Inputs of a step, the columns of every operator's coefficient rows: a step is running (1 if
+#: batch > 0), batch, KV bytes read from HBM / HBF, KV bytes appended to HBM, local experts read.
+_INPUTS = ("running", "batch", "kv_hbm", "kv_hbf", "hbm_write", "experts")
+_ARGS = ("batch", "kv_hbm_bytes", "kv_hbf_bytes", "hbf_flush_bytes", "hbm_write_bytes")
+
+
+def _row(**coef: float) -> np.ndarray:
+    r = np.zeros(len(_INPUTS))
+    for k, v in coef.items():
+        r[_INPUTS.index(k)] = v
+    return r
+
+
+@dataclass(frozen=True)
+class _Op:
+    """One operator summed over its layers: FLOPs and bytes per input, bytes keyed by where they live."""
+
+    name: str
+    flops: np.ndarray
+    bytes_at: dict[str, np.ndarray]  # "hbm" / "hbf" -> bytes per input
+    hbm_write: np.ndarray | None = None  # bytes written to HBM per input
+    fixed_s: np.ndarray | None = None  # time not priced by the roofline (the exchange), per input
+
+
+def _operators(memory: MemoryConfig, model: ModelSpec, deployment: Deployment) -> list[_Op]:
+    """The decode step's operators for one GPU (module docstring), each summed over its layers."""
+    m, dep = model, deployment
+    h, wb, ab = m.hidden, m.weight_dtype_bytes, m.weight_dtype_bytes
+    wt = "hbf" if memory.hbf_stacks > 0 else "hbm"  # where weights live (§4)
+    at = "hbm" if memory.hbm_stacks > 0 else "hbf"  # where activations live
+    L, D, M = m.layers, m.dense_layers, m.moe_layers
+    ops: list[_Op] = []
+
+    def linear(name: str, linears: tuple[tuple[int, int, int], ...], count: int, tokens_per_seq: float = 1.0,
+               weight_input: str = "running", weight_scale: float = 1.0) -> None:
+        params = sum(k * n * c for k, n, c in linears)
+        act = sum((k + n) * c for k, n, c in linears)
+        if count and params:
+            ops.append(_Op(name, _row(batch=2.0 * params * tokens_per_seq * count),
+                           {wt: _row(**{weight_input: params * wb * weight_scale * count}),
+                            at: _row(batch=act * ab * tokens_per_seq * count)}))
+
+    # attention (every layer)
+    linear("attention_in_proj", m.attn_in_linears, L)
+    ctx_flops = m.attention_flops_per_context_token + 7 * m.q_heads  # QKᵀ, AV, and scale/mask/softmax per score
+    per_kv_byte = L / m.kv_bytes_per_token  # context tokens x layers per KV byte read
+    score_bytes = 2 * m.q_heads * ab if dep.attention_kernel == "unfused" else 0  # score written, then read
+    attn_bytes = {"hbm": _row(kv_hbm=1.0), "hbf": _row(kv_hbf=1.0)}
+    attn_bytes[at] = attn_bytes[at] + _row(batch=m.attention_io_per_token * ab * L,
+                                           kv_hbm=score_bytes * per_kv_byte, kv_hbf=score_bytes * per_kv_byte)
+    ops.append(_Op("attention", _row(kv_hbm=ctx_flops * per_kv_byte, kv_hbf=ctx_flops * per_kv_byte),
+                   attn_bytes, hbm_write=_row(hbm_write=1.0)))
+    linear("attention_out_proj", m.attn_out_linears, L)
+    # dense FFN layers
+    linear("dense_ffn", ((h, 2 * m.dense_ffn, 1), (m.dense_ffn, h, 1)) if D else (), D)
+    # MoE layers: router, dispatch, routed experts, combine, shared experts
+    if M:
+        e, k, fe = m.n_experts, m.experts_per_token, m.expert_ffn
+        linear("router", ((h, e, 1),), M)
+        experts = ((h, 2 * fe, 1), (fe, h, 1))
+        linear("routed_experts", experts, M, tokens_per_seq=k, weight_input="experts")
+        if m.n_shared_experts:
+            linear("shared_experts", ((h, 2 * m.shared_ffn, 1), (m.shared_ffn, h, 1)), M,
+                   tokens_per_seq=m.n_shared_experts, weight_scale=m.n_shared_experts)
+        n = dep.n_gpus
+        if n > 1:
+            remote = k * h * ab * (n - 1) / n  # bytes per sequence leaving (and entering) this GPU
+            ops.append(_Op("expert_exchange", _row(), {},
+                           fixed_s=2 * M * _row(running=dep.gpu.link_latency_s, batch=remote / dep.gpu.link_bw)))
+    # element-wise: RMSNorms (input, post-attention, MLA's query/latent, final), residual adds, gated activation
+    norm_elems = 2 * h + (m.q_lora_rank + m.kv_lora_rank if m.is_mla else 0)
+    act_elems = (L * (2 * norm_elems + 2 * 3 * h) + h * 2  # norms read + write, residuals 2 reads + 1 write, final norm
+                 + 3 * (D * m.dense_ffn + M * (m.experts_per_token * m.expert_ffn + m.n_shared_experts * m.shared_ffn)))
+    ops.append(_Op("elementwise", _row(batch=4.0 * (L * norm_elems + h) + 2.0 * L * h),
+                   {at: _row(batch=act_elems * ab), wt: _row(running=(L * norm_elems + h) * wb)}))
+    # once per step: LM head, embedding gather
+    linear("lm_head", ((h, m.vocab, 1),), 1)
+    ops.append(_Op("embedding", _row(), {wt: _row(batch=h * wb), at: _row(batch=h * ab)}))
+    return ops
+
+
+class StepModel:
+    """The decode step of one (memory, model, deployment), compiled once into coefficient rows.
+
+    Each operator is a few lanes — its compute time, and its memory time per group of stacks
+    that serve it in parallel — each lane linear in the step's inputs (:data:`_INPUTS`); an
+    operator costs the max over its lanes, the step the sum over operators plus the HBF flush.
+    One matrix product evaluates it for scalars (:meth:`scalar`, the simulator's fast path) and
+    for arrays (:meth:`breakdown`, the Kyung validation and notebooks).
+    """
+
+    def __init__(self, memory: MemoryConfig, model: ModelSpec, deployment: Deployment):
+        self.memory, self.model, self.deployment = memory, model, deployment
+        ops = _operators(memory, model, deployment)
+        rd = {"hbm": memory.hbm_read_bw, "hbf": memory.hbf_stacks * memory.hbf.read_bw}
+        pooled = memory.daisy_chain or memory.read_pricing == "aggregate"
+        pool_bw = memory.hbm_read_bw if memory.daisy_chain else rd["hbm"] + rd["hbf"]
+        # inputs a design cannot carry: KV in a tier it lacks, or written where there is no bandwidth
+        self._forbidden: list[tuple[str, str]] = [(a, t) for a, t, bw in (
+            ("kv_hbm_bytes", "HBM", memory.hbm_read_bw), ("hbm_write_bytes", "HBM", memory.hbm_write_bw),
+            ("kv_hbf_bytes", "HBF", rd["hbf"]), ("hbf_flush_bytes", "HBF", memory.hbf_write_bw)) if bw <= 0]
+
+        def per_bw(vec: np.ndarray, bw: float, tier: str) -> np.ndarray:
+            if bw > 0:
+                return vec / bw
+            if np.any(vec[:2]):
+                raise ValueError(f"memory {memory.label!r}: {tier} has no bandwidth but holds weights or activations")
+            return np.zeros_like(vec)  # its KV inputs are forbidden above
+
+        rows: list[list[np.ndarray]] = []
+        for op in ops:
+            lanes = [op.flops / deployment.gpu.flops + (op.fixed_s if op.fixed_s is not None else 0.0)]
+            write = per_bw(op.hbm_write, memory.hbm_write_bw, "HBM") if op.hbm_write is not None else 0.0
+            if pooled:
+                total = sum(op.bytes_at.values(), np.zeros(len(_INPUTS)))
+                lanes.append(per_bw(total, pool_bw, "the memory") + write)
+            else:
+                for tier, vec in op.bytes_at.items():
+                    lanes.append(per_bw(vec, rd[tier], tier.upper()) + (write if tier == "hbm" else 0.0))
+                if "hbm" not in op.bytes_at and op.hbm_write is not None:
+                    lanes.append(write)
+            rows.append(lanes)
+        width = max(len(r) for r in rows)
+        self.names: tuple[str, ...] = tuple(op.name for op in ops)
+        self._lanes = width
+        padded = np.array([r + [np.zeros(len(_INPUTS))] * (width - len(r)) for r in rows])  # (ops, lanes, inputs)
+        self._coef = padded.transpose(1, 0, 2).reshape(-1, len(_INPUTS))  # lane-major rows
+        self._flush_per_byte = 1.0 / memory.hbf_write_bw if memory.hbf_write_bw > 0 else 0.0
+        m, dep = model, deployment
+        self._n_local = m.n_experts / dep.n_gpus if m.moe_layers else 0.0
+        k_over_e = m.experts_per_token / m.n_experts if m.moe_layers else 0.0
+        self._log_miss = dep.n_gpus * math.log1p(-k_over_e) if k_over_e < 1 else -math.inf
+
+    def _experts(self, b):
+        """Expected local experts read at batch ``b`` per GPU (:func:`local_experts_read`), scalar or array."""
+        if self._log_miss == -math.inf:
+            return self._n_local * (b > 0)
+        return -self._n_local * (math.expm1(b * self._log_miss) if isinstance(b, float) else np.expm1(b * self._log_miss))
+
+    def _check_tiers(self, kv_hbm, kv_hbf, flush, hbm_w) -> None:
+        for name, tier in self._forbidden:
+            v = {"kv_hbm_bytes": kv_hbm, "kv_hbf_bytes": kv_hbf, "hbm_write_bytes": hbm_w, "hbf_flush_bytes": flush}[name]
+            if np.any(v > 0):
+                raise ValueError(f"decode step ({self.memory.label}): {name}: bytes routed to {tier}, "
+                                 "a tier with zero bandwidth")
+
+    def _array_inputs(self, b, kv_hbm, kv_hbf, flush, hbm_w) -> tuple[np.ndarray, np.ndarray]:
+        """The input matrix (one column per step) and the flush bytes, validated."""
+        arrs = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (b, kv_hbm, kv_hbf, flush, hbm_w)))
+        for name, v in zip(_ARGS, arrs):
+            if np.any(~np.isfinite(v)) or np.any(v < 0):
+                raise ValueError(f"decode step: {name} must be finite and >= 0")
+        b, kv_hbm, kv_hbf, flush, hbm_w = arrs
+        self._check_tiers(kv_hbm, kv_hbf, flush, hbm_w)
+        return np.stack(((b > 0).astype(float), b, kv_hbm, kv_hbf, hbm_w, self._experts(b))), flush
+
+    def _op_times(self, x: np.ndarray) -> np.ndarray:
+        """Seconds per operator: the max over its lanes of the coefficient rows times the inputs.
+
+        Rows are lane-major (every operator's lane 0, then every operator's lane 1, ...), so
+        one product serves a vector ``x`` (one step) and a matrix (one column per step).
+        """
+        n = len(self.names)
+        t = self._coef @ x
+        m = t[:n]
+        for k in range(1, self._lanes):
+            m = np.maximum(m, t[k * n:(k + 1) * n])
+        return m
+
+    def scalar(self, batch: float, kv_hbm: float, kv_hbf: float, flush: float, hbm_write: float = 0.0) -> float:
+        """Seconds of one decode step for scalar inputs: the simulator's per-event call, same rows as arrays."""
+        b, h, f, fl, hw = float(batch), float(kv_hbm), float(kv_hbf), float(flush), float(hbm_write)
+        if not (0.0 <= b < math.inf and 0.0 <= h < math.inf and 0.0 <= f < math.inf and 0.0 <= fl < math.inf
+                and 0.0 <= hw < math.inf):
+            for name, v in zip(_ARGS, (b, h, f, fl, hw)):
+                if not 0.0 <= v < math.inf:
+                    raise ValueError(f"decode step: {name} must be finite and >= 0, got {v!r}")
+        if self._forbidden:
+            self._check_tiers(h, f, fl, hw)
+        x = np.array((1.0 if b > 0 else 0.0, b, h, f, hw, self._experts(b)))
+        return float(self._op_times(x).sum()) + fl * self._flush_per_byte
+
+    def __call__(self, batch: ArrayLike, kv_hbm: ArrayLike, kv_hbf: ArrayLike, flush: ArrayLike,
+                 hbm_write: ArrayLike = 0.0) -> float | np.ndarray:
+        """Seconds of one decode step; scalars take :meth:`scalar`, arrays broadcast."""
+        if all(isinstance(v, _SCALARS) for v in (batch, kv_hbm, kv_hbf, flush, hbm_write)):
+            return self.scalar(batch, kv_hbm, kv_hbf, flush, hbm_write)
+        x, fl = self._array_inputs(batch, kv_hbm, kv_hbf, flush, hbm_write)
+        return _out(self._op_times(x).sum(axis=0) + fl * self._flush_per_byte)
+
+    def breakdown(self, batch: ArrayLike, kv_hbm: ArrayLike, kv_hbf: ArrayLike, flush: ArrayLike,
+                  hbm_write: ArrayLike = 0.0) -> pd.DataFrame:
+        """Seconds per operator, the flush and the total, one row per input (arrays broadcast)."""
+        x, fl = self._array_inputs(*(np.atleast_1d(np.asarray(v, dtype=float))
+                                     for v in (batch, kv_hbm, kv_hbf, flush, hbm_write)))
+        t = self._op_times(x)
+        df = pd.DataFrame({name: t[i] for i, name in enumerate(self.names)})
+        df["flush"] = fl * self._flush_per_byte
+        df["total"] = t.sum(axis=0) + df["flush"].to_numpy()
+        return df
+
+
+@lru_cache(maxsize=64)
+def step_model(memory: MemoryConfig, model: ModelSpec, deployment: Deployment) -> StepModel:
+    """The compiled :class:`StepModel` of this (memory, model, deployment) (cached)."""
+    return StepModel(memory, model, deployment)
 
 
 def scalar_step_fn(memory: MemoryConfig, model: ModelSpec, deployment: Deployment):
-    """``f(batch, kv_hbm, kv_hbf, flush, hbm_write) -> total step s``: :func:`_step_scalar` with its
-    constants bound once (the simulator calls it per event); the same float operations in the same order."""
-    rep, local, log_miss, fl_seq, fl_tok, kvtok = _step_consts(model, deployment)
-    flops = deployment.gpu.flops
-    hbm_r, hbm_wbw = memory.hbm_read_bw, memory.hbm_stacks * memory.hbm.write_bw
-    hbf_r, hbf_w = memory.hbf_read_bw, memory.hbf_write_bw
-    daisy, inf, expm1 = memory.daisy_chain, math.inf, math.expm1
-    if not (hbm_r > 0 and hbm_wbw > 0 and hbf_r > 0 and hbf_w > 0):  # zero-bandwidth tiers: the checked path
-        return lambda b, h, f, fl, hw: _step_scalar(float(b), float(h), float(f), float(fl), memory, model,
-                                                    deployment, None, float(hw), None).total_s
-
-    def step(b: float, kv_hbm: float, kv_hbf: float, flush: float, hbm_w: float) -> float:
-        b, kv_hbm, kv_hbf, flush, hbm_w = float(b), float(kv_hbm), float(kv_hbf), float(flush), float(hbm_w)
-        if not (0 <= b < inf and 0 <= kv_hbm < inf and 0 <= kv_hbf < inf and 0 <= flush < inf and 0 <= hbm_w < inf):
-            return _step_scalar(b, kv_hbm, kv_hbf, flush, memory, model, deployment, None, hbm_w, None).total_s
-        hit = (1.0 if b > 0 else 0.0) if log_miss == -inf else -expm1(b * log_miss)
-        w = rep + local * hit
-        compute = (fl_seq * b + fl_tok * ((kv_hbm + kv_hbf) / kvtok)) / flops
-        if daisy:
-            read = (w + kv_hbf + kv_hbm + hbm_w) / hbm_r
-        else:
-            read = max(kv_hbm / hbm_r + hbm_w / hbm_wbw, (w + kv_hbf) / hbf_r)
-        return max(compute, read) + flush / hbf_w
-
-    return step
-
-def decode_step_breakdown(batch: ArrayLike, kv_hbm_bytes: ArrayLike, kv_hbf_bytes: ArrayLike,
-                          hbf_flush_bytes: ArrayLike, memory: MemoryConfig, model: ModelSpec,
-                          deployment: Deployment, context_tokens: ArrayLike | None = None,
-                          hbm_write_bytes: ArrayLike = 0.0,
-                          weight_read_bytes: ArrayLike | None = None) -> StepTime:
-    """The roofline of one decode step on one GPU, by component (see module docstring).
-
-    ``kv_*_bytes``: KV of the decoding sequences read from each tier; ``hbf_flush_bytes``: KV
-    bound for HBF this step (flushed once at step end); ``context_tokens``: tokens attended over
-    (default: KV bytes read / KV bytes per token); ``weight_read_bytes``: default
-    :func:`weight_read_bytes_per_gpu` at this batch.
-    """
-    if all(x is None or isinstance(x, _SCALARS) for x in (batch, kv_hbm_bytes, kv_hbf_bytes, hbf_flush_bytes,
-                                                         hbm_write_bytes, context_tokens, weight_read_bytes)):
-        return _step_scalar(float(batch), float(kv_hbm_bytes), float(kv_hbf_bytes), float(hbf_flush_bytes),
-                            memory, model, deployment, None if context_tokens is None else float(context_tokens),
-                            float(hbm_write_bytes), None if weight_read_bytes is None else float(weight_read_bytes))
-    b = np.asarray(batch, dtype=float)
-    kv_hbm = np.asarray(kv_hbm_bytes, dtype=float)
-    kv_hbf = np.asarray(kv_hbf_bytes, dtype=float)
-    flush = np.asarray(hbf_flush_bytes, dtype=float)
-    hbm_w = np.asarray(hbm_write_bytes, dtype=float)
-    for name, v in (("batch", b), ("kv_hbm_bytes", kv_hbm), ("kv_hbf_bytes", kv_hbf),
-                    ("hbf_flush_bytes", flush), ("hbm_write_bytes", hbm_w)):
-        if np.any(~np.isfinite(v)) or np.any(v < 0):
-            raise ValueError(f"decode_step_time: {name} must be finite and >= 0")
-    w = (np.asarray(weight_read_bytes_per_gpu(model, deployment, b)) if weight_read_bytes is None
-         else np.asarray(weight_read_bytes, dtype=float))
-    ctx = ((kv_hbm + kv_hbf) / model.kv_bytes_per_token if context_tokens is None
-           else np.asarray(context_tokens, dtype=float))
-    compute = np.asarray(decode_flops_per_gpu(model, b, ctx)) / deployment.gpu.flops
-    if memory.daisy_chain:
-        # HBF sits behind HBM: every byte of both tiers crosses the same HBM links.
-        read = _div(w + kv_hbf + kv_hbm + hbm_w, memory.hbm_read_bw, "daisy-chain links")
-    else:
-        t_hbm = _div(kv_hbm, memory.hbm_read_bw, "HBM read") + _div(hbm_w, memory.hbm_stacks * memory.hbm.write_bw,
-                                                                     "HBM write")
-        t_hbf = _div(w + kv_hbf, memory.hbf_read_bw, "HBF read")
-        read = np.maximum(t_hbm, t_hbf)
-    flush_s = _div(flush, memory.hbf_write_bw, "HBF flush")
-    total = np.maximum(compute, read) + flush_s
-    return StepTime(_out(compute), _out(read), _out(flush_s), _out(total))
+    """``f(batch, kv_hbm, kv_hbf, flush, hbm_write) -> step s`` for Python floats: :meth:`StepModel.scalar`."""
+    return step_model(memory, model, deployment).scalar
 
 
 def decode_step_time(batch: ArrayLike, kv_hbm_bytes: ArrayLike, kv_hbf_bytes: ArrayLike,
                      hbf_flush_bytes: ArrayLike, memory: MemoryConfig, model: ModelSpec,
-                     deployment: Deployment, context_tokens: ArrayLike | None = None,
-                     hbm_write_bytes: ArrayLike = 0.0,
-                     weight_read_bytes: ArrayLike | None = None) -> float | np.ndarray:
-    """Seconds of one decode step on one GPU: max(compute, bytes read / read bandwidth) + HBF flush."""
-    return decode_step_breakdown(batch, kv_hbm_bytes, kv_hbf_bytes, hbf_flush_bytes, memory, model, deployment,
-                                 context_tokens, hbm_write_bytes, weight_read_bytes).total_s
+                     deployment: Deployment, hbm_write_bytes: ArrayLike = 0.0) -> float | np.ndarray:
+    """Seconds of one decode step on one GPU (operator-level roofline + HBF flush, module docstring).
+
+    ``batch``: sequences decoding on this GPU; ``kv_*_bytes``: their KV read from each tier;
+    ``hbf_flush_bytes``: KV bound for HBF this step; ``hbm_write_bytes``: KV appended to HBM.
+    """
+    return step_model(memory, model, deployment)(batch, kv_hbm_bytes, kv_hbf_bytes, hbf_flush_bytes, hbm_write_bytes)
+
+
+def decode_step_breakdown(batch: ArrayLike, kv_hbm_bytes: ArrayLike, kv_hbf_bytes: ArrayLike,
+                          hbf_flush_bytes: ArrayLike, memory: MemoryConfig, model: ModelSpec,
+                          deployment: Deployment, hbm_write_bytes: ArrayLike = 0.0) -> pd.DataFrame:
+    """:func:`decode_step_time` by operator: seconds per operator, ``flush`` and ``total`` (one row per input)."""
+    return step_model(memory, model, deployment).breakdown(batch, kv_hbm_bytes, kv_hbf_bytes, hbf_flush_bytes,
+                                                           hbm_write_bytes)
 
 
 def kv_landing_time(tokens: ArrayLike, tier: Literal["hbm", "hbf"], memory: MemoryConfig,
@@ -422,279 +470,3 @@ def settled_rate(t: np.ndarray, cum_bytes: np.ndarray, rtol: float = 0.10, min_p
     return Settling(rate, True, float(t[idx[0]]))
 
 
-# ---------------------------------------------------------------------------------------------
-# Validation against Kyung et al. [23], Fig. 4 (Llama-4-Maverick)
-# ---------------------------------------------------------------------------------------------
-
-
-class KyungTableError(ValueError):
-    """A malformed validation table: names the file, the line and the field."""
-
-    def __init__(self, source: str | Path, line: int, field_: str, problem: str):
-        super().__init__(f"{source}:{line}: field {field_!r}: {problem}")
-        self.source, self.line, self.field, self.problem = str(source), line, field_, problem
-
-
-_HEAD = re.compile(r"^###\s+(?P<model>.+?)\s+[—-]+\s+CV\s*=\s*(?P<cv>[0-9.]+)\s*$")
-_CELL = re.compile(r"^(?P<life>[0-9]+(?:\.[0-9]+)?)\s*\(\s*(?P<tpot>[0-9]+(?:\.[0-9]+)?)\s*\)$")
-_RATIO = re.compile(r"^(?P<a>[0-9]+):(?P<b>[0-9]+)$")
-_CTX = re.compile(r"^(?P<k>[0-9]+)K$")
-
-
-def parse_kyung_tables(path: str | Path) -> pd.DataFrame:
-    """Parse the transcribed Fig. 4 tables: one row per cell (model, cv, ratio, context, lifetime, TPOT).
-
-    Expects, under each ``### <model> — CV = <x>`` heading, a table ``| L_in:L_out | 8K | ... |``
-    whose cells read ``<years> (<TPOT ms>)``.  ``8K`` = 8 × 1024 tokens.  Raises
-    :class:`KyungTableError` naming the file, line and field on anything else.
-    """
-    path = Path(path)
-    lines = path.read_text(encoding="utf-8").splitlines()
-    rows: list[dict] = []
-    i, n_tables = 0, 0
-    while i < len(lines):
-        m = _HEAD.match(lines[i].strip())
-        if not m:
-            i += 1
-            continue
-        model, cv = m["model"].strip(), float(m["cv"])
-        j = i + 1
-        while j < len(lines) and not lines[j].strip():
-            j += 1
-        if j >= len(lines) or not lines[j].strip().startswith("|"):
-            raise KyungTableError(path, j + 1, "table", f"no table under heading {lines[i].strip()!r}")
-        header = [h.strip() for h in lines[j].strip().strip("|").split("|")]
-        if header[0] != "L_in:L_out" or len(header) < 2:
-            raise KyungTableError(path, j + 1, "header", f"expected '| L_in:L_out | 8K | ...', got {lines[j]!r}")
-        ctxs = []
-        for h in header[1:]:
-            mc = _CTX.match(h)
-            if not mc:
-                raise KyungTableError(path, j + 1, "header", f"context column {h!r} is not like '8K'")
-            ctxs.append(int(mc["k"]) * 1024)
-        if j + 1 >= len(lines) or not re.match(r"^\|(\s*:?-+:?\s*\|)+$", lines[j + 1].strip()):
-            raise KyungTableError(path, j + 2, "separator", "expected a '|---|' separator row")
-        k = j + 2
-        n_rows = 0
-        while k < len(lines) and lines[k].strip().startswith("|"):
-            cells = [c.strip() for c in lines[k].strip().strip("|").split("|")]
-            if len(cells) != len(header):
-                raise KyungTableError(path, k + 1, "row", f"{len(cells)} cells, header has {len(header)}")
-            mr = _RATIO.match(cells[0])
-            if not mr or int(mr["a"]) <= 0 or int(mr["b"]) <= 0:
-                raise KyungTableError(path, k + 1, "L_in:L_out", f"{cells[0]!r} is not a ratio like '1:3'")
-            a, b = int(mr["a"]), int(mr["b"])
-            for ctx, h, cell in zip(ctxs, header[1:], cells[1:]):
-                mv = _CELL.match(cell)
-                if not mv:
-                    raise KyungTableError(path, k + 1, h, f"cell {cell!r} is not '<years> (<TPOT ms>)'")
-                rows.append(dict(model=model, cv=cv, ratio=cells[0], in_share=a / (a + b), context=h,
-                                 context_tokens=ctx, lifetime_years=float(mv["life"]), tpot_ms=float(mv["tpot"]),
-                                 line=k + 1))
-            n_rows += 1
-            k += 1
-        if n_rows == 0:
-            raise KyungTableError(path, j + 3, "row", "table has no data rows")
-        n_tables += 1
-        i = k
-    if n_tables == 0:
-        raise KyungTableError(path, 1, "heading", "no '### <model> — CV = <x>' table found")
-    return pd.DataFrame(rows)
-
-
-@dataclass(frozen=True)
-class KyungSetting:
-    """Kyung et al.'s [23] Fig. 4 setting, per GPU of one 8-GPU node.
-
-    ASSUMPTION (capacity, ``capacity="budget"``): the batch is as many sequences as a per-GPU
-    weights+KV budget of ``budget_bytes`` = 512 GB (2 × the 256 GB HBM) holds at the workload's
-    context length, with the weights inside the budget.  Reason: the validation note's literal
-    reading (the whole 5 × 512 GB flash minus weights, ``capacity="flash"``) gives ~6× the
-    batch, TPOTs of ~250 ms and lifetimes ~6× too short; Kyung's Fig. 5 names 512 GB as the
-    "weights + reserved-KV capacity" of the HBF bar whose TPOT (51 ms, Maverick 8K 1:3) equals
-    Fig. 4's, and the transcribing simulator's batch at that point (240/GPU) is this budget's.
-    The lifetime still wears the whole flash minus the weights (``reserved_bytes``).
-    Lengths (``dispersion="context_beta"``, Kyung's Fig. 4 caption, "low dispersion (CV=0.1,
-    κ=90)" and "high dispersion (CV=0.3, κ=30)" as transcribed in jeongminl/HBF-LLMSimulator
-    ``Fig4_Fig5_extracted_numbers.md``): a request's context C has the cell's mean and coefficient
-    of variation CV, and its output share r = L_out/C is Beta-distributed with mean L_out/(L_in +
-    L_out) and concentration κ (``ratio_kappa``, keyed by CV), independent of C; L_in = (1-r)C.
-    Only first and second moments enter (E[C²] = mean²(1 + CV²), E[r²] = μ² + μ(1-μ)/(κ+1)), so
-    the shape of C's distribution does not; we take CV as the realized one (the transcribing
-    repository draws a normal truncated at ±2σ, which shrinks E[C²] and lowers CV-0.3 TPOTs by
-    ~1%; its sampler notes that the paper reports ~+9% mean L_out in flight at CV 0.3, which is
-    what 1 + CV² gives).  In-flight sequences are
-    size-biased by L_out (continuous batching) at a uniform decode age, so CV raises the context
-    read per step through E[C²]/E[C].  ``dispersion="independent"`` is the earlier reading (L_in
-    and L_out independent, each with the cell's CV; κ unused), kept for the sensitivity table.
-    ``8K`` = 8192 tokens.
-    ASSUMPTION (landing): admitted prompts' KV lands in HBF in the same per-step flush as the
-    appended tokens (HBF's write port is the only way into flash), so it is in the step time.
-    ASSUMPTION (expert-parallel barrier, ``ep_barrier``): the eight GPUs meet at every MoE layer's
-    all-to-all, so a step lasts as long as its slowest rank.  Each rank admits a new prompt when
-    one of its sequences completes; completions per rank per step are Poisson with Little's-law
-    mean λ = B / E[L_out], independent across ranks, and the rank that admits lands its whole
-    prompt (E[L_in] tokens) while the others wait.  So the landing term of the step is
-    E[max of n_gpus Poisson(λ)] × E[L_in] × KV bytes/token at HBF write bandwidth, not the
-    per-rank mean λ × E[L_in] × KV; the bytes written (and so the wear) keep the mean.  No free
-    parameter.  Reason: physical (expert parallelism synchronizes the node), and it is how the
-    authors' simulator lineage charges a prompt's KV write (to the admitting device, before the
-    layers whose all-to-all then syncs the devices).  Variation of L_in between prompts and of
-    the KV read between ranks is left out (both would lengthen the slowest rank a little more).
-    ``ep_barrier=False`` averages the landing over the ranks (the earlier reading, in
-    :func:`kyung_sensitivity`).  Note the decode-node simulator names a different landing
-    assumption (a landing delays only its own request; lachesis.simulator): with landing kept out
-    of the step here, 17 of 30 cells fall within ±15% (the "landing overlapped" sensitivity row).
-    """
-
-    model: ModelSpec = LLAMA4_MAVERICK
-    memory: MemoryConfig = MEMORY_KYUNG
-    deployment: Deployment = field(default_factory=lambda: Deployment(n_gpus=8, gpu=GPUSpec("B200-class", 2250e12)))
-    endurance: Endurance = field(default_factory=Endurance)
-    capacity: Literal["budget", "flash"] = "budget"
-    budget_bytes: float = 512 * GB
-    landing_in_step: bool = True
-    ep_barrier: bool = True
-    dispersion: Literal["context_beta", "independent"] = "context_beta"
-    #: (CV, κ) pairs of Kyung's Fig. 4 tables; CV 0 means deterministic lengths (κ = ∞).
-    ratio_kappa: tuple[tuple[float, float], ...] = ((0.1, 90.0), (0.3, 30.0))
-
-    def kappa_for(self, cv: ArrayLike) -> np.ndarray:
-        """Beta concentration κ of the output share for each CV (∞ at CV 0); unknown CVs raise."""
-        cv_ = np.atleast_1d(np.asarray(cv, dtype=float))
-        out = np.full(cv_.shape, np.nan)
-        out[cv_ == 0] = np.inf
-        for c, k in self.ratio_kappa:
-            out[np.isclose(cv_, c)] = k
-        if np.any(np.isnan(out)):
-            bad = sorted(set(cv_[np.isnan(out)].tolist()))
-            raise ValueError(f"KyungSetting: no ratio concentration κ for CV {bad}; known {self.ratio_kappa}")
-        return out
-
-
-def kyung_steady_state(context_tokens: ArrayLike, in_share: ArrayLike, cv: ArrayLike,
-                       setting: KyungSetting = KyungSetting()) -> pd.DataFrame:
-    """Steady-state saturated continuous batching of stateless requests: TPOT and HBF lifetime per cell.
-
-    Vectorized over cells.  Per GPU: batch B = floor(KV capacity / (context × KV bytes/token));
-    each step reads the weights and B × E[in-flight context] tokens of KV from HBF (size-biased
-    by L_out under the setting's dispersion model), appends one token per sequence and lands
-    B/E[L_out] admitted prompts of E[L_in] tokens (Little's law: admissions = completions).  Step time is :func:`decode_step_time`; the lifetime is
-    :func:`hbf_lifetime_years` with the weights' flash reserved.
-    """
-    s = setting
-    ctx, share, cv_ = np.broadcast_arrays(np.atleast_1d(np.asarray(context_tokens, dtype=float)),
-                                          np.atleast_1d(np.asarray(in_share, dtype=float)),
-                                          np.atleast_1d(np.asarray(cv, dtype=float)))
-    if np.any(ctx <= 0) or np.any((share <= 0) | (share >= 1)) or np.any(cv_ < 0):
-        raise ValueError("kyung_steady_state: need context > 0, 0 < in_share < 1, cv >= 0")
-    kv_tok = s.model.kv_bytes_per_token
-    w_store = weight_storage_bytes_per_gpu(s.model, s.deployment)
-    cap = (s.budget_bytes if s.capacity == "budget" else s.memory.hbf_bytes) - w_store
-    if cap <= 0:
-        raise ValueError(f"kyung_steady_state: no KV capacity left after {w_store / GB:.1f} GB of weights")
-    batch = np.floor(cap / (ctx * kv_tok))
-    l_in, l_out = ctx * share, ctx * (1 - share)
-    # size-biased by L_out, uniform decode age j in [0, L_out): context read = E[L_out (L_in + (L_out-1)/2)] / E[L_out]
-    if s.dispersion == "independent":
-        e_ctx = l_in + (l_out * (1 + cv_**2) - 1) / 2
-    elif s.dispersion == "context_beta":
-        mu = 1 - share  # mean output share r; L_out = rC, L_in = (1-r)C, r independent of C
-        kappa = s.kappa_for(cv_)
-        e_r2 = mu**2 + mu * (1 - mu) / (kappa + 1)
-        e_ctx = ctx * (1 + cv_**2) * (mu - e_r2 / 2) / mu - 0.5
-    else:
-        raise ValueError(f"kyung_steady_state: unknown dispersion {s.dispersion!r}")
-    kv_read = batch * e_ctx * kv_tok
-    append = batch * kv_tok
-    admissions = batch / l_out  # per rank per step (Little's law)
-    landed = admissions * l_in * kv_tok  # mean prompt bytes landed per rank per step: what wears
-    slowest = expected_max_poisson(admissions, s.deployment.n_gpus) if s.ep_barrier else admissions
-    flush = append + slowest * l_in * kv_tok if s.landing_in_step else append
-    bd = decode_step_breakdown(batch, 0.0, kv_read, flush, s.memory, s.model, s.deployment,
-                               context_tokens=batch * e_ctx)
-    step = np.asarray(bd.total_s)
-    rate = (append + landed) / step
-    life = np.asarray(hbf_lifetime_years(s.memory, rate, s.endurance, reserved_bytes=w_store))
-    return pd.DataFrame(dict(context_tokens=ctx, in_share=share, cv=cv_, batch_per_gpu=batch,
-                             inflight_context=e_ctx, kv_read_gb=kv_read / GB, flush_gb=flush / GB,
-                             compute_ms=np.broadcast_to(bd.compute_s, ctx.shape) * 1e3,
-                             read_ms=np.broadcast_to(bd.read_s, ctx.shape) * 1e3,
-                             flush_ms=np.broadcast_to(bd.flush_s, ctx.shape) * 1e3,
-                             tpot_ms=step * 1e3, write_gb_per_s=rate / GB, lifetime_years=life))
-
-
-def expected_max_poisson(lam: ArrayLike, n: int) -> np.ndarray:
-    """E[max of ``n`` independent Poisson(``lam``) counts], elementwise: Σ_a≥0 (1 - F(a)^n)."""
-    lam = np.atleast_1d(np.asarray(lam, dtype=float))
-    if np.any(lam < 0) or n < 1:
-        raise ValueError("expected_max_poisson: need lam >= 0 and n >= 1")
-    top = int(stats.poisson.ppf(1 - 1e-15, max(float(lam.max()), 1e-12))) + 2
-    a = np.arange(top)[:, None]
-    return (1.0 - stats.poisson.cdf(a, lam[None, :]) ** n).sum(axis=0)
-
-
-def kyung_grid(paper: pd.DataFrame, setting: KyungSetting = KyungSetting()) -> pd.DataFrame:
-    """Every cell of the parsed Fig. 4 tables beside ours, with relative errors (ours/theirs - 1)."""
-    ours = kyung_steady_state(paper["context_tokens"].to_numpy(), paper["in_share"].to_numpy(),
-                              paper["cv"].to_numpy(), setting)
-    out = paper[["model", "cv", "ratio", "context"]].reset_index(drop=True).copy()
-    out["life_ours"] = ours["lifetime_years"].to_numpy()
-    out["life_theirs"] = paper["lifetime_years"].to_numpy()
-    out["life_err"] = out["life_ours"] / out["life_theirs"] - 1
-    out["tpot_ours_ms"] = ours["tpot_ms"].to_numpy()
-    out["tpot_theirs_ms"] = paper["tpot_ms"].to_numpy()
-    out["tpot_err"] = out["tpot_ours_ms"] / out["tpot_theirs_ms"] - 1
-    out["batch_per_gpu"] = ours["batch_per_gpu"].to_numpy()
-    return out
-
-
-KYUNG_TABLE_REL = "data/validation/kyung2026_fig4_maverick.md"
-
-
-def default_kyung_table() -> Path:
-    """The shared validation table: ``$LACHESIS_SHARED/<rel>`` or ``<repo>/../shared/<rel>``."""
-    root = os.environ.get("LACHESIS_SHARED")
-    base = Path(root) if root else Path(__file__).resolve().parents[2] / "shared"
-    return base / KYUNG_TABLE_REL
-
-
-def kyung_summary(grid: pd.DataFrame, tol: float = 0.15) -> dict[str, float]:
-    """Headline statistics of a :func:`kyung_grid`: cells within ``tol``, error medians and ranges."""
-    le, te = grid["life_err"], grid["tpot_err"]
-    return dict(cells=float(len(grid)), within_tol=float((le.abs() <= tol).sum()), tol=tol,
-                life_err_median=float(le.median()), life_err_min=float(le.min()), life_err_max=float(le.max()),
-                tpot_err_median=float(te.median()), tpot_err_min=float(te.min()), tpot_err_max=float(te.max()))
-
-
-def kyung_implied_batch(paper: pd.DataFrame, setting: KyungSetting = KyungSetting()) -> np.ndarray:
-    """Per-GPU batch implied by THEIR lifetime and TPOT under our byte accounting (a diagnostic).
-
-    Inverts :func:`hbf_lifetime_years` for their write rate, × their TPOT = bytes written per step,
-    ÷ (KV/token × (1 + L_in/L_out)) = sequences.  Equal to our batch ⇔ bytes per step agree, so
-    any lifetime miss comes from the step time.
-    """
-    s = setting
-    w = weight_storage_bytes_per_gpu(s.model, s.deployment)
-    one = np.asarray(hbf_lifetime_years(s.memory, 1.0, s.endurance, reserved_bytes=w))  # years at 1 B/s
-    rate = one / paper["lifetime_years"].to_numpy(dtype=float)
-    share = paper["in_share"].to_numpy(dtype=float)
-    per_seq = s.model.kv_bytes_per_token * (1 + share / (1 - share))
-    return rate * paper["tpot_ms"].to_numpy(dtype=float) / 1e3 / per_seq
-
-
-def kyung_sensitivity(paper: pd.DataFrame, tol: float = 0.15) -> pd.DataFrame:
-    """:func:`kyung_summary` under each named alternative of :class:`KyungSetting` (one row per variant)."""
-    gib = 1024**3  # the authors' simulator (scale-snu LLMSimulator) sizes every capacity preset in GiB
-    mem_gib = replace(MEMORY_KYUNG, hbf=replace(MEMORY_KYUNG.hbf, capacity_bytes=512 * gib))
-    variants = {
-        "default (512 GB budget, landing in the step flush on the slowest rank, context CV + Beta(κ) share)":
-            KyungSetting(),
-        "landing averaged over the ranks (no expert-parallel barrier)": KyungSetting(ep_barrier=False),
-        "lengths: L_in, L_out independent, each with the CV (κ unused)": KyungSetting(dispersion="independent"),
-        "landing overlapped (not in the step time)": KyungSetting(landing_in_step=False),
-        "literal: whole flash minus weights holds the batch": KyungSetting(capacity="flash"),
-        "units: budget and flash in GiB (512 GiB, 5 x 512 GiB)": KyungSetting(memory=mem_gib, budget_bytes=512 * gib),
-    }
-    rows = [dict(variant=k, **kyung_summary(kyung_grid(paper, v), tol)) for k, v in variants.items()]
-    return pd.DataFrame(rows)

@@ -9,6 +9,7 @@ import pytest
 
 from lachesis import config as C
 from lachesis import hbf
+from test_models import DEEPSEEK_V3
 
 MAV, QWEN = C.LLAMA4_MAVERICK, C.QWEN3_235B
 DEP = C.Deployment()
@@ -17,78 +18,133 @@ M17, DAISY = C.memory_config("1/7"), C.memory_config("8/8*")
 
 # --- weights -----------------------------------------------------------------------------------
 
+MAV_ROUTED, MAV_TOTAL = 386_547_056_640, 400_711_848_960  # tests/test_models.py derives both by hand
+MAV_EMB = 202048 * 5120
+
+
 def test_weight_storage_per_gpu_replicated_plus_one_eighth_of_experts() -> None:
-    # Maverick: 400.7e9 - 386.547e9 = 14.153e9 replicated; 386.547e9 / 8 = 48.318375e9 local experts; BF16
-    assert hbf.weight_storage_bytes_per_gpu(MAV, DEP) == pytest.approx((14.153e9 + 48.318375e9) * 2)
-    # Qwen3: 235.1e9 - 227.096e9 = 8.004e9 replicated; 227.096e9 / 8 = 28.387e9
-    assert hbf.weight_storage_bytes_per_gpu(QWEN, DEP) == pytest.approx((8.004e9 + 28.387e9) * 2)
+    assert hbf.weight_storage_bytes_per_gpu(MAV, DEP) == (MAV_TOTAL - MAV_ROUTED + MAV_ROUTED / 8) * 2
 
 
 def test_weight_read_saturated_skips_embedding_and_small_batch_hits_fewer_experts() -> None:
-    full = (14.153e9 - 1.0345e9 + 48.318375e9) * 2
+    rep = MAV_TOTAL - MAV_ROUTED - MAV_EMB  # the input table is gathered, not streamed
+    full = (rep + MAV_ROUTED / 8) * 2
     assert hbf.weight_read_bytes_per_gpu(MAV, DEP) == pytest.approx(full)
-    # batch 1 per GPU -> 8 tokens on the node, top-1 of 128: P(local expert hit) = 1 - (127/128)^8
+    # batch 1 per GPU -> 8 tokens on the node, top-1 of 128: P(local expert read) = 1 - (127/128)^8
     p = 1 - (127 / 128) ** 8
-    one = (14.153e9 - 1.0345e9 + 48.318375e9 * p) * 2
     got = hbf.weight_read_bytes_per_gpu(MAV, DEP, batch=np.array([1, 10_000]))
     assert isinstance(got, np.ndarray)
-    assert got[0] == pytest.approx(one) and got[1] == pytest.approx(full)
-    assert hbf.weight_read_bytes_per_gpu(MAV, DEP, batch=0) == pytest.approx((14.153e9 - 1.0345e9) * 2)
+    assert got[0] == pytest.approx((rep + MAV_ROUTED / 8 * p) * 2) and got[1] == pytest.approx(full)
+    assert hbf.weight_read_bytes_per_gpu(MAV, DEP, batch=0) == pytest.approx(rep * 2)
+    assert hbf.local_experts_read(MAV, DEP, 1) == pytest.approx(16 * p)
 
 
-def test_model_without_layout_uses_named_fallback() -> None:
-    m = C.ModelSpec("toy", 2, 1, 64, total_params=10e9, active_params=2e9)
-    # replicated = active (2e9), routed = total - active (8e9) over 8 GPUs -> 3e9 params, BF16
-    assert hbf.weight_storage_bytes_per_gpu(m, DEP) == pytest.approx(6e9)
+# --- decode step: operators by hand ----------------------------------------------------------
+
+#: A small MoE model and memory with round numbers, priced by hand below.
+TOY = C.ModelSpec("toy", layers=2, hidden=1024, q_heads=8, kv_heads=2, head_dim=128, vocab=1000, dense_ffn=4096,
+                  moe_layers=1, n_experts=16, experts_per_token=2, expert_ffn=2048, n_shared_experts=1,
+                  shared_ffn=2048)
+TOY_MEM = C.MemoryConfig("toy 1/1", 1, 1, hbm=C.StackSpec("h", 1e12, 1e12, 1e12), hbf=C.StackSpec("f", 1e12, 1e12, 1e9))
+TOY_DEP = C.Deployment(n_gpus=4, gpu=C.GPUSpec("g", flops=1e15, link_bw=1e11, link_latency_s=1e-6))
 
 
-# --- decode step -------------------------------------------------------------------------------
+def test_operators_priced_by_hand() -> None:
+    b, kvh, kvf, fl, hw = 10.0, 1e9, 3e9, 1e6, 1e5
+    bd = hbf.decode_step_breakdown(b, kvh, kvf, fl, TOY_MEM, TOY, TOY_DEP, hbm_write_bytes=hw).iloc[0]
+    agg = 2e12  # aggregate read bandwidth of the two stacks (default pricing)
+    # QKV projection: 1024 x (8 + 2 x 2) x 128 per layer, 2 layers; activations 10 x (1024 + 1536) per layer
+    w = 1024 * 1536
+    assert bd.attention_in_proj == pytest.approx(max(2 * w * 10 * 2 / 1e15, (w * 2 * 2 + 10 * 2560 * 2 * 2) / agg))
+    # attention core: KV 2 layers x 2 heads x (128 + 128) x 2 B = 2048 B/token -> 4e9 / 2048 context tokens;
+    # FLOPs per context token per layer 2 x 8 x 256 (QK^T, AV) + 7 x 8 (softmax); query + output 8 x 256 per token
+    ctx = 4e9 / 2048
+    flops = 2 * (2 * 8 * 256 + 7 * 8) * ctx
+    mem = (kvh + kvf + 10 * 2 * 8 * 256 * 2) / agg + hw / 1e12  # HBM-bound KV appended at HBM write bandwidth
+    assert bd.attention == pytest.approx(max(flops / 1e15, mem))
+    # routed experts: 4 local of 16; P(read) = 1 - (1 - 2/16)^(4 x 10); 20 token-expert pairs
+    local = 4 * (1 - (14 / 16) ** 40)
+    per_expert = 3 * 1024 * 2048
+    # activations per pair: 1024 in + 2 x 2048 out (gate, up), 2048 in + 1024 out (down)
+    assert bd.routed_experts == pytest.approx(max(2 * per_expert * 20 / 1e15,
+                                                  (local * per_expert * 2 + 20 * (1024 + 4096 + 2048 + 1024) * 2) / agg))
+    # dense FFN layer (1 of 2): gate+up 1024 -> 2 x 4096, down 4096 -> 1024
+    assert bd.dense_ffn == pytest.approx(max(2 * 3 * 1024 * 4096 * 10 / 1e15,
+                                             (3 * 1024 * 4096 * 2 + 10 * (1024 + 8192 + 4096 + 1024) * 2) / agg))
+    # expert-parallel exchange: dispatch + combine of 10 x 2 hidden vectors, 3/4 of them to other GPUs
+    assert bd.expert_exchange == pytest.approx(2 * (1e-6 + 10 * 2 * 1024 * 2 * 0.75 / 1e11))
+    assert bd.flush == pytest.approx(fl / 1e9)  # end-of-step flush at HBF write bandwidth (§5.1)
+    ops = bd.drop(["flush", "total"])
+    assert bd.total == pytest.approx(ops.sum() + bd.flush)
+    assert hbf.decode_step_time(b, kvh, kvf, fl, TOY_MEM, TOY, TOY_DEP, hbm_write_bytes=hw) == pytest.approx(bd.total)
 
-def _known_step(memory: C.MemoryConfig) -> float:
-    return hbf.decode_step_time(batch=100, kv_hbm_bytes=80e9, kv_hbf_bytes=1008e9, hbf_flush_bytes=1.12e9,
-                                memory=memory, model=MAV, deployment=DEP, weight_read_bytes=112e9)
+
+def test_read_pricing_per_tier_and_daisy_chain() -> None:
+    b, kvh, kvf = 10.0, 1e9, 3e9
+    per_tier = replace(TOY_MEM, read_pricing="per_tier")
+    bd = hbf.decode_step_breakdown(b, kvh, kvf, 0.0, per_tier, TOY, TOY_DEP).iloc[0]
+    # each tier over its own stack, in parallel; activations in HBM
+    assert bd.attention == pytest.approx(max((kvh + 10 * 2 * 8 * 256 * 2) / 1e12, kvf / 1e12))
+    w = 1024 * 1536
+    assert bd.attention_in_proj == pytest.approx(max(w * 2 * 2 / 1e12, 10 * 2560 * 2 * 2 / 1e12))
+    daisy = replace(TOY_MEM, daisy_chain=True)
+    bd = hbf.decode_step_breakdown(b, kvh, kvf, 0.0, daisy, TOY, TOY_DEP).iloc[0]
+    assert bd.attention == pytest.approx((kvh + kvf + 10 * 2 * 8 * 256 * 2) / 1e12)  # everything over the HBM links
 
 
-def test_step_on_1_7_reads_tiers_in_parallel_then_flushes() -> None:
-    # HBF: (112 + 1008) GB / (7 x 1.6 TB/s) = 0.100 s; HBM: 80 GB / 1.6 TB/s = 0.050 s -> max 0.100 s
-    # compute ~ (100 x 2 x 17.2e9 + 4 x 48 x 40 x 128 x 1088e9/196608) / 2250e12 = 3.9 ms (not binding)
-    # flush: 1.12 GB / (7 x 16 GB/s) = 0.010 s   => 0.110 s
-    assert _known_step(M17) == pytest.approx(0.110)
-    bd = hbf.decode_step_breakdown(100, 80e9, 1008e9, 1.12e9, M17, MAV, DEP, weight_read_bytes=112e9)
-    assert bd.read_s == pytest.approx(0.100) and bd.flush_s == pytest.approx(0.010)
-    ctx = 1088e9 / 196_608
-    assert bd.compute_s == pytest.approx((100 * 2 * 17.2e9 + 4 * 48 * 40 * 128 * ctx) / 2250e12)
+def test_aggregate_pricing_makes_reads_placement_blind() -> None:
+    """§5.2: the tiers share one read bandwidth, so moving KV between them does not change the step."""
+    for mem in C.MEMORY_CONFIGS:
+        a = hbf.decode_step_time(200, 30e9, 700e9, 0.0, mem, MAV, DEP)
+        assert hbf.decode_step_time(200, 700e9, 30e9, 0.0, mem, MAV, DEP) == pytest.approx(a)
+    m17 = replace(M17, read_pricing="per_tier")
+    assert hbf.decode_step_time(200, 30e9, 700e9, 0, m17, MAV, DEP) != pytest.approx(
+        hbf.decode_step_time(200, 700e9, 30e9, 0, m17, MAV, DEP))
 
 
-def test_daisy_chain_bandwidth_does_not_add_up() -> None:
-    # 8/8*: all (112 + 1008 + 80) GB cross the 8 x 1.6 TB/s HBM links: 0.09375 s;
-    # flush 1.12 GB / (8 x 16 GB/s) = 8.75 ms => 0.1025 s
-    assert _known_step(DAISY) == pytest.approx(0.09375 + 0.00875)
-    # a co-located 8/8 would read the two tiers in parallel: max(0.05/1.6*1.6 ..) -> 1120/12.8 TB/s
-    colo = replace(DAISY, daisy_chain=False)
-    assert _known_step(colo) == pytest.approx(1120e9 / 12.8e12 + 0.00875)
+def test_operator_max_does_not_hide_compute_behind_reads() -> None:
+    """Sum of per-operator maxima >= the whole-step max; strictly when operators are bound differently.
+
+    Maverick on 1/7 at 240 sequences: the dense FFN layers are compute-bound (240 FLOPs/B > 2250/12.8),
+    attention is bound by its KV reads.
+    """
+    args = (240, 0.0, 300e9, 0.0)
+    step = hbf.decode_step_time(*args, M17, MAV, DEP)
+    fast = replace(DEP, gpu=replace(DEP.gpu, flops=1e30, link_latency_s=0.0, link_bw=1e30))
+    memory_only = hbf.decode_step_time(*args, M17, MAV, fast)
+    wide = replace(M17, hbm=replace(M17.hbm, read_bw=1e30), hbf=replace(M17.hbf, read_bw=1e30))
+    compute_only = hbf.decode_step_time(*args, wide, MAV, DEP)
+    assert step > max(memory_only, compute_only) * 1.01
+    bd = hbf.decode_step_breakdown(*args, M17, MAV, DEP).iloc[0]
+    assert bd.dense_ffn == pytest.approx(2 * 24 * 3 * 5120 * 16384 * 240 / 2250e12)  # compute-bound
 
 
-def test_compute_bound_step_and_vectorized_batches() -> None:
-    t = hbf.decode_step_time(batch=np.array([1e5, 1.0]), kv_hbm_bytes=0.0, kv_hbf_bytes=0.0, hbf_flush_bytes=0.0,
-                             memory=M17, model=MAV, deployment=DEP, weight_read_bytes=0.0)
-    assert isinstance(t, np.ndarray) and t.shape == (2,)
-    assert t[0] == pytest.approx(1e5 * 2 * 17.2e9 / 2250e12)  # 1.5289 s of FLOPs, no bytes
-    # default weight read: a memory-bound step of 1 sequence on 1/7 (HBF 11.2 TB/s)
-    w = hbf.weight_read_bytes_per_gpu(MAV, DEP, batch=1)
-    assert hbf.decode_step_time(1, 0, 0, 0, M17, MAV, DEP) == pytest.approx(w / 11.2e12)
+def test_mla_attention_can_be_compute_bound() -> None:
+    """Absorbed MLA does 61 x (2 x 128 x (2 x 512 + 64) + 7 x 128) FLOPs per 70,272 B of KV (~243 FLOPs/B), more
+    than 1/7's 2250e12 / 12.8e12: its attention is priced by compute, where GQA's (~5 FLOPs/B) is priced by reads."""
+    ds = C.model_from_hf_config(DEEPSEEK_V3, "DeepSeek-V3", weight_dtype_bytes=2)
+    kv = 500e9
+    bd = hbf.decode_step_breakdown(100, 0.0, kv, 0.0, M17, ds, DEP).iloc[0]
+    flops = 61 * (2 * 128 * (2 * 512 + 64) + 7 * 128) * kv / 70_272
+    assert bd.attention == pytest.approx(flops / 2250e12)
+    assert flops / 2250e12 > kv / 12.8e12
+    gqa = hbf.decode_step_breakdown(100, 0.0, kv, 0.0, M17, MAV, DEP).iloc[0]
+    assert gqa.attention == pytest.approx((kv + 100 * 48 * 40 * 256 * 2) / 12.8e12)
 
 
 def test_scalar_fast_path_equals_array_path() -> None:
     rng = np.random.default_rng(0)
-    for mem in C.MEMORY_CONFIGS:
-        for model in (MAV, QWEN):
-            b, kh, kf, fl = (rng.integers(0, 500, 40).astype(float), rng.uniform(0, 1e11, 40),
-                             rng.uniform(0, 1e12, 40), rng.uniform(0, 1e9, 40))
-            arr = hbf.decode_step_time(b, kh, kf, fl, mem, model, DEP)
-            one = [hbf.decode_step_time(float(x), float(y), float(z), float(w), mem, model, DEP)
-                   for x, y, z, w in zip(b, kh, kf, fl)]
-            np.testing.assert_allclose(arr, one, rtol=1e-12)
+    mems = list(C.MEMORY_CONFIGS) + [replace(m, read_pricing="per_tier") for m in C.MEMORY_CONFIGS[:4]] + [C.MEMORY_KYUNG]
+    for mem in mems:
+        for model in (MAV, QWEN, TOY):
+            b, kh, kf, fl, hw = (rng.integers(0, 500, 40).astype(float), rng.uniform(0, 1e11, 40),
+                                 rng.uniform(0, 1e12, 40), rng.uniform(0, 1e9, 40), rng.uniform(0, 1e8, 40))
+            arr = hbf.decode_step_time(b, kh, kf, fl, mem, model, DEP, hbm_write_bytes=hw)
+            ref = hbf.decode_step_breakdown(b, kh, kf, fl, mem, model, DEP, hbm_write_bytes=hw)["total"].to_numpy()
+            f = hbf.scalar_step_fn(mem, model, DEP)
+            one = [f(float(x), float(y), float(z), float(w), float(v)) for x, y, z, w, v in zip(b, kh, kf, fl, hw)]
+            np.testing.assert_allclose(one, ref, rtol=1e-12)
+            np.testing.assert_allclose(arr, ref, rtol=1e-12)
 
 
 def test_step_rejects_bad_input() -> None:
@@ -96,9 +152,14 @@ def test_step_rejects_bad_input() -> None:
         hbf.decode_step_time(1, 0, -1.0, 0, M17, MAV, DEP)
     with pytest.raises(ValueError, match="kv_hbf_bytes"):
         hbf.decode_step_time(np.ones(2), 0, np.array([1.0, np.nan]), 0, M17, MAV, DEP)
+    with pytest.raises(ValueError, match="batch"):
+        hbf.scalar_step_fn(M17, MAV, DEP)(float("inf"), 0, 0, 0, 0)
     no_hbm = C.MemoryConfig("0/8", 0, 8)
     with pytest.raises(ValueError, match="zero bandwidth"):
         hbf.decode_step_time(1, 1e9, 0, 0, no_hbm, MAV, DEP)
+    with pytest.raises(ValueError, match="zero bandwidth"):
+        hbf.scalar_step_fn(no_hbm, MAV, DEP)(1, 0, 0, 0, 5.0)
+    assert hbf.decode_step_time(1, 0, 1e9, 0, no_hbm, MAV, DEP) > 0  # HBF-only KV is fine
 
 
 # --- landing -----------------------------------------------------------------------------------
@@ -159,75 +220,3 @@ def test_settled_rate_reports_unsettled_growth_and_bad_input() -> None:
         hbf.settled_rate(np.arange(5.0), np.array([0, 2, 1, 3, 4.0]))
     with pytest.raises(ValueError, match="strictly increasing"):
         hbf.settled_rate(np.array([0, 1, 1, 2.0]), np.arange(4.0))
-
-
-# --- the validation-table parser ---------------------------------------------------------------
-
-GOOD = """# header
-### Llama 4 Maverick — CV = 0.1
-| L_in:L_out | 8K | 16K |
-|---|---|---|
-| 1:3 | 6.2 (52) | 12.8 (52) |
-| 15:1 | 0.8 (80) | 1.5 (79) |
-"""
-
-
-def test_parser_reads_cells(tmp_path: Path) -> None:
-    p = tmp_path / "t.md"
-    p.write_text(GOOD)
-    df = hbf.parse_kyung_tables(p)
-    assert len(df) == 4
-    r = df.iloc[1]
-    assert (r.ratio, r.context_tokens, r.lifetime_years, r.tpot_ms, r.cv) == ("1:3", 16384, 12.8, 52.0, 0.1)
-    assert df.iloc[2].in_share == pytest.approx(15 / 16)
-
-
-@pytest.mark.parametrize("bad,field", [
-    (GOOD.replace("6.2 (52)", "6.2 [52]"), "8K"),
-    (GOOD.replace("|---|---|---|\n", ""), "separator"),
-    (GOOD.replace("| 15:1 |", "| 15-1 |"), "L_in:L_out"),
-    (GOOD.replace("| 16K |", "| 16k tokens |"), "header"),
-    (GOOD.replace("| 1.5 (79) |", "|"), "row"),
-    ("no tables here\n", "heading"),
-])
-def test_parser_rejects_malformed_tables_naming_file_line_field(tmp_path: Path, bad: str, field: str) -> None:
-    p = tmp_path / "bad.md"
-    p.write_text(bad)
-    with pytest.raises(hbf.KyungTableError) as e:
-        hbf.parse_kyung_tables(p)
-    assert e.value.field == field and "bad.md:" in str(e.value)
-
-
-# --- the steady-state model on a hand-checked cell ---------------------------------------------
-
-def test_kyung_steady_state_hand_checked_cell() -> None:
-    # 8K, 1:1, CV 0: budget 512 GB - 124.94 GB weights -> floor(387.06e9 / (8192 x 196608)) = 240
-    r = hbf.kyung_steady_state(8192, 0.5, 0.0).iloc[0]
-    assert r.batch_per_gpu == 240
-    ctx = 4096 + (4096 - 1) / 2  # in-flight context: L_in + uniform decode age
-    kv = 240 * ctx * 196_608
-    w = (14.153e9 - 1.0345e9 + 48.318375e9) * 2
-    written = 240 * 196_608 * 2  # one appended token + L_in/L_out = 1 landed prompt token per sequence
-    # the step waits for the slowest of 8 ranks' landings: completions per rank per step ~ Poisson(240/4096),
-    # E[max of 8] = Σ_a (1 - F(a)^8) ≈ 0.388 prompts of 4096 tokens (the mean, 0.059, is what wears)
-    lam = 240 / 4096
-    e_max = sum(1 - stats.poisson.cdf(a, lam) ** 8 for a in range(30))
-    assert e_max == pytest.approx(0.388, abs=1e-3)
-    flush = 240 * 196_608 + e_max * 4096 * 196_608
-    step = (w + kv) / 8e12 + flush / 240e9
-    assert r.tpot_ms == pytest.approx(step * 1e3)
-    life = (2560e9 - hbf.weight_storage_bytes_per_gpu(MAV, DEP)) * 1e5 / (1.02 * written / step) / 31_557_600
-    assert r.lifetime_years == pytest.approx(life)
-
-
-def test_kyung_dispersion_moments_match_monte_carlo() -> None:
-    """The closed-form in-flight context (context CV + Beta(κ) share, size-biased by L_out) vs sampling."""
-    rng = np.random.default_rng(0)
-    n, mean_ctx, cv, share_in, kappa = 400_000, 8192.0, 0.3, 0.75, 30.0
-    c = rng.normal(mean_ctx, cv * mean_ctx, n)
-    mu = 1 - share_in
-    r = rng.beta(mu * kappa, (1 - mu) * kappa, n)
-    l_out, l_in = r * c, (1 - r) * c
-    mc = np.sum(l_out * (l_in + (l_out - 1) / 2)) / np.sum(l_out)
-    ours = hbf.kyung_steady_state(mean_ctx, share_in, cv)["inflight_context"].iloc[0]
-    assert ours == pytest.approx(mc, rel=0.005)
