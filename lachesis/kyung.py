@@ -30,7 +30,7 @@ from lachesis.hbf import ArrayLike, hbf_lifetime_years, step_model, weight_stora
 from lachesis.models import known_model, with_dtypes
 
 __all__ = ["KyungTableError", "parse_kyung_tables", "default_kyung_table", "KyungSetting", "kyung_steady_state",
-           "kyung_grid", "kyung_summary", "kyung_implied_batch", "kyung_sensitivity", "expected_max_poisson",
+           "kyung_grid", "kyung_operators", "kyung_summary", "kyung_implied_batch", "kyung_sensitivity", "expected_max_poisson",
            "resolve_model"]
 
 KYUNG_TABLE = "kyung2026_fig4_maverick.md"
@@ -281,13 +281,10 @@ def kyung_steady_state(context_tokens: ArrayLike, in_share: ArrayLike, cv: Array
     step = bd["total"].to_numpy()
     rate = (append + landed) / step
     life = np.asarray(hbf_lifetime_years(mem, rate, s.endurance, reserved_bytes=w_store))
-    weights = bd.drop(columns=["attention", "expert_exchange", "flush", "total"], errors="ignore").sum(axis=1)
+    ops_ms = {f"{c}_ms": bd[c].to_numpy() * 1e3 for c in bd.columns if c != "total"}
     return pd.DataFrame(dict(context_tokens=ctx, in_share=share, cv=cv_, batch_per_gpu=batch,
-                             inflight_context=e_ctx, kv_read_gb=kv_read / GB, flush_gb=flush / GB,
-                             attention_ms=bd["attention"].to_numpy() * 1e3, weights_ms=weights.to_numpy() * 1e3,
-                             exchange_ms=bd.get("expert_exchange", pd.Series(0.0, index=bd.index)).to_numpy() * 1e3,
-                             flush_ms=bd["flush"].to_numpy() * 1e3, tpot_ms=step * 1e3,
-                             write_gb_per_s=rate / GB, lifetime_years=life))
+                             inflight_context=e_ctx, kv_read_gb=kv_read / GB, flush_gb=flush / GB, **ops_ms,
+                             tpot_ms=step * 1e3, write_gb_per_s=rate / GB, lifetime_years=life))
 
 
 def expected_max_poisson(lam: ArrayLike, n: int) -> np.ndarray:
@@ -326,6 +323,16 @@ def resolve_model(table_model: str, setting: KyungSetting = KyungSetting(),
         raise ValueError(e.args[0]) from None
 
 
+def _per_model(paper: pd.DataFrame, setting: KyungSetting,
+               models: Iterable[ModelSpec] | Mapping[str, ModelSpec] | None):
+    """(table rows, our steady state) per model named in the table's headings."""
+    for name, rows in paper.groupby("model", sort=False):
+        model = resolve_model(str(name), setting, models)
+        kappa = rows["kappa"].to_numpy() if "kappa" in rows else math.nan
+        yield rows, kyung_steady_state(rows["context_tokens"].to_numpy(), rows["in_share"].to_numpy(),
+                                       rows["cv"].to_numpy(), setting, model, kappa)
+
+
 def kyung_grid(paper: pd.DataFrame, setting: KyungSetting = KyungSetting(),
                models: Iterable[ModelSpec] | Mapping[str, ModelSpec] | None = None) -> pd.DataFrame:
     """Every cell of the parsed tables beside ours, with relative errors (ours/theirs - 1).
@@ -334,11 +341,7 @@ def kyung_grid(paper: pd.DataFrame, setting: KyungSetting = KyungSetting(),
     user defined, e.g. with :func:`lachesis.models.model_from_hf_config`).
     """
     parts = []
-    for name, rows in paper.groupby("model", sort=False):
-        model = resolve_model(str(name), setting, models)
-        kappa = rows["kappa"].to_numpy() if "kappa" in rows else math.nan
-        ours = kyung_steady_state(rows["context_tokens"].to_numpy(), rows["in_share"].to_numpy(),
-                                  rows["cv"].to_numpy(), setting, model, kappa)
+    for rows, ours in _per_model(paper, setting, models):
         out = rows[["model", "cv", "ratio", "context"]].reset_index(drop=True).copy()
         out["life_ours"] = ours["lifetime_years"].to_numpy()
         out["life_theirs"] = rows["lifetime_years"].to_numpy()
@@ -349,6 +352,17 @@ def kyung_grid(paper: pd.DataFrame, setting: KyungSetting = KyungSetting(),
         out["batch_per_gpu"] = ours["batch_per_gpu"].to_numpy()
         parts.append(out)
     return pd.concat(parts, ignore_index=True)
+
+
+def kyung_operators(paper: pd.DataFrame, setting: KyungSetting = KyungSetting(),
+                    models: Iterable[ModelSpec] | Mapping[str, ModelSpec] | None = None) -> pd.DataFrame:
+    """Our decode step of each table cell by operator (ms; columns = operators, flush, tpot), one row per cell."""
+    parts = []
+    for rows, ours in _per_model(paper, setting, models):
+        ms = ours[[c for c in ours.columns if c.endswith("_ms")]]
+        ms.index = [f"{r.model} CV {r.cv} {r.ratio} {r.context}" for r in rows.itertuples()]
+        parts.append(ms.rename(columns=lambda c: c.removesuffix("_ms")))
+    return pd.concat(parts)
 
 
 def kyung_summary(grid: pd.DataFrame, tol: float = 0.15) -> dict[str, float]:
