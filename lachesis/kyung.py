@@ -157,8 +157,7 @@ class KyungSetting:
     ASSUMPTION (capacity, ``capacity="budget"``): the batch is as many sequences as a per-GPU
     weights+KV budget of ``budget_bytes`` (512 GB, 2 × the 256 GB HBM) holds at the workload's
     context length, the weights inside the budget.  Reason: Kyung's Fig. 5 names 512 GB as the
-    "weights + reserved-KV capacity" of the HBF bar whose TPOT equals Fig. 4's, and the
-    transcribing simulator's batch at that point (240/GPU) is this budget's; batching the whole
+    "weights + reserved-KV capacity" of the HBF bar whose TPOT equals Fig. 4's; batching the whole
     5 × 512 GB flash (``capacity="flash"``) gives several times their TPOTs.  The lifetime still
     wears the whole flash minus the weights (``reserved_bytes``).
     ASSUMPTION (units, ``capacity_unit``): capacities are in the unit Kyung et al.'s simulator

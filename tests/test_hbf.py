@@ -87,6 +87,12 @@ def test_read_pricing_per_tier_and_daisy_chain() -> None:
     assert bd.attention == pytest.approx(max((kvh + 10 * 2 * 8 * 256 * 2) / 1e12, kvf / 1e12))
     w = 1024 * 1536
     assert bd.attention_in_proj == pytest.approx(max(w * 2 * 2 / 1e12, 10 * 2560 * 2 * 2 / 1e12))
+    # LLMSimulator's unfused decode attention writes each score and reads it back: 2 x 8 heads x 2 B per
+    # context token per layer, in the HBM with the other activations
+    unfused = replace(TOY_DEP, attention_kernel="unfused")
+    bd = hbf.decode_step_breakdown(b, kvh, kvf, 0.0, per_tier, TOY, unfused).iloc[0]
+    assert bd.attention == pytest.approx(max((kvh + 10 * 2 * 8 * 256 * 2 + 2 * 2 * 8 * 2 * 4e9 / 2048) / 1e12,
+                                             kvf / 1e12))
     daisy = replace(TOY_MEM, daisy_chain=True)
     bd = hbf.decode_step_breakdown(b, kvh, kvf, 0.0, daisy, TOY, TOY_DEP).iloc[0]
     assert bd.attention == pytest.approx((kvh + kvf + 10 * 2 * 8 * 256 * 2) / 1e12)  # everything over the HBM links
