@@ -1,10 +1,8 @@
 """HBF endurance and latency model: hand-computed answers for every function (lachesis.hbf)."""
 
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
-from scipy import stats
 import pytest
 
 from lachesis import config as C
