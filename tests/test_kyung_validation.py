@@ -3,8 +3,8 @@
 Every cell is computed by ``lachesis.kyung.kyung_steady_state`` — the same operator-level
 ``StepModel``, weight_storage_bytes_per_gpu and hbf_lifetime_years the decode-node simulator uses —
 and checked within ±15% on lifetime.  Cells the model misses are strict xfails (KNOWN_MISSES), so a
-change that moves a cell across the bar fails the suite until the list is updated.  Both misses are
-cells whose own lifetime/TPOT pair implies 13–16% fewer bytes per step than the capacity batch
+change that moves a cell across the bar fails the suite until the list is updated.  Each miss is a
+cell whose own lifetime/TPOT pair implies over 10% fewer bytes per step than the capacity batch
 writes (test_misses_are_cells_whose_own_pair_disagrees): no step-time term can move that part.
 """
 
