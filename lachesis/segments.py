@@ -52,7 +52,6 @@ lead-agent lifetime"); NaN for other classes.
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -260,26 +259,26 @@ def _default_clock(trace: Trace) -> ReferenceClock:
     return reference_clock()
 
 
-def cli_segments(args: argparse.Namespace) -> int:
-    """``lachesis segments TRACE [--seed N] [--out table.csv|.parquet]``."""
-    trace = read_trace(args.trace)
-    seg = recover(trace, clock=_default_clock(trace), seed=args.seed)
+def cli_segments(trace_path: str | Path, seed: int = 0, out: str | Path | None = None) -> int:
+    """``lachesis segments TRACE [--seed N] [--out table.csv|.parquet]``: print the per-class summary."""
+    trace = read_trace(trace_path)
+    seg = recover(trace, clock=_default_clock(trace), seed=seed)
     table = summarize(seg.segments)
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         print(f"{trace.source}: {len(trace.requests)} requests, {trace.requests['session_id'].nunique()} sessions, "
               f"{len(seg.segments)} segments")
         if len(seg.external):
             ext = seg.external
-            print(f"note: {len(ext)} requests match {int(ext['tokens'].sum())} prefix tokens beyond their agent's own "
-                  f"context (external prefix, in no segment; {int(ext['declared'].sum())} declared as a shared prefix)")
+            print(f"note: {len(ext)} requests open {int(ext['tokens'].sum())} prefix tokens declared as shared "
+                  "(shared_prefix_tokens: an external prefix, in no segment)")
         print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    if args.out:
-        path = Path(args.out)
+    if out:
+        path = Path(out)
         if path.suffix == ".parquet":
             atomic_write(path, lambda t: seg.segments.to_parquet(t, index=False))
         elif path.suffix == ".csv":
             atomic_write(path, lambda t: seg.segments.to_csv(t, index=False))
         else:
-            raise SystemExit(f"--out must end in .csv or .parquet, not {path.suffix!r}")
+            raise ValueError(f"--out must end in .csv or .parquet, not {path.suffix!r}")
         print(f"wrote {path}")
     return 0

@@ -11,7 +11,8 @@ is held to the same rules as the JSON values of a JSONL file (a column of numeri
 number).  Token and count fields are whole numbers in ``[0, MAX_COUNT)``; floats are finite.  Rows
 are kept in the order given, which must be session order per agent (Appendix B: "with the trace
 aligned in session order"): a request's matched prefix may reuse at most its agent's earlier context
-(the previous request's input + output) plus the ``shared_prefix_tokens`` it declares.
+(the previous request's input + output) plus the ``shared_prefix_tokens`` it declares, and its
+``turn`` never falls below the agent's previous one.
 """
 
 from __future__ import annotations
@@ -308,7 +309,12 @@ def validate_requests(df: pd.DataFrame, source: str = "<memory>") -> pd.DataFram
     # session order: a matched prefix reuses this agent's earlier context (its previous request's input +
     # output) plus any declared cross-agent prefix; more means rows out of order (Appendix B: "aligned in
     # session order") or an undeclared external prefix
-    earlier = pd.Series(inp + outp).groupby(out["agent_id"].to_numpy(), sort=False).shift(1, fill_value=0).to_numpy()
+    by_agent = out["agent_id"].to_numpy()
+    turn = out["turn"].to_numpy()
+    prev_turn = pd.Series(turn).groupby(by_agent, sort=False).shift(1, fill_value=0).to_numpy()
+    rows.fail(turn < prev_turn, source, "turn",
+              lambda p: f"turn {turn[p]} follows turn {prev_turn[p]} of agent {by_agent[p]!r}: rows out of session order")
+    earlier = pd.Series(inp + outp).groupby(by_agent, sort=False).shift(1, fill_value=0).to_numpy()
     rows.fail(mp > earlier + shared, source, "matched_prefix_tokens",
               lambda p: f"matched prefix {mp[p]} exceeds the {earlier[p]} tokens of agent {out['agent_id'].iloc[p]!r}'s "
                         f"earlier context plus {shared[p]} declared shared_prefix_tokens: rows out of session order, "
@@ -395,8 +401,16 @@ def iter_json_lines(lines: Iterable[str], source: str) -> Iterator[tuple[int, di
 
 def _read_jsonl(path: Path) -> pd.DataFrame:
     """The records of a JSONL file; ``attrs['line']`` keeps each row's line number for error messages."""
-    with _open_maybe_gzip(path) as fh:
-        pairs = list(iter_json_lines(fh, str(path)))
+    import gzip
+    import zlib
+
+    try:
+        with _open_maybe_gzip(path) as fh:
+            pairs = list(iter_json_lines(fh, str(path)))
+    except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+        raise TraceError(str(path), "(file)", "(gzip)", f"not a complete gzip file ({e})") from None
+    except UnicodeDecodeError as e:
+        raise TraceError(str(path), "(file)", "(encoding)", f"not UTF-8 text (byte {e.start})") from None
     df = pd.DataFrame([rec for _, rec in pairs])
     df.attrs["line"] = np.array([n for n, _ in pairs], dtype=np.int64)
     return df
@@ -412,7 +426,10 @@ def _open_maybe_gzip(path: Path):
 
 def _read_table(path: Path) -> pd.DataFrame:
     if path.suffix == ".parquet":
-        return pd.read_parquet(path)
+        try:
+            return pd.read_parquet(path)
+        except (pa.ArrowException, OSError) as e:
+            raise TraceError(str(path), "(file)", "(parquet)", f"not a readable Parquet file ({e})") from None
     return _read_jsonl(path)
 
 

@@ -351,6 +351,14 @@ def test_swapped_rows_of_a_session_are_rejected(tmp_path, fmt):
     assert "exceeds the 110 tokens of agent 'A''s earlier context" in e.value.problem
 
 
+def test_turn_going_back_within_an_agent_is_rejected():
+    rows = _single_rows()
+    rows[1]["turn"], rows[2]["turn"] = 1, 0
+    with pytest.raises(TraceError) as e:
+        Trace.from_frames(pd.DataFrame(rows))
+    assert e.value.field == "turn" and e.value.problem == "turn 0 follows turn 1 of agent 'A': rows out of session order"
+
+
 def test_first_request_may_match_only_a_declared_shared_prefix():
     rows = _single_rows()
     for r in rows:
