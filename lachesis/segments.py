@@ -1,4 +1,4 @@
-"""Context-segment recovery from a per-request trace (§3.2–3.5, Appendix B, DESIGN §3).
+"""Context-segment recovery from a per-request trace (§3.2–3.5, Appendix B, docs/design.md §3).
 
 ``recover(trace, clock, seed)`` returns a :class:`Segments` holding the segment table, per-request
 writes and reads, and the reference-clock schedule (:mod:`lachesis.clock`).  Semantics (settled):
@@ -74,7 +74,7 @@ SEGMENT_COLUMNS = ("segment_id", "session_id", "agent_id", "role", "seg_class", 
 
 @dataclass
 class Segments:
-    """Recovered context segments of a trace (DESIGN §3 contract)."""
+    """Recovered context segments of a trace (docs/design.md §3 contract)."""
 
     segments: pd.DataFrame
     writes: pd.DataFrame

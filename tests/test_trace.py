@@ -1,4 +1,4 @@
-"""The trace contract (DESIGN §2): every validation error of lachesis.trace, and the JSONL/Parquet round trip."""
+"""The trace contract (docs/design.md §2): every validation error of lachesis.trace, and the JSONL/Parquet round trip."""
 
 from __future__ import annotations
 
