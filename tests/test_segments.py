@@ -5,7 +5,6 @@ Every expected number is worked out by hand in the comments (TPOT_ref = 0.2 s, T
 
 from __future__ import annotations
 
-import argparse
 import math
 import zlib
 from dataclasses import replace
@@ -349,7 +348,7 @@ def test_conservation_on_random_traces():
 def test_cli_prints_summary_and_writes_table(tmp_path, capsys):
     d = write_trace(two_turn_trace(), tmp_path / "tr", fmt="jsonl")
     out = tmp_path / "segs.parquet"
-    assert cli_segments(argparse.Namespace(trace=str(d), seed=0, out=str(out))) == 0
+    assert cli_segments(d, seed=0, out=out) == 0
     printed = capsys.readouterr().out
     assert "reasoning_laden" in printed and "reasoning_stripped" in printed
     back = pd.read_parquet(out)
