@@ -158,8 +158,9 @@ class _Rows:
 
 
 def _first_bad(s: pd.Series, ok: Any) -> int:
-    """Position of the first value failing ``ok`` (only called once a vectorized check has failed)."""
-    return next(i for i, v in enumerate(s.tolist()) if not ok(v))
+    """Position of the first value failing ``ok`` (only called once a vectorized check has failed; if
+    no value fails, the column's type is one the vectorized check does not know: the first row)."""
+    return next((i for i, v in enumerate(s.tolist()) if not ok(v)), 0)
 
 
 def _is_number(v: Any) -> bool:
@@ -230,6 +231,8 @@ def _check_list(s: pd.Series, col: str, rows: _Rows, source: str) -> pd.Series:
     if arr is not None and good:
         rows.fail(arr.is_null().to_numpy(zero_copy_only=False), source, col, "missing value")
         return pd.Series(arr.to_pylist(), index=s.index, dtype=object)
+    if all(ok(v) for v in s.tolist()):  # a list-like pyarrow does not convert (rare): accept it as Python lists
+        return pd.Series([list(v) for v in s.tolist()], index=s.index, dtype=object)
     pos = _first_bad(s, ok)
     v = s.iloc[pos]
     if v is None or (isinstance(v, float) and np.isnan(v)):

@@ -252,6 +252,6 @@ def test_ridge_solve_is_tight_and_keys_are_rounded(toy):
     # the tight solve is the exact ridge solution: the closed form on the same features agrees
     X = model.model_.named_steps["features"].transform(table).toarray()
     Xc, y = X - X.mean(0), np.log(table["t_norm_s"].to_numpy())
-    coef = np.linalg.solve(Xc.T @ Xc + R.RIDGE_ALPHA * np.eye(X.shape[1]), Xc.T @ (y - y.mean()))
-    exact = (X - X.mean(0)) @ coef + y.mean()
+    K = Xc @ Xc.T  # the dual form (fewer workers than features): coef = Xc^T (K + alpha I)^-1 (y - mean y)
+    exact = K @ np.linalg.solve(K + R.RIDGE_ALPHA * np.eye(len(y)), y - y.mean()) + y.mean()
     assert np.abs(keys - exact).max() < 1e-8
