@@ -30,6 +30,9 @@ import yaml
 #: The notebook whose run reports real-trace sources that could not be fetched.
 REAL_TRACES = "real_traces"
 MISSING_SOURCES_FILE = Path("real_traces") / "missing_sources.json"
+#: The kernel's own log (its startup notice about TCP transport) is not the notebook's output; errors
+#: in the notebook still reach the run through its cells.
+KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=CRITICAL"]
 
 
 def notebook_parameters(path: Path) -> set[str]:
@@ -169,7 +172,8 @@ def run_notebooks(params_file: Path, only: list[str] | None = None, build: Path 
         try:
             pm.execute_notebook(str(src), str(build / f"{name}.ipynb"), parameters=params, cwd=str(nb_dir),
                                 progress_bar=False, kernel_name="python3",
-                                stdout_file=_Prefixed(log, f"  [{name}] "), stderr_file=_Prefixed(log, f"  [{name}] "))
+                                stdout_file=_Prefixed(log, f"  [{name}] "), stderr_file=_Prefixed(log, f"  [{name}] "),
+                                extra_arguments=KERNEL_ARGUMENTS)
         except Exception as e:  # noqa: BLE001 — one notebook's failure is reported, the others still run
             dt = time.perf_counter() - t0
             result.failed.append((name, _last_line(e)))
