@@ -319,8 +319,8 @@ def validate_requests(df: pd.DataFrame, source: str = "<memory>") -> pd.DataFram
               lambda p: f"turn {turn[p]} follows turn {prev_turn[p]} of agent {by_agent[p]!r}: rows out of session order")
     earlier = pd.Series(inp + outp).groupby(by_agent, sort=False).shift(1, fill_value=0).to_numpy()
     rows.fail(mp > earlier + shared, source, "matched_prefix_tokens",
-              lambda p: f"matched prefix {mp[p]} exceeds the {earlier[p]} tokens of agent {out['agent_id'].iloc[p]!r}'s "
-                        f"earlier context plus {shared[p]} declared shared_prefix_tokens: rows out of session order, "
+              lambda p: f"matched prefix {mp[p]} exceeds the {earlier[p]} tokens of earlier context of agent "
+                        f"{by_agent[p]!r} plus {shared[p]} declared shared_prefix_tokens: rows out of session order, "
                         "or a prefix from outside this agent that the shared_prefix_tokens column does not declare")
     return out
 

@@ -348,7 +348,7 @@ def test_swapped_rows_of_a_session_are_rejected(tmp_path, fmt):
         read_trace(d)
     assert e.value.field == "matched_prefix_tokens"
     assert "request_id='r2'" in e.value.record and "rows out of session order" in e.value.problem
-    assert "exceeds the 110 tokens of agent 'A''s earlier context" in e.value.problem
+    assert "exceeds the 110 tokens of earlier context of agent 'A' plus 0 declared" in e.value.problem
 
 
 def test_turn_going_back_within_an_agent_is_rejected():
