@@ -4,12 +4,8 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-# Offline override for the real public traces: use the shared copy beside the repo when it exists
-# (otherwise lachesis.datasets downloads from the commit-pinned public origin into the user cache).
-SHARED_TRACES := $(abspath ../shared/data/traces)
-ifneq ($(wildcard $(SHARED_TRACES)),)
-export LACHESIS_DATA ?= $(SHARED_TRACES)
-endif
+# Real public traces come from the download cache, or from an offline copy named by LACHESIS_DATA
+# (set it yourself; nothing outside the repository is assumed).
 export MPLBACKEND ?= Agg
 
 .PHONY: reproduce test bench clean-build
@@ -22,6 +18,7 @@ $(STAMP): pyproject.toml
 	touch $@
 
 ## Regenerate every table and figure in figures/ at paper scale (papermill, notebooks/params/paper.yaml).
+## Streams each notebook's progress; ends with a summary and fails if a notebook failed or a source is missing.
 reproduce: $(STAMP)
 	$(VENV)/bin/lachesis reproduce --params notebooks/params/paper.yaml
 

@@ -28,7 +28,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from lachesis import stats
+from lachesis import paper, stats
 from lachesis.paper import TABLE3  # benchmark display order only
 from lachesis.trace import Trace, read_trace
 
@@ -145,7 +145,9 @@ def temporal_table(seg: pd.DataFrame) -> pd.DataFrame:
         wl = w.loc[w["seg_class"] == "reasoning_laden", "tokens_written"]
         ws = w.loc[w["seg_class"] == "reasoning_stripped", "tokens_written"]
         rows.append(dict(
-            group=g, n_laden=len(laden), n_stripped=len(stripped),
+            group=g, n_sessions=s["session_id"].nunique(), n_laden=len(laden), n_stripped=len(stripped),
+            n_stripped_not_last=len(not_last), n_turns=len(w.drop_duplicates(["session_id", "agent_id", "write_turn"])),
+            n_turns_laden=len(wl), n_turns_stripped=len(ws),
             median_tnorm_laden_s=float(np.median(laden)) if len(laden) else np.nan,
             median_tnorm_stripped_s=float(np.median(stripped)) if len(stripped) else np.nan,
             median_ratio_stripped_over_laden=stats.median_ratio(stripped, laden),
@@ -183,7 +185,7 @@ def structural_table(seg: pd.DataFrame) -> pd.DataFrame:
         rw = s.loc[s["seg_class"] == "worker", "rho_rw"].to_numpy(dtype=float)
         has_rev = len(rev) > 0
         rows.append(dict(
-            group=g, n_lead=len(lead), n_worker=len(worker), n_reviewer=len(rev),
+            group=g, n_sessions=s["session_id"].nunique(), n_lead=len(lead), n_worker=len(worker), n_reviewer=len(rev),
             median_tnorm_lead_s=_median(lead), median_tnorm_worker_s=_median(worker),
             median_tnorm_reviewer_s=_median(rev),
             lead_over_worker=stats.median_ratio(lead, worker),
@@ -206,13 +208,13 @@ def _median(x: np.ndarray) -> float:
 
 
 def worker_heterogeneity_table(workers: pd.DataFrame) -> pd.DataFrame:
-    """Fig. 6 per group, from one row per worker (``t_norm_s``, ``tokens_written``, ``group``):
+    """Fig. 6 per group, from one row per worker (``t_norm_s``, ``tokens_written``, ``group``, ``session_id``):
     p90/p10 of lifetime and of write volume, and their Kendall τ."""
     rows = []
     parts = {str(k): v for k, v in workers.groupby("group", sort=False)}
     for g, w in ((g, parts[g]) for g in _group_order(parts)):
         t, v = w["t_norm_s"].to_numpy(float), w["tokens_written"].to_numpy(float)
-        rows.append(dict(group=str(g), n_workers=len(w),
+        rows.append(dict(group=str(g), n_workers=len(w), n_sessions=w["session_id"].nunique(),
                          tnorm_p10_s=float(np.percentile(t, 10)), tnorm_p90_s=float(np.percentile(t, 90)),
                          tnorm_p90_over_p10=stats.p90_over_p10(t),
                          writes_p90_over_p10=stats.p90_over_p10(v),
@@ -299,7 +301,8 @@ def prediction_summary(oof: pd.DataFrame, pred_col: str = "pred") -> dict[str, f
     """Fig. 7 headline numbers: pooled Kendall τ and the k = n/10 shares."""
     p, t = oof[pred_col].to_numpy(float), oof["t_norm_s"].to_numpy(float)
     at10 = selection_shares(p, t, max(1, int(round(0.1 * len(t)))))
-    return dict(kendall_tau=stats.kendall_tau(p, t), n_workers=len(t),
+    return dict(kendall_tau=stats.kendall_tau(p, t), n_workers=len(t), k_at_10pct=at10["k"],
+                n_sessions=oof["session_id"].nunique() if "session_id" in oof else len(t),
                 share_k_shortest_at_10pct=at10["share_k_shortest"],
                 share_k_longest_at_10pct=at10["share_k_longest"],
                 share_2k_shortest_at_10pct=at10["share_2k_shortest"])
@@ -314,3 +317,124 @@ def tau_by_group(oof: pd.DataFrame, pred_cols: Iterable[str] = ("pred",), by: st
         rows.append({by: g, "n_workers": len(w)} | {f"tau_{c}": stats.kendall_tau(w[c], w["t_norm_s"])
                                                      for c in pred_cols})
     return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------------------------
+# Ours beside the paper's, with the sample each statistic was computed on
+# ------------------------------------------------------------------------------------------------
+
+#: One comparison row: statistic, ours, the paper's, n (units it was computed on), unit, sessions.
+Row = tuple[str, object, object, int, str, int]
+
+
+def comparison(rows: Sequence[Row], note: str = "") -> pd.DataFrame:
+    """:func:`lachesis.plotting.compare_table` plus ``n``, ``unit``, ``sessions`` and ``small_sample``
+    (:func:`lachesis.stats.small_sample`: why the row's sample is too small to judge, else empty).
+    For a two-sample statistic ``n`` is the smaller sample."""
+    from lachesis.plotting import compare_table
+
+    cmp = compare_table([r[:3] for r in rows], note=note)
+    at = cmp.columns.get_loc("in_paper_range") + 1
+    for i, (col, vals) in enumerate((("n", [int(r[3]) for r in rows]), ("unit", [r[4] for r in rows]),
+                                     ("sessions", [int(r[5]) for r in rows]),
+                                     ("small_sample", [stats.small_sample(int(r[3]), int(r[5])) for r in rows]))):
+        cmp.insert(at + i, col, pd.Series(vals, dtype=object if col in ("unit", "small_sample") else "int64"))
+    return cmp
+
+
+def temporal_comparison(table: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 4 statistics of :func:`temporal_table` beside §3.3's, with their samples."""
+    rows: list[Row] = []
+    for r in table.itertuples():
+        pair, ns = min(r.n_laden, r.n_stripped), r.n_sessions
+        rows += [(f"{r.group}: stripped/laden median T_norm", r.median_ratio_stripped_over_laden,
+                  paper.STRIPPED_OVER_LADEN_MEDIAN_TNORM, pair, "segments", ns),
+                 (f"{r.group}: separability", r.separability, paper.TEMPORAL_SEPARABILITY, pair, "segments", ns),
+                 (f"{r.group}: (diagnostic) separability w/o last-turn stripped", r.separability_excl_last_turn,
+                  paper.TEMPORAL_SEPARABILITY, min(r.n_laden, r.n_stripped_not_last), "segments", ns),
+                 (f"{r.group}: laden share of turn writes", r.laden_share_of_turn_writes,
+                  paper.LADEN_SHARE_OF_TURN_WRITES, r.n_turns, "turns", ns)]
+        ref = paper.FIG4B_TURN_TOKENS.get(r.group)
+        if ref:
+            for cls, short, n in (("reasoning_laden", "laden", r.n_turns_laden),
+                                  ("reasoning_stripped", "stripped", r.n_turns_stripped)):
+                rows.append((f"{r.group}: {short} tokens/turn median", getattr(r, f"turn_tokens_{short}_median"),
+                             ref[cls][0], n, "turns", ns))
+            for cls, short, n in (("reasoning_laden", "laden", r.n_turns_laden),
+                                  ("reasoning_stripped", "stripped", r.n_turns_stripped)):
+                rows.append((f"{r.group}: {short} tokens/turn mean (corpus input)",
+                             getattr(r, f"turn_tokens_{short}_mean"), ref[cls][1], n, "turns", ns))
+    return comparison(rows)
+
+
+def structural_comparison(table: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 5 statistics of :func:`structural_table` beside §3.4's, with their samples."""
+    rows: list[Row] = []
+    for r in table.itertuples():
+        lw, lr, ns = min(r.n_lead, r.n_worker), min(r.n_lead, r.n_reviewer), r.n_sessions
+        rows += [(f"{r.group}: lead/worker median T_norm", r.lead_over_worker, paper.LEAD_OVER_WORKER_MEDIAN_TNORM,
+                  lw, "segments", ns),
+                 (f"{r.group}: lead/reviewer median T_norm", r.lead_over_reviewer,
+                  paper.LEAD_OVER_REVIEWER_MEDIAN_TNORM, lr, "segments", ns),
+                 (f"{r.group}: separability lead vs worker", r.separability_lead_worker,
+                  paper.STRUCTURAL_SEPARABILITY, lw, "segments", ns),
+                 (f"{r.group}: separability lead vs reviewer", r.separability_lead_reviewer,
+                  paper.STRUCTURAL_SEPARABILITY, lr, "segments", ns),
+                 (f"{r.group}: lead waiting share", r.lead_waiting_share, paper.LEAD_WAITING_SHARE, r.n_lead,
+                  "segments", ns),
+                 (f"{r.group}: lead–worker ρR/W overlap (1−KS)", r.rho_overlap_lead_worker,
+                  paper.LEAD_WORKER_RHO_OVERLAP, lw, "segments", ns)]
+    return comparison(rows)
+
+
+def heterogeneity_comparison(table: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 6 statistics of :func:`worker_heterogeneity_table` beside §3.5's, with their samples."""
+    rows: list[Row] = []
+    for r in table.itertuples():
+        rows += [(f"{r.group}: worker T_norm p90/p10", r.tnorm_p90_over_p10, paper.WORKER_TNORM_P90_OVER_P10,
+                  r.n_workers, "workers", r.n_sessions),
+                 (f"{r.group}: worker writes p90/p10", r.writes_p90_over_p10, paper.WORKER_WRITES_P90_OVER_P10,
+                  r.n_workers, "workers", r.n_sessions),
+                 (f"{r.group}: Kendall τ (T_norm, writes)", r.kendall_tau_tnorm_vs_writes,
+                  paper.WORKER_TNORM_VS_TOKENS_KENDALL, r.n_workers, "workers", r.n_sessions)]
+    return comparison(rows)
+
+
+def prediction_comparison(summary: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 7 headline numbers (one :func:`prediction_summary` row per model, indexed by model name)
+    beside §3.5's; the paper reports the ridge ranker only.  The k = n/10 shares are over k workers."""
+    rows: list[Row] = []
+    for m, s in summary.iterrows():
+        ref = (lambda v: v) if m == "ridge" else (lambda v: "— (not in paper)")
+        n, k, ns = int(s["n_workers"]), int(s["k_at_10pct"]), int(s["n_sessions"])
+        rows += [(f"{m}: Kendall τ (out of fold)", s["kendall_tau"], ref(paper.RANKER_KENDALL_TAU), n, "workers", ns),
+                 (f"{m}: k=10% share of k shortest", s["share_k_shortest_at_10pct"],
+                  ref(paper.FIG7B_AT_K10["share_of_k_shortest"]), k, "workers (k)", ns),
+                 (f"{m}: k=10% share of k longest", s["share_k_longest_at_10pct"],
+                  ref(paper.FIG7B_AT_K10["share_of_k_longest"]), k, "workers (k)", ns)]
+    return comparison(rows)
+
+
+def table3_comparison(tab: pd.DataFrame, scale: float) -> pd.DataFrame:
+    """Table 3 counts of :func:`lachesis.corpus.table3` beside scale × the paper's, each on the
+    workload's sessions."""
+    rows: list[Row] = []
+    for _, r in tab.iterrows():
+        for k, lab in (("requests", "requests"), ("tokens_processed", "tokens processed"),
+                       ("tokens_written", "tokens written")):
+            if not np.isnan(r[f"{k}_paper_x_scale"]):
+                rows.append((f"{r['label']}: {lab}", int(r[f"{k}_ours"]), float(r[f"{k}_paper_x_scale"]),
+                             int(r["sessions_ours"]), "sessions", int(r["sessions_ours"])))
+    return comparison(rows, note=f"paper value × scale {scale:g}")
+
+
+def outside_paper_range(cmp: pd.DataFrame) -> str:
+    """A few lines naming the statistics outside (or partly outside) the paper's range, each with its
+    sample, and how many rows rest on a small sample."""
+    out = cmp[cmp["in_paper_range"].isin(["no", "partly"])]
+    small = int((cmp["small_sample"] != "").sum())
+    head = (f"{len(out)} of {len(cmp)} statistics fall outside the paper's range; {small} of {len(cmp)} rest on "
+            f"fewer than {stats.MIN_UNITS} units or sessions (column small_sample):")
+    if not len(out):
+        return head + "\n(none outside)"
+    return head + "\n" + out[["statistic", "ours", "paper", "n", "sessions", "small_sample"]].to_string(index=False)

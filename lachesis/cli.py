@@ -1,13 +1,22 @@
 """The ``lachesis`` command line.
 
-Each subcommand is a thin wrapper over one package function; run ``lachesis <cmd> --help``.
+Each subcommand is a thin wrapper over one typed package function; run ``lachesis <cmd> --help``.
+Arguments are checked where they are parsed (each ``type=`` function names what it expects), and
+every expected error ends the command with ONE line on stderr, ``lachesis <cmd>: error: <what>``,
+and exit status 2 (``--debug`` shows the traceback instead).  Exit status 1 means the command ran
+and found something wrong (bad files, failed notebooks, missing sources).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
+import socket
 import sys
-from typing import Callable, Sequence
+from pathlib import Path
+from typing import Callable, NoReturn, Sequence
+from urllib.parse import urlsplit
 
 DESCRIPTION = """\
 Lachesis: lifetime-aware KV cache placement across HBM and high-bandwidth flash (HBF).
@@ -19,78 +28,294 @@ Typical use:
   lachesis reproduce --params notebooks/params/paper.yaml   # every paper figure into figures/
 """
 
+#: Seconds to wait for a Dask scheduler to accept a connection before giving up.
+SCHEDULER_PROBE_S = 5.0
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (``lachesis corpus: error: argument --scale: ...``)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+# ------------------------------------------------------------------------------------------------
+# Argument types: each raises ArgumentTypeError, which argparse prefixes with the argument's name
+# ------------------------------------------------------------------------------------------------
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0 (``--scale``)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return v
+
+
+def seed(text: str) -> int:
+    """A whole number >= 0 (numpy seeds)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
+    return v
+
+
+def workload(text: str) -> str:
+    """A workload of the synthetic corpus."""
+    from lachesis.corpus import WORKLOADS
+
+    if text not in WORKLOADS:
+        raise argparse.ArgumentTypeError(f"unknown workload {text!r}; choose from {', '.join(WORKLOADS)}")
+    return text
+
+
+def dataset(text: str) -> str:
+    """A registered real public trace."""
+    from lachesis.datasets import names
+
+    if text not in names():
+        raise argparse.ArgumentTypeError(f"unknown dataset {text!r}; choose from {', '.join(names())}")
+    return text
+
+
+def trace_path(text: str) -> Path:
+    """A trace: a folder or a requests file that exists."""
+    p = Path(text)
+    if not p.exists():
+        raise argparse.ArgumentTypeError(f"no trace at {text}")
+    return p
+
+
+def existing_folder(text: str) -> Path:
+    p = Path(text)
+    if not p.is_dir():
+        raise argparse.ArgumentTypeError(f"no folder at {text}")
+    return p
+
+
+def _writable_parent(p: Path) -> None:
+    """The nearest existing folder above ``p`` must be a folder this process may write in."""
+    anc = p.parent
+    while not anc.exists():
+        anc = anc.parent
+    if not anc.is_dir():
+        raise argparse.ArgumentTypeError(f"cannot create {p}: {anc} is a file, not a folder")
+    if not os.access(anc, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"cannot create {p}: {anc} is not writable")
+
+
+def out_folder(text: str) -> Path:
+    """An output folder: an existing folder, or a path that can be created."""
+    p = Path(text)
+    if p.exists() and not p.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} exists and is not a folder")
+    if p.is_dir():
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise argparse.ArgumentTypeError(f"{text} is not writable")
+    else:
+        _writable_parent(p)
+    return p
+
+
+def out_table(text: str) -> Path:
+    """An output table file: ``.csv`` or ``.parquet``, not a folder, in a writable place."""
+    p = Path(text)
+    if p.suffix not in (".csv", ".parquet"):
+        raise argparse.ArgumentTypeError(f"must end in .csv or .parquet, got {text!r}")
+    if p.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise argparse.ArgumentTypeError(f"{text} is not writable")
+    _writable_parent(p)
+    return p
+
+
+def out_file(text: str) -> Path:
+    """An output file (any suffix) in a writable place."""
+    p = Path(text)
+    if p.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder")
+    _writable_parent(p)
+    return p
+
+
+def params_file(text: str) -> Path:
+    """A YAML params file that parses to a mapping (``common:``, ``notebooks:``, ``order:``)."""
+    import yaml
+
+    p = Path(text)
+    if not p.is_file():
+        raise argparse.ArgumentTypeError(f"no params file at {text}")
+    try:
+        spec = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        where = getattr(e, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+        raise argparse.ArgumentTypeError(f"{text}: not valid YAML{at}: {getattr(e, 'problem', e)}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise argparse.ArgumentTypeError(f"{text}: cannot read: {e}") from None
+    if spec is not None and not isinstance(spec, dict):
+        raise argparse.ArgumentTypeError(f"{text}: expected a YAML mapping (common:, notebooks:), got "
+                                         f"{type(spec).__name__}")
+    return p
+
+
+def scheduler(text: str) -> str:
+    """A Dask scheduler address, ``tcp://host:port`` (or ``host:port``, ``tls://``, ``inproc://``, ``ucx://``)."""
+    url = text if "://" in text else "tcp://" + text
+    parts = urlsplit(url)
+    if parts.scheme not in ("tcp", "tls", "inproc", "ucx"):
+        raise argparse.ArgumentTypeError(f"unknown scheme {parts.scheme!r} in {text!r}; expected tcp://host:port")
+    try:
+        port = parts.port
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad port in {text!r}") from None
+    if parts.scheme in ("tcp", "tls") and (not parts.hostname or port is None):
+        raise argparse.ArgumentTypeError(f"expected tcp://host:port, got {text!r}")
+    return url
+
+
+# ------------------------------------------------------------------------------------------------
+# Subcommands: one _name(sub) per subcommand adds its parser and sets ``run``
+# ------------------------------------------------------------------------------------------------
+
 
 def _corpus(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("corpus", help="generate the embedded synthetic corpus (one trace per workload)")
-    p.add_argument("--scale", type=float, default=1.0, help="fraction of the paper's session counts (default 1.0)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (same seed, same corpus)")
-    p.add_argument("--out", required=True, help="output folder; one sub-folder per workload trace")
+    p.add_argument("--scale", type=positive_float, default=1.0, help="fraction of the paper's session counts (default 1.0)")
+    p.add_argument("--seed", type=seed, default=0, help="random seed (same seed, same corpus)")
+    p.add_argument("--out", type=out_folder, required=True, help="output folder; one sub-folder per workload trace")
     p.add_argument("--format", choices=("parquet", "jsonl"), default="parquet")
-    p.add_argument("--workloads", nargs="*", default=None, help="subset of workload names (default: all)")
-    p.set_defaults(run=lambda a: _lazy("lachesis.corpus", "cli_corpus")(a))
+    p.add_argument("--workloads", nargs="*", type=workload, default=None, help="subset of workload names (default: all)")
+
+    def run(a: argparse.Namespace) -> int:
+        from lachesis.corpus import cli_corpus
+
+        return cli_corpus(a.out, a.scale, a.seed, a.format, a.workloads or None)
+    p.set_defaults(run=run)
 
 
 def _segments(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("segments", help="recover context segments of a trace and summarize them per class")
-    p.add_argument("trace", help="trace folder or requests file (JSONL/Parquet)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the reference clock's tool/user draws")
-    p.add_argument("--out", default=None, help="also write the per-segment table here (.csv or .parquet)")
-    p.set_defaults(run=lambda a: _lazy("lachesis.segments", "cli_segments")(a))
+    p.add_argument("trace", type=trace_path, help="trace folder or requests file (JSONL/Parquet)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the reference clock's tool/user draws")
+    p.add_argument("--out", type=out_table, default=None, help="also write the per-segment table here (.csv or .parquet)")
+
+    def run(a: argparse.Namespace) -> int:
+        from lachesis.segments import cli_segments
+
+        return cli_segments(a.trace, a.seed, a.out)
+    p.set_defaults(run=run)
 
 
 def _datasets(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("datasets", help="list, fetch or verify the real public traces (checksummed, cached)")
     p.add_argument("action", choices=("list", "fetch", "verify"))
-    p.add_argument("names", nargs="*", help="dataset names (default: all)")
-    p.add_argument("--local", default=None,
-                   help="offline override: a folder holding the files (e.g. ../shared/data/traces)")
-    p.set_defaults(run=lambda a: _lazy("lachesis.datasets", "cli_datasets")(a))
+    p.add_argument("names", nargs="*", type=dataset, help="dataset names (default: all)")
+    p.add_argument("--local", type=existing_folder, default=None,
+                   help="offline override: a folder holding the files, laid out like the download cache")
+
+    def run(a: argparse.Namespace) -> int:
+        from lachesis.datasets import cli_datasets
+
+        return cli_datasets(a)
+    p.set_defaults(run=run)
 
 
 def _sweep(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="run the evaluation grid (Figs. 9-12) with caching")
-    p.add_argument("--scale", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--scale", type=positive_float, default=1.0)
+    p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--trace", default="multi_agent", help="workload name or trace path")
-    p.add_argument("--scheduler", default=None, help="Dask scheduler address (default: local processes)")
-    p.add_argument("--out", default="build/sweep.csv")
-    p.set_defaults(run=lambda a: _lazy("lachesis.sweep", "cli_sweep")(a))
+    p.add_argument("--scheduler", type=scheduler, default=None, help="Dask scheduler address (default: local processes)")
+    p.add_argument("--out", type=out_file, default=Path("build/sweep.csv"))
+
+    def run(a: argparse.Namespace) -> int:
+        from lachesis.sweep import cli_sweep
+
+        if a.scheduler:
+            probe_scheduler(a.scheduler)
+        return cli_sweep(a)
+    p.set_defaults(run=run)
+
+
+def probe_scheduler(url: str, timeout_s: float = SCHEDULER_PROBE_S) -> None:
+    """Fail fast (one line) when a tcp/tls Dask scheduler does not accept a connection."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("tcp", "tls"):
+        return
+    try:
+        socket.create_connection((parts.hostname, parts.port), timeout=timeout_s).close()
+    except OSError as e:
+        raise ConnectionError(f"--scheduler {url}: cannot reach the Dask scheduler "
+                              f"({e.strerror or e.__class__.__name__})") from None
 
 
 def _reproduce(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("reproduce", help="run every notebook through papermill with a params file")
-    p.add_argument("--params", default="notebooks/params/paper.yaml")
+    p.add_argument("--params", type=params_file, default=Path("notebooks/params/paper.yaml"))
     p.add_argument("--only", nargs="*", default=None, help="notebook names to run (default: all)")
-    p.set_defaults(run=lambda a: _lazy("lachesis.reproduce", "cli_reproduce")(a))
+
+    def run(a: argparse.Namespace) -> int:
+        from lachesis.reproduce import cli_reproduce
+
+        return cli_reproduce(a.params, a.only)
+    p.set_defaults(run=run)
 
 
-def _lazy(module: str, name: str) -> Callable[[argparse.Namespace], int | None]:
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
+    _corpus, _segments, _datasets, _sweep, _reproduce)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lachesis", description=DESCRIPTION,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(prog="lachesis", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     sub = parser.add_subparsers(dest="command", metavar="command")
-    for add in (_corpus, _segments, _datasets, _sweep, _reproduce):
+    for add in SUBCOMMANDS:
         add(sub)
     return parser
 
 
+def _expected() -> tuple[type[BaseException], ...]:
+    """Errors a user can cause (bad input, files, network): reported as one line."""
+    import zlib
+
+    import yaml
+
+    return (ValueError, OSError, EOFError, zlib.error, yaml.YAMLError, LookupError)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # usage errors and --help: argparse already printed its line
+        return e.code if isinstance(e.code, int) else 2
     if not getattr(args, "command", None):
         parser.print_help()
         return 0
+    prog = f"lachesis {args.command}"
     try:
-        rc = args.run(args)
-    except (ValueError, FileNotFoundError) as e:  # TraceError is a ValueError
-        print(f"lachesis {args.command}: error: {e}", file=sys.stderr)
+        return int(args.run(args) or 0)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 — the CLI never shows a traceback unless asked to
+        if args.debug:
+            raise
+        msg = " ".join(str(e).split()) or e.__class__.__name__
+        if isinstance(e, OSError) and e.strerror and e.filename:
+            msg = f"{e.filename}: {e.strerror}"
+        elif not isinstance(e, _expected()):
+            msg = f"internal error ({e.__class__.__name__}): {msg} (rerun with --debug for the traceback)"
+        print(f"{prog}: error: {msg}", file=sys.stderr)
         return 2
-    return int(rc or 0)
 
 
 if __name__ == "__main__":

@@ -78,7 +78,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from statistics import NormalDist
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -869,13 +869,14 @@ def table3(traces: Mapping[str, Trace], scale: float = 1.0) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def cli_corpus(args: Any) -> int:
-    """``lachesis corpus``: write one sub-folder per trace via :func:`write_trace`."""
+def cli_corpus(out: Path, scale: float = 1.0, seed: int = 0, fmt: str = "parquet",
+               workloads: Sequence[str] | None = None) -> int:
+    """``lachesis corpus``: write one sub-folder per workload trace into ``out`` via :func:`write_trace`."""
     t0 = time.perf_counter()
-    traces = generate_all(args.scale, args.seed, args.workloads or None)
-    out = Path(args.out)
+    traces = generate_all(scale, seed, list(workloads) if workloads else None)
+    out = Path(out)
     for name, tr in traces.items():
-        write_trace(tr, out / name, fmt=args.format)
+        write_trace(tr, out / name, fmt=fmt)
         print(f"{name:26s} sessions={tr.requests['session_id'].nunique():5d} requests={len(tr.requests):6d} "
               f"spawns={len(tr.spawns):5d} -> {out / name}")
     print(f"generated in {time.perf_counter() - t0:.1f} s")

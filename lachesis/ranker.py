@@ -1,4 +1,4 @@
-"""Spawn-time worker lifetime ranker (§3.5, §4 predictive path; DESIGN §4).
+"""Spawn-time worker lifetime ranker (§3.5, §4 predictive path; docs/design.md §4).
 
 A worker's *spawn signal* is its spawn record's instruction, context and tool list plus where the
 spawn falls in the session.  :class:`SpawnRanker` turns it into features with scikit-learn
@@ -16,8 +16,18 @@ reference clock, max(t_last_read_s) - min(t_first_write_s); with no rematerializ
 has one segment and this is that segment's T_norm (Eq. 1).  Its write volume is the sum of its
 segments' tokens_written.  Reason: the ranker ranks workers (agents), and segments of one worker
 close at the same sub-agent return.
-ASSUMPTION (context length): a spawn record's ``context`` is text or a token count (DESIGN §2);
-a purely numeric string is read as a token count, otherwise its whitespace word count is used.
+ASSUMPTION (context length): a spawn record's ``context`` is text or a token count
+(docs/design.md §2); a purely numeric string is read as a token count, otherwise its whitespace word
+count is used.
+
+Same ranks on another machine.  The ridge is solved by conjugate gradients on the sparse features
+(scikit-learn's solver for sparse input with an intercept) to a relative residual of
+:data:`RIDGE_TOL`, not the loose default (1e-4), whose early stop amplifies the last-bit
+differences between BLAS/SIMD kernels into prediction differences of ~1e-4; predictions are then
+rounded to :data:`RANK_DECIMALS` decimals of log lifetime, and every ranking sorts stably (ties keep
+row order).  What stays machine-dependent: predictions still differ by ~1e-12 between kernels, so
+two workers whose predicted log lifetimes lie that close, or a prediction that close to a rounding
+boundary, may order differently; the gradient-boosted alternative uses no BLAS and is bitwise stable.
 """
 
 from __future__ import annotations
@@ -45,6 +55,12 @@ NUMERIC_FEATURES = ("instruction_words", "instruction_chars", "context_tokens", 
 #: the vocabulary size of spawn instructions, and the width is not tuned to any result.
 HASH_FEATURES = 2 ** 12
 RIDGE_ALPHA = 1.0  # ASSUMPTION: sklearn's default regularization; not tuned to the τ result.
+#: Conjugate-gradient tolerance of the ridge solve (module docstring): tight enough that predictions
+#: agree to ~1e-12 across BLAS kernels, at no measurable cost (CG converges in tens of iterations).
+RIDGE_TOL = 1e-12
+#: Predictions (log seconds) are rounded to 1e-9, 1000x above the ~1e-12 machine noise; a 1e-9 step
+#: in log lifetime is a 1e-7 % lifetime difference, far below anything a ranking can use.
+RANK_DECIMALS = 9
 
 
 # ------------------------------------------------------------------------------------------------
@@ -129,7 +145,8 @@ def _features(n_hash: int = HASH_FEATURES) -> ColumnTransformer:
 
 def ridge_model() -> Pipeline:
     """The paper's predictor: ridge regression on log lifetime over the spawn signal."""
-    return Pipeline([("features", _features()), ("ridge", Ridge(alpha=RIDGE_ALPHA))])
+    return Pipeline([("features", _features()),
+                     ("ridge", Ridge(alpha=RIDGE_ALPHA, solver="sparse_cg", tol=RIDGE_TOL))])
 
 
 def boosted_model(seed: int = 0) -> Pipeline:
@@ -174,10 +191,10 @@ class SpawnRanker:
         return self
 
     def score(self, spawns_df: pd.DataFrame) -> np.ndarray:
-        """Predicted rank keys (log lifetime; only the order is meaningful)."""
+        """Predicted rank keys (log lifetime rounded to RANK_DECIMALS; only the order is meaningful)."""
         if self.model_ is None:
             raise RuntimeError("SpawnRanker.score called before fit")
-        return np.asarray(self.model_.predict(_as_signal(spawns_df)), dtype=float)
+        return np.round(np.asarray(self.model_.predict(_as_signal(spawns_df)), dtype=float), RANK_DECIMALS)
 
 
 def _as_signal(df: pd.DataFrame) -> pd.DataFrame:

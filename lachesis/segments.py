@@ -1,4 +1,4 @@
-"""Context-segment recovery from a per-request trace (§3.2–3.5, Appendix B, DESIGN §3).
+"""Context-segment recovery from a per-request trace (§3.2–3.5, Appendix B, docs/design.md §3).
 
 ``recover(trace, clock, seed)`` returns a :class:`Segments` holding the segment table, per-request
 writes and reads, and the reference-clock schedule (:mod:`lachesis.clock`).  Semantics (settled):
@@ -11,19 +11,12 @@ intervals (position ranges tagged with writer request and whether they are its i
 When request q arrives with matched prefix m, every live token at a position >= m dies: its last
 read was a's previous request and q is the ``closing_request``.  At the agent's end (a sub-agent's
 last request = its return; a single/lead agent's last request = the session's end) all remaining
-tokens die, last read by the agent's last request (``closing_request`` None).  A matched prefix
-longer than the agent's live context breaks the trace contract (the prefix must be *this agent's*
-earlier context), but real provider traces do it routinely: Claude Code's ``cache_read_input_tokens``
-of an agent's first request counts a system prompt cached by other agents or sessions.  With
-``prefix_gap="external"`` (default) those positions ``[live end, matched prefix)`` are treated as an
-external prefix: present in the context, written by no request of this trace (they are not in
-``tokens_written`` either), so they belong to no segment; every such gap is listed in
-``Segments.external`` (request_id, tokens, declared) and never dropped silently: gaps a trace declares
-in its optional ``shared_prefix_tokens`` column (the synthetic corpus' cross-session system prompt,
-served from a prefix cache shared by all sessions) are expected; any undeclared excess is announced
-with a warning.
-With ``prefix_gap="raise"`` the first gap raises :class:`~lachesis.trace.TraceError` naming
-``matched_prefix_tokens``.
+tokens die, last read by the agent's last request (``closing_request`` None).  A matched prefix may
+reach beyond the agent's own earlier context only by the ``shared_prefix_tokens`` the trace declares
+(validated by :mod:`lachesis.trace`): those positions are an external prefix (a prefix cache shared
+across agents or sessions, such as the synthetic corpus' system prompt), present in the context but
+written by no request of this agent, so they belong to no segment and are not in ``tokens_written``.
+Each request that opens such positions is listed in ``Segments.external`` (request_id, tokens).
 
 *Segments.*  A context segment = the tokens of one agent with the same (write turn, write phase,
 death event).  Single agent: the input part of the FIRST request of a turn (the unmatched prefill:
@@ -59,8 +52,6 @@ lead-agent lifetime"); NaN for other classes.
 
 from __future__ import annotations
 
-import argparse
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -83,34 +74,39 @@ SEGMENT_COLUMNS = ("segment_id", "session_id", "agent_id", "role", "seg_class", 
 
 @dataclass
 class Segments:
-    """Recovered context segments of a trace (DESIGN §3 contract)."""
+    """Recovered context segments of a trace (docs/design.md §3 contract)."""
 
     segments: pd.DataFrame
     writes: pd.DataFrame
     reads: pd.DataFrame
     schedule: pd.DataFrame
-    #: matched-prefix tokens beyond the agent's own live context (external prefix; see module doc)
+    #: requests whose matched prefix opens positions beyond the agent's own context (declared external
+    #: prefix; module doc).  ``declared`` is True on every row of a validated trace (kept for callers).
     external: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
         {"request_id": pd.Series(dtype=object), "tokens": pd.Series(dtype="int64"),
          "declared": pd.Series(dtype=bool)}))
 
 
-def _walk(agent_start: list[int], agent_end: list[int], mp: list[int], inp: list[int], out: list[int],
-          fail: Callable[[int, int], None]) -> tuple[np.ndarray, ...]:
-    """Interval walk per agent (positions in agent-sorted order); returns the dead pieces."""
+def _walk(agent_start: list[int], agent_end: list[int], mp: list[int], inp: list[int], out: list[int]
+          ) -> tuple[tuple[np.ndarray, ...], list[tuple[int, int]]]:
+    """Interval walk per agent (positions in agent-sorted order): the dead pieces, and the external
+    prefixes opened, as (position, tokens)."""
     w_l, o_l, s_l, e_l, d_l, r_l = [], [], [], [], [], []
+    gaps: list[tuple[int, int]] = []
     for b, e in zip(agent_start, agent_end):
-        live: list[list[int]] = []  # [start, end, writer, is_output]
+        live: list[list[int]] = []  # [start, end, writer (-1: external prefix), is_output]
         for g in range(b, e):
             m = mp[g]
             live_end = live[-1][1] if live else 0
-            if m > live_end:
-                fail(g, live_end)  # raises, or records an external prefix
+            if m > live_end:  # a declared external prefix: present, written by no request of this agent
+                gaps.append((g, m - live_end))
+                live.append([live_end, m, -1, 0])
             while live and live[-1][1] > m:  # tokens at positions >= m die; g closes them
                 iv = live[-1]
                 lo = max(iv[0], m)
-                w_l.append(iv[2]); o_l.append(iv[3]); s_l.append(lo); e_l.append(iv[1])
-                d_l.append(g); r_l.append(g - 1)
+                if iv[2] >= 0:
+                    w_l.append(iv[2]); o_l.append(iv[3]); s_l.append(lo); e_l.append(iv[1])
+                    d_l.append(g); r_l.append(g - 1)
                 if iv[0] < m:
                     iv[1] = m
                     break
@@ -120,22 +116,19 @@ def _walk(agent_start: list[int], agent_end: list[int], mp: list[int], inp: list
             if out[g] > 0:
                 live.append([inp[g], inp[g] + out[g], g, 1])
         for iv in live:  # the agent's end: everything left dies, last read by its last request
-            w_l.append(iv[2]); o_l.append(iv[3]); s_l.append(iv[0]); e_l.append(iv[1])
-            d_l.append(-1); r_l.append(e - 1)
+            if iv[2] >= 0:
+                w_l.append(iv[2]); o_l.append(iv[3]); s_l.append(iv[0]); e_l.append(iv[1])
+                d_l.append(-1); r_l.append(e - 1)
     as_arr = lambda x: np.asarray(x, dtype=np.int64)  # noqa: E731
-    return tuple(as_arr(x) for x in (w_l, o_l, s_l, e_l, d_l, r_l))
+    return tuple(as_arr(x) for x in (w_l, o_l, s_l, e_l, d_l, r_l)), gaps
 
 
-def recover(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0,
-            prefix_gap: str = "external") -> Segments:
+def recover(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0) -> Segments:
     """Recover every context segment of ``trace`` with its T_norm (Eq. 1) and ρR/W (Eq. 3).
 
     ``clock``: the reference clock (default :class:`ReferenceClock`; the corpus supplies one that
-    maps its tool names to tool classes); ``seed``: seeds the per-session tool/user draws;
-    ``prefix_gap``: ``"external"`` or ``"raise"`` for matched prefixes beyond an agent's own context.
+    maps its tool names to tool classes); ``seed``: seeds the per-session tool/user draws.
     """
-    if prefix_gap not in ("external", "raise"):
-        raise ValueError(f"prefix_gap must be 'external' or 'raise', not {prefix_gap!r}")
     clock = clock or ReferenceClock()
     req = trace.requests
     sched = schedule(trace, clock, seed)
@@ -154,19 +147,8 @@ def recover(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0,
     if n:
         first_of_turn[1:] = (acode[1:] != acode[:-1]) | (turn[1:] != turn[:-1])
 
-    gaps: list[tuple[int, int]] = []
-
-    def fail(g: int, live_end: int) -> None:
-        if prefix_gap == "external":
-            gaps.append((g, int(mp[g]) - live_end))
-            return
-        raise TraceError(trace.source, f"{int(order[g])} (request_id={rid[g]!r})", "matched_prefix_tokens",
-                         f"matched prefix {int(mp[g])} exceeds the {live_end} tokens of agent {aid[g]!r}'s "
-                         "earlier context (the prefix must be this agent's own earlier context; "
-                         "prefix_gap='external' treats the excess as an external prefix)")
-
-    pw, po, ps, pe, pd_, pr = _walk(a_start.tolist(), a_end.tolist(), mp.tolist(), inp.tolist(),
-                                    out.tolist(), fail)
+    (pw, po, ps, pe, pd_, pr), gaps = _walk(a_start.tolist(), a_end.tolist(), mp.tolist(), inp.tolist(),
+                                            out.tolist())
     ntok = pe - ps
     single = role[pw] == "single"
     phase = np.where(single, np.where((po == 0) & first_of_turn[pw], 0, 1), 2)
@@ -241,16 +223,15 @@ def recover(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0,
                           "tokens": reads["tokens"].to_numpy()})
     gap_g = np.array([g for g, _ in gaps], dtype=np.int64)
     gap_k = np.array([k for _, k in gaps], dtype=np.int64)
-    shared = (pd.to_numeric(req["shared_prefix_tokens"], errors="coerce").fillna(0).to_numpy()[order]
-              if "shared_prefix_tokens" in req.columns else np.zeros(n))
-    declared = gap_k <= shared[gap_g] if len(gap_g) else np.zeros(0, dtype=bool)
+    shared = col("shared_prefix_tokens").astype(np.int64) if "shared_prefix_tokens" in req.columns else np.zeros(n)
+    over = gap_k > shared[gap_g] if len(gap_g) else np.zeros(0, dtype=bool)
+    if over.any():  # only a Trace built without validation gets here
+        g = int(gap_g[over][0])
+        raise TraceError(trace.source, f"{int(order[g])} (request_id={rid[g]!r})", "matched_prefix_tokens",
+                         f"matched prefix {int(mp[g])} reaches {int(gap_k[over][0])} tokens beyond agent {aid[g]!r}'s "
+                         "earlier context, more than its declared shared_prefix_tokens (validate the trace)")
     external = pd.DataFrame({"request_id": rid[gap_g] if len(gap_g) else np.zeros(0, dtype=object),
-                             "tokens": gap_k, "declared": declared})
-    if (~declared).any():
-        warnings.warn(f"{trace.source}: {int((~declared).sum())} requests match {int(gap_k[~declared].sum())} "
-                      "prefix tokens beyond their agent's own earlier context (not declared in "
-                      "shared_prefix_tokens); treated as an external prefix (in no segment), listed in "
-                      "Segments.external", stacklevel=2)
+                             "tokens": gap_k, "declared": np.ones(len(gap_g), dtype=bool)})
     return Segments(segs, writes, reads, sched, external)
 
 
@@ -278,26 +259,26 @@ def _default_clock(trace: Trace) -> ReferenceClock:
     return reference_clock()
 
 
-def cli_segments(args: argparse.Namespace) -> int:
-    """``lachesis segments TRACE [--seed N] [--out table.csv|.parquet]``."""
-    trace = read_trace(args.trace)
-    seg = recover(trace, clock=_default_clock(trace), seed=args.seed)
+def cli_segments(trace_path: str | Path, seed: int = 0, out: str | Path | None = None) -> int:
+    """``lachesis segments TRACE [--seed N] [--out table.csv|.parquet]``: print the per-class summary."""
+    trace = read_trace(trace_path)
+    seg = recover(trace, clock=_default_clock(trace), seed=seed)
     table = summarize(seg.segments)
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         print(f"{trace.source}: {len(trace.requests)} requests, {trace.requests['session_id'].nunique()} sessions, "
               f"{len(seg.segments)} segments")
         if len(seg.external):
             ext = seg.external
-            print(f"note: {len(ext)} requests match {int(ext['tokens'].sum())} prefix tokens beyond their agent's own "
-                  f"context (external prefix, in no segment; {int(ext['declared'].sum())} declared as a shared prefix)")
+            print(f"note: {len(ext)} requests open {int(ext['tokens'].sum())} prefix tokens declared as shared "
+                  "(shared_prefix_tokens: an external prefix, in no segment)")
         print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    if args.out:
-        path = Path(args.out)
+    if out:
+        path = Path(out)
         if path.suffix == ".parquet":
             atomic_write(path, lambda t: seg.segments.to_parquet(t, index=False))
         elif path.suffix == ".csv":
             atomic_write(path, lambda t: seg.segments.to_csv(t, index=False))
         else:
-            raise SystemExit(f"--out must end in .csv or .parquet, not {path.suffix!r}")
+            raise ValueError(f"--out must end in .csv or .parquet, not {path.suffix!r}")
         print(f"wrote {path}")
     return 0

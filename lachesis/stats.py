@@ -13,6 +13,7 @@
   transform).  ``method="histogram"`` gives the alternative overlapping coefficient: the shared
   area of the two density histograms on common log-spaced bins.
 * :func:`laden_share` — share of the tokens a turn writes that are reasoning-laden; §3.3 "66–83%".
+* :func:`small_sample` — the flag the comparison tables put on a statistic computed from few units.
 """
 
 from __future__ import annotations
@@ -22,6 +23,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from scipy import stats as st
+
+
+#: ASSUMPTION (small samples): a statistic computed on fewer than 20 units (segments, turns, workers),
+#: or from fewer than 20 sessions (units of one session share its draws, so sessions bound the
+#: effective sample), is flagged beside the paper's number.  Reason: with 20 samples the 95% interval
+#: of a median already runs from about the 27th to the 73rd percentile (order statistics 6 and 15),
+#: wider than most of the paper's ranges; below it an "in range" verdict says little.
+MIN_UNITS = 20
+
+
+def small_sample(n: int, sessions: int, min_units: int = MIN_UNITS) -> str:
+    """Flag of a comparison row: "" when both counts reach ``min_units``, else which falls short."""
+    short = [f"{what} {k} < {min_units}" for what, k in (("n", n), ("sessions", sessions)) if k < min_units]
+    return "; ".join(short)
 
 
 def _arr(x: Any) -> np.ndarray:

@@ -1,13 +1,18 @@
-"""The per-request trace contract (DESIGN §2): schema, validation, JSONL/Parquet I/O.
+"""The per-request trace contract (docs/design.md §2): schema, validation, JSONL/Parquet I/O.
 
 A :class:`Trace` holds two tables:
 
 * ``requests`` — one row per LLM request, columns :data:`REQUEST_COLUMNS` (+ optional ones);
 * ``spawns`` — one row per sub-agent spawn record, columns :data:`SPAWN_COLUMNS`.
 
-Every loader validates every row and raises :class:`TraceError` naming the source, the row and
-the field; nothing is silently dropped or coerced.  Rows are kept in the order given, which must be
-session order (a request's matched prefix refers to its agent's *earlier* requests).
+Every loader validates every row and raises :class:`TraceError` naming the source, the record (a
+JSONL line, else a row) and the field; nothing is silently dropped or coerced, and a Parquet column
+is held to the same rules as the JSON values of a JSONL file (a column of numeric strings is not a
+number).  Token and count fields are whole numbers in ``[0, MAX_COUNT)``; floats are finite.  Rows
+are kept in the order given, which must be session order per agent (Appendix B: "with the trace
+aligned in session order"): a request's matched prefix may reuse at most its agent's earlier context
+(the previous request's input + output) plus the ``shared_prefix_tokens`` it declares, and its
+``turn`` never falls below the agent's previous one.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+from pandas.api.types import infer_dtype
 
 ROLES = ("single", "lead", "worker", "reviewer")
 
@@ -46,6 +54,9 @@ OPTIONAL_REQUEST_COLUMNS: dict[str, str] = {
     "domain": "str",
     "model": "str",
     "observation_tokens": "int",  # tokens of tool results appended after this request
+    # of the matched prefix, tokens no earlier request of this agent wrote (a prefix cache shared across
+    # agents or sessions, e.g. a common system prompt); they belong to no segment (docs/design.md §2)
+    "shared_prefix_tokens": "int",
 }
 SPAWN_COLUMNS: dict[str, str] = {
     "session_id": "str",
@@ -117,81 +128,152 @@ def tokens_processed(requests: pd.DataFrame) -> pd.Series:
 # Validation
 # ------------------------------------------------------------------------------------------------
 
+#: Exclusive upper bound of every token and count field.  ASSUMPTION: no request holds 2**31 tokens
+#: (about 2.1 billion; context windows are below 10**8), so a larger value is a unit or encoding
+#: error; the bound also keeps a product of two counts (Eq. 3's tokens x output length) inside int64.
+MAX_COUNT = 2 ** 31
 
-def _row_label(df: pd.DataFrame, pos: int) -> str:
-    for key in ("request_id", "agent_id"):
-        if key in df.columns:
-            return f"{pos} ({key}={df[key].iloc[pos]!r})"
-    return str(pos)
+_NUMBER_KINDS = {"integer", "floating", "mixed-integer-float", "empty"}
 
 
-def _check_column(df: pd.DataFrame, col: str, kind: str, source: str) -> pd.Series:
-    s = df[col]
+class _Rows:
+    """How a row is named in an error: ``line N`` for JSONL (from ``df.attrs['line']``), else ``row N``."""
+
+    def __init__(self, df: pd.DataFrame, lines: Any = None):
+        self.df = df
+        self.lines = np.asarray(lines) if lines is not None and len(lines) == len(df) else None
+
+    def label(self, pos: int) -> str:
+        where = f"line {int(self.lines[pos])}" if self.lines is not None else str(pos)
+        for key in ("request_id", "agent_id"):
+            if key in self.df.columns:
+                return f"{where} ({key}={self.df[key].iloc[pos]!r})"
+        return where
+
+    def fail(self, mask: np.ndarray, source: str, col: str, problem: Any) -> None:
+        """Raise for the first row where ``mask`` holds; ``problem(pos)`` (or a string) says what is wrong."""
+        if mask.any():
+            pos = int(np.flatnonzero(mask)[0])
+            raise TraceError(source, self.label(pos), col, problem(pos) if callable(problem) else problem)
+
+
+def _first_bad(s: pd.Series, ok: Any) -> int:
+    """Position of the first value failing ``ok`` (only called once a vectorized check has failed; if
+    no value fails, the column's type is one the vectorized check does not know: the first row)."""
+    return next((i for i, v in enumerate(s.tolist()) if not ok(v)), 0)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+
+
+def _plain(v: Any) -> Any:
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _nulls(s: pd.Series) -> np.ndarray:
+    return s.isna().to_numpy(dtype=bool)
+
+
+def _check_str(s: pd.Series, col: str, nullable: bool, rows: _Rows, source: str) -> pd.Series:
+    null = _nulls(s)
+    if not nullable:
+        rows.fail(null, source, col, "missing value")
+    present = s.cat.categories if isinstance(s.dtype, pd.CategoricalDtype) else s[~null]
+    if len(present) and infer_dtype(present, skipna=True) != "string":
+        pos = _first_bad(s, lambda v: isinstance(v, str) or (nullable and pd.isna(v)))
+        raise TraceError(source, rows.label(pos), col, f"expected a string, got {s.iloc[pos]!r}")
+    return pd.Series(s.to_numpy(dtype=object, na_value=None), index=s.index, dtype=object)
+
+
+def _check_number(s: pd.Series, col: str, integer: bool, nullable: bool, rows: _Rows, source: str) -> pd.Series:
+    """A numeric column, alike for JSONL and Parquet: numbers only (no strings or booleans, whatever the
+    column's dtype), finite; an integer field holds whole numbers in ``[0, MAX_COUNT)``."""
+    null = _nulls(s)
+    if not nullable:
+        rows.fail(null, source, col, "missing value (null or NaN)")
+    if infer_dtype(s, skipna=True) not in _NUMBER_KINDS or s.dtype == bool:
+        pos = _first_bad(s, lambda v: _is_number(v) or (nullable and v is None))
+        raise TraceError(source, rows.label(pos), col, f"expected a number, got {s.iloc[pos]!r}")
+    try:
+        vals = s.to_numpy(dtype=float, na_value=np.nan)
+    except OverflowError:  # a Python integer beyond float range (JSON allows any length)
+        pos = _first_bad(s, lambda v: abs(v) < MAX_COUNT if isinstance(v, int) else True)
+        raise TraceError(source, rows.label(pos), col,
+                         f"out of range: a {len(str(s.iloc[pos]))}-digit integer (a count must be below 2**31, "
+                         "trace.MAX_COUNT)") from None
+    shown = lambda p: repr(_plain(s.iloc[p]))  # noqa: E731  (the value as the file gave it)
+    rows.fail(~null & ~np.isfinite(vals), source, col, lambda p: f"must be a finite number, got {shown(p)}")
+    if not integer:
+        return pd.Series(vals, index=s.index)
+    rows.fail(vals != np.floor(vals), source, col, lambda p: f"expected an integer, got {shown(p)}")
+    rows.fail(vals < 0, source, col, lambda p: f"must be >= 0, got {shown(p)}")
+    rows.fail(vals >= MAX_COUNT, source, col,
+              lambda p: f"out of range: {shown(p)} (a count must be below 2**31, trace.MAX_COUNT)")
+    return pd.Series(vals.astype(np.int64), index=s.index)
+
+
+def _check_list(s: pd.Series, col: str, rows: _Rows, source: str) -> pd.Series:
+    """A list of strings per row (a JSON array, or a Parquet list column), checked through one pyarrow
+    conversion; the slow per-row search only runs to name the first bad row."""
+    def ok(v: Any) -> bool:
+        return isinstance(v, (list, tuple, np.ndarray)) and all(isinstance(x, str) for x in v)
+
+    if not len(s):
+        return pd.Series([], index=s.index, dtype=object)
+    try:
+        arr = pa.array(s.to_numpy(dtype=object), from_pandas=True)
+        good = (pa.types.is_list(arr.type) and
+                (pa.types.is_string(arr.type.value_type) or pa.types.is_null(arr.type.value_type))
+                and pc.list_flatten(arr).null_count == 0)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        arr, good = None, False
+    if arr is not None and good:
+        rows.fail(arr.is_null().to_numpy(zero_copy_only=False), source, col, "missing value")
+        return pd.Series(arr.to_pylist(), index=s.index, dtype=object)
+    if all(ok(v) for v in s.tolist()):  # a list-like pyarrow does not convert (rare): accept it as Python lists
+        return pd.Series([list(v) for v in s.tolist()], index=s.index, dtype=object)
+    pos = _first_bad(s, ok)
+    v = s.iloc[pos]
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        raise TraceError(source, rows.label(pos), col, "missing value")
+    raise TraceError(source, rows.label(pos), col, f"expected a list of strings, got {v!r}")
+
+
+def _check_column(df: pd.DataFrame, col: str, kind: str, rows: _Rows, source: str) -> pd.Series:
     nullable = kind.endswith("?")
     kind = kind.rstrip("?")
-    isnull = s.isna().to_numpy() if kind != "list" else np.array([v is None for v in s], dtype=bool)
-    if not nullable and isnull.any():
-        pos = int(np.flatnonzero(isnull)[0])
-        raise TraceError(source, _row_label(df, pos), col, "missing value")
     if kind == "str":
-        bad = np.array([not (isinstance(v, str) or (nullable and n)) for v, n in zip(s, isnull)])
-        if bad.any():
-            pos = int(np.flatnonzero(bad)[0])
-            raise TraceError(source, _row_label(df, pos), col, f"expected a string, got {s.iloc[pos]!r}")
-        return s.astype(object)
+        return _check_str(df[col], col, nullable, rows, source)
     if kind in ("int", "float"):
-        if s.dtype == object or s.dtype == bool:
-            bad = np.array([isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating))
-                            for v in s])
-            if bad.any():
-                pos = int(np.flatnonzero(bad)[0])
-                raise TraceError(source, _row_label(df, pos), col, f"expected a number, got {s.iloc[pos]!r}")
-        vals = pd.to_numeric(s).to_numpy(dtype=float)
-        if kind == "int":
-            frac = vals != np.floor(vals)
-            if frac.any():
-                pos = int(np.flatnonzero(frac)[0])
-                raise TraceError(source, _row_label(df, pos), col, f"expected an integer, got {vals[pos]!r}")
-            neg = vals < 0
-            if neg.any():
-                pos = int(np.flatnonzero(neg)[0])
-                raise TraceError(source, _row_label(df, pos), col, f"must be >= 0, got {int(vals[pos])}")
-            return pd.Series(vals.astype(np.int64), index=s.index)
-        return pd.Series(vals, index=s.index)
+        return _check_number(df[col], col, kind == "int", nullable, rows, source)
     if kind == "list":
-        out = []
-        for pos, v in enumerate(s):
-            if isinstance(v, np.ndarray):
-                v = v.tolist()
-            if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
-                raise TraceError(source, _row_label(df, pos), col, f"expected a list of strings, got {v!r}")
-            out.append(list(v))
-        return pd.Series(out, index=s.index, dtype=object)
+        return _check_list(df[col], col, rows, source)
     raise AssertionError(kind)
 
 
 def validate_requests(df: pd.DataFrame, source: str = "<memory>") -> pd.DataFrame:
-    """Check every row of a request table against DESIGN §2; return a typed copy."""
+    """Check every row of a request table against the trace contract (docs/design.md §2); return a
+    typed copy.  Vectorized: column checks, then the cross-field and cross-row rules."""
     missing = [c for c in REQUEST_COLUMNS if c not in df.columns]
     if missing:
         raise TraceError(source, "(header)", missing[0], f"required column missing (all missing: {missing})")
+    lines = df.attrs.get("line")
     df = df.reset_index(drop=True)
+    rows = _Rows(df, lines)
     out = pd.DataFrame(index=df.index)
     for col, kind in REQUEST_COLUMNS.items():
-        out[col] = _check_column(df, col, kind, source)
+        out[col] = _check_column(df, col, kind, rows, source)
     for col, kind in OPTIONAL_REQUEST_COLUMNS.items():
-        if col in df.columns:
-            # an optional float may hold gaps (NaN); other optional kinds are checked like required ones
-            out[col] = _check_float_opt(df, col, source) if kind == "float" else _check_column(df, col, kind + "?", source)
+        if col in df.columns:  # optional floats may hold gaps (NaN); other optional columns are complete
+            out[col] = _check_column(df, col, kind + ("?" if kind == "float" else ""), rows, source)
     for col in df.columns:  # keep user extras untouched
         if col not in out.columns:
             out[col] = df[col]
+    rows = _Rows(out, lines)
 
     def fail(mask: np.ndarray, col: str, msg: str) -> None:
-        if mask.any():
-            pos = int(np.flatnonzero(mask)[0])
-            raise TraceError(source, _row_label(out, pos), col, msg.format(**{c: out[c].iloc[pos] for c in out.columns
-                                                                               if c in msg}))
+        rows.fail(mask, source, col, lambda p: msg.format(**{c: out[c].iloc[p] for c in out.columns if c in msg}))
 
     inp, mp = out["input_tokens"].to_numpy(), out["matched_prefix_tokens"].to_numpy()
     outp, rs = out["output_tokens"].to_numpy(), out["reasoning_tokens"].to_numpy()
@@ -203,6 +285,9 @@ def validate_requests(df: pd.DataFrame, source: str = "<memory>") -> pd.DataFram
     if "t_start" in out and "t_end" in out:
         ts, te = out["t_start"].to_numpy(), out["t_end"].to_numpy()
         fail(te < ts, "t_end", "t_end {t_end} precedes t_start {t_start}")
+    shared = out["shared_prefix_tokens"].to_numpy() if "shared_prefix_tokens" in out else np.zeros(len(out), np.int64)
+    fail(shared > mp, "shared_prefix_tokens",
+         "declared shared prefix {shared_prefix_tokens} exceeds the matched prefix {matched_prefix_tokens}")
 
     # agent structure: an agent belongs to one session, has one role; a sub-agent's parent is known
     agents = out.groupby("agent_id", sort=False).agg(
@@ -213,91 +298,89 @@ def validate_requests(df: pd.DataFrame, source: str = "<memory>") -> pd.DataFram
         if len(bad):
             aid = bad.index[0]
             pos = int(np.flatnonzero(((out["agent_id"] == aid) & (out[col] != agents.at[aid, col])).to_numpy())[0])
-            raise TraceError(source, _row_label(out, pos), col, f"agent {aid!r} appears with more than one {col}")
+            raise TraceError(source, rows.label(pos), col, f"agent {aid!r} appears with more than one {col}")
     parent = out["parent_agent_id"]
     sub = out["role"].isin(("worker", "reviewer")).to_numpy()
     fail(sub & parent.isna().to_numpy(), "parent_agent_id", "a {role} request must name its parent agent")
     fail(~sub & parent.notna().to_numpy(), "parent_agent_id",
          "a {role} request must not name a parent agent (got {parent_agent_id!r})")
-    known = set(zip(out["session_id"], out["agent_id"]))
-    has_parent = parent.notna().to_numpy()
-    unknown = np.array([hp and (s, p) not in known for hp, s, p in zip(has_parent, out["session_id"], parent)])
+    known = pd.MultiIndex.from_arrays([out["session_id"], out["agent_id"]])
+    asked = pd.MultiIndex.from_arrays([out["session_id"], parent])
+    unknown = parent.notna().to_numpy() & ~asked.isin(known)
     fail(unknown, "parent_agent_id", "parent agent {parent_agent_id!r} has no request in session {session_id!r}")
+
+    # session order: a matched prefix reuses this agent's earlier context (its previous request's input +
+    # output) plus any declared cross-agent prefix; more means rows out of order (Appendix B: "aligned in
+    # session order") or an undeclared external prefix
+    by_agent = out["agent_id"].to_numpy()
+    turn = out["turn"].to_numpy()
+    prev_turn = pd.Series(turn).groupby(by_agent, sort=False).shift(1, fill_value=0).to_numpy()
+    rows.fail(turn < prev_turn, source, "turn",
+              lambda p: f"turn {turn[p]} follows turn {prev_turn[p]} of agent {by_agent[p]!r}: rows out of session order")
+    earlier = pd.Series(inp + outp).groupby(by_agent, sort=False).shift(1, fill_value=0).to_numpy()
+    rows.fail(mp > earlier + shared, source, "matched_prefix_tokens",
+              lambda p: f"matched prefix {mp[p]} exceeds the {earlier[p]} tokens of earlier context of agent "
+                        f"{by_agent[p]!r} plus {shared[p]} declared shared_prefix_tokens: rows out of session order, "
+                        "or a prefix from outside this agent that the shared_prefix_tokens column does not declare")
     return out
-
-
-def _check_float_opt(df: pd.DataFrame, col: str, source: str) -> pd.Series:
-    s = df[col]
-    vals = pd.to_numeric(s, errors="coerce")
-    bad = vals.isna().to_numpy() & s.notna().to_numpy()
-    if bad.any():
-        pos = int(np.flatnonzero(bad)[0])
-        raise TraceError(source, _row_label(df, pos), col, f"expected a number, got {s.iloc[pos]!r}")
-    return vals.astype(float)
 
 
 def validate_spawns(df: pd.DataFrame, requests: pd.DataFrame, source: str = "<memory>") -> pd.DataFrame:
     """Check spawn records: columns, types, and that each names a sub-agent present in the trace."""
     if len(df) == 0 and not set(SPAWN_COLUMNS) <= set(df.columns):
         return empty_spawns()
+    src = source + " [spawns]"
     missing = [c for c in SPAWN_COLUMNS if c not in df.columns]
     if missing:
-        raise TraceError(source + " [spawns]", "(header)", missing[0], f"required column missing (all: {missing})")
+        raise TraceError(src, "(header)", missing[0], f"required column missing (all: {missing})")
+    lines = df.attrs.get("line")
     df = df.reset_index(drop=True)
-    src = source + " [spawns]"
+    rows = _Rows(df, lines)
     out = pd.DataFrame(index=df.index)
     for col, kind in SPAWN_COLUMNS.items():
-        if col == "context":  # text or a token count
-            bad = np.array([not isinstance(v, (str, int, np.integer)) or isinstance(v, bool) for v in df[col]])
-            if bad.any():
-                pos = int(np.flatnonzero(bad)[0])
-                raise TraceError(src, _row_label(df, pos), col, f"expected text or a token count, got {df[col].iloc[pos]!r}")
-            out[col] = df[col].astype(object)
-        else:
-            out[col] = _check_column(df, col, kind, src)
+        out[col] = _check_context(df[col], rows, src) if col == "context" else _check_column(df, col, kind, rows, src)
     for col in df.columns:
         if col not in out.columns:
             out[col] = df[col]
-    bad_role = ~out["role"].isin(("worker", "reviewer"))
-    if bad_role.any():
-        pos = int(np.flatnonzero(bad_role.to_numpy())[0])
-        raise TraceError(src, _row_label(out, pos), "role", f"a spawn record's role must be worker or reviewer, got {out['role'].iloc[pos]!r}")
-    dup = out["agent_id"].duplicated().to_numpy()
-    if dup.any():
-        pos = int(np.flatnonzero(dup)[0])
-        raise TraceError(src, _row_label(out, pos), "agent_id", "more than one spawn record for this agent")
+    rows = _Rows(out, lines)
+    rows.fail(~out["role"].isin(("worker", "reviewer")).to_numpy(), src, "role",
+              lambda p: f"a spawn record's role must be worker or reviewer, got {out['role'].iloc[p]!r}")
+    rows.fail(out["agent_id"].duplicated().to_numpy(), src, "agent_id", "more than one spawn record for this agent")
     agents = requests.drop_duplicates("agent_id").set_index("agent_id")
-    # vectorized cross-checks against the agents the requests define (first failing row is reported)
-    known = out["agent_id"].isin(agents.index).to_numpy()
-    _fail_first(~known, out, src, "agent_id", lambda r: f"spawned agent {r.agent_id!r} has no request in the trace")
+    rows.fail(~out["agent_id"].isin(agents.index).to_numpy(), src, "agent_id",
+              lambda p: f"spawned agent {out['agent_id'].iloc[p]!r} has no request in the trace")
     a = agents.reindex(out["agent_id"])
-    checks = (("session_id", "session_id", "agent {agent_id!r} runs in session {req!r}"),
-              ("parent_agent_id", "parent_agent_id", "requests give parent {req!r}, spawn record {rec!r}"),
-              ("role", "role", "requests give role {req!r}, spawn record {rec!r}"))
-    for col, acol, msg in checks:
-        req_vals, rec_vals = a[acol].to_numpy(dtype=object), out[col].to_numpy(dtype=object)
-        bad = req_vals != rec_vals
-        if bad.any():
-            pos = int(np.flatnonzero(bad)[0])
-            raise TraceError(src, _row_label(out, pos), col,
-                             msg.format(agent_id=out["agent_id"].iloc[pos], req=req_vals[pos], rec=rec_vals[pos]))
-    _fail_first(~out["spawn_request_id"].isin(set(requests["request_id"])).to_numpy(), out, src, "spawn_request_id",
-                lambda r: f"unknown request {r.spawn_request_id!r}")
+    checks = (("session_id", "agent {agent_id!r} runs in session {req!r}"),
+              ("parent_agent_id", "requests give parent {req!r}, spawn record {rec!r}"),
+              ("role", "requests give role {req!r}, spawn record {rec!r}"))
+    for col, msg in checks:
+        req_vals, rec_vals = a[col].to_numpy(dtype=object), out[col].to_numpy(dtype=object)
+        rows.fail(req_vals != rec_vals, src, col,
+                  lambda p: msg.format(agent_id=out["agent_id"].iloc[p], req=req_vals[p], rec=rec_vals[p]))
+    rows.fail(~out["spawn_request_id"].isin(requests["request_id"]).to_numpy(), src, "spawn_request_id",
+              lambda p: f"unknown request {out['spawn_request_id'].iloc[p]!r}")
     # every sub-agent seen in requests needs its spawn record when any spawn records are given
     if len(out):
-        sub_agents = requests.loc[requests["role"].isin(("worker", "reviewer")), "agent_id"].unique()
-        lacking = sorted(set(sub_agents) - set(out["agent_id"]))
-        if lacking:
-            pos = int(np.flatnonzero((requests["agent_id"] == lacking[0]).to_numpy())[0])
-            raise TraceError(source, _row_label(requests, pos), "agent_id", "sub-agent has no spawn record")
+        sub = requests["role"].isin(("worker", "reviewer")).to_numpy()
+        lacking = sub & ~requests["agent_id"].isin(out["agent_id"]).to_numpy()
+        _Rows(requests).fail(lacking, source, "agent_id", "sub-agent has no spawn record")
     return out
 
 
-def _fail_first(mask: np.ndarray, df: pd.DataFrame, source: str, col: str, msg) -> None:
-    """Raise a TraceError for the first row where ``mask`` holds (``msg(row)`` says what is wrong)."""
-    if mask.any():
-        pos = int(np.flatnonzero(mask)[0])
-        raise TraceError(source, _row_label(df, pos), col, msg(df.iloc[pos]))
+def _check_context(s: pd.Series, rows: _Rows, source: str) -> pd.Series:
+    """A spawn record's context: text or a token count (docs/design.md §2)."""
+    kind = infer_dtype(s, skipna=False)
+    if kind in ("integer", "empty") and s.dtype != bool:
+        _check_number(s, "context", True, False, rows, source)
+    elif kind != "string":  # a mix: every value text or a valid count
+        def ok(v: Any) -> bool:
+            return isinstance(v, str) or (isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                                          and 0 <= v < MAX_COUNT)
+        pos = _first_bad(s, ok) if not s.map(ok).all() else None
+        if pos is not None:
+            raise TraceError(source, rows.label(pos), "context",
+                             f"expected text or a token count in [0, {MAX_COUNT}), got {s.iloc[pos]!r}")
+    return pd.Series(s.to_numpy(dtype=object), index=s.index, dtype=object)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -320,8 +403,20 @@ def iter_json_lines(lines: Iterable[str], source: str) -> Iterator[tuple[int, di
 
 
 def _read_jsonl(path: Path) -> pd.DataFrame:
-    with _open_maybe_gzip(path) as fh:
-        return pd.DataFrame([rec for _, rec in iter_json_lines(fh, str(path))])
+    """The records of a JSONL file; ``attrs['line']`` keeps each row's line number for error messages."""
+    import gzip
+    import zlib
+
+    try:
+        with _open_maybe_gzip(path) as fh:
+            pairs = list(iter_json_lines(fh, str(path)))
+    except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+        raise TraceError(str(path), "(file)", "(gzip)", f"not a complete gzip file ({e})") from None
+    except UnicodeDecodeError as e:
+        raise TraceError(str(path), "(file)", "(encoding)", f"not UTF-8 text (byte {e.start})") from None
+    df = pd.DataFrame([rec for _, rec in pairs])
+    df.attrs["line"] = np.array([n for n, _ in pairs], dtype=np.int64)
+    return df
 
 
 def _open_maybe_gzip(path: Path):
@@ -334,7 +429,10 @@ def _open_maybe_gzip(path: Path):
 
 def _read_table(path: Path) -> pd.DataFrame:
     if path.suffix == ".parquet":
-        return pd.read_parquet(path)
+        try:
+            return pd.read_parquet(path)
+        except (pa.ArrowException, OSError) as e:
+            raise TraceError(str(path), "(file)", "(parquet)", f"not a readable Parquet file ({e})") from None
     return _read_jsonl(path)
 
 

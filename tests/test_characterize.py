@@ -125,6 +125,7 @@ def test_temporal_table_by_hand():
     assert tab["turns_per_session_mean"] == 3.0  # one agent writing in turns 0, 1, 2
     assert tab["laden_share_of_turn_writes"] == pytest.approx(300 / 450)
     assert (tab["turn_tokens_laden_median"], tab["turn_tokens_stripped_mean"]) == (100.0, 50.0)
+    assert (tab["n_sessions"], tab["n_turns"], tab["n_turns_laden"], tab["n_stripped_not_last"]) == (1, 3, 3, 2)
 
 
 def test_structural_table_by_hand():
@@ -143,8 +144,10 @@ def test_structural_table_by_hand():
 
 
 def test_worker_heterogeneity_by_hand():
-    w = pd.DataFrame({"group": "g", "t_norm_s": np.arange(1.0, 11.0), "tokens_written": np.arange(10, 0, -1)})
+    w = pd.DataFrame({"group": "g", "t_norm_s": np.arange(1.0, 11.0), "tokens_written": np.arange(10, 0, -1),
+                      "session_id": [f"s{i % 3}" for i in range(10)]})
     tab = C.worker_heterogeneity_table(w).iloc[0]
+    assert (tab["n_workers"], tab["n_sessions"]) == (10, 3)
     assert tab["tnorm_p90_over_p10"] == pytest.approx(9.1 / 1.9)  # linear-interpolated p90 / p10 of 1..10
     assert tab["kendall_tau_tnorm_vs_writes"] == pytest.approx(-1.0)
 
@@ -175,3 +178,62 @@ def test_wrong_regime_is_a_clear_error():
     multi = _seg([("g", "s1", "L", "lead", 0, 10, 1.0, 0.5)])
     with pytest.raises(ValueError, match="Fig. 4 .*reasoning_laden"):
         C.temporal_table(multi)
+
+
+# ------------------------------------------------------------------------------------------------
+# Comparison tables carry the sample each statistic was computed on
+# ------------------------------------------------------------------------------------------------
+
+def test_small_sample_flag():
+    from lachesis import stats
+
+    assert stats.small_sample(20, 20) == ""
+    assert stats.small_sample(19, 40) == "n 19 < 20"
+    assert stats.small_sample(500, 2) == "sessions 2 < 20"  # many segments of two sessions are still two sessions
+    assert stats.small_sample(3, 2) == "n 3 < 20; sessions 2 < 20"
+
+
+def test_temporal_comparison_counts_the_smaller_sample():
+    rows = [("tau3_airline", f"s{i % 2}", f"a{i % 2}", "reasoning_laden", i, 100, float(i + 1), np.nan) for i in range(30)]
+    rows += [("tau3_airline", f"s{i % 2}", f"a{i % 2}", "reasoning_stripped", i, 50, 50.0 + i, np.nan) for i in range(6)]
+    cmp = C.temporal_comparison(C.temporal_table(_seg(rows))).set_index("statistic")
+    ratio = cmp.loc["tau3_airline: stripped/laden median T_norm"]
+    assert (ratio["n"], ratio["unit"], ratio["sessions"]) == (6, "segments", 2)
+    assert ratio["small_sample"] == "n 6 < 20; sessions 2 < 20"
+    assert cmp.loc["tau3_airline: laden share of turn writes", "n"] == 30  # turns
+    assert cmp.loc["tau3_airline: laden tokens/turn median", "unit"] == "turns"
+    assert list(cmp.columns) == ["ours", "paper", "in_paper_range", "n", "unit", "sessions", "small_sample", "note"]
+
+
+def test_structural_and_heterogeneity_comparisons_on_the_corpus():
+    tr, seg = C.load_segments(["webarena"], "", 0.2, 0)  # 21 sessions
+    cmp = C.structural_comparison(C.structural_table(seg)).set_index("statistic")
+    lw = cmp.loc["webarena: lead/worker median T_norm"]
+    assert lw["n"] == min((seg["seg_class"] == "lead").sum(), (seg["seg_class"] == "worker").sum())
+    assert lw["sessions"] == seg["session_id"].nunique() == 21 and lw["small_sample"] == ""
+    from lachesis.ranker import worker_lifetimes
+
+    het = C.heterogeneity_comparison(C.worker_heterogeneity_table(C.label_groups(worker_lifetimes(seg))))
+    assert (het["n"] == (seg["seg_class"] == "worker").groupby(seg["agent_id"]).any().sum()).all()
+
+
+def test_prediction_and_table3_comparisons():
+    oof = pd.DataFrame({"pred": PRED, "t_norm_s": TRUTH, "session_id": [f"s{i}" for i in range(10)]})
+    summary = pd.DataFrame({m: C.prediction_summary(oof) for m in ("ridge", "boosted")}).T
+    cmp = C.prediction_comparison(summary).set_index("statistic")
+    assert cmp.loc["ridge: Kendall τ (out of fold)", "n"] == 10 and cmp.loc["ridge: k=10% share of k shortest", "n"] == 1
+    assert cmp.loc["boosted: Kendall τ (out of fold)", "paper"] == "— (not in paper)"
+    assert cmp.loc["ridge: Kendall τ (out of fold)", "small_sample"] == "n 10 < 20; sessions 10 < 20"
+    from lachesis import corpus
+
+    tab = corpus.table3(corpus.generate_all(0.05, 0, ["tau3_airline", "bfcl_base"]), scale=0.05)
+    t3 = C.table3_comparison(tab, 0.05).set_index("statistic")
+    assert t3.loc["τ³-bench airline: requests", "n"] == 3 and t3.loc["BFCLv4 base: requests", "n"] == 10
+    assert t3["small_sample"].str.contains("sessions").all()
+
+
+def test_outside_paper_range_message_is_formatted():
+    cmp = C.comparison([("a", 1.0, (2.0, 3.0), 5, "segments", 30), ("b", 2.5, (2.0, 3.0), 40, "segments", 30)])
+    text = C.outside_paper_range(cmp)
+    assert text.startswith("1 of 2 statistics fall outside the paper's range; 1 of 2 rest on fewer than 20")
+    assert "{" not in text and "n 5 < 20" in text

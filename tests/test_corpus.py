@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
@@ -57,9 +56,7 @@ def test_validation_and_round_trip(tmp_path) -> None:
     assert tr.requests["request_id"].is_unique
     for col in ("benchmark", "domain", "observation_tokens"):
         assert tr.requests[col].notna().all()
-    args = argparse.Namespace(scale=0.02, seed=0, out=str(tmp_path), format="jsonl",
-                              workloads=["bfcl_base", "webarena"])
-    assert corpus.cli_corpus(args) == 0
+    assert corpus.cli_corpus(tmp_path, scale=0.02, seed=0, fmt="jsonl", workloads=["bfcl_base", "webarena"]) == 0
     back = read_trace(tmp_path / "webarena")
     ref = corpus.generate("webarena", 0.02, 0)
     assert back.requests["request_id"].tolist() == ref.requests["request_id"].tolist()

@@ -180,3 +180,78 @@ def test_spawns_without_tools_still_rank() -> None:
     assert (spawn_signal(sp)["tools_text"] == NO_TOOLS).all()
     keys = SpawnRanker().fit(sp, [10.0, 20.0, 30.0, 40.0]).score(sp)
     assert keys.shape == (4,) and np.isfinite(keys).all()
+
+
+# ------------------------------------------------------------------------------------------------
+# Same ranks on another machine (module docstring of lachesis.ranker)
+# ------------------------------------------------------------------------------------------------
+
+_CROSS_KERNEL = """
+import json, sys
+from lachesis import characterize as C, ranker as R
+tr, seg = C.load_segments(["multi_agent"], "", 0.1, 0)
+cv = R.compare_rankers(tr, seg, n_splits=5, seed=0)
+json.dump({"ridge": cv.oof["ridge"].tolist(), "tau": cv.tau["ridge"]}, sys.stdout)
+"""
+
+
+@pytest.fixture(scope="module")
+def corpus_oof():
+    from lachesis import characterize as C
+
+    tr, seg = C.load_segments(["multi_agent"], "", 0.1, 0)
+    return tr, seg, R.compare_rankers(tr, seg, n_splits=5, seed=0)
+
+
+@pytest.mark.parametrize("env", [{"OPENBLAS_CORETYPE": "Sandybridge"},
+                                 {"NPY_DISABLE_CPU_FEATURES": "X86_V4,AVX512_ICL,X86_V3"}],
+                         ids=["other-blas-kernel", "no-avx-numpy"])
+def test_same_predictions_with_other_blas_and_simd_kernels(corpus_oof, env):
+    """Another BLAS kernel (or numpy without AVX) gives the same rounded keys, order and τ.  With
+    scikit-learn's default ridge tolerance (1e-4) these differed by up to 4e-4 and τ moved."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    _, _, cv = corpus_oof
+    r = subprocess.run([sys.executable, "-c", _CROSS_KERNEL], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, **env})
+    assert r.returncode == 0, r.stderr[-2000:]
+    other = json.loads(r.stdout)
+    ours = cv.oof["ridge"].to_numpy()
+    assert np.array_equal(np.argsort(ours, kind="stable"), np.argsort(other["ridge"], kind="stable"))
+    diff = np.abs(ours - np.asarray(other["ridge"]))
+    assert diff.max() <= 1.5 * 10.0 ** -R.RANK_DECIMALS and (diff > 0).mean() < 0.02  # rare rounding-boundary straddles
+    assert other["tau"] == cv.tau["ridge"]
+
+
+def test_ranks_survive_a_relative_perturbation_of_1e_12(corpus_oof):
+    """Float noise in the inputs (1e-12 relative, far above last-bit kernel differences) leaves every rank."""
+    tr, seg, cv = corpus_oof
+    table = R.worker_table(tr, seg)
+    folds = cv.oof["fold"].to_numpy()
+    rng = np.random.default_rng(1)
+    noisy = table.copy()
+    for col in ("t_norm_s", *R.NUMERIC_FEATURES):
+        noisy[col] = noisy[col] * (1 + 1e-12 * rng.standard_normal(len(noisy)))
+    a = R._oof(table, folds, R.ridge_model)
+    b = R._oof(noisy, folds, R.ridge_model)
+    assert np.array_equal(np.argsort(a, kind="stable"), np.argsort(b, kind="stable"))
+    assert np.abs(a - b).max() <= 1.5 * 10.0 ** -R.RANK_DECIMALS  # at most one rounding step
+
+
+def test_ridge_solve_is_tight_and_keys_are_rounded(toy):
+    trace, segs = toy
+    table = R.worker_table(trace, segs)
+    model = R.SpawnRanker().fit(table, table["t_norm_s"])
+    ridge = model.model_.named_steps["ridge"]
+    assert ridge.solver == "sparse_cg" and ridge.tol == R.RIDGE_TOL
+    keys = model.score(table)
+    assert np.array_equal(keys, np.round(keys, R.RANK_DECIMALS))
+    # the tight solve is the exact ridge solution: the closed form on the same features agrees
+    X = model.model_.named_steps["features"].transform(table).toarray()
+    Xc, y = X - X.mean(0), np.log(table["t_norm_s"].to_numpy())
+    K = Xc @ Xc.T  # the dual form (fewer workers than features): coef = Xc^T (K + alpha I)^-1 (y - mean y)
+    exact = K @ np.linalg.solve(K + R.RIDGE_ALPHA * np.eye(len(y)), y - y.mean()) + y.mean()
+    assert np.abs(keys - exact).max() < 1e-8

@@ -5,9 +5,7 @@ Every expected number is worked out by hand in the comments (TPOT_ref = 0.2 s, T
 
 from __future__ import annotations
 
-import argparse
 import math
-import warnings
 import zlib
 from dataclasses import replace
 
@@ -256,28 +254,34 @@ def test_subagent_request_before_its_spawn_is_rejected():
 
 
 def test_matched_prefix_beyond_live_context():
-    tr = Trace.from_frames(pd.DataFrame([req("a", 0, 10, 0, 2), req("b", 0, 30, 20, 1)]))  # only 12 live
-    with pytest.raises(TraceError) as e:
-        recover(tr, prefix_gap="raise")
+    rows = pd.DataFrame([req("a", 0, 10, 0, 2), req("b", 0, 30, 20, 1)])  # b matches 20, a left only 12
+    with pytest.raises(TraceError) as e:  # undeclared: trace validation rejects it
+        Trace.from_frames(rows)
     assert e.value.field == "matched_prefix_tokens" and "request_id='b'" in str(e.value.record)
-    # default: [12,20) is an external prefix (8 tokens, no segment), listed and warned about
-    with pytest.warns(UserWarning, match="external prefix"):
-        seg = recover(tr)
-    assert seg.external.to_dict("records") == [{"request_id": "b", "tokens": 8, "declared": False}]
+    # declared as a shared prefix: [12,20) is external (8 tokens, no segment), listed
+    tr = Trace.from_frames(rows.assign(shared_prefix_tokens=[0, 8]))
+    seg = recover(tr)
+    assert seg.external.to_dict("records") == [{"request_id": "b", "tokens": 8, "declared": True}]
     s = by_id(seg, "seg_class")
     # stripped = a's input [0,10); laden = a's output [10,12) + b's input [20,30) + b's output [30,31) = 13
     assert s.loc["reasoning_stripped", "tokens_written"] == 10 and s.loc["reasoning_laden", "tokens_written"] == 13
     assert s["tokens_written"].sum() == tokens_written(tr.requests).sum()
     # b's input (30) = 10 stripped + 12 laden present + the 8 external tokens (in no segment)
     assert seg.reads[seg.reads["request_id"] == "b"]["tokens"].sum() == 22
-    with pytest.raises(ValueError):
-        recover(tr, prefix_gap="ignore")
-    # a gap the trace declares as a shared (cross-session) prefix is expected: listed, no warning
-    declared = Trace.from_frames(tr.requests.assign(shared_prefix_tokens=[0, 8]))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        seg2 = recover(declared)
-    assert seg2.external["declared"].tolist() == [True]
+    # a Trace built without validation cannot slip an undeclared gap past recovery
+    with pytest.raises(TraceError) as e:
+        recover(Trace(tr.requests.drop(columns="shared_prefix_tokens"), tr.spawns))
+    assert e.value.field == "matched_prefix_tokens" and "shared_prefix_tokens" in e.value.problem
+
+
+def test_external_prefix_stays_below_the_agent_context():
+    """A first request that only matches a shared prompt (writes nothing at its positions): the next
+    request reuses that prompt without declaring it again, and it stays outside every segment."""
+    rows = pd.DataFrame([req("a", 0, 8, 8, 0), req("b", 0, 20, 8, 2)]).assign(shared_prefix_tokens=[8, 0])
+    seg = recover(Trace.from_frames(rows))
+    assert seg.external.to_dict("records") == [{"request_id": "a", "tokens": 8, "declared": True}]
+    assert seg.segments["tokens_written"].sum() == 14
+    assert seg.reads[seg.reads["request_id"] == "b"]["tokens"].sum() == 12
 
 
 def test_two_root_agents_in_a_session_are_rejected():
@@ -344,7 +348,7 @@ def test_conservation_on_random_traces():
 def test_cli_prints_summary_and_writes_table(tmp_path, capsys):
     d = write_trace(two_turn_trace(), tmp_path / "tr", fmt="jsonl")
     out = tmp_path / "segs.parquet"
-    assert cli_segments(argparse.Namespace(trace=str(d), seed=0, out=str(out))) == 0
+    assert cli_segments(d, seed=0, out=out) == 0
     printed = capsys.readouterr().out
     assert "reasoning_laden" in printed and "reasoning_stripped" in printed
     back = pd.read_parquet(out)

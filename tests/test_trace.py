@@ -1,4 +1,4 @@
-"""The trace contract (DESIGN §2): every validation error of lachesis.trace, and the JSONL/Parquet round trip."""
+"""The trace contract (docs/design.md §2): every validation error of lachesis.trace, and the JSONL/Parquet round trip."""
 
 from __future__ import annotations
 
@@ -201,3 +201,210 @@ def test_atomic_write_gives_the_mode_open_would(tmp_path):
     plain = tmp_path / "plain.json"
     plain.write_text("{}")
     assert stat.S_IMODE(os.stat(target).st_mode) == stat.S_IMODE(os.stat(plain).st_mode)
+
+
+# ------------------------------------------------------------------------------------------------
+# Numbers out of range, JSONL and Parquet alike, session order
+# ------------------------------------------------------------------------------------------------
+
+def _single_rows() -> list[dict]:
+    """One single-agent session of three requests in session order (each matches the previous context)."""
+    rows, ctx = [], 0
+    for i, (new, out) in enumerate(((100, 10), (40, 5), (30, 8))):
+        rows.append(dict(session_id="S", request_id=f"r{i}", agent_id="A", parent_agent_id=None, role="single",
+                         turn=0, input_tokens=ctx + new, matched_prefix_tokens=ctx, output_tokens=out,
+                         reasoning_tokens=0, tool_names=["t"], n_observations=1))
+        ctx += new + out
+    return rows
+
+
+def _write_jsonl(path, rows) -> None:
+    path.write_text("".join(json.dumps(r, allow_nan=True) + "\n" for r in rows))
+
+
+BAD_NUMBERS = [  # (JSON text of the value, words of the problem)
+    ("1e30", "out of range"),
+    ("Infinity", "must be a finite number"),
+    ("-Infinity", "must be a finite number"),
+    ("NaN", "missing value"),
+    (str(2 ** 63), "out of range"),
+    (str(2 ** 64), "out of range"),
+    ("1" + "0" * 400, "out of range"),
+    (str(2 ** 31), "out of range"),
+    ("-5", "must be >= 0"),
+    ("2.5", "expected an integer"),
+    ('"12"', "expected a number"),
+    ("true", "expected a number"),
+]
+
+
+@pytest.mark.parametrize("field", ["input_tokens", "output_tokens", "matched_prefix_tokens", "reasoning_tokens",
+                                   "turn", "n_observations"])
+@pytest.mark.parametrize("text, words", BAD_NUMBERS, ids=[b[0][:12] for b in BAD_NUMBERS])
+def test_bad_number_in_jsonl_names_line_and_field(tmp_path, field, text, words):
+    p = tmp_path / "requests.jsonl"
+    lines = [json.dumps(r) for r in _single_rows()]
+    lines[1] = lines[1].replace(f'"{field}": {_single_rows()[1][field]}', f'"{field}": {text}')
+    p.write_text("\n".join(lines) + "\n")
+    with pytest.raises(TraceError) as e:
+        read_trace(p)
+    assert (e.value.field, e.value.record) == (field, "line 2 (request_id='r1')")
+    assert words in e.value.problem
+
+
+def test_the_largest_count_is_accepted():
+    rows = _single_rows()
+    rows[2]["output_tokens"] = 2 ** 31 - 1
+    assert Trace.from_frames(pd.DataFrame(rows)).requests["output_tokens"].max() == 2 ** 31 - 1
+
+
+PARQUET_VALUES = [  # (column values for request r1's field, words): the Parquet column takes the value's type
+    (1e30, "out of range"), (np.inf, "must be a finite number"), (np.nan, "missing value"),
+    (np.uint64(2 ** 63), "out of range"), (-5, "must be >= 0"), ("12", "expected a number"),
+    (True, "expected a number"), (2.5, "expected an integer"),
+]
+
+
+@pytest.mark.parametrize("value, words", PARQUET_VALUES, ids=[repr(v[0]) for v in PARQUET_VALUES])
+def test_parquet_and_jsonl_are_validated_alike(tmp_path, value, words):
+    """The same bad value gives the same error from a Parquet file (typed columns) and a JSONL file."""
+    field = "output_tokens"
+    df = pd.DataFrame(_single_rows())
+    col = [value if i == 1 else type(value)(v) if not isinstance(value, (bool, np.bool_)) else v % 2 == 0
+           for i, v in enumerate(df[field])]
+    df[field] = pd.Series(col)
+    errors = []
+    df.to_parquet(tmp_path / "requests.parquet", index=False)
+    for path in (tmp_path / "requests.parquet", tmp_path / "r.jsonl"):
+        if path.suffix == ".jsonl":
+            _write_jsonl(path, [{k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()}
+                                for r in pd.read_parquet(tmp_path / "requests.parquet").to_dict("records")])
+        with pytest.raises(TraceError) as e:
+            read_trace(path)
+        errors.append((e.value.field, e.value.problem))
+        assert e.value.field == field and words in e.value.problem
+    assert errors[0] == errors[1]
+
+
+def test_parquet_string_columns_are_not_coerced(tmp_path):
+    df = pd.DataFrame(_single_rows())
+    df["input_tokens"] = df["input_tokens"].astype(str)  # a whole column of numeric strings
+    df.to_parquet(tmp_path / "requests.parquet", index=False)
+    with pytest.raises(TraceError) as e:
+        read_trace(tmp_path / "requests.parquet")
+    assert e.value.field == "input_tokens" and e.value.problem == "expected a number, got '100'"
+    df = pd.DataFrame(_single_rows()).assign(t_start=["0.5", "1", "2"])
+    with pytest.raises(TraceError) as e:
+        Trace.from_frames(df)
+    assert e.value.field == "t_start" and "expected a number" in e.value.problem
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+@pytest.mark.parametrize("tools, words, bad_row", [
+    (["a", "b", "c"], "expected a list of strings, got 'a'", "r0"),  # a string column, not lists
+    ([["a"], "b", ["c"]], "expected a list of strings, got 'b'", "r1"),
+    ([["a"], [1], ["c"]], "expected a list of strings, got [1]", "r1"),
+    ([["a"], ["b", None], ["c"]], "expected a list of strings, got", "r1"),
+    ([["a"], None, ["c"]], "missing value", "r1"),
+])
+def test_tool_names_must_be_lists_of_strings(tmp_path, fmt, tools, words, bad_row):
+    df = pd.DataFrame(_single_rows())
+    df["tool_names"] = pd.Series(tools, dtype=object)
+    path = tmp_path / f"requests.{fmt}"
+    if fmt == "parquet":
+        try:
+            df.to_parquet(path, index=False)
+        except Exception:  # pyarrow cannot even write a mixed column: the in-memory check must catch it
+            path = None
+    else:
+        _write_jsonl(path, df.to_dict("records"))
+    with pytest.raises(TraceError) as e:
+        read_trace(path) if path else Trace.from_frames(df)
+    assert e.value.field == "tool_names" and words in e.value.problem
+    assert f"request_id='{bad_row}'" in e.value.record
+
+
+def test_parquet_list_columns_and_categoricals_load(tmp_path):
+    df = pd.DataFrame(_single_rows()).assign(benchmark=pd.Categorical(["x", "x", "y"]))
+    df.to_parquet(tmp_path / "requests.parquet", index=False)
+    t = read_trace(tmp_path / "requests.parquet")
+    assert t.requests["tool_names"].tolist() == [["t"]] * 3 and t.requests["benchmark"].tolist() == ["x", "x", "y"]
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_swapped_rows_of_a_session_are_rejected(tmp_path, fmt):
+    """Swapping two rows of a single-agent session used to load silently and change every result."""
+    rows = _single_rows()
+    rows[1], rows[2] = rows[2], rows[1]
+    t = Trace.from_frames(pd.DataFrame(_single_rows()))
+    d = write_trace(t, tmp_path / "ok", fmt=fmt)
+    df = pd.read_parquet(d / "requests.parquet") if fmt == "parquet" else pd.DataFrame(rows)
+    if fmt == "parquet":
+        df = df.iloc[[0, 2, 1]]
+        df.to_parquet(d / "requests.parquet", index=False)
+    else:
+        _write_jsonl(d / "requests.jsonl", rows)
+    with pytest.raises(TraceError) as e:
+        read_trace(d)
+    assert e.value.field == "matched_prefix_tokens"
+    assert "request_id='r2'" in e.value.record and "rows out of session order" in e.value.problem
+    assert "exceeds the 110 tokens of earlier context of agent 'A' plus 0 declared" in e.value.problem
+
+
+def test_turn_going_back_within_an_agent_is_rejected():
+    rows = _single_rows()
+    rows[1]["turn"], rows[2]["turn"] = 1, 0
+    with pytest.raises(TraceError) as e:
+        Trace.from_frames(pd.DataFrame(rows))
+    assert e.value.field == "turn" and e.value.problem == "turn 0 follows turn 1 of agent 'A': rows out of session order"
+
+
+def test_first_request_may_match_only_a_declared_shared_prefix():
+    rows = _single_rows()
+    for r in rows:
+        r["input_tokens"] += 50
+        r["matched_prefix_tokens"] += 50  # every request reuses a 50-token prompt cached across sessions
+    with pytest.raises(TraceError) as e:
+        Trace.from_frames(pd.DataFrame(rows))
+    assert e.value.field == "matched_prefix_tokens" and "request_id='r0'" in e.value.record
+    ok = Trace.from_frames(pd.DataFrame(rows).assign(shared_prefix_tokens=[50, 0, 0]))
+    assert ok.requests["shared_prefix_tokens"].tolist() == [50, 0, 0]
+    with pytest.raises(TraceError) as e:  # a declared shared prefix lies inside the matched prefix
+        Trace.from_frames(pd.DataFrame(rows).assign(shared_prefix_tokens=[60, 0, 0]))
+    assert e.value.field == "shared_prefix_tokens" and "exceeds the matched prefix" in e.value.problem
+
+
+def test_concurrent_agents_may_interleave():
+    """Session order is per agent: a worker's rows between its parent's rows are in order."""
+    assert len(Trace.from_frames(base_requests(), base_spawns()).requests) == 3
+
+
+@pytest.mark.parametrize("workload", __import__("lachesis.corpus", fromlist=["WORKLOADS"]).WORKLOADS)
+def test_synthetic_corpus_passes_every_rule(tmp_path, workload):
+    from lachesis import corpus
+
+    t = corpus.generate(workload, scale=0.05)
+    back = read_trace(write_trace(t, tmp_path / workload, fmt="jsonl"))
+    assert len(back.requests) == len(t.requests) and (back.requests["shared_prefix_tokens"] >= 0).all()
+
+
+@pytest.mark.parametrize("value, words", [(-3, "must be >= 0"), (2 ** 40, "out of range"), (True, "text or a token"),
+                                          (1.5, "text or a token"), (None, "text or a token")])
+def test_spawn_context_counts_are_checked(value, words):
+    sp = base_spawns()
+    sp["context"] = pd.Series([value], dtype=object)
+    with pytest.raises(TraceError) as e:
+        Trace.from_frames(base_requests(), sp)
+    assert e.value.field == "context" and words in e.value.problem
+
+
+def test_validation_is_vectorized_at_scale():
+    """Validation cost grows with rows through numpy/pyarrow, not a Python loop per request."""
+    import time
+
+    from lachesis import corpus
+
+    t = corpus.generate("multi_agent", scale=0.5)
+    t0 = time.perf_counter()
+    Trace.from_frames(t.requests, t.spawns)
+    assert time.perf_counter() - t0 < 2.0, "validating ~16k requests should take well under a second"

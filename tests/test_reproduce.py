@@ -1,0 +1,112 @@
+"""``lachesis reproduce`` on a throw-away project of tiny notebooks: progress, failures, missing sources."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from lachesis import reproduce
+from lachesis.cli import main
+
+
+def _notebook(path: Path, body: str) -> None:
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell('out_dir: str = "../build/figures"\nseed: int = 0')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [nbformat.v4.new_markdown_cell("# test"), params, nbformat.v4.new_code_cell(body)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("proj")
+    nbs = root / "notebooks"
+    (nbs / "params").mkdir(parents=True)
+    _notebook(nbs / "a_ok.ipynb", 'print("hello from a", seed)\nimport sys; print("progress 1/2", file=sys.stderr)')
+    _notebook(nbs / "b_fails.ipynb", 'raise ValueError("the table is\\nnot there")')
+    _notebook(nbs / "real_traces.ipynb",
+              "import json, pathlib\n"
+              "d = pathlib.Path(out_dir) / 'real_traces'; d.mkdir(parents=True, exist_ok=True)\n"
+              "(d / 'missing_sources.json').write_text(json.dumps(['claude_code_more', 'who_and_when']))")
+    (nbs / "params" / "p.yaml").write_text(yaml.safe_dump({"common": {"seed": 7, "out_dir": "../out", "scale": 1.0}}))
+    return root
+
+
+@pytest.fixture(scope="module")
+def full_run(project) -> tuple[int, str]:
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rc = main(["reproduce", "--params", str(project / "notebooks" / "params" / "p.yaml")])
+    return rc, buf.getvalue()
+
+
+def test_every_notebook_runs_and_the_failure_is_summarized(full_run) -> None:
+    rc, out = full_run
+    assert rc == 1
+    assert "reproduce: 2 notebook(s) ran, 1 failed, 2 real-trace source(s) missing" in out
+    assert "  FAILED  b_fails: ValueError: the table is not there" in out  # the error's last line, folded
+    assert "  ran     real_traces (" in out  # the failure did not stop the notebooks after it
+
+
+def test_progress_is_visible(full_run) -> None:
+    _, out = full_run
+    assert "[reproduce 1/3] a_ok started  {'out_dir': '../out', 'seed': 7}" in out  # only declared parameters
+    assert "[reproduce 1/3] a_ok done in " in out and "[reproduce 2/3] b_fails FAILED after " in out
+    assert "  [a_ok] hello from a 7" in out and "  [a_ok] progress 1/2" in out  # streamed from the kernel
+
+
+def test_missing_sources_name_the_fetch_command(full_run) -> None:
+    _, out = full_run
+    assert "  missing claude_code_more, who_and_when" in out
+    assert "lachesis datasets fetch claude_code_more who_and_when" in out
+
+
+def test_only_runs_the_named_notebooks(project, capsys) -> None:
+    assert main(["reproduce", "--params", str(project / "notebooks/params/p.yaml"), "--only", "a_ok"]) == 0
+    out = capsys.readouterr().out
+    assert "reproduce: 1 notebook(s) ran, 0 failed, 0 real-trace source(s) missing" in out
+
+
+@pytest.mark.parametrize("spec, words", [
+    ({"order": ["a_ok", "nope"]}, "order: names no notebook 'nope'; valid names: a_ok, b_fails, real_traces"),
+    ({"notebooks": {"zzz": {}}}, "notebooks: names no notebook 'zzz'"),
+])
+def test_params_naming_unknown_notebooks_fail_before_running(project, tmp_path, capsys, spec, words) -> None:
+    p = project / "notebooks" / "params" / f"bad{len(words)}.yaml"
+    p.write_text(yaml.safe_dump(spec))
+    assert main(["reproduce", "--params", str(p)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and words in err[0]
+
+
+def test_missing_sources_file_of_an_earlier_run_is_ignored(tmp_path, monkeypatch) -> None:
+    f = tmp_path / reproduce.MISSING_SOURCES_FILE
+    f.parent.mkdir(parents=True)
+    f.write_text(json.dumps({"missing_sources": ["x"]}))
+    assert reproduce.missing_sources(tmp_path, since=0.0) == ["x"]
+    import lachesis.datasets
+
+    monkeypatch.setattr(lachesis.datasets, "missing_sources", lambda names=None, local=None: ["from_registry"],
+                        raising=False)
+    assert reproduce.missing_sources(tmp_path, since=f.stat().st_mtime + 10) == ["from_registry"]
+    f.write_text(json.dumps({"missing_sources": [3]}))
+    with pytest.raises(ValueError, match="expected a list of dataset names"):
+        reproduce.missing_sources(tmp_path, since=0.0)
+
+
+def test_prefixed_stream_marks_every_line() -> None:
+    import io
+
+    buf = io.StringIO()
+    w = reproduce._Prefixed(buf, "> ")
+    w.write("a\nb")
+    w.write("c\r 50%\r100%\n")
+    assert buf.getvalue() == "> a\n> bc\r>  50%\r> 100%\n"
