@@ -58,7 +58,12 @@ def _adapt(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("parquet", "jsonl"), default="parquet")
     p.add_argument("--stripping", choices=("turn_end", "every_call"), default=None,
                    help="tau2 only: when reasoning leaves the context (default turn_end)")
-    p.set_defaults(run=lambda a: _lazy("lachesis.adapters", "cli_adapt")(a))
+
+    def run(a: argparse.Namespace) -> int:
+        from lachesis.adapters import cli_adapt
+
+        return cli_adapt(a.dataset, a.path, a.out, a.format, a.stripping)
+    p.set_defaults(run=run)
 
 
 def _sweep(sub: argparse._SubParsersAction) -> None:

@@ -56,9 +56,10 @@ T = TypeVar("T")
 #: Adapter modules; :func:`read` also accepts every registered dataset name (``datasets.ADAPTERS``).
 ADAPTER_MODULES = ("tau2", "claude_code", "who_and_when", "chatdev", "mooncake", "azure")
 
-#: ASSUMPTION: no token count, length or time stamp in a real trace reaches 2**40 (1.1e12); a larger
-#: value (or a non-integer such as 1e30, Infinity) is corrupt input and raises, naming the field.
-MAX_COUNT = 2**40
+#: Exclusive bound of a token count, length or index read from a source: the trace contract's bound
+#: (no request holds 2**31 tokens). A larger value, or a non-integer such as 1e30 or Infinity, is
+#: corrupt input and raises, naming the file, the record and the field.
+MAX_COUNT = 2**31
 
 
 @dataclass
@@ -186,7 +187,7 @@ def count(v: Any, path: Path | str, record: object, fld: str) -> int:
     """``v`` as a token count: an integer in [0, MAX_COUNT), else a TraceError naming the field."""
     if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < MAX_COUNT:
         raise TraceError(str(path), record, fld, "missing field" if v is None else
-                         f"expected a non-negative integer below 2**40, got {v!r}")
+                         f"expected a non-negative integer below 2**31, got {v!r}")
     return v
 
 
@@ -409,9 +410,10 @@ def _report(res: AdapterResult, path: str | os.PathLike[str], dest: Path, writte
                        written=[str(w) for w in written])
 
 
-def cli_adapt(args) -> int:
-    """``lachesis adapt DATASET PATH --out DIR``: convert, then print the report."""
-    kw = {"stripping": args.stripping} if getattr(args, "stripping", None) else {}
-    for line in adapt(args.dataset, args.path, args.out, fmt=args.format, **kw).lines():
+def cli_adapt(dataset: str, path: str | os.PathLike[str], out: str | os.PathLike[str], fmt: str = "parquet",
+              stripping: str | None = None) -> int:
+    """``lachesis adapt DATASET PATH --out DIR``: convert, print the report; 1 when a file was skipped."""
+    report = adapt(dataset, path, out, fmt=fmt, **({"stripping": stripping} if stripping else {}))
+    for line in report.lines():
         print(line)
-    return 0
+    return 1 if report.failed else 0
