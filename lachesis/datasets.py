@@ -344,15 +344,17 @@ def fetch(name: str, local: str | os.PathLike[str] | None = None, progress: bool
     import pooch
 
     ddir = cache_dir() / name
+    todo = []
     for _, row in files.iterrows():
         try:  # already cached and intact?
             verify_file(member(ddir, row["local_path"]), row)
-            continue
         except DatasetError:
-            pass
+            todo.append(row)
+    for row in todo:  # before any download: a file nobody can download stops the fetch
         if row["origin"] != "upstream" or not row["raw_url"]:
             raise DatasetError(f"{name}/{row['local_path']}: no public byte-identical origin is known; "
                                "use the offline override (--local DIR or LACHESIS_DATA)")
+    for row in todo:
         target = Path(row["local_path"][:-3] if row["gzipped_here"] == "yes" else row["local_path"])
         try:
             pooch.retrieve(row["raw_url"], known_hash="sha256:" + row["sha256_original"], fname=target.name,
