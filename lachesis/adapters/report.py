@@ -211,7 +211,12 @@ def compare(out: dict[str, Any]) -> pd.DataFrame:
 
     rows: list[tuple[str, Any, Any, int, str]] = []
     seg = out.get("segments")
-    sessions = seg.groupby("group")["session_id"].nunique() if seg is not None and len(seg) else pd.Series(dtype=int)
+    if seg is not None and len(seg):
+        sessions = seg.groupby("group")["session_id"].nunique()  # temporal: every session of the group
+        sub = seg["seg_class"].isin(["worker", "reviewer"])
+        multi = seg[sub].groupby("group")["session_id"].nunique()  # structural: sessions with sub-agents
+    else:
+        sessions = multi = pd.Series(dtype=int)
     t = out.get("temporal")
     if t is not None and len(t):
         for r in t.itertuples():
@@ -228,7 +233,7 @@ def compare(out: dict[str, Any]) -> pd.DataFrame:
             if r.n_lead == 0 or r.n_worker + r.n_reviewer == 0:
                 continue
             n = f" [{r.group}, n={r.n_lead}/{r.n_worker}/{r.n_reviewer} segments]"
-            k = int(sessions.get(r.group, 0))
+            k = int(multi.get(r.group, 0))
             if r.n_worker:
                 rows += [("lead/worker median T_norm" + n, r.lead_over_worker, paper.LEAD_OVER_WORKER_MEDIAN_TNORM,
                           k, "sessions"),
@@ -264,7 +269,7 @@ def compare(out: dict[str, Any]) -> pd.DataFrame:
         rows.append(("Mooncake reused-block lifetime p90/p10 [mooncake_fast25]", v["lifetime_reused_p90_over_p10"],
                      "n/a (paper: no block-level trace)", int(v["reused_blocks"]), "reused blocks"))
     if not rows:
-        return pd.DataFrame(columns=["statistic", "ours", "paper", "in_paper_range", "n", "unit", "flag"])
+        return pd.DataFrame(columns=["statistic", "ours", "paper", "in_paper_range", "note", "n", "unit", "flag"])
     cmp = compare_table([r[:3] for r in rows])
     cmp["n"] = [r[3] for r in rows]
     cmp["unit"] = [r[4] for r in rows]
