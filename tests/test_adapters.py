@@ -302,6 +302,36 @@ def test_repeated_requests_across_transcripts_are_counted_once():
     assert "e1bc91d1-2731-4b12-bf00-44f4dcddffd1" not in set(q["session_id"])  # nothing of its own in the excerpt
 
 
+def test_a_resumed_copy_keeps_only_its_new_requests(tmp_path):
+    # a second transcript of the same session: the first records copied (history), then one request of its own
+    src = FIX / "claude_code_more" / "synthetic_agent_tool"
+    shutil.copytree(src, tmp_path / "s")
+    recs = lines_of(src / f"{SYN}.jsonl")
+    new = json.loads(json.dumps(recs[1]))
+    new.update(timestamp="2026-03-02T11:00:00.000Z", requestId="req_syn_resumed")
+    new["message"]["usage"] = {"input_tokens": 5, "cache_creation_input_tokens": 100, "cache_read_input_tokens": 16000,
+                               "output_tokens": 7}
+    write_lines(tmp_path / "s" / "resumed" / "copy.jsonl", recs[:4] + [new])
+    res = read("claude_code", tmp_path / "s")
+    q = res.trace.requests
+    assert res.duplicates == 1  # req_syn_lead_01 is in both files: counted once, in the longer one
+    assert list(q.loc[q["session_id"] == f"{SYN}#2", "request_id"]) == ["req_syn_resumed"]
+    r = req(res, "req_syn_resumed")  # its cache read of the copied history is a prefix this chain never wrote
+    assert (r.matched_prefix_tokens, r.shared_prefix_tokens, r.role) == (16000, 16000, "single")
+    assert req(res, "req_syn_lead_01").session_id == SYN
+
+
+def test_records_written_back_to_back_on_one_line_are_read(tmp_path):
+    lines = (FIX / "claude_code_more" / "synthetic_agent_tool" / f"{SYN}.jsonl").read_text().splitlines()
+    lines[1:3] = [lines[1] + lines[2]]  # a record appended without its newline
+    d = shutil.copytree(FIX / "claude_code_more" / "synthetic_agent_tool", tmp_path / "s")
+    (d / f"{SYN}.jsonl").write_text("\n".join(lines) + "\n")
+    got, ref = read("claude_code", d).trace.requests, loaded("claude_code_more").trace.requests
+    ref = ref[ref["session_id"] == SYN]
+    assert got[["request_id", "input_tokens", "output_tokens"]].equals(ref[["request_id", "input_tokens", "output_tokens"]]
+                                                                        .reset_index(drop=True))
+
+
 def test_claude_bad_json_line_names_file_and_line(tmp_path):
     lines = (FIX / "claude_code_more" / "synthetic_agent_tool" / f"{SYN}.jsonl").read_text().splitlines()
     lines[4] = lines[4][:50]
@@ -587,7 +617,7 @@ def test_adapt_cli_prints_the_report_and_errors_in_one_line(tmp_path, capsys):
     assert main(["adapt", "claude_code", str(FIX / "claude_code_more"), "--out", str(tmp_path / "o")]) == 0
     out = capsys.readouterr().out
     for want in ("sessions: 6", "requests: 68", "workers: 5", "duplicates (repeated requests counted once): 10",
-                 "skipped 1: spawn records whose spawning request is a repeat"):
+                 "skipped 1: spawn records repeated in another copy of their session"):
         assert want in out, want
     assert len(read_trace(tmp_path / "o").requests) == 68
     # a folder with one unreadable file: the rest is converted, the file is named with its reason, exit 1

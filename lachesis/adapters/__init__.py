@@ -44,12 +44,12 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 import numpy as np
 import pandas as pd
 
-from ..trace import Trace, TraceError, atomic_write, iter_json_lines, write_trace
+from ..trace import Trace, TraceError, atomic_write, write_trace
 
 T = TypeVar("T")
 
@@ -168,9 +168,41 @@ def read_json(path: Path) -> Any:
         raise TraceError(str(path), f"line {e.lineno}", "(json)", f"not valid JSON: {e.msg}") from None
 
 
+def json_records(lines: Iterable[str], source: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for every JSON object of a JSONL stream; a line holding several whole
+    objects back to back (a record appended without its newline, as some Claude Code versions write)
+    yields each of them. Anything else that does not parse raises a TraceError naming the line."""
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            recs = [json.loads(line)]
+        except json.JSONDecodeError as e:
+            recs = _back_to_back(line) if e.msg == "Extra data" else None
+            if recs is None:
+                raise TraceError(source, f"line {lineno}", "(json)", f"not valid JSON: {e.msg}") from None
+        for rec in recs:
+            if not isinstance(rec, dict):
+                raise TraceError(source, f"line {lineno}", "(json)", "expected a JSON object")
+            yield lineno, rec
+
+
+def _back_to_back(line: str) -> list[Any] | None:
+    dec, out, i = json.JSONDecoder(), [], 0
+    while i < len(line):
+        try:
+            obj, i = dec.raw_decode(line, i)
+        except json.JSONDecodeError:
+            return None
+        out.append(obj)
+        while i < len(line) and line[i].isspace():
+            i += 1
+    return out
+
+
 def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) for every non-empty line of a JSONL file."""
-    yield from iter_json_lines(read_text(path).splitlines(), str(path))
+    """(line number, object) for every record of a JSONL file (see :func:`json_records`)."""
+    yield from json_records(read_text(path).splitlines(), str(path))
 
 
 def need(rec: dict[str, Any], key: str, path: Path | str, record: object, kind: type | tuple[type, ...] | None = None) -> Any:
@@ -347,7 +379,7 @@ class AdaptReport:
                f"  workers: {na if self.workers is None else self.workers}"
                + ("" if self.spawns is None else f" (spawn records: {self.spawns})"),
                f"  duplicates (repeated requests counted once): {self.duplicates}"]
-        out += [f"  skipped file {f}: {why}" for f, why in self.failed]
+        out += [f"  skipped file {why if why.startswith(f) else f + ': ' + why}" for f, why in self.failed]
         out += [f"  skipped {n}: {what}" for what, n in self.skipped.items()]
         out += [f"  note: {n}" for n in self.notes]
         out += [f"  wrote {w}" for w in self.written]

@@ -15,8 +15,10 @@ Claude Code, field by field:
   ``assistant`` records, one per content block); ``request_id`` = that id, which the provider makes
   unique. Resumed sessions and cumulative checkpoints repeat earlier requests in another file: a
   request is counted once, in the file read first (files ordered by first time stamp, then longest
-  first), and every repeat is counted in ``AdapterResult.duplicates``; a session spread over several
-  files (checkpoints of one session id) is the union of its requests.
+  first), and every repeat is counted in ``AdapterResult.duplicates``. ASSUMPTION: each file keeps
+  its own context chain (its turns and tool results are its own), so a second file of the same
+  session id is the session ``<id>#2`` (…): of a cumulative checkpoint nothing is left, of a resumed
+  copy only its new requests, whose cache reads of the copied history are a declared shared prefix.
 * ``input_tokens`` = ``input_tokens + cache_read_input_tokens + cache_creation_input_tokens`` (the
   whole prompt); ``matched_prefix_tokens`` = ``cache_read_input_tokens`` (the exactly matched,
   reused prefix). ``cache_creation`` tokens are counted as newly written KV (not matched): the
@@ -59,7 +61,8 @@ without their lead transcript, duplicate embedded records of a worker that also 
 repeated Codex ``token_count`` events.
 
 Codex CLI (``session_meta`` first): one request per ``event_msg/token_count`` with a new
-``total_token_usage``; ``request_id`` = ``<session>:<line>``; ``input`` =
+``total_token_usage``; ``request_id`` = ``<session>:t<total tokens so far>`` (the same event in two
+copies of a rollout is one request); ``input`` =
 ``last_token_usage.input_tokens`` (includes cached), ``matched_prefix`` = ``cached_input_tokens``,
 ``output`` = ``output_tokens`` (includes reasoning), ``reasoning`` = ``reasoning_output_tokens``;
 ``t_end`` = the last generated item (reasoning, message, tool call) before the count, ``t_start`` =
@@ -82,9 +85,9 @@ import numpy as np
 import pandas as pd
 
 from ..config import SPAWN_TOOL_NAMES
-from ..trace import Trace, TraceError, iter_json_lines
-from . import (MAX_COUNT, AdapterResult, dedupe_requests, earlier_context, find_files, iso_seconds, iter_jsonl, need,
-               need_count, read_each, require_data, stem)
+from ..trace import Trace, TraceError
+from . import (MAX_COUNT, AdapterResult, dedupe_requests, earlier_context, find_files, iso_seconds, iter_jsonl,
+               json_records, need, need_count, read_each, require_data, stem)
 
 NOT_PROMPT_PREFIXES = ("<local-command-", "<task-notification>", "[Request interrupted", "<system-reminder>",
                        "Caveat:", "<bash-stdout>", "<bash-stderr>")
@@ -114,9 +117,11 @@ def sniff(path: Path, part: AdapterResult | None = None) -> Sniff:
     try:
         fh = gzip.open(path, "rt", encoding="utf-8") if path.name.endswith(".gz") else open(path, encoding="utf-8")
         with fh:
-            for k, (lineno, rec) in enumerate(iter_json_lines(fh, str(path))):
+            for k, (lineno, rec) in enumerate(json_records(fh, str(path))):
                 if k == 0 and rec.get("type") in CODEX_TYPES:
-                    return Sniff("codex", "(codex)", first_ts=_ts_or_inf(rec, path, lineno), size=size)
+                    payload = rec.get("payload") if isinstance(rec.get("payload"), dict) else {}
+                    sid = str(payload.get("id") or "") if rec["type"] == "session_meta" else ""
+                    return Sniff("codex", sid or stem(path), first_ts=_ts_or_inf(rec, path, lineno), size=size)
                 if "type" not in rec:
                     raise TraceError(str(path), f"line {lineno}", "type",
                                      "missing field (not a Claude Code transcript or a Codex rollout)")
@@ -156,8 +161,15 @@ def load(path: Path) -> AdapterResult:
         if sid not in lead_sessions:
             res.skip("sub-agent transcripts without their lead transcript", len(items))
     sniffed = dict(leads)
+    # two files of one session (checkpoints, a resumed copy): each keeps its own chain, the later one
+    # labelled <session>#2, …; requests they share are counted once, in the file read first
+    label: dict[Path, str] = {}
+    seen: dict[str, int] = defaultdict(int)
+    for p, sn in leads:
+        seen[sn.session_id] += 1
+        label[p] = sn.session_id if seen[sn.session_id] == 1 else f"{sn.session_id}#{seen[sn.session_id]}"
     n_failed = len(res.failed)
-    parsed = read_each(res, list(sniffed), lambda p, part: _session(p, sniffed[p], subs, part))
+    parsed = read_each(res, list(sniffed), lambda p, part: _session(p, sniffed[p], label[p], subs, part))
     res.failed = list(dict.fromkeys(res.failed))  # a sub-agent file shared by two checkpoints fails once
     res.files = len(kinds) - (len(res.failed) - n_failed)
     require_data(res, path, len(parsed), "a Claude Code transcript or a Codex rollout")
@@ -170,11 +182,12 @@ def load(path: Path) -> AdapterResult:
     return res
 
 
-def _session(path: Path, s: Sniff, subs: dict[str, list[tuple[Path, Sniff]]], part: AdapterResult):
+def _session(path: Path, s: Sniff, label: str, subs: dict[str, list[tuple[Path, Sniff]]], part: AdapterResult):
     recs = list(iter_jsonl(path))
     if s.kind == "codex":
-        return codex_session(path, recs, part), []
-    return claude_session(path, s.session_id, recs, subs.get(s.session_id, []), part)
+        return codex_session(path, recs, part, label), []
+    own = subs.get(s.session_id, []) if label == s.session_id else []  # sub-agent files: the first copy's
+    return claude_session(path, label, recs, own, part)
 
 
 def _merge(res: AdapterResult, rows: list[dict[str, Any]], spawns: list[dict[str, Any]]
@@ -188,7 +201,7 @@ def _merge(res: AdapterResult, rows: list[dict[str, Any]], spawns: list[dict[str
         if s["agent_id"] in seen:
             continue  # the same worker read from another copy of its session
         if (s["session_id"], s["spawn_request_id"]) not in kept:
-            res.skip("spawn records whose spawning request is a repeat kept in another session")
+            res.skip("spawn records repeated in another copy of their session (counted once)")
             continue
         seen.add(s["agent_id"])
         sp.append(s)
@@ -443,8 +456,9 @@ def _duration_ms(v: Any) -> float:
     return float(v) if ok else float("nan")
 
 
-def codex_session(path: Path, recs: list[tuple[int, dict[str, Any]]], res: AdapterResult) -> list[dict[str, Any]]:
-    """One Codex CLI rollout → single-agent request rows."""
+def codex_session(path: Path, recs: list[tuple[int, dict[str, Any]]], res: AdapterResult,
+                  label: str | None = None) -> list[dict[str, Any]]:
+    """One Codex CLI rollout → single-agent request rows (session ``label``, default its own id)."""
     sid = None
     model = ""
     turn = -1
@@ -498,7 +512,9 @@ def codex_session(path: Path, recs: list[tuple[int, dict[str, Any]]], res: Adapt
                 reasoning = need_count(last, "reasoning_output_tokens", path, lw, default=0)
                 if sid is None:
                     raise TraceError(str(path), where, "session_meta", "token usage before the session_meta record")
-                rows.append(dict(session_id=sid, request_id=f"{sid}:{lineno}", agent_id=f"{sid}:agent",
+                total_tokens = sum(v for v in total.values() if isinstance(v, int) and not isinstance(v, bool))
+                sess = label or sid
+                rows.append(dict(session_id=sess, request_id=f"{sid}:t{total_tokens}", agent_id=f"{sess}:agent",
                                  parent_agent_id=None, role="single", turn=max(turn, 0),
                                  input_tokens=vals["input_tokens"], matched_prefix_tokens=vals["cached_input_tokens"],
                                  output_tokens=vals["output_tokens"], reasoning_tokens=reasoning,
