@@ -455,6 +455,16 @@ def test_chatdev_ambiguous_date_takes_the_reading_nearest_the_previous_line(tmp_
         read("chatdev", tmp_path / "bad.log")
 
 
+def test_a_log_without_usage_is_counted_and_no_request_at_all_is_an_error(tmp_path):
+    (tmp_path / "early.log").write_text("[2023-25-06 20:10:30 INFO] **[Preprocessing]**\n")
+    with pytest.raises(TraceError, match=r"no request in any file"):
+        read("chatdev", tmp_path)
+    shutil.copytree(FIX / "chatdev_warehouse", tmp_path / "more")
+    res = read("chatdev", tmp_path)
+    assert res.skipped["ChatDev logs without any LLM usage record (no requests)"] == 1
+    assert res.trace.requests["session_id"].nunique() == 2
+
+
 def test_chatdev_missing_usage_line(tmp_path):
     text = gzip.decompress((FIX / "chatdev_warehouse" / "WareHouse" / "2048_THUNLP_20230822144615"
                             / "20230822144615.log.gz").read_bytes()).decode()

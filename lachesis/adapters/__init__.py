@@ -315,7 +315,9 @@ def dedupe_requests(res: AdapterResult, rows: list[dict[str, Any]]) -> list[dict
 
 
 def frames_to_trace(rows: list[dict[str, Any]], spawns: list[dict[str, Any]], source: str) -> Trace:
-    """Build and validate a Trace from row dicts."""
+    """Build and validate a Trace from row dicts (no row at all is an error naming the source)."""
+    if not rows:
+        raise TraceError(source, "(files)", "(requests)", "no request in any file (see the skip counts)")
     req = pd.DataFrame(rows)
     sp = pd.DataFrame(spawns) if spawns else None
     return Trace.from_frames(req, sp, source=source)

@@ -134,6 +134,8 @@ def parse_log(path: Path, res: AdapterResult, sid: str) -> tuple[list[dict[str, 
     rows: list[dict[str, Any]] = []
     spawns: list[dict[str, Any]] = []
     lead = f"{sid}:ChatChain"
+    if not any(ph["calls"] for ph in phases):
+        res.skip("ChatDev logs without any LLM usage record (no requests)")
     k_spawn = 0
     for k, ph in enumerate(phases):
         if not ph["calls"]:

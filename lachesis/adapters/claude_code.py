@@ -525,4 +525,6 @@ def codex_session(path: Path, recs: list[tuple[int, dict[str, Any]]], res: Adapt
                 tools, obs, window_start, last_gen = [], 0, tsec, None
     if sid is None:
         raise TraceError(str(path), "line 1", "session_meta", "no session_meta record")
+    if not rows:
+        res.skip("Codex rollouts without token usage (no requests)")
     return rows
