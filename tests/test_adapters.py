@@ -642,3 +642,49 @@ def test_adapt_cli_prints_the_report_and_errors_in_one_line(tmp_path, capsys):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert want in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+# ------------------------------------------------------------------------------- the real-traces report
+
+
+def test_report_lists_missing_sources_and_flags_small_samples(tmp_path):
+    from lachesis.adapters import report
+
+    for name in ("tau2-qwen3.5-justinchiu", "who_and_when"):
+        shutil.copytree(FIX / name, tmp_path / "data" / name)
+    out = report.build("tau2-qwen3.5-justinchiu,who_and_when,azure_llm_2023", data=tmp_path / "data")
+    assert list(out["missing"]["source"]) == ["azure_llm_2023"]
+    assert list(out["missing"]["how_to_get"]) == ["lachesis datasets fetch azure_llm_2023"]
+    assert "azure_llm_2023: lachesis datasets fetch azure_llm_2023" in report.missing_note(out)
+    path = report.write_missing(out, tmp_path / "figs")
+    assert json.loads(path.read_text()) == [{"source": "azure_llm_2023",
+                                             "how_to_get": "lachesis datasets fetch azure_llm_2023"}]
+    cmp = out["compare"]
+    assert {"n", "unit", "flag"} <= set(cmp.columns) and len(cmp)
+    # 2 Qwen sessions, 2 sessions per Who&When group: every row is a small sample, flagged and not judged
+    assert (cmp["n"] < report.MIN_UNITS).all() and cmp["flag"].str.startswith("fewer than 20").all()
+    qwen = cmp[cmp["statistic"].str.contains("tau2-qwen")]
+    assert (qwen["n"] == 2).all() and (qwen["unit"] == "sessions").all()
+    assert report.summary_sentences(cmp).startswith("No statistic here has both a paper range and a large enough "
+                                                    f"sample to judge. {len(cmp)} statistic(s) come from fewer than 20")
+
+
+def test_summary_judges_only_large_enough_samples():
+    from lachesis.adapters import report
+
+    cmp = pd.DataFrame({"statistic": ["a [g1]", "a [g2]", "b [g1]"], "in_paper_range": ["yes", "no", "no"],
+                        "n": [25, 3, 40], "flag": ["", "fewer than 20 sessions: not judged", ""]})
+    text = report.summary_sentences(cmp)
+    assert text.startswith("1 of 2 per-source statistics with at least 20 units fall inside the paper's range")
+    assert "1 statistic(s) come from fewer than 20 units" in text
+
+
+def test_report_offline_without_data_lists_every_source_and_downloads_nothing(monkeypatch, tmp_path):
+    from lachesis.adapters import report
+
+    monkeypatch.delenv("LACHESIS_DATA", raising=False)
+    monkeypatch.setenv("LACHESIS_CACHE", str(tmp_path / "empty-cache"))
+    out = report.build("mooncake_fast25,azure_llm_2023")
+    assert list(out["missing"]["source"]) == ["mooncake_fast25", "azure_llm_2023"]
+    assert out["sources"].empty and out["compare"].empty
+    assert not (tmp_path / "empty-cache").exists()
