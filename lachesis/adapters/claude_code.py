@@ -170,7 +170,6 @@ def load(path: Path) -> AdapterResult:
         label[p] = sn.session_id if seen[sn.session_id] == 1 else f"{sn.session_id}#{seen[sn.session_id]}"
     n_failed = len(res.failed)
     parsed = read_each(res, list(sniffed), lambda p, part: _session(p, sniffed[p], label[p], subs, part))
-    res.failed = list(dict.fromkeys(res.failed))  # a sub-agent file shared by two checkpoints fails once
     res.files = len(kinds) - (len(res.failed) - n_failed)
     require_data(res, path, len(parsed), "a Claude Code transcript or a Codex rollout")
     rows = [row for _, (session_rows, _) in parsed for row in session_rows]
@@ -195,23 +194,20 @@ def _merge(res: AdapterResult, rows: list[dict[str, Any]], spawns: list[dict[str
     """Requests counted once across files; spawn records, roles, order and declared prefixes made consistent."""
     rows = dedupe_requests(res, rows)
     kept = {(r["session_id"], r["request_id"]) for r in rows}
-    seen: set[str] = set()
     sp = []
-    for s in spawns:
-        if s["agent_id"] in seen:
-            continue  # the same worker read from another copy of its session
-        if (s["session_id"], s["spawn_request_id"]) not in kept:
+    for s in spawns:  # a spawn whose spawning request is a repeat was kept, with its worker, in another copy
+        if (s["session_id"], s["spawn_request_id"]) in kept:
+            sp.append(s)
+        else:
             res.skip("spawn records repeated in another copy of their session (counted once)")
-            continue
-        seen.add(s["agent_id"])
-        sp.append(s)
-    orphans = sum(1 for r in rows if r["role"] == "worker" and r["agent_id"] not in seen)
+    spawned = {s["agent_id"] for s in sp}
+    orphans = sum(1 for r in rows if r["role"] == "worker" and r["agent_id"] not in spawned)
     if orphans:
         res.skip("requests of sub-agents whose spawn record is a repeat", orphans)
-        rows = [r for r in rows if not (r["role"] == "worker" and r["agent_id"] not in seen)]
+        rows = [r for r in rows if not (r["role"] == "worker" and r["agent_id"] not in spawned)]
+    if not rows:
+        raise TraceError(res.dataset, "(files)", "(requests)", "no request in any file (see the skip counts)")
     df = pd.DataFrame(rows)
-    if not len(df):
-        raise TraceError(res.dataset, "(files)", "(requests)", "no request with usage in any transcript")
     leads = {s["parent_agent_id"] for s in sp}
     top = (df["benchmark"] == "claude_code").to_numpy() & df["parent_agent_id"].isna().to_numpy()
     df.loc[top, "role"] = np.where(df.loc[top, "agent_id"].isin(leads), "lead", "single")
