@@ -228,6 +228,25 @@ def _datasets(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
+def _adapt(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("adapt", help="convert a file or folder of a public trace format (registered or not) "
+                                     "into the trace contract")
+    p.add_argument("dataset", help="its format: a registered dataset name (lachesis datasets list) or an adapter "
+                                   "(tau2, claude_code, who_and_when, chatdev, mooncake, azure)")
+    p.add_argument("path", help="a file, or a folder searched recursively")
+    p.add_argument("--out", required=True, help="output folder: requests/spawns (or the source's tables) "
+                                                "+ adapt_report.json")
+    p.add_argument("--format", choices=("parquet", "jsonl"), default="parquet")
+    p.add_argument("--stripping", choices=("turn_end", "every_call"), default=None,
+                   help="tau2 only: when reasoning leaves the context (default turn_end)")
+
+    def run(a: argparse.Namespace) -> int:
+        from lachesis.adapters import cli_adapt
+
+        return cli_adapt(a.dataset, a.path, a.out, a.format, a.stripping)
+    p.set_defaults(run=run)
+
+
 def _sweep(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="run the evaluation grid (Figs. 9-12) with caching")
     p.add_argument("--scale", type=positive_float, default=1.0)
@@ -270,7 +289,7 @@ def _reproduce(sub: argparse._SubParsersAction) -> None:
 
 
 SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
-    _corpus, _segments, _datasets, _sweep, _reproduce)
+    _corpus, _segments, _datasets, _adapt, _sweep, _reproduce)
 
 
 def build_parser() -> argparse.ArgumentParser:

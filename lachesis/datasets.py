@@ -1,23 +1,22 @@
 """Real public agent traces: a checksummed registry, a cache, an offline override (DESIGN §7).
 
-Every file of every source under ``../shared/data/traces/*`` is a row of the committed registry
-``lachesis/data/registry.tsv``:
+Every file of every registered source is a row of the committed registry ``lachesis/data/registry.tsv``
+(built by :func:`build_registry` from a copy of the sources whose folders carry a ``MANIFEST.tsv``):
 
 ``dataset, local_path, original_path, raw_url, sha256_original, bytes_original, gzipped_here,
 sha256_local, bytes_local, licence, origin``
 
 * ``raw_url`` is the public origin pinned to a commit (raw.githubusercontent.com); ``sha256_original``
   and ``bytes_original`` are of the upstream bytes (after decompression when ``gzipped_here``).
-* ``sha256_local`` is of the file as laid out in the shared copy (gzip-compressed where
-  ``gzipped_here`` is ``yes``).
+* ``sha256_local`` is of the file as laid out in that copy (gzip-compressed where ``gzipped_here``
+  is ``yes``).
 * ``origin`` is ``upstream`` (downloadable and checksummed against the origin) or ``local-only``
   (no byte-identical public file is known: the tau2 Qwen3.5 sample was transcribed from a code
-  index and re-serialised, and the licence copies in the two tau2 folders were not pinned upstream).
-  A local-only file can be used only through the offline override.
+  index and re-serialised). A local-only file can be used only through the offline override.
 
 Where the data comes from at run time, in order:
 
-1. ``local=`` argument or env ``LACHESIS_DATA``: a folder laid out like ``../shared/data/traces``.
+1. ``local=`` argument or env ``LACHESIS_DATA``: a folder with one sub-folder per dataset.
    Files are used *in place* after checksum verification: the file's sha256 must equal
    ``sha256_local``; failing that, a gzip file is decompressed (streamed) and must equal
    ``sha256_original`` (a copy re-compressed by another gzip is accepted).
@@ -30,6 +29,10 @@ A corrupted or truncated file raises :class:`DatasetError` naming the dataset an
 
 ASSUMPTION (tau2 grok raw URLs): pinned to the ``addendum`` branch tip ``cf95bf5…`` (the snapshot
 the git blob ids were read from), not the earlier commit that added the files.
+
+Registry verification is for the registered files only: a user's own files in a source's format are
+read without it, by :func:`lachesis.adapters.read` or ``lachesis adapt``. :func:`missing_sources`
+names the registered sources that are neither in the override folder nor in the cache.
 """
 
 from __future__ import annotations
@@ -78,10 +81,18 @@ ADAPTERS: dict[str, str] = {
 }
 
 _GROK_REPO, _GROK_COMMIT = "blakeelias/tau2-bench", "cf95bf5acba69b67e31b79fc7a7255307cb446bc"
+#: The tau2 licence copies: byte-identical to ``LICENSE`` of the repository at the commit their
+#: PROVENANCE.md names (checked against the git objects).
+_TAU2_LICENCES = {
+    ("tau2-xai-grok-blakeelias", "LICENSE.upstream-MIT.txt"): (_GROK_REPO, _GROK_COMMIT),
+    ("tau2-qwen3.5-justinchiu", "LICENSE.fork-snapshot-MIT.txt"): ("justinchiu/tau2-bench",
+                                                                   "a969a0c0a29bc47ba8580107932f5298ee636045"),
+}
 
 
-class DatasetError(RuntimeError):
-    """A dataset file is missing, unreachable or fails its checksum: names the dataset and file."""
+class DatasetError(ValueError):
+    """A dataset file is missing, unreachable or fails its checksum, or the name is unknown: names the
+    dataset and file (a ValueError, so the command line reports it in one line)."""
 
 
 # ------------------------------------------------------------------------------------------------
@@ -106,7 +117,7 @@ def git_blob_sha1(data: bytes) -> str:
 
 
 # ------------------------------------------------------------------------------------------------
-# Registry generation (from the shared copy's MANIFEST/PROVENANCE files)
+# Registry generation (from a full copy's MANIFEST/PROVENANCE files)
 # ------------------------------------------------------------------------------------------------
 
 
@@ -172,10 +183,12 @@ def _tau2_rows(root: Path) -> list[dict[str, object]]:
             gz = path.name.endswith(".gz")
             sha_local, n_local = sha256_file(path)
             sha_orig, n_orig = sha256_file(path, decompress=True) if gz else (sha_local, n_local)
-            rows.append(dict(dataset=folder, local_path=path.name, original_path="", raw_url="",
+            pin = _TAU2_LICENCES.get((folder, path.name))
+            rows.append(dict(dataset=folder, local_path=path.name, original_path="LICENSE" if pin else "",
+                             raw_url=f"https://raw.githubusercontent.com/{pin[0]}/{pin[1]}/LICENSE" if pin else "",
                              sha256_original=sha_orig, bytes_original=n_orig, gzipped_here="yes" if gz else "no",
                              sha256_local=sha_local, bytes_local=n_local, licence=LICENCES[folder],
-                             origin="local-only"))
+                             origin="upstream" if pin else "local-only"))
     return rows
 
 
@@ -271,7 +284,10 @@ class FileState:
 def verify(name: str, local: str | os.PathLike[str] | None = None) -> list[FileState]:
     """Verify every file of a dataset where it lives (override folder if given, else the cache)."""
     base = local_root(local)
-    ddir = (base if base is not None else cache_dir()) / name
+    return _verify_in(name, (base if base is not None else cache_dir()) / name)
+
+
+def _verify_in(name: str, ddir: Path) -> list[FileState]:
     out = []
     for _, row in _files(name).iterrows():
         try:
@@ -287,8 +303,33 @@ def verify(name: str, local: str | os.PathLike[str] | None = None) -> list[FileS
     return out
 
 
+def locate(name: str, local: str | os.PathLike[str] | None = None) -> Path | None:
+    """The folder holding every file of a dataset, verified: the override folder (argument or
+    ``LACHESIS_DATA``) first, then the cache; None when neither has all of them intact."""
+    base = local_root(local)
+    for ddir in ([base / name] if base is not None else []) + [cache_dir() / name]:
+        if all(s.state == "ok" for s in _verify_in(name, ddir)):
+            return ddir
+    return None
+
+
+def missing_sources(names: Iterable[str] | None = None, local: str | os.PathLike[str] | None = None) -> list[str]:
+    """Registered sources (all, or ``names``) whose verified files are neither in the override folder nor
+    in the cache; never downloads. Unknown names raise :class:`DatasetError`."""
+    chosen = list(names) if names is not None else sorted(registry()["dataset"].unique())
+    return [n for n in chosen if locate(n, local) is None]
+
+
+def fetch_hint(name: str) -> str:
+    """The command that makes a registered source available (or why none can)."""
+    if (_files(name)["origin"] != "upstream").any():
+        return (f"{name} has files with no public byte-identical origin: put a copy in DIR/{name} and run "
+                f"`lachesis datasets verify {name} --local DIR` (or set LACHESIS_DATA=DIR)")
+    return f"lachesis datasets fetch {name}"
+
+
 def fetch(name: str, local: str | os.PathLike[str] | None = None, progress: bool = False) -> Path:
-    """Make a dataset available and return its folder (laid out like ``../shared/data/traces/<name>``).
+    """Make a dataset available and return its folder (the override's or the cache's ``<name>/``).
 
     With an override folder the files are verified and used in place. Otherwise each file is
     downloaded by pooch from its pinned URL into the cache, checked against ``sha256_original``.
@@ -303,15 +344,17 @@ def fetch(name: str, local: str | os.PathLike[str] | None = None, progress: bool
     import pooch
 
     ddir = cache_dir() / name
+    todo = []
     for _, row in files.iterrows():
         try:  # already cached and intact?
             verify_file(member(ddir, row["local_path"]), row)
-            continue
         except DatasetError:
-            pass
+            todo.append(row)
+    for row in todo:  # before any download: a file nobody can download stops the fetch
         if row["origin"] != "upstream" or not row["raw_url"]:
             raise DatasetError(f"{name}/{row['local_path']}: no public byte-identical origin is known; "
                                "use the offline override (--local DIR or LACHESIS_DATA)")
+    for row in todo:
         target = Path(row["local_path"][:-3] if row["gzipped_here"] == "yes" else row["local_path"])
         try:
             pooch.retrieve(row["raw_url"], known_hash="sha256:" + row["sha256_original"], fname=target.name,
@@ -319,6 +362,8 @@ def fetch(name: str, local: str | os.PathLike[str] | None = None, progress: bool
         except ValueError as e:  # pooch's hash mismatch
             raise DatasetError(f"{name}/{row['local_path']}: download from {row['raw_url']} failed its checksum: {e}") \
                 from None
+        except OSError as e:  # no network, HTTP error (requests' errors are OSErrors), unwritable cache
+            raise DatasetError(f"{name}/{row['local_path']}: download from {row['raw_url']} failed: {e}") from None
     return ddir
 
 
@@ -396,7 +441,7 @@ def cli_datasets(args) -> int:
     return 1 if bad else 0
 
 
-if __name__ == "__main__":  # python -m lachesis.datasets build-registry ../shared/data/traces
+if __name__ == "__main__":  # python -m lachesis.datasets build-registry <folder of sources with MANIFEST.tsv>
     import sys
 
     if len(sys.argv) == 3 and sys.argv[1] == "build-registry":

@@ -1,28 +1,33 @@
 """Test-session setup shared by every test module.
 
-Points the dataset registry at the shared copy of the public traces (offline override) and keeps
-matplotlib headless.  Notebook kernels started by nbval inherit this environment.
+Nothing here reaches beside the repository: the public-trace tests read the committed excerpts in
+``tests/fixtures/traces`` (fixture ``trace_fixtures``; see its README). The run is hermetic: the
+offline override ``LACHESIS_DATA`` is unset and the dataset cache is a fresh temporary folder, so no
+test — nor a notebook kernel started by nbval, which inherits this environment — reads a data mirror
+or a user's cache. matplotlib is headless.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("LACHESIS_SHARED", REPO.parent / "shared"))
+TRACE_FIXTURES = REPO / "tests" / "fixtures" / "traces"
 
 os.environ.setdefault("MPLBACKEND", "Agg")
-os.environ.setdefault("LACHESIS_SHARED", str(SHARED))
-if (SHARED / "data" / "traces").is_dir():
-    os.environ.setdefault("LACHESIS_DATA", str(SHARED / "data" / "traces"))
+os.environ.pop("LACHESIS_DATA", None)
+_CACHE = tempfile.mkdtemp(prefix="lachesis-test-cache-")
+os.environ["LACHESIS_CACHE"] = _CACHE
+atexit.register(shutil.rmtree, _CACHE, True)
 
 
 @pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    """The read-only shared folder (paper, traces, validation tables) beside the repository."""
-    if not SHARED.is_dir():
-        pytest.skip(f"shared folder not found at {SHARED} (set LACHESIS_SHARED)")
-    return SHARED
+def trace_fixtures() -> Path:
+    """The committed excerpts of the public trace sources, one sub-folder per source."""
+    return TRACE_FIXTURES

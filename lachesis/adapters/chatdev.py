@@ -1,10 +1,12 @@
 """ChatDev 1.0 WareHouse run logs → Trace (phases as short-lived sub-agents, reviewer loops).
 
-One project folder (``WareHouse/<project>/*.log[.gz]``) = one session. ChatDev's chat chain is a
-fixed program, not an LLM lead; each phase is a fresh two-role chat whose context is discarded at
-phase end. Field by field:
+Every ``*.log[.gz]`` file is one run = one session, named by its folder when the folder holds one
+log (``WareHouse/<project>/``), else by the log's name. ChatDev's chat chain is a fixed program, not
+an LLM lead; each phase is a fresh two-role chat whose context is discarded at phase end. Field by
+field:
 
-* log lines ``[YYYY-DD-MM HH:MM:SS INFO] …`` — **day before month**, 1-second resolution.
+* log lines ``[YYYY-DD-MM HH:MM:SS INFO] …`` — **day before month**, 1-second resolution; some runs
+  also write lines as ``YYYY-MM-DD`` through another logger, and a log may mix both (:func:`_ts`).
 * a phase instance starts at ``System: **[RolePlaying]**`` (its table gives ``assistant_role_name``
   and ``user_role_name``); the phase name comes from the ``System: **[chatting]**`` table just before
   it (``phase_name``, ``phase_prompt``); the first role-play without one is the task-prompt
@@ -35,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from ..trace import TraceError
-from . import AdapterResult, frames_to_trace, read_text
+from . import (AdapterResult, count, dedupe_requests, find_files, frames_to_trace, read_each, read_text, require_data,
+               stem, unique_names)
 
 _HEAD = re.compile(r"^\[(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2}) INFO\] (.*)$")
 _CELL = re.compile(r"^\| \*\*(\w+)\*\* \| (.*?) ?\|?$")
@@ -43,39 +46,49 @@ _NUM = re.compile(r"^(prompt_tokens|completion_tokens|num_tokens): (\d+)\s*$")
 MODEL = "gpt-3.5 (unrecorded)"
 
 
-def load(root: Path) -> AdapterResult:
-    """Every ``WareHouse/*/*.log[.gz]`` → one Trace."""
-    root = Path(root)
-    res = AdapterResult(dataset=root.name)
-    logs = sorted(p for p in root.rglob("*.log*") if p.name.endswith((".log", ".log.gz")))
-    if not logs:
-        raise TraceError(str(root), "(folder)", "(files)", "no ChatDev log (*.log or *.log.gz)")
-    rows: list[dict[str, Any]] = []
-    spawns: list[dict[str, Any]] = []
-    for path in logs:
-        r, s = parse_log(path, res)
-        rows += r
-        spawns += s
-    res.trace = frames_to_trace(rows, spawns, source=str(root))
+def load(path: Path) -> AdapterResult:
+    """Every ChatDev run log (``*.log[.gz]``) in a file or folder → one Trace."""
+    path = Path(path)
+    res = AdapterResult(dataset=path.name)
+    logs = find_files(path, (".log", ".log.gz"), "ChatDev log")
+    # a run's folder names its session when it holds one log; several logs in one folder: the log names
+    per_dir: dict[Path, int] = {}
+    for p in logs:
+        per_dir[p.parent] = per_dir.get(p.parent, 0) + 1
+    sids = unique_names(logs, path, lambda p: p.parent.name if per_dir[p.parent] == 1 and p.parent != path else stem(p))
+    parsed = read_each(res, logs, lambda p, part: parse_log(p, part, sids[p]))
+    require_data(res, path, len(parsed), "ChatDev run logs")
+    rows = [r for _, (rs, _) in parsed for r in rs]
+    spawns = [s for _, (_, ss) in parsed for s in ss]
+    res.trace = frames_to_trace(dedupe_requests(res, rows), spawns, source=str(path))
     return res
 
 
-def _ts(m: re.Match[str], path: Path, lineno: int) -> float:
-    y, d, mo, hh, mm, ss = (int(x) for x in m.groups()[:6])  # day before month
-    try:
-        return datetime(y, mo, d, hh, mm, ss, tzinfo=timezone.utc).timestamp()
-    except ValueError as e:
-        raise TraceError(str(path), f"line {lineno}", "timestamp", f"bad date (YYYY-DD-MM expected): {e}") from None
+def _ts(m: re.Match[str], prev: float | None, path: Path, lineno: int) -> float:
+    """A log line's time: ``YYYY-DD-MM`` (ChatDev's own format) or ``YYYY-MM-DD`` (lines some runs log
+    through another logger). ASSUMPTION: when both readings are valid dates, the one nearer the
+    previous line's time is meant (day first for a log's first line)."""
+    y, a, b, hh, mm, ss = (int(x) for x in m.groups()[:6])
+    times = []
+    for mo, d in ((b, a), (a, b)):  # day first, then month first
+        try:
+            times.append(datetime(y, mo, d, hh, mm, ss, tzinfo=timezone.utc).timestamp())
+        except ValueError:
+            pass
+    if not times:
+        raise TraceError(str(path), f"line {lineno}", "timestamp",
+                         f"no valid date as YYYY-DD-MM or YYYY-MM-DD: {m.group(0)[:21]!r}")
+    return times[0] if prev is None else min(times, key=lambda t: abs(t - prev))
 
 
-def parse_log(path: Path, res: AdapterResult) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def parse_log(path: Path, res: AdapterResult, sid: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """One run log → request rows and spawn records."""
-    sid = path.parent.name
     lines = read_text(path).splitlines()
     phases: list[dict[str, Any]] = []
     chatting: dict[str, str] | None = None
     table: dict[str, str] | None = None
     send_ts: float | None = None
+    ts: float | None = None
     i = 0
     while i < len(lines):
         m = _HEAD.match(lines[i])
@@ -85,7 +98,7 @@ def parse_log(path: Path, res: AdapterResult) -> tuple[list[dict[str, Any]], lis
                 table.setdefault(c.group(1), c.group(2).strip())
             i += 1
             continue
-        ts, msg = _ts(m, path, i + 1), m.group(7)
+        ts, msg = _ts(m, ts, path, i + 1), m.group(7)
         table = None
         if msg.startswith("System: **[chatting]**"):
             chatting = {}
@@ -108,6 +121,7 @@ def parse_log(path: Path, res: AdapterResult) -> tuple[list[dict[str, Any]], lis
             for f in ("prompt_tokens", "completion_tokens"):
                 if f not in vals:
                     raise TraceError(str(path), f"line {i + 1}", f, "missing in the OpenAI_Usage_Info Receive block")
+                count(vals[f], path, f"line {i + 1}", f)
             if not phases:
                 raise TraceError(str(path), f"line {i + 1}", "(phase)", "LLM call before any RolePlaying block")
             phases[-1]["calls"].append(dict(P=vals["prompt_tokens"], C=vals["completion_tokens"],
@@ -120,6 +134,8 @@ def parse_log(path: Path, res: AdapterResult) -> tuple[list[dict[str, Any]], lis
     rows: list[dict[str, Any]] = []
     spawns: list[dict[str, Any]] = []
     lead = f"{sid}:ChatChain"
+    if not any(ph["calls"] for ph in phases):
+        res.skip("ChatDev logs without any LLM usage record (no requests)")
     k_spawn = 0
     for k, ph in enumerate(phases):
         if not ph["calls"]:

@@ -1,102 +1,234 @@
 """Claude Code transcripts (lead + sub-agents) and Codex CLI rollouts → Trace (structural axis, §3.4).
 
-Sources: ``claude_code_subagents`` (lead ``<session>.jsonl`` + ``<session>/subagents/agent-<id>.jsonl``)
-and ``claude_code_more`` (Entire checkpoints: sub-agent steps embedded in the lead file as
-``progress`` records with ``data.type == "agent_progress"``; Codex CLI rollouts are single-agent).
+Sources: ``claude_code_subagents`` (lead ``<session>.jsonl`` + ``<session>/subagents/agent-<id>.jsonl``),
+``claude_code_more`` (Entire checkpoints: sub-agent steps embedded in the lead file as ``progress``
+records with ``data.type == "agent_progress"``; Codex CLI rollouts are single-agent), or any folder of
+such files (e.g. ``~/.claude/projects/<project>``). Every ``*.jsonl[.gz]`` file is recognised by its
+content, whatever its name or folder: a Codex rollout starts with a Codex record type; a Claude Code
+sub-agent transcript has ``isSidechain`` records with an ``agentId`` and the ``sessionId`` of its lead;
+every other file is a lead transcript, its session id = its records' ``sessionId`` (the file name if
+absent).
 
 Claude Code, field by field:
 
-* one request per ``requestId`` (a request is logged as several ``assistant`` records, one per
-  content block); ``request_id`` = ``<session>:<requestId>``.
+* one request per ``requestId`` (``message.id`` when absent; a request is logged as several
+  ``assistant`` records, one per content block); ``request_id`` = that id, which the provider makes
+  unique. Resumed sessions and cumulative checkpoints repeat earlier requests in another file: a
+  request is counted once, in the file read first (files ordered by first time stamp, then longest
+  first), and every repeat is counted in ``AdapterResult.duplicates``. ASSUMPTION: each file keeps
+  its own context chain (its turns and tool results are its own), so a second file of the same
+  session id is the session ``<id>#2`` (…): of a cumulative checkpoint nothing is left, of a resumed
+  copy only its new requests, whose cache reads of the copied history are a declared shared prefix.
 * ``input_tokens`` = ``input_tokens + cache_read_input_tokens + cache_creation_input_tokens`` (the
   whole prompt); ``matched_prefix_tokens`` = ``cache_read_input_tokens`` (the exactly matched,
   reused prefix). ``cache_creation`` tokens are counted as newly written KV (not matched): the
   provider prefilled them and stored them for later reads.
-* ``shared_prefix_tokens`` (declared external prefix, see :mod:`lachesis.segments`) = the cache read of
-  an agent's FIRST request: the provider's prefix cache already holds the system prompt and tool
-  definitions written by other agents or sessions, so that prefix is in no segment of this agent.
-  Later cache reads beyond the agent's own context (e.g. after a compaction) are left undeclared
-  and are reported by segment recovery.
+* ``shared_prefix_tokens`` (declared external prefix, see :mod:`lachesis.segments`) = the part of the
+  cache read beyond the agent's own earlier context (:func:`~lachesis.adapters.earlier_context`): at
+  an agent's first request its whole cache read (the system prompt and tool definitions written by
+  other agents or sessions), later the excess after a compaction or a resumed session's copied
+  history. That prefix is in no segment of this agent.
 * ``output_tokens`` = the largest ``output_tokens`` over the request's records (streamed records
   carry partial counts); ``reasoning_tokens`` = 0: the API does not report thinking tokens
   separately (they are inside ``output_tokens``), so the temporal split is not available from
   these transcripts; ``thinking_blocks`` counts the request's thinking blocks.
 * ``tool_names`` = names of the request's ``tool_use`` blocks; ``n_observations`` = ``tool_result``
-  blocks that follow before the agent's next request.
+  blocks that follow before the agent's next request, EXCEPT the results of its ``Task``/``Agent``
+  spawns that became workers (the reference clock charges a returned sub-agent from its spawn
+  record). ASSUMPTION: the result of a spawn whose sub-agent has no per-request records (no worker,
+  no spawn record) stays an observation, so the lead's prefill of it is charged exactly once.
 * ``turn`` = number of real user prompts so far − 1 (``isMeta`` records, tool results, task
   notifications, local-command echoes and interrupts are not prompts); a worker takes the lead's
   turn at its spawn.
 * ``t_start`` = timestamp of the last non-assistant record before the request's first record
   (its input was complete then); ``t_end`` = timestamp of its last record.
-* lead = the session file (``isSidechain`` false), role ``lead`` (``single`` when the session spawns
-  no sub-agent with requests); workers = sub-agent files or embedded ``agent_progress`` records,
-  role ``worker``, parent = the lead.
-* spawn record = the lead's ``Task``/``Agent`` ``tool_use``: ``instruction`` = ``description`` +
-  blank line + ``prompt``; ``context`` = the lead's context tokens at the spawning request;
-  ``tools`` = ``[subagent_type]``; ``model`` = ``input.model`` or the worker's first model; extras
-  ``t_start``/``t_end`` = the worker's first request start and last request end (its lifetime),
-  ``total_duration_ms`` from the spawn's ``toolUseResult`` when present. The tool_use id is linked
-  to the worker by ``toolUseResult.agentId`` or the progress records' ``parentToolUseID``.
+* lead = the session's own chain (``isSidechain`` false), role ``lead`` (``single`` when the session
+  spawns no sub-agent with requests); workers = sub-agent transcripts or embedded ``agent_progress``
+  records, role ``worker``, parent = the lead.
+* spawn record = the lead's ``Task`` or ``Agent`` ``tool_use`` (both names spawn, synchronous or
+  ``async_launched``): ``instruction`` = ``description`` + blank line + ``prompt``; ``context`` = the
+  lead's context tokens at the spawning request; ``tools`` = ``[subagent_type]``; ``model`` =
+  ``input.model`` or the worker's first model; extras ``t_start``/``t_end`` = the worker's first
+  request start and last request end (its lifetime), ``total_duration_ms`` from the spawn's
+  ``toolUseResult`` when present. The tool_use id is linked to its worker by, in order: the result's
+  ``toolUseResult.agentId``, an ``agentId: <id>`` line in the result text, the progress records'
+  ``parentToolUseID``, and last the worker's first message equal to the spawn's ``prompt``.
 
 Skipped and counted (``AdapterResult.skipped``): context-compaction agents (``agent-acompact-*``),
 compaction events in lead files, spawns whose worker has no per-request records (older Claude
-Code versions log only lifetime totals), sub-agents without a spawn link, duplicate embedded
-records of a worker that also has its own file, repeated Codex ``token_count`` events.
+Code versions log only lifetime totals), sub-agents without a spawn link, sub-agent transcripts
+without their lead transcript, duplicate embedded records of a worker that also has its own file,
+repeated Codex ``token_count`` events.
 
 Codex CLI (``session_meta`` first): one request per ``event_msg/token_count`` with a new
-``total_token_usage``; ``input`` = ``last_token_usage.input_tokens`` (includes cached),
-``matched_prefix`` = ``cached_input_tokens``, ``output`` = ``output_tokens`` (includes reasoning),
-``reasoning`` = ``reasoning_output_tokens``; ``t_end`` = the last generated item (reasoning, message,
-tool call) before the count, ``t_start`` = the previous count or user message; tools = ``function_call``/``custom_tool_call`` names
-since the previous count, observations = their outputs; turn = ``user_message`` events − 1;
-role ``single``.
+``total_token_usage``; ``request_id`` = ``<session>:t<total tokens so far>`` (the same event in two
+copies of a rollout is one request); ``input`` =
+``last_token_usage.input_tokens`` (includes cached), ``matched_prefix`` = ``cached_input_tokens``,
+``output`` = ``output_tokens`` (includes reasoning), ``reasoning`` = ``reasoning_output_tokens``;
+``t_end`` = the last generated item (reasoning, message, tool call) before the count, ``t_start`` =
+the previous count or user message; tools = ``function_call``/``custom_tool_call`` names since the
+previous count, observations = their outputs; turn = ``user_message`` events − 1; role ``single``;
+``shared_prefix_tokens`` as for Claude Code.
 """
 
 from __future__ import annotations
 
+import gzip
+import re
+import zlib
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from ..config import SPAWN_TOOL_NAMES
-from ..trace import TraceError
-from . import AdapterResult, frames_to_trace, iso_seconds, iter_jsonl, need
+from ..trace import Trace, TraceError
+from . import (MAX_COUNT, AdapterResult, dedupe_requests, earlier_context, find_files, iso_seconds, iter_jsonl,
+               json_records, need, need_count, read_each, require_data, stem)
 
 NOT_PROMPT_PREFIXES = ("<local-command-", "<task-notification>", "[Request interrupted", "<system-reminder>",
                        "Caveat:", "<bash-stdout>", "<bash-stderr>")
 CODEX_TYPES = {"session_meta", "response_item", "event_msg", "turn_context"}
+USAGE_FIELDS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens")
+_AGENT_ID_TEXT = re.compile(r"\bagentId:\s*([\w@.-]+)")
+#: Records read before a file's kind is decided (the first user/assistant record is within them in practice).
+SNIFF_RECORDS = 200
 
 
-def load(root: Path) -> AdapterResult:
-    """Every session transcript under ``root`` (any depth, outside ``subagents/``) → one Trace."""
-    root = Path(root)
-    res = AdapterResult(dataset=root.name)
-    rows: list[dict[str, Any]] = []
-    spawns: list[dict[str, Any]] = []
-    files = sorted(p for p in root.rglob("*.jsonl*") if "subagents" not in p.parts
-                   and p.name.endswith((".jsonl", ".jsonl.gz")))
-    if not files:
-        raise TraceError(str(root), "(folder)", "(files)", "no transcript (*.jsonl or *.jsonl.gz)")
-    for path in files:
-        recs = list(iter_jsonl(path))
-        if recs and recs[0][1].get("type") in CODEX_TYPES:
-            rows += codex_session(path, recs, res)
-        else:
-            r, s = claude_session(path, recs, res)
-            rows += r
-            spawns += s
-    res.trace = frames_to_trace(rows, spawns, source=str(root))
-    res.notes.append("reasoning_tokens = 0 for Claude Code (thinking tokens are not reported separately)")
+@dataclass
+class Sniff:
+    """What a file's first records say: its kind, session, sub-agent id and first time stamp."""
+
+    kind: str  # "lead" | "subagent" | "codex"
+    session_id: str
+    agent_id: str = ""
+    first_ts: float = float("inf")
+    size: int = 0
+
+
+def sniff(path: Path, part: AdapterResult | None = None) -> Sniff:
+    """Recognise a transcript by its first records (streamed: large files are not read whole here)."""
+    size = path.stat().st_size
+    sid = agent = None
+    first_ts = float("inf")
+    try:
+        fh = gzip.open(path, "rt", encoding="utf-8") if path.name.endswith(".gz") else open(path, encoding="utf-8")
+        with fh:
+            for k, (lineno, rec) in enumerate(json_records(fh, str(path))):
+                if k == 0 and rec.get("type") in CODEX_TYPES:
+                    payload = rec.get("payload") if isinstance(rec.get("payload"), dict) else {}
+                    sid = str(payload.get("id") or "") if rec["type"] == "session_meta" else ""
+                    return Sniff("codex", sid or stem(path), first_ts=_ts_or_inf(rec, path, lineno), size=size)
+                if "type" not in rec:
+                    raise TraceError(str(path), f"line {lineno}", "type",
+                                     "missing field (not a Claude Code transcript or a Codex rollout)")
+                first_ts = min(first_ts, _ts_or_inf(rec, path, lineno))
+                sid = sid or (rec.get("sessionId") if isinstance(rec.get("sessionId"), str) else None)
+                if rec["type"] in ("user", "assistant"):
+                    if rec.get("isSidechain") and rec.get("agentId"):
+                        agent = str(rec["agentId"])
+                    break
+                if k >= SNIFF_RECORDS:
+                    break
+    except (OSError, EOFError, zlib.error) as e:
+        raise TraceError(str(path), "(file)", "(gzip)", f"truncated or corrupt gzip: {e}") from None
+    if agent is not None:  # a sub-agent transcript: its lead's session, else the <session>/subagents/ folder
+        sid = sid or (path.parent.parent.name if path.parent.name == "subagents" else "")
+        return Sniff("subagent", sid, agent, first_ts, size)
+    return Sniff("lead", sid or stem(path), "", first_ts, size)
+
+
+def _ts_or_inf(rec: dict[str, Any], path: Path, lineno: int) -> float:
+    ts = rec.get("timestamp")
+    return iso_seconds(ts, path, f"line {lineno}") if isinstance(ts, str) else float("inf")
+
+
+def load(path: Path) -> AdapterResult:
+    """Every Claude Code session transcript and Codex rollout in a file or folder → one Trace."""
+    res = AdapterResult(dataset=Path(path).name)
+    files = find_files(path, (".jsonl", ".jsonl.gz"), "Claude Code transcript or Codex rollout")
+    kinds = read_each(res, files, sniff)
+    subs: dict[str, list[tuple[Path, Sniff]]] = defaultdict(list)
+    for p, s in kinds:
+        if s.kind == "subagent":
+            subs[s.session_id].append((p, s))
+    leads = sorted(((p, s) for p, s in kinds if s.kind != "subagent"), key=lambda x: (x[1].first_ts, -x[1].size, x[0]))
+    lead_sessions = {s.session_id for _, s in leads if s.kind == "lead"}
+    for sid, items in subs.items():
+        if sid not in lead_sessions:
+            res.skip("sub-agent transcripts without their lead transcript", len(items))
+    sniffed = dict(leads)
+    # two files of one session (checkpoints, a resumed copy): each keeps its own chain, the later one
+    # labelled <session>#2, …; requests they share are counted once, in the file read first
+    label: dict[Path, str] = {}
+    seen: dict[str, int] = defaultdict(int)
+    for p, sn in leads:
+        seen[sn.session_id] += 1
+        label[p] = sn.session_id if seen[sn.session_id] == 1 else f"{sn.session_id}#{seen[sn.session_id]}"
+    n_failed = len(res.failed)
+    parsed = read_each(res, list(sniffed), lambda p, part: _session(p, sniffed[p], label[p], subs, part))
+    res.files = len(kinds) - (len(res.failed) - n_failed)
+    require_data(res, path, len(parsed), "a Claude Code transcript or a Codex rollout")
+    rows = [row for _, (session_rows, _) in parsed for row in session_rows]
+    spawns = [sp for _, (_, session_spawns) in parsed for sp in session_spawns]
+    req, sp = _merge(res, rows, spawns)
+    res.trace = Trace.from_frames(req, pd.DataFrame(sp) if sp else None, source=str(path))
+    if (req["benchmark"] == "claude_code").any():
+        res.note("reasoning_tokens = 0 for Claude Code (thinking tokens are not reported separately)")
     return res
 
 
-def _session_id(path: Path) -> str:
-    return path.name.split(".jsonl")[0]
+def _session(path: Path, s: Sniff, label: str, subs: dict[str, list[tuple[Path, Sniff]]], part: AdapterResult):
+    recs = list(iter_jsonl(path))
+    if s.kind == "codex":
+        return codex_session(path, recs, part, label), []
+    own = subs.get(s.session_id, []) if label == s.session_id else []  # sub-agent files: the first copy's
+    return claude_session(path, label, recs, own, part)
+
+
+def _merge(res: AdapterResult, rows: list[dict[str, Any]], spawns: list[dict[str, Any]]
+           ) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """Requests counted once across files; spawn records, roles, order and declared prefixes made consistent."""
+    rows = dedupe_requests(res, rows)
+    kept = {(r["session_id"], r["request_id"]) for r in rows}
+    sp = []
+    for s in spawns:  # a spawn whose spawning request is a repeat was kept, with its worker, in another copy
+        if (s["session_id"], s["spawn_request_id"]) in kept:
+            sp.append(s)
+        else:
+            res.skip("spawn records repeated in another copy of their session (counted once)")
+    spawned = {s["agent_id"] for s in sp}
+    orphans = sum(1 for r in rows if r["role"] == "worker" and r["agent_id"] not in spawned)
+    if orphans:
+        res.skip("requests of sub-agents whose spawn record is a repeat", orphans)
+        rows = [r for r in rows if not (r["role"] == "worker" and r["agent_id"] not in spawned)]
+    if not rows:
+        raise TraceError(res.dataset, "(files)", "(requests)", "no request in any file (see the skip counts)")
+    df = pd.DataFrame(rows)
+    leads = {s["parent_agent_id"] for s in sp}
+    top = (df["benchmark"] == "claude_code").to_numpy() & df["parent_agent_id"].isna().to_numpy()
+    df.loc[top, "role"] = np.where(df.loc[top, "agent_id"].isin(leads), "lead", "single")
+    order = {s: i for i, s in enumerate(dict.fromkeys(df["session_id"]))}
+    df = (df.assign(_s=df["session_id"].map(order)).sort_values(["_s", "t_start", "t_end"], kind="stable")
+          .drop(columns="_s").reset_index(drop=True))
+    df["shared_prefix_tokens"] = np.maximum(df["matched_prefix_tokens"].to_numpy(np.int64) - earlier_context(df), 0)
+    return df, sp
 
 
 def _content(msg: dict[str, Any]) -> list[Any] | str:
     c = msg.get("content")
     return c if isinstance(c, (list, str)) else []
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(_text(b.get("text") or b.get("content")) for b in content if isinstance(b, dict))
+    return ""
 
 
 def _is_prompt(rec: dict[str, Any]) -> bool:
@@ -119,24 +251,24 @@ class _Agent:
         self.reqs: dict[str, dict[str, Any]] = {}
         self.last: dict[str, Any] | None = None
         self.last_other_ts: float | None = None
+        self.spawn_tools: set[str] = set()  # tool_use ids of this agent's Task/Agent calls
+        self.first_prompt: str | None = None
 
     def assistant(self, rec: dict[str, Any], where: str) -> dict[str, Any]:
         msg = need(rec, "message", self.path, where, dict)
         usage = need(msg, "usage", self.path, where + ".message", dict)
         key = rec.get("requestId") or msg.get("id")
-        if not key:
+        if not key or not isinstance(key, str):
             raise TraceError(str(self.path), where, "requestId", "missing field (and no message.id)")
         ts = iso_seconds(need(rec, "timestamp", self.path, where, str), self.path, where)
+        u = {f: need_count(usage, f, self.path, where + ".message.usage", default=0) for f in USAGE_FIELDS}
         r = self.reqs.get(key)
         if r is None:
-            for f in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens"):
-                if not isinstance(usage.get(f, 0), int):
-                    raise TraceError(str(self.path), where, f"message.usage.{f}", f"expected an integer, got {usage.get(f)!r}")
             start = self.last_other_ts if self.last_other_ts is not None and self.last_other_ts <= ts else ts
-            r = dict(key=key, where=where, usage=usage, out=0, tools=[], thinking=0, obs=0, t_start=start, t_end=ts,
+            r = dict(key=key, usage=u, out=0, tools=[], thinking=0, obs=0, spawn_results=[], t_start=start, t_end=ts,
                      model=str(msg.get("model", "")), spawn_ids=[])
             self.reqs[key] = r
-        r["out"] = max(r["out"], int(usage.get("output_tokens", 0)))
+        r["out"] = max(r["out"], u["output_tokens"])
         r["t_end"] = max(r["t_end"], ts)
         for b in _content(msg):
             if not isinstance(b, dict):
@@ -144,42 +276,56 @@ class _Agent:
             if b.get("type") == "tool_use":
                 r["tools"].append(str(b.get("name", "")))
                 if b.get("name") in SPAWN_TOOL_NAMES:
-                    r["spawn_ids"].append((b.get("id"), b.get("input") or {}))
+                    r["spawn_ids"].append((b.get("id"), b.get("input") if isinstance(b.get("input"), dict) else {}))
+                    self.spawn_tools.add(b.get("id"))
             elif b.get("type") in ("thinking", "redacted_thinking"):
                 r["thinking"] += 1
         self.last = r
         return r
 
-    def other(self, rec: dict[str, Any], where: str) -> int:
+    def other(self, rec: dict[str, Any], where: str) -> None:
         """A non-assistant record: remember its time; count tool results onto the last request."""
         ts = rec.get("timestamp")
         if isinstance(ts, str):
             self.last_other_ts = iso_seconds(ts, self.path, where)
-        n = sum(1 for b in _content(rec.get("message") or {}) if isinstance(b, dict) and b.get("type") == "tool_result")
-        if n and self.last is not None:
-            self.last["obs"] += n
-        return n
+        content = _content(rec.get("message") or {})
+        if self.first_prompt is None and not self.reqs:
+            self.first_prompt = _text(content).strip()
+        for b in content:
+            if isinstance(b, dict) and b.get("type") == "tool_result" and self.last is not None:
+                if b.get("tool_use_id") in self.spawn_tools:
+                    self.last["spawn_results"].append(b.get("tool_use_id"))
+                else:
+                    self.last["obs"] += 1
 
-    def rows(self, role: str, parent: str | None, turn_of: dict[str, int]) -> list[dict[str, Any]]:
+    def rows(self, role: str, parent: str | None, turn_of: dict[str, int], linked: set[str]) -> list[dict[str, Any]]:
         out = []
-        for i, r in enumerate(self.reqs.values()):
+        for r in self.reqs.values():
             u = r["usage"]
-            cr, cc, inp = (int(u.get(k, 0) or 0) for k in ("cache_read_input_tokens", "cache_creation_input_tokens",
-                                                           "input_tokens"))
-            out.append(dict(session_id=self.sid, request_id=f"{self.sid}:{r['key']}", agent_id=self.agent_id,
+            cr, cc, inp = u["cache_read_input_tokens"], u["cache_creation_input_tokens"], u["input_tokens"]
+            out.append(dict(session_id=self.sid, request_id=r["key"], agent_id=self.agent_id,
                             parent_agent_id=parent, role=role, turn=turn_of.get(r["key"], 0),
                             input_tokens=inp + cr + cc, matched_prefix_tokens=cr, output_tokens=r["out"],
-                            reasoning_tokens=0, tool_names=r["tools"], n_observations=r["obs"],
+                            reasoning_tokens=0, tool_names=r["tools"],
+                            n_observations=r["obs"] + sum(t not in linked for t in r["spawn_results"]),
                             t_start=r["t_start"], t_end=r["t_end"], model=r["model"], benchmark="claude_code",
-                            cache_creation_tokens=cc, thinking_blocks=r["thinking"],
-                            shared_prefix_tokens=cr if i == 0 else 0))
+                            cache_creation_tokens=cc, thinking_blocks=r["thinking"]))
         return out
 
 
-def claude_session(path: Path, recs: list[tuple[int, dict[str, Any]]], res: AdapterResult
-                   ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """One Claude Code lead transcript (+ its sub-agent files) → request rows and spawn records."""
-    sid = _session_id(path)
+def _worker_from(records, agent: _Agent, label: str) -> _Agent:
+    for lineno, rec in records:
+        where = f"line {lineno}{label}"
+        if rec.get("type") == "assistant":
+            agent.assistant(rec, where)
+        elif rec.get("type") == "user":
+            agent.other(rec, where)
+    return agent
+
+
+def claude_session(path: Path, sid: str, recs: list[tuple[int, dict[str, Any]]], sub_files: list[tuple[Path, Sniff]],
+                   res: AdapterResult) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """One Claude Code lead transcript (+ its sub-agent transcripts) → request rows and spawn records."""
     lead = _Agent(path, sid, f"{sid}:lead")
     turn = -1
     lead_turn: dict[str, int] = {}
@@ -205,13 +351,18 @@ def claude_session(path: Path, recs: list[tuple[int, dict[str, Any]]], res: Adap
             lead.other(rec, where)
             tur = rec.get("toolUseResult")
             for b in _content(rec.get("message") or {}):
-                if isinstance(b, dict) and b.get("type") == "tool_result" and isinstance(tur, dict):
-                    tool_result[b.get("tool_use_id")] = tur
-                    if tur.get("agentId"):
-                        tool_agent[b.get("tool_use_id")] = str(tur["agentId"])
+                if not (isinstance(b, dict) and b.get("type") == "tool_result" and b.get("tool_use_id") in lead.spawn_tools):
+                    continue
+                tid = b["tool_use_id"]
+                if isinstance(tur, dict):
+                    tool_result[tid] = tur
+                m = _AGENT_ID_TEXT.search(_text(b.get("content")))
+                aid = tur.get("agentId") if isinstance(tur, dict) and tur.get("agentId") else (m.group(1) if m else None)
+                if aid:
+                    tool_agent[tid] = str(aid)
         elif t == "progress":
             data = rec.get("data") or {}
-            if data.get("type") == "agent_progress":
+            if isinstance(data, dict) and data.get("type") == "agent_progress":
                 aid = data.get("agentId")
                 if not aid:
                     raise TraceError(str(path), where, "data.agentId", "missing field")
@@ -219,24 +370,17 @@ def claude_session(path: Path, recs: list[tuple[int, dict[str, Any]]], res: Adap
                     tool_agent.setdefault(rec["parentToolUseID"], str(aid))
                 if isinstance(data.get("message"), dict):
                     embedded[str(aid)].append((lineno, data["message"]))
-        elif t == "system" and rec.get("subtype") == "compact_boundary":
-            pass  # counted through the isCompactSummary user record that follows it
-    # workers: sub-agent files first, then embedded progress records
+    # workers: sub-agent transcripts first, then embedded progress records
     workers: dict[str, _Agent] = {}
-    sub_dir = path.parent / sid / "subagents"
-    if sub_dir.is_dir():
-        for wpath in sorted(sub_dir.glob("agent-*.jsonl*")):
-            aid = wpath.name.split(".jsonl")[0][len("agent-"):]
-            if aid.startswith("acompact"):
-                res.skip("compaction agents (agent-acompact-*)")
-                continue
-            w = _Agent(wpath, sid, f"{sid}:{aid}")
-            for lineno, rec in iter_jsonl(wpath):
-                if rec.get("type") == "assistant":
-                    w.assistant(rec, f"line {lineno}")
-                elif rec.get("type") == "user":
-                    w.other(rec, f"line {lineno}")
-            workers[aid] = w
+    for wpath, ws in sub_files:
+        if ws.agent_id.startswith("acompact"):
+            res.skip("compaction agents (agent-acompact-*)")
+            continue
+        try:
+            workers[ws.agent_id] = _worker_from(iter_jsonl(wpath), _Agent(wpath, sid, f"{sid}:{ws.agent_id}"), "")
+        except TraceError as e:
+            res.failed.append((str(wpath), str(e)))
+            res.errors.append(e)
     for aid, items in embedded.items():
         if aid in workers:
             res.skip("embedded sub-agent records superseded by the sub-agent's own file", len(items))
@@ -244,19 +388,21 @@ def claude_session(path: Path, recs: list[tuple[int, dict[str, Any]]], res: Adap
         if aid.startswith("acompact"):
             res.skip("compaction agents (agent-acompact-*)")
             continue
-        w = _Agent(path, sid, f"{sid}:{aid}")
-        for lineno, m in items:
-            if m.get("type") == "assistant":
-                w.assistant(m, f"line {lineno} (data.message)")
-            elif m.get("type") == "user":
-                w.other(m, f"line {lineno} (data.message)")
-        workers[aid] = w
+        workers[aid] = _worker_from(items, _Agent(path, sid, f"{sid}:{aid}"), " (data.message)")
+    # link spawns without an agent id to the unlinked worker whose first message is the spawn's prompt
+    free = [a for a in workers if a not in tool_agent.values()]
+    for r in lead.reqs.values():
+        for tid, inp in r["spawn_ids"]:
+            if tid not in tool_agent and inp.get("prompt"):
+                hit = next((a for a in free if workers[a].first_prompt == str(inp["prompt"]).strip()), None)
+                if hit:
+                    tool_agent[tid] = hit
+                    free.remove(hit)
     # spawn records
     spawn_rows: list[dict[str, Any]] = []
+    linked_tools: set[str] = set()
     linked: set[str] = set()
-    idx = 0
-    lead_rows = {r["key"]: r for r in lead.reqs.values()}
-    for key, r in lead_rows.items():
+    for key, r in lead.reqs.items():
         for tid, inp in r["spawn_ids"]:
             aid = tool_agent.get(tid)
             w = workers.get(aid) if aid else None
@@ -267,24 +413,25 @@ def claude_session(path: Path, recs: list[tuple[int, dict[str, Any]]], res: Adap
                 res.skip("second spawn link to an already linked sub-agent")
                 continue
             linked.add(aid)
+            linked_tools.add(tid)
             u = r["usage"]
-            ctx = sum(int(u.get(k, 0) or 0) for k in ("input_tokens", "cache_read_input_tokens",
-                                                       "cache_creation_input_tokens"))
             wreq = list(w.reqs.values())
             tur = tool_result.get(tid, {})
             spawn_rows.append(dict(
                 session_id=sid, agent_id=w.agent_id, parent_agent_id=lead.agent_id, role="worker",
-                spawn_request_id=f"{sid}:{key}",
+                spawn_request_id=key,
                 instruction=f"{inp.get('description', '')}\n\n{inp.get('prompt', '')}".strip(),
-                context=int(ctx), tools=[str(inp.get("subagent_type") or "general-purpose")],
-                model=str(inp.get("model") or wreq[0]["model"]), spawn_index=idx,
+                context=int(u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"]),
+                tools=[str(inp.get("subagent_type") or "general-purpose")],
+                model=str(inp.get("model") or wreq[0]["model"]), spawn_index=len(spawn_rows),
                 subagent_type=str(inp.get("subagent_type") or ""),
                 t_start=min(x["t_start"] for x in wreq), t_end=max(x["t_end"] for x in wreq),
-                total_duration_ms=float(tur["totalDurationMs"]) if isinstance(tur.get("totalDurationMs"), (int, float))
-                else float("nan")))
-            idx += 1
+                total_duration_ms=_duration_ms(tur.get("totalDurationMs"))))
+    if not lead.reqs:
+        res.skip("sessions without lead requests")
+        return [], []
     rows: list[dict[str, Any]] = []
-    spawned_turn = {s["agent_id"]: lead_turn.get(s["spawn_request_id"].split(":", 1)[1], 0) for s in spawn_rows}
+    spawned_turn = {s["agent_id"]: lead_turn.get(s["spawn_request_id"], 0) for s in spawn_rows}
     for aid, w in workers.items():
         if w.agent_id not in spawned_turn:
             if w.reqs:
@@ -292,18 +439,22 @@ def claude_session(path: Path, recs: list[tuple[int, dict[str, Any]]], res: Adap
                 res.skip("requests of sub-agents without a spawn link", len(w.reqs))
             continue
         t = spawned_turn[w.agent_id]
-        rows += w.rows("worker", lead.agent_id, {k: t for k in w.reqs})
+        rows += w.rows("worker", lead.agent_id, {k: t for k in w.reqs}, set())
     role = "lead" if spawn_rows else "single"
-    rows = lead.rows(role, None, lead_turn) + rows
+    rows = lead.rows(role, None, lead_turn, linked_tools) + rows
     rows.sort(key=lambda x: (x["t_start"], x["t_end"]))
-    if not lead.reqs:
-        res.skip("sessions without lead requests")
-        return [], []
     return rows, spawn_rows
 
 
-def codex_session(path: Path, recs: list[tuple[int, dict[str, Any]]], res: AdapterResult) -> list[dict[str, Any]]:
-    """One Codex CLI rollout → single-agent request rows."""
+def _duration_ms(v: Any) -> float:
+    """A spawn's measured ``totalDurationMs``, NaN when absent or not a plausible duration."""
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) and 0 <= v < MAX_COUNT
+    return float(v) if ok else float("nan")
+
+
+def codex_session(path: Path, recs: list[tuple[int, dict[str, Any]]], res: AdapterResult,
+                  label: str | None = None) -> list[dict[str, Any]]:
+    """One Codex CLI rollout → single-agent request rows (session ``label``, default its own id)."""
     sid = None
     model = ""
     turn = -1
@@ -317,6 +468,8 @@ def codex_session(path: Path, recs: list[tuple[int, dict[str, Any]]], res: Adapt
         where = f"line {lineno}"
         t = rec.get("type")
         p = rec.get("payload") or {}
+        if not isinstance(p, dict):
+            raise TraceError(str(path), where, "payload", "expected an object")
         ts = rec.get("timestamp")
         tsec = iso_seconds(ts, path, where) if isinstance(ts, str) else None
         if t == "session_meta":
@@ -350,21 +503,24 @@ def codex_session(path: Path, recs: list[tuple[int, dict[str, Any]]], res: Adapt
                     continue
                 last_total = key
                 last = need(info, "last_token_usage", path, where + " payload.info", dict)
-                vals = {f: need(last, f, path, where + " payload.info.last_token_usage", int)
-                        for f in ("input_tokens", "cached_input_tokens", "output_tokens")}
-                reasoning = int(last.get("reasoning_output_tokens", 0) or 0)
+                lw = where + " payload.info.last_token_usage"
+                vals = {f: need_count(last, f, path, lw) for f in ("input_tokens", "cached_input_tokens", "output_tokens")}
+                reasoning = need_count(last, "reasoning_output_tokens", path, lw, default=0)
                 if sid is None:
                     raise TraceError(str(path), where, "session_meta", "token usage before the session_meta record")
-                rows.append(dict(session_id=sid, request_id=f"{sid}:{lineno}", agent_id=f"{sid}:agent",
+                total_tokens = sum(v for v in total.values() if isinstance(v, int) and not isinstance(v, bool))
+                sess = label or sid
+                rows.append(dict(session_id=sess, request_id=f"{sid}:t{total_tokens}", agent_id=f"{sess}:agent",
                                  parent_agent_id=None, role="single", turn=max(turn, 0),
                                  input_tokens=vals["input_tokens"], matched_prefix_tokens=vals["cached_input_tokens"],
                                  output_tokens=vals["output_tokens"], reasoning_tokens=reasoning,
                                  tool_names=tools, n_observations=obs,
                                  t_start=min(x for x in (window_start, last_gen, tsec) if x is not None),
                                  t_end=last_gen if last_gen is not None else tsec,
-                                 model=model, benchmark="codex_cli", cache_creation_tokens=0, thinking_blocks=0,
-                                 shared_prefix_tokens=vals["cached_input_tokens"] if not rows else 0))
+                                 model=model, benchmark="codex_cli", cache_creation_tokens=0, thinking_blocks=0))
                 tools, obs, window_start, last_gen = [], 0, tsec, None
     if sid is None:
         raise TraceError(str(path), "line 1", "session_meta", "no session_meta record")
+    if not rows:
+        res.skip("Codex rollouts without token usage (no requests)")
     return rows

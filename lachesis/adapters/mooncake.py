@@ -1,6 +1,8 @@
 """Mooncake FAST'25 conversation trace → per-block reuse/lifetime table (NOT a Trace).
 
-The trace has no session, agent or turn identity — only per-request arrival time, lengths and the
+Any Mooncake-format trace (``conversation_trace.jsonl``, ``toolagent_trace.jsonl``, … under any name)
+is read: a file of records ``{timestamp, input_length, output_length, hash_ids}``. The trace has no
+session, agent or turn identity — only per-request arrival time, lengths and the
 chain of 512-token prefix-block hashes (``hash_ids``) covering the input. Equal ids denote the same
 prefix KV block, so per block we can measure how often it is reused and how long it stays live
 (first to last use). That is the only lifetime this source supports; it cannot be turned into the
@@ -8,7 +10,7 @@ per-request trace contract (no context chains to split into segments), so the ad
 tables: ``AdapterResult.table`` (one row per block) and ``extra['requests']`` (:func:`request_table`,
 one row per request with its prefix-hit blocks).
 
-Columns of the block table: ``block_id``; ``uses`` (requests whose chain contains it);
+Columns of the block table: ``trace`` (the file), ``block_id``; ``uses`` (requests whose chain contains it);
 ``reuses`` = uses − 1; ``first_ms``/``last_ms`` (trace clock, ms); ``lifetime_s`` = (last − first)/1000;
 ``position`` (index in the chain at first use; ``positions`` counts the distinct positions seen).
 """
@@ -22,27 +24,28 @@ import numpy as np
 import pandas as pd
 
 from ..trace import TraceError
-from . import AdapterResult, iter_jsonl
+from . import MAX_COUNT, AdapterResult, count, find_files, iter_jsonl, read_each, require_data, stem, unique_names
 
 BLOCK_TOKENS = 512  # Mooncake FAST'25 release: hash block size in tokens (PROVENANCE.md)
-FILE = "conversation_trace.jsonl"
+TABLE_NAME = "blocks"  # ``lachesis adapt`` writes blocks.<fmt> and blocks_requests.<fmt>
 
 
 def read_requests(path: Path) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     """Requests (timestamp_ms, input_length, output_length, n_blocks) plus flat block ids and owners."""
     ts, inp, out, n, ids = [], [], [], [], []
     for lineno, rec in iter_jsonl(path):
+        where = f"line {lineno}"
         for f in ("timestamp", "input_length", "output_length"):
-            v = rec.get(f)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise TraceError(str(path), f"line {lineno}", f, "missing field" if v is None
-                                 else f"expected a non-negative integer, got {v!r}")
+            count(rec.get(f), path, where, f)
         h = rec.get("hash_ids")
-        if not isinstance(h, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in h):
-            raise TraceError(str(path), f"line {lineno}", "hash_ids",
-                             "missing field" if h is None else "expected a list of integers")
+        if not isinstance(h, list) or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < MAX_COUNT
+                                              for x in h):
+            raise TraceError(str(path), where, "hash_ids",
+                             "missing field" if h is None else "expected a list of non-negative integers")
         ts.append(rec["timestamp"]); inp.append(rec["input_length"]); out.append(rec["output_length"])
         n.append(len(h)); ids.extend(h)
+    if not ts:
+        raise TraceError(str(path), "(file)", "(records)", "no request record")
     req = pd.DataFrame(dict(timestamp_ms=np.asarray(ts, np.int64), input_length=np.asarray(inp, np.int64),
                             output_length=np.asarray(out, np.int64), n_blocks=np.asarray(n, np.int64)))
     owner = np.repeat(np.arange(len(req)), req["n_blocks"].to_numpy())
@@ -73,17 +76,27 @@ def request_table(req: pd.DataFrame, ids: np.ndarray, owner: np.ndarray) -> pd.D
     return out
 
 
-def load(root: Path) -> AdapterResult:
-    """``conversation_trace.jsonl`` → block table (and request count/consistency notes)."""
-    root = Path(root)
-    path = root / FILE if (root / FILE).exists() else root
-    res = AdapterResult(dataset=root.name)
-    req, ids, owner = read_requests(path)
-    res.table = block_table(req, ids, owner)
-    expected = -(-req["input_length"] // BLOCK_TOKENS)
-    bad = int((expected != req["n_blocks"]).sum())
-    res.notes.append(f"{len(req)} requests, {len(res.table)} distinct blocks; no sessions, so no Trace")
-    if bad:
-        res.notes.append(f"{bad} requests whose block count differs from ceil(input_length/{BLOCK_TOKENS})")
-    res.extra["requests"] = request_table(req, ids, owner)
+def load(path: Path) -> AdapterResult:
+    """Every Mooncake trace file (``*.jsonl[.gz]``) in a file or folder → block and request tables.
+
+    Block ids are local to their file (each file is its own trace), so the tables carry a ``trace``
+    column (the file's name, or its path below the folder when names repeat).
+    """
+    path = Path(path)
+    res = AdapterResult(dataset=path.name)
+    files = find_files(path, (".jsonl", ".jsonl.gz"), "Mooncake trace")
+    names = unique_names(files, path, stem)
+    parsed = read_each(res, files, lambda p, part: read_requests(p))
+    require_data(res, path, len(parsed), "Mooncake traces")
+    blocks, reqs = [], []
+    for p, (req, ids, owner) in parsed:
+        blocks.append(block_table(req, ids, owner).assign(trace=names[p]))
+        reqs.append(request_table(req, ids, owner).assign(trace=names[p]))
+        expected = -(-req["input_length"] // BLOCK_TOKENS)
+        bad = int((expected != req["n_blocks"]).sum())
+        if bad:
+            res.note(f"{names[p]}: {bad} requests whose block count differs from ceil(input_length/{BLOCK_TOKENS})")
+    res.table = pd.concat(blocks, ignore_index=True)
+    res.extra["requests"] = pd.concat(reqs, ignore_index=True)
+    res.note(f"{len(res.extra['requests'])} requests, {len(res.table)} distinct blocks; no sessions, so no Trace")
     return res

@@ -9,6 +9,12 @@ Azure arrival/length statistics (no sessions: no segments).
 Groups are ``<source>:<benchmark>[_<domain>]``; ChatDev's ``domain`` (the phase) is not used as a
 group. Worker lifetime (inter-worker axis) = last read − first write over the worker's segments,
 worker writes = the sum of their ``tokens_written``.
+
+The data is either a folder with one sub-folder per source, read as it is (e.g. the committed test
+excerpts, or a user's own copies), or the registered sources through :mod:`lachesis.datasets` (the
+offline override ``LACHESIS_DATA`` or the cache, checksums verified). A source that is not there is
+skipped and listed with the command that fetches it (``out["missing"]``). Every comparison row
+carries its sample size; a statistic from fewer than :data:`MIN_UNITS` units is flagged and not judged.
 """
 
 from __future__ import annotations
@@ -23,21 +29,17 @@ import pandas as pd
 
 from .. import characterize, paper
 from ..config import ReferenceClock
-from . import AdapterResult, load
+from . import AdapterResult, read
+
+#: ASSUMPTION: a median, a percentile ratio or a rank correlation from fewer than 20 independent units
+#: (sessions; workers for per-worker statistics; blocks) is too noisy to place inside or outside a
+#: published range: below it, a comparison row is flagged and left out of the summary's verdict.
+MIN_UNITS = 20
 
 TRACE_SOURCES = ("tau2-xai-grok-blakeelias", "tau2-qwen3.5-justinchiu", "claude_code_subagents",
                  "claude_code_more", "who_and_when", "chatdev_warehouse")
 TABLE_SOURCES = ("mooncake_fast25", "azure_llm_2023")
 ALL_SOURCES = TRACE_SOURCES + TABLE_SOURCES
-
-
-def default_local() -> Path | None:
-    """``LACHESIS_DATA``, else ``<repo>/../shared/data/traces`` when it exists, else None (use the cache)."""
-    env = os.environ.get("LACHESIS_DATA")
-    if env:
-        return Path(env)
-    p = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "traces"
-    return p if p.is_dir() else None
 
 
 def sources(source: str) -> tuple[str, ...]:
@@ -111,13 +113,38 @@ def mooncake_lifetimes(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["statistic", "value"])
 
 
-def build(source: str = "all", local: str | os.PathLike[str] | None = None, seed: int = 0) -> dict[str, Any]:
-    """All tables of the real-traces report (see module docstring)."""
-    loc = local if local else default_local()
-    info, segs, ranking, out = [], [], [], {}
+def where(name: str, data: str | os.PathLike[str] | None = None) -> Path | None:
+    """The folder of a source: ``<data>/<name>`` when ``data`` is given (None if absent), else the
+    verified registered copy (:func:`lachesis.datasets.locate`)."""
+    if data:
+        p = Path(data) / name
+        return p if p.exists() else None
+    from ..datasets import locate
+
+    return locate(name)
+
+
+def missing_table(names: list[str]) -> pd.DataFrame:
+    """The sources that could not be read, each with the command that makes it available."""
+    from ..datasets import fetch_hint
+
+    return pd.DataFrame({"source": names, "how_to_get": [fetch_hint(n) for n in names]},
+                        columns=["source", "how_to_get"])
+
+
+def build(source: str = "all", data: str | os.PathLike[str] | None = None, seed: int = 0) -> dict[str, Any]:
+    """All tables of the real-traces report (see module docstring); unavailable sources are listed in
+    ``out["missing"]`` and skipped."""
+    info, segs, ranking, out, missing = [], [], [], {}, []
     for name in sources(source):
-        res = load(name, local=loc)
-        row: dict[str, Any] = dict(source=name, skipped="; ".join(f"{k}: {v}" for k, v in res.skipped.items()),
+        root = where(name, data)
+        if root is None:
+            missing.append(name)
+            continue
+        res = read(name, root)
+        row: dict[str, Any] = dict(source=name, files=res.files, duplicates=res.duplicates,
+                                   skipped="; ".join(f"{k}: {v}" for k, v in res.skipped.items()),
+                                   failed="; ".join(f"{f}: {why}" for f, why in res.failed),
                                    notes="; ".join(res.notes))
         if res.trace is not None:
             req = res.trace.requests
@@ -133,10 +160,11 @@ def build(source: str = "all", local: str | os.PathLike[str] | None = None, seed
             row.update(requests=len(res.extra["requests"]))
         else:
             out["azure"] = res.table
-            row.update(requests=int(res.table.set_index("statistic").loc["requests", "value"]))
+            row.update(requests=int(res.table.loc[res.table["statistic"] == "requests", "value"].sum()))
         info.append(row)
+    out["missing"] = missing_table(missing)
     out["sources"] = pd.DataFrame(info)
-    seg = pd.concat(segs, ignore_index=True) if segs else pd.DataFrame(columns=["seg_class", "group"])
+    seg = pd.concat(segs, ignore_index=True) if segs else pd.DataFrame(columns=["seg_class", "group", "session_id"])
     out["segments"] = seg
     out["temporal"] = characterize.temporal_table(seg) if seg["seg_class"].isin(characterize.TEMPORAL_CLASSES).any() \
         else pd.DataFrame()
@@ -154,55 +182,99 @@ def build(source: str = "all", local: str | os.PathLike[str] | None = None, seed
     return out
 
 
+def missing_note(out: dict[str, Any]) -> str:
+    """One line per source this run could not read, with the command that fetches it."""
+    m = out["missing"]
+    if not len(m):
+        return "Every selected source was read."
+    return "\n".join([f"{len(m)} source(s) not available here, skipped:"]
+                     + [f"  {r.source}: {r.how_to_get}" for r in m.itertuples()])
+
+
+def write_missing(out: dict[str, Any], dest: str | os.PathLike[str]) -> Path:
+    """``<dest>/missing_sources.json``: the sources this run could not read and how to get each (an
+    empty list when none is missing), written atomically."""
+    import json
+
+    from ..trace import atomic_write
+
+    path = Path(dest) / "missing_sources.json"
+    rows = out["missing"].to_dict("records")
+    atomic_write(path, lambda t: t.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8"))
+    return path
+
+
 def compare(out: dict[str, Any]) -> pd.DataFrame:
-    """Ours (per group, with its sample size) beside the paper's range."""
+    """Ours (per group, with its sample size) beside the paper's range; rows from fewer than
+    :data:`MIN_UNITS` units are flagged."""
     from ..plotting import compare_table
 
-    rows: list[tuple[str, Any, Any]] = []
+    rows: list[tuple[str, Any, Any, int, str]] = []
+    seg = out.get("segments")
+    if seg is not None and len(seg):
+        sessions = seg.groupby("group")["session_id"].nunique()  # temporal: every session of the group
+        sub = seg["seg_class"].isin(["worker", "reviewer"])
+        multi = seg[sub].groupby("group")["session_id"].nunique()  # structural: sessions with sub-agents
+    else:
+        sessions = multi = pd.Series(dtype=int)
     t = out.get("temporal")
     if t is not None and len(t):
         for r in t.itertuples():
-            n = f" [{r.group}, n={r.n_laden}+{r.n_stripped}]"
+            n = f" [{r.group}, n={r.n_laden}+{r.n_stripped} segments]"
+            k = int(sessions.get(r.group, 0))
             rows += [("stripped/laden median T_norm" + n, r.median_ratio_stripped_over_laden,
-                      paper.STRIPPED_OVER_LADEN_MEDIAN_TNORM),
-                     ("temporal separability" + n, r.separability, paper.TEMPORAL_SEPARABILITY),
-                     ("laden share of turn writes" + n, r.laden_share_of_turn_writes, paper.LADEN_SHARE_OF_TURN_WRITES)]
+                      paper.STRIPPED_OVER_LADEN_MEDIAN_TNORM, k, "sessions"),
+                     ("temporal separability" + n, r.separability, paper.TEMPORAL_SEPARABILITY, k, "sessions"),
+                     ("laden share of turn writes" + n, r.laden_share_of_turn_writes, paper.LADEN_SHARE_OF_TURN_WRITES,
+                      k, "sessions")]
     s = out.get("structural")
     if s is not None and len(s):
         for r in s.itertuples():
             if r.n_lead == 0 or r.n_worker + r.n_reviewer == 0:
                 continue
-            n = f" [{r.group}, n={r.n_lead}/{r.n_worker}/{r.n_reviewer}]"
+            n = f" [{r.group}, n={r.n_lead}/{r.n_worker}/{r.n_reviewer} segments]"
+            k = int(multi.get(r.group, 0))
             if r.n_worker:
-                rows += [("lead/worker median T_norm" + n, r.lead_over_worker, paper.LEAD_OVER_WORKER_MEDIAN_TNORM),
-                         ("lead-worker separability" + n, r.separability_lead_worker, paper.STRUCTURAL_SEPARABILITY),
-                         ("lead waiting share" + n, r.lead_waiting_share, paper.LEAD_WAITING_SHARE)]
+                rows += [("lead/worker median T_norm" + n, r.lead_over_worker, paper.LEAD_OVER_WORKER_MEDIAN_TNORM,
+                          k, "sessions"),
+                         ("lead-worker separability" + n, r.separability_lead_worker, paper.STRUCTURAL_SEPARABILITY,
+                          k, "sessions"),
+                         ("lead waiting share" + n, r.lead_waiting_share, paper.LEAD_WAITING_SHARE, k, "sessions")]
             if r.n_reviewer:
                 rows.append(("lead/reviewer median T_norm" + n, r.lead_over_reviewer,
-                             paper.LEAD_OVER_REVIEWER_MEDIAN_TNORM))
+                             paper.LEAD_OVER_REVIEWER_MEDIAN_TNORM, k, "sessions"))
     iw = out.get("inter_worker")
     if iw is not None and len(iw):
         for r in iw.itertuples():
-            n = f" [{r.group}, n={r.n_workers}]"
-            rows += [("worker T_norm p90/p10" + n, r.tnorm_p90_over_p10, paper.WORKER_TNORM_P90_OVER_P10),
-                     ("worker writes p90/p10" + n, r.writes_p90_over_p10, paper.WORKER_WRITES_P90_OVER_P10),
+            n = f" [{r.group}]"
+            k = int(r.n_workers)
+            rows += [("worker T_norm p90/p10" + n, r.tnorm_p90_over_p10, paper.WORKER_TNORM_P90_OVER_P10, k, "workers"),
+                     ("worker writes p90/p10" + n, r.writes_p90_over_p10, paper.WORKER_WRITES_P90_OVER_P10, k, "workers"),
                      ("Kendall tau(T_norm, writes)" + n, r.kendall_tau_tnorm_vs_writes,
-                      paper.WORKER_TNORM_VS_TOKENS_KENDALL)]
+                      paper.WORKER_TNORM_VS_TOKENS_KENDALL, k, "workers")]
     rk = out.get("ranking")
     if rk is not None and "kendall_tau" in rk:
         for r in rk.dropna(subset=["kendall_tau"]).itertuples():
-            n = f" [{r.source}, n={int(r.n_workers)} workers/{int(r.n_sessions)} sessions]"
-            rows += [("spawn-record ranker Kendall tau (out of fold)" + n, r.kendall_tau, paper.RANKER_KENDALL_TAU),
+            n = f" [{r.source}, {int(r.n_workers)} workers]"
+            k = int(r.n_sessions)  # folds are whole sessions: the independent unit of the ranking
+            rows += [("spawn-record ranker Kendall tau (out of fold)" + n, r.kendall_tau, paper.RANKER_KENDALL_TAU,
+                      k, "sessions"),
                      ("ranker k=n/10: share of the k shortest-lived" + n, r.share_k_shortest,
-                      paper.FIG7B_AT_K10["share_of_k_shortest"]),
+                      paper.FIG7B_AT_K10["share_of_k_shortest"], k, "sessions"),
                      ("ranker k=n/10: share of the k longest-lived" + n, r.share_k_longest,
-                      paper.FIG7B_AT_K10["share_of_k_longest"])]
+                      paper.FIG7B_AT_K10["share_of_k_longest"], k, "sessions")]
     m = out.get("mooncake")
     if m is not None:
         v = m.set_index("statistic")["value"]
         rows.append(("Mooncake reused-block lifetime p90/p10 [mooncake_fast25]", v["lifetime_reused_p90_over_p10"],
-                     "n/a (paper: no block-level trace)"))
-    return compare_table(rows) if rows else pd.DataFrame(columns=["statistic", "ours", "paper"])
+                     "n/a (paper: no block-level trace)", int(v["reused_blocks"]), "reused blocks"))
+    if not rows:
+        return pd.DataFrame(columns=["statistic", "ours", "paper", "in_paper_range", "note", "n", "unit", "flag"])
+    cmp = compare_table([r[:3] for r in rows])
+    cmp["n"] = [r[3] for r in rows]
+    cmp["unit"] = [r[4] for r in rows]
+    cmp["flag"] = [f"fewer than {MIN_UNITS} {r[4]}: not judged" if r[3] < MIN_UNITS else "" for r in rows]
+    return cmp
 
 
 def figure(out: dict[str, Any]):
@@ -259,13 +331,17 @@ def figure(out: dict[str, Any]):
 
 
 def summary_sentences(cmp: pd.DataFrame) -> str:
-    """Wording computed from the comparison table, so it stays true for any source selection."""
-    judged = cmp[cmp["in_paper_range"].isin(["yes", "partly", "no"])]
+    """Wording computed from the comparison table, so it stays true for any source selection; rows
+    flagged for a small sample are counted apart and never judged."""
+    flagged = cmp["flag"].ne("") if "flag" in cmp else pd.Series(False, index=cmp.index)
+    tail = (f" {int(flagged.sum())} statistic(s) come from fewer than {MIN_UNITS} units (sessions, workers or blocks) "
+            "and are not judged." if flagged.any() else "")
+    judged = cmp[cmp["in_paper_range"].isin(["yes", "partly", "no"]) & ~flagged]
     if not len(judged):
-        return "No statistic here has a paper range to compare with."
+        return "No statistic here has both a paper range and a large enough sample to judge." + tail
     inside = judged[judged["in_paper_range"] == "yes"]
     kinds = judged["statistic"].str.replace(r" \[.*\]$", "", regex=True)
     per = judged.assign(kind=kinds, inside=judged["in_paper_range"].eq("yes")).groupby("kind")["inside"].agg(["sum", "size"])
     parts = [f"{k}: {int(r['sum'])}/{int(r['size'])}" for k, r in per.iterrows()]
-    return (f"{len(inside)} of {len(judged)} per-source statistics fall inside the paper's range "
-            f"({'; '.join(parts)}).")
+    return (f"{len(inside)} of {len(judged)} per-source statistics with at least {MIN_UNITS} units fall inside the "
+            f"paper's range ({'; '.join(parts)})." + tail)

