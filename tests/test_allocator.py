@@ -191,7 +191,9 @@ def test_parse_event_errors():
     with pytest.raises(ValueError, match="tokens"):
         parse_event((0, "write", "a", "worker", -1))
     with pytest.raises(ValueError, match="kind"):
-        parse_event((0, "read", "a"))
+        parse_event((0, "touch", "a"))
+    with pytest.raises(ValueError, match="read needs"):
+        parse_event((0, "read", "a"))  # "read" is a kind now; it needs its token count
     with pytest.raises(ValueError, match="close"):
         parse_event((0, "close", "a", 1.0, "extra"))
     with pytest.raises(ValueError, match="last_use"):
