@@ -82,6 +82,30 @@ def test_hbm_first_reclaim_evicts_dead_hbm_before_spilling():
     assert reclaim.tokens.tolist() == [9, 0] and reclaim.evicted_blocks == 3  # a's 3 tail blocks
 
 
+def test_hbm_first_reclaim_is_a_vllm_style_pool():
+    """Never-used HBM blocks first, then the least recently used cached HBM blocks (by last read, a
+    segment's tail first), then HBF; live segments are never evicted (HBMFirstReclaim docstring)."""
+    t = table(HBMFirstReclaim(), hbm=4, hbf=4)
+    t.add_write("a", 2, seg_class="reasoning_laden")  # HBM 0, 1
+    t.add_write("b", 1, seg_class="reasoning_laden")  # HBM 2
+    t.close("a", now=5.0, last_use=1.0)
+    t.close("b", now=6.0, last_use=0.5)  # closed later, read earlier: least recently used
+    t.add_write("c", 2, seg_class="worker")  # never-used block 3, then b's block
+    assert tiers_of(t, "c") == [0, 0] and t.totals.evicted_blocks == 1 and t.blocks_of("a").tolist() == [0, 1]
+    t.add_write("d", 3, seg_class="worker")  # a's blocks, tail first; then HBF (HBM holds only live c, d)
+    assert tiers_of(t, "d") == [0, 0, 1] and t.totals.evicted_blocks == 3
+    assert t.blocks_of("d").tolist()[:2] == [1, 0]
+    with pytest.raises(KeyError):
+        t.blocks_of("a")
+    assert t.totals.tokens.tolist() == [7, 1]
+    plain = table(HBMFirst(), hbm=4, hbf=4)  # the paper's baseline: dead HBM stays cached while HBF has room
+    for sid, n, close in (("a", 2, 1.0), ("b", 1, 0.5), ("c", 2, None), ("d", 3, None)):
+        plain.add_write(sid, n, seg_class="reasoning_laden")
+        if close is not None:
+            plain.close(sid, now=6.0, last_use=close)
+    assert plain.totals.tokens.tolist() == [4, 4] and plain.totals.evicted_blocks == 0
+
+
 # -- predictive path ------------------------------------------------------------------------------------
 
 
