@@ -656,8 +656,11 @@ class SegmentTable:
         """(rank keys, blocks, total HBM blocks) of the live workers in open order, and one worker's
         position: :meth:`live_workers` + :meth:`worker_position` in one call (read-only arrays)."""
         row = self._worker_row(segment_id)
-        keys, blocks, hbm = self._ws.live("key", "blocks", "hbm")
-        return keys, blocks, int(hbm.sum()), self._ws.position(row)
+        ws, n = self._ws, self._ws.n
+        if ws.dead:
+            m = ws.alive[:n]
+            return ws.key[:n][m], ws.blocks[:n][m], int(ws.hbm[:n][m].sum()), int(m[: row.wslot].sum())
+        return ws.key[:n], ws.blocks[:n], int(ws.hbm[:n].sum()), row.wslot  # every slot is alive
 
     def _worker_row(self, segment_id: str) -> _Row:
         row = self._workers.get(segment_id)
@@ -730,8 +733,8 @@ class SegmentTable:
                 for r in self._live.values()]
 
 
-def _opt_float(ev: Sequence[Any], i: int, field_name: str) -> float:
-    """Optional float field i of an event (NaN when absent or None)."""
+def _field_float(ev: Sequence[Any], i: int, field_name: str) -> float:
+    """Optional float field i of an event (NaN when absent or None), ValueError naming the field."""
     if len(ev) <= i or ev[i] is None:
         return math.nan
     try:
@@ -740,7 +743,8 @@ def _opt_float(ev: Sequence[Any], i: int, field_name: str) -> float:
         raise ValueError(f"event {ev!r}: field {field_name!r} must be a number, got {ev[i]!r}") from None
 
 
-def _count(ev: Sequence[Any], i: int, field_name: str) -> int:
+def _field_count(ev: Sequence[Any], i: int, field_name: str) -> int:
+    """Non-negative integer field i of an event, ValueError naming the field."""
     x = ev[i]
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer, float, np.floating)) or int(x) != x or x < 0:
         raise ValueError(f"event {ev!r}: field {field_name!r} must be a non-negative integer")
@@ -757,20 +761,23 @@ def parse_event(ev: Sequence[Any]) -> tuple:
         raise ValueError(f"event {ev!r}: expected at least (time, kind, id)")
     t, kind = float(ev[0]), ev[1]
     if kind == "write":
-        if len(ev) < 5 or len(ev) > 9:
+        n = len(ev)
+        if n < 5 or n > 9:
             raise ValueError(f"event {ev!r}: write needs (t, 'write', segment_id, seg_class, tokens"
                              f"[, session_id[, rank_key[, close_s[, final_tokens]]]])")
-        tok = _count(ev, 4, "tokens")
-        session = str(ev[5]) if len(ev) > 5 and ev[5] is not None else ""
-        final = _opt_float(ev, 8, "final_tokens")
+        tok = _field_count(ev, 4, "tokens")
+        session = str(ev[5]) if n > 5 and ev[5] is not None else ""
+        key = _field_float(ev, 6, "rank_key") if n > 6 else math.nan
+        if n < 8:
+            return (t, "write", str(ev[2]), str(ev[3]), tok, session, key, math.nan, math.nan)
+        final = _field_float(ev, 8, "final_tokens")
         if not (math.isnan(final) or (final >= 0 and math.isfinite(final))):
             raise ValueError(f"event {ev!r}: field 'final_tokens' must be a finite number >= 0 (or None)")
-        return (t, "write", str(ev[2]), str(ev[3]), tok, session, _opt_float(ev, 6, "rank_key"),
-                _opt_float(ev, 7, "close_s"), final)
+        return (t, "write", str(ev[2]), str(ev[3]), tok, session, key, _field_float(ev, 7, "close_s"), final)
     if kind == "read":
         if len(ev) != 4:
             raise ValueError(f"event {ev!r}: read needs (t, 'read', segment_id, read_tokens)")
-        return (t, "read", str(ev[2]), _count(ev, 3, "read_tokens"))
+        return (t, "read", str(ev[2]), _field_count(ev, 3, "read_tokens"))
     if kind == "close":
         if len(ev) not in (3, 4):
             raise ValueError(f"event {ev!r}: close needs (t, 'close', segment_id[, last_use])")
@@ -818,8 +825,9 @@ def replay_events(events: Iterable[Sequence[Any]], policy: Policy | str, hbm_blo
             kind = ev[1]
             if kind == "write":
                 _, _, sid, cls, tok, session, key, close_s, final = ev
-                if sid in table and table.seg_class_of(sid) != cls:
-                    raise ValueError(f"segment {sid!r} written as {cls!r} but opened as {table.seg_class_of(sid)!r}")
+                row = table._live.get(sid)
+                if row is not None and row.seg_class != cls:
+                    raise ValueError(f"segment {sid!r} written as {cls!r} but opened as {row.seg_class!r}")
                 table.add_write(sid, tok, ev[0], seg_class=cls, session_id=session, rank_key=key,
                                 close_s=close_s, final_tokens=final)
             elif kind == "read":

@@ -33,9 +33,8 @@ from __future__ import annotations
 import bisect
 import math
 from collections import deque
-from dataclasses import dataclass
 from enum import IntEnum
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -104,15 +103,18 @@ DEFAULT_BOUNDARY = {
 }
 
 
+_CLASS_SET = frozenset(SEG_CLASSES)
+
+
 def check_class(segment_id: str, seg_class: str) -> None:
     """Raise ValueError naming the segment when ``seg_class`` is not one of :data:`SEG_CLASSES`."""
-    if seg_class not in SEG_CLASSES:
+    if seg_class not in _CLASS_SET:
         raise ValueError(f"segment {segment_id!r}: unknown seg_class {seg_class!r}; expected one of {sorted(SEG_CLASSES)}")
 
 
-@dataclass(frozen=True)
-class SegmentInfo:
-    """What the harness reported about a segment, plus its size, at a placement decision.
+class SegmentInfo(NamedTuple):
+    """What the harness reported about a segment, plus its size, at a placement decision (immutable;
+    a named tuple because one is built per decision).
 
     ``close_s`` and ``final_tokens`` are clairvoyant facts (when the segment will close, how many
     tokens it will have written) that only an oracle is given; NaN when unknown."""
@@ -177,16 +179,26 @@ class PlacementStats:
                 self.reviewer_blocks_ema += self.alpha * (n_blocks - self.reviewer_blocks_ema)
             self.closed_reviewers += 1
         if tokens > 0:
-            for acc in (self._reuse_session.setdefault(session_id, {}).setdefault(seg_class, [0, 0]),
-                        self._reuse_class.setdefault(seg_class, [0, 0]), self._reuse_node):
+            per_session = self._reuse_session.get(session_id)
+            if per_session is None:
+                per_session = self._reuse_session[session_id] = {}
+            mine = per_session.get(seg_class)
+            if mine is None:
+                mine = per_session[seg_class] = [0, 0]
+            cls = self._reuse_class.get(seg_class)
+            if cls is None:
+                cls = self._reuse_class[seg_class] = [0, 0]
+            for acc in (mine, cls, self._reuse_node):
                 acc[0] += reads
                 acc[1] += tokens
             rho = reads / tokens
-            self._rho_recent.append(rho)
-            if len(self._rho_recent) > self.rho_window:
-                self._rho_dropped.append(self._rho_recent.popleft())
-            self._rho_added.append(rho)
-            if len(self._rho_added) > self.rho_window:  # nobody asked for a while: re-sort on the next ask
+            recent = self._rho_recent
+            recent.append(rho)
+            if len(recent) > self.rho_window:
+                self._rho_dropped.append(recent.popleft())
+            added = self._rho_added
+            added.append(rho)
+            if len(added) > self.rho_window:  # nobody asked for a while: re-sort on the next ask
                 self._rho_added, self._rho_dropped, self._rho_resort = [], [], True
 
     def session_ended(self, session_id: str) -> None:
