@@ -57,6 +57,7 @@ import numpy as np
 
 from lachesis.kv import (
     DEFAULT_BOUNDARY,
+    RHO_WINDOW,
     SEG_CLASSES,
     AllocationError,
     PlacementStats,
@@ -250,6 +251,13 @@ class WriteTotals:
         }
 
 
+def _as_float(x: Any, segment_id: str, field_name: str) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        raise ValueError(f"segment {segment_id!r}: {field_name} must be a number (or NaN), got {x!r}") from None
+
+
 class _Row:
     """One live (or cached dead) segment: its metadata and block ids as numpy chunks."""
 
@@ -374,7 +382,7 @@ class SegmentTable:
         self.allocator = allocator
         self.policy = policy
         self.block_tokens = int(block_tokens)
-        self.stats = PlacementStats(rho_window=getattr(policy, "rho_window", PlacementStats().rho_window))
+        self.stats = PlacementStats(rho_window=getattr(policy, "rho_window", RHO_WINDOW))
         self.bytes_per_token = int(bytes_per_token)
         # Python-int counters on the hot path; :attr:`totals` snapshots them as a WriteTotals.
         self._tok = [0, 0]
@@ -430,13 +438,15 @@ class SegmentTable:
         row = _Row(segment_id, seg_class, str(session_id), str(role or ""),
                    float(rank_key) if rank_key is not None else math.nan,
                    boundary or DEFAULT_BOUNDARY[seg_class])
-        if close_s is not None and close_s == close_s:
-            row.close_s = float(close_s)
-        if final_tokens is not None and final_tokens == final_tokens:
-            if not (final_tokens >= 0 and math.isfinite(final_tokens)):
-                raise ValueError(f"segment {segment_id!r}: final_tokens must be a finite number >= 0 (or NaN), got {final_tokens}")
-            row.final_tokens = float(final_tokens)
-            row.final_blocks = float(math.ceil(final_tokens / self.block_tokens))
+        if close_s is not None:
+            row.close_s = _as_float(close_s, segment_id, "close_s")
+        if final_tokens is not None:
+            final = _as_float(final_tokens, segment_id, "final_tokens")
+            if final == final:
+                if not (final >= 0 and math.isfinite(final)):
+                    raise ValueError(f"segment {segment_id!r}: final_tokens must be a finite number >= 0 (or NaN), got {final_tokens!r}")
+                row.final_tokens = final
+                row.final_blocks = float(math.ceil(final / self.block_tokens))
         row.last_use = float(now)
         self._live[segment_id] = row
         self._by_session.setdefault(row.session_id, {})[segment_id] = None

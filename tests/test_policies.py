@@ -333,6 +333,9 @@ def test_oracle_keeps_shortest_remaining_lifetime_in_hbm():
         Oracle().tier(SegmentInfo("mid", "chat"), t)
     with pytest.raises(ValueError, match="final_tokens"):
         t.add_write("x", 1, seg_class="worker", final_tokens=-3)
+    with pytest.raises(ValueError, match="close_s must be a number"):
+        t.add_write("x", 1, seg_class="worker", close_s="soon")  # type: ignore[arg-type]
+    assert "x" not in t  # a rejected open leaves no row
 
 
 def test_oracle_beats_lachesis_when_it_knows_which_worker_returns_first():
