@@ -1,4 +1,4 @@
-"""The KV vocabulary, defined once: tiers, segment classes and boundaries, and the policy contract (§3–§4, DESIGN §3, §5).
+"""The KV vocabulary the allocator and the placement policies share, defined once (§3–§4, DESIGN §3, §5).
 
 Everything the allocator (:mod:`lachesis.allocator`), the placement policies
 (:mod:`lachesis.policies`) and their callers share lives here and is imported downward
@@ -7,13 +7,10 @@ short-/long-lived split, the boundary kinds, what a placement decision is told a
 (:class:`SegmentInfo`) and about memory (:class:`MemoryView`, :class:`PlacementStats`), and the
 :class:`Policy` protocol itself.
 
-Statistics of closed segments that policies use (:class:`PlacementStats`) are NAMED ASSUMPTIONS,
-each with its knob:
+Statistics of closed segments that policies use (:class:`PlacementStats`): the worker-size and
+reviewer-reservation estimates are stated with the predictive path in :mod:`lachesis.policies`;
+the reuse estimates are NAMED ASSUMPTIONS here, each with its knob:
 
-* Worker size at spawn: the mean size in blocks of the workers closed so far (0 before any).
-* Reviewer reservation: ``ceil(R_ema * N_ema)`` blocks, ``R_ema`` an EMA (``alpha``, default
-  :data:`EMA_ALPHA`) of closed reviewer sizes, ``N_ema`` an EMA of the live-reviewer count sampled
-  at every open (see :mod:`lachesis.policies`).
 * Realized reuse (Eq. 3): a closed segment's ρR/W = decode-stage reads reported for it
   (:meth:`lachesis.allocator.SegmentTable.add_reads`) / tokens it wrote; segments that wrote no
   token carry no ρ.  The predicted ρ of a segment is the token-weighted ρ of the earlier closed
@@ -133,7 +130,7 @@ class SegmentInfo(NamedTuple):
     final_tokens: float = math.nan  # clairvoyant: tokens it will have written when it closes
 
 
-EMA_ALPHA = 0.1  # ASSUMPTION: smoothing of the reviewer-reservation EMAs (module docstring)
+EMA_ALPHA = 0.1  # ASSUMPTION: smoothing of the reviewer-reservation EMAs (lachesis.policies docstring)
 RHO_WINDOW = 1024  # ASSUMPTION: closed segments whose realized ρ form the threshold distribution
 
 
