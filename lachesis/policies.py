@@ -200,8 +200,9 @@ class Lachesis:
 
 
 class ReuseThreshold:
-    """Selection by read-to-write ratio, as Kyung et al. select KV for HBF [23] (§2.3, §3.4): a
-    segment's new blocks go to HBF when its predicted ρR/W (Eq. 3) exceeds a threshold, else to HBM.
+    """Selection by read-to-write ratio, as Kyung et al. select KV for HBF [23] (§2.3): a segment's
+    new blocks go to HBF when its predicted ρR/W (Eq. 3) exceeds a threshold, else to HBM.  The
+    baseline for §3.4's claim that reuse "should not be used as a proxy for lifetime".
 
     ASSUMPTION (prediction at write time): ρR/W is realized only once a segment's reads are done, so
     the prediction is :meth:`~lachesis.kv.PlacementStats.predicted_rho`: the realized ρ of the same
@@ -244,8 +245,9 @@ class ReuseThreshold:
 
 class Oracle:
     """Clairvoyant placement: it knows every live segment's close time and final size at write time
-    and keeps the shortest-remaining-lifetime segments in HBM while they fit.  A clairvoyant
-    heuristic that bounds what lifetime knowledge can buy, not a proven optimum, and not deployable.
+    and keeps the shortest-remaining-lifetime segments in HBM while they fit.  An upper bound in
+    spirit on what lifetime knowledge can buy: a clairvoyant heuristic, not a proven optimum, and
+    not deployable.
 
     Rule: rank every live segment by close time (unknown = never, last; ties in open order); a
     segment's HBM demand is the HBM blocks it holds plus the blocks it has still to write (final
@@ -277,16 +279,16 @@ POLICIES: dict[str, type] = {p.name: p for p in (HBMFirst, HBMFirstReclaim, Dete
 
 
 def _knobs(spec: str, text: str) -> dict[str, Any]:
+    """``key=value,...`` of a policy spec as numbers (int when written as digits)."""
     out: dict[str, Any] = {}
     for part in text.split(","):
         key, eq, value = part.partition("=")
         if not eq or not key.strip():
             raise ValueError(f"policy {spec!r}: expected name:key=value[,key=value...], got {part!r}")
         try:
-            num = float(value)
+            out[key.strip()] = int(value) if value.strip().isdigit() else float(value)
         except ValueError:
             raise ValueError(f"policy {spec!r}: knob {key.strip()!r} must be a number, got {value!r}") from None
-        out[key.strip()] = int(num) if num.is_integer() and "." not in value and "e" not in value.lower() else num
     return out
 
 
