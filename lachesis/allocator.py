@@ -1,4 +1,4 @@
-"""Two-tier KV block allocator and segment table (§4, Fig. 8; DESIGN §5 contract).
+"""Two-tier KV block allocator and segment table: where each KV block lives (§4, Fig. 8; DESIGN §5 contract).
 
 :class:`TieredAllocator` keeps one free list per tier (HBM, HBF) as numpy stacks; a block id's
 tier is implied by its range (``[0, hbm_blocks)`` is HBM, ``[hbm_blocks, hbm_blocks+hbf_blocks)``
@@ -10,8 +10,9 @@ to the list it came from.  Every call is O(n) numpy work, never a Python loop pe
 :class:`SegmentTable` is Lachesis' segment table: one row per live segment (id, class, closing
 boundary, session, rank key, block ids as a list of numpy chunks).  ``add_write(segment_id,
 n_tokens)`` fills the segment's partially-filled last block first, then asks the policy
-(:mod:`lachesis.policies`) for the tier of the new blocks; ``close(segment_id)`` frees the row's
-blocks at its boundary — or, for a boundary-unaware policy (HBM-first), keeps them cached as
+(:mod:`lachesis.policies`) for the tier of the new blocks; ``add_reads`` records the decode-stage
+reads of a segment (Eq. 3) that reuse-based policies learn from; ``close(segment_id)`` frees the
+row's blocks at its boundary — or, for a boundary-unaware policy (HBM-first), keeps them cached as
 dead blocks that are evicted least-recently-used first, across both tiers, only when an allocation
 cannot be served from free blocks (vLLM-style prefix-cache block pool).  Written KV is counted at
 token level per tier and per class, so bytes written = bytes placed in HBM + bytes placed in HBF.
@@ -21,9 +22,13 @@ replays the same list through a naive one-object-per-block allocator, and the tw
 
 Event format (tuples; trailing fields optional)::
 
-    (t, "write", segment_id, seg_class, tokens[, session_id[, rank_key]])
+    (t, "write", segment_id, seg_class, tokens[, session_id[, rank_key[, close_s[, final_tokens]]]])
+    (t, "read", segment_id, read_tokens)  # decode-stage reads of a live segment (Eq. 3)
     (t, "close", segment_id[, last_use])   # last_use: when it was last read (default t), for LRU
     (t, "session_end", session_id)        # closes every live segment of the session
+
+``close_s``/``final_tokens`` (NaN or None when unknown) are the clairvoyant facts only the oracle
+policy uses; like ``session_id`` and ``rank_key`` they are taken when the write opens the segment.
 
 ASSUMPTIONS (named):
 
@@ -36,87 +41,51 @@ ASSUMPTIONS (named):
   first all free blocks are taken (requested tier first), then exactly the missing number of
   blocks is evicted from dead segments in order of their last use (the ``last_use`` given at
   close, default the close time; a dead segment is never read again, rematerialized KV being a
-  new segment, DESIGN §3), ties in close order, within a segment tail blocks first (as vLLM frees a request's blocks in reverse order), and those
-  blocks serve the rest (requested tier first).  Live segments are never evicted.
+  new segment, DESIGN §3), ties in close order, within a segment tail blocks first (as vLLM frees
+  a request's blocks in reverse order), and those blocks serve the rest (requested tier first).
+  Live segments are never evicted.
 """
 
 from __future__ import annotations
 
-import math
 import heapq
+import math
 from dataclasses import dataclass, field
-from enum import IntEnum
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-if TYPE_CHECKING:  # pragma: no cover
-    from lachesis.policies import Policy, PlacementStats
+from lachesis.kv import (
+    DEFAULT_BOUNDARY,
+    RHO_WINDOW,
+    SEG_CLASSES,
+    AllocationError,
+    PlacementStats,
+    Policy,
+    SegmentInfo,
+    Tier,
+    as_tier,
+    check_class,
+)
+from lachesis.policies import as_policy
 
 __all__ = [
-    "Tier",
-    "AllocationError",
     "TieredAllocator",
     "SegmentTable",
     "WriteTotals",
     "replay_events",
     "parse_event",
+    "annotate_clairvoyant",
+    # the vocabulary, re-exported from lachesis.kv for callers that import it from here
+    "Tier",
+    "AllocationError",
     "SEG_CLASSES",
     "DEFAULT_BOUNDARY",
 ]
 
-#: Segment classes (segments contract, DESIGN §3).
-SEG_CLASSES = frozenset({"reasoning_laden", "reasoning_stripped", "lead", "worker", "reviewer"})
-#: Closing boundary per class when the caller does not give one (DESIGN §3).
-DEFAULT_BOUNDARY = {
-    "reasoning_laden": "turn_end",
-    "reasoning_stripped": "session_end",
-    "lead": "session_end",
-    "worker": "subagent_return",
-    "reviewer": "subagent_return",
-}
-
-
-class Tier(IntEnum):
-    """Memory tier of a KV block."""
-
-    HBM = 0
-    HBF = 1
-
-
-class AllocationError(RuntimeError):
-    """Raised when an allocation cannot be served, or on a bad free (double free, unknown id)."""
-
-
 _TIERS = (Tier.HBM, Tier.HBF)
 _EMPTY = np.zeros(0, dtype=np.int64)
 _EMPTY.flags.writeable = False
-
-
-def _segment_info() -> type:
-    """lachesis.policies.SegmentInfo (imported lazily: policies imports this module)."""
-    global _SEGMENT_INFO
-    if _SEGMENT_INFO is None:
-        from lachesis.policies import SegmentInfo
-
-        _SEGMENT_INFO = SegmentInfo
-    return _SEGMENT_INFO
-
-
-_SEGMENT_INFO: type | None = None
-
-
-def _tier(tier: Tier | int | str) -> Tier:
-    if tier.__class__ is Tier:
-        return tier  # type: ignore[return-value]
-    if isinstance(tier, str):
-        try:
-            return Tier[tier.upper()]
-        except KeyError:
-            raise ValueError(f"unknown tier {tier!r}; expected 'HBM' or 'HBF'") from None
-    if tier in (0, 1):
-        return _TIERS[int(tier)]
-    raise ValueError(f"unknown tier {tier!r}; expected Tier.HBM (0) or Tier.HBF (1)")
 
 
 class TieredAllocator:
@@ -142,25 +111,21 @@ class TieredAllocator:
     # -- counters ------------------------------------------------------------------------------
     def free_blocks(self, tier: Tier | int) -> int:
         """Blocks on the tier's free list."""
-        return self._top[_tier(tier)]
+        return self._top[as_tier(tier)]
 
     def used_blocks(self, tier: Tier | int) -> int:
         """Blocks of the tier currently allocated."""
-        t = _tier(tier)
+        t = as_tier(tier)
         return int(self.capacity[t]) - self._top[t]
 
     def tier_of(self, block_ids: np.ndarray) -> np.ndarray:
         """Tier (0 HBM, 1 HBF) of each block id, as uint8."""
         return (np.asarray(block_ids, dtype=np.int64) >= self.hbm_blocks).astype(np.uint8)
 
-    def is_used(self, block_ids: np.ndarray) -> np.ndarray:
-        """Boolean per block id: currently allocated."""
-        return self._state[np.asarray(block_ids, dtype=np.int64)] == 1
-
     # -- the two calls ---------------------------------------------------------------------------
     def alloc(self, tier: Tier | int, n: int) -> np.ndarray:
         """n block ids (int64): from ``tier`` while its free list lasts, the rest from the other tier."""
-        t = _tier(tier)
+        t = as_tier(tier)
         n = int(n)
         if n < 0:
             raise ValueError(f"alloc: n must be >= 0, got {n}")
@@ -286,11 +251,19 @@ class WriteTotals:
         }
 
 
+def _as_float(x: Any, segment_id: str, field_name: str) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        raise ValueError(f"segment {segment_id!r}: {field_name} must be a number (or NaN), got {x!r}") from None
+
+
 class _Row:
     """One live (or cached dead) segment: its metadata and block ids as numpy chunks."""
 
     __slots__ = ("segment_id", "seg_class", "session_id", "role", "rank_key", "boundary", "chunks",
-                 "n_blocks", "n_hbm", "n_tokens", "last_tier", "last_use", "wslot", "tier_pref")
+                 "n_blocks", "n_hbm", "n_tokens", "last_tier", "last_use", "wslot", "aslot", "tier_pref",
+                 "reads", "close_s", "final_tokens", "final_blocks")
 
     def __init__(self, segment_id: str, seg_class: str, session_id: str, role: str, rank_key: float, boundary: str) -> None:
         self.segment_id = segment_id
@@ -306,7 +279,12 @@ class _Row:
         self.last_tier = 0  # tier of the segment's last (possibly partial) block
         self.last_use = 0.0
         self.wslot = -1  # slot in the table's live-worker arrays (workers only)
+        self.aslot = -1  # slot in the table's live-segment arrays (once a policy asked for them)
         self.tier_pref: Tier | None = None  # the policy's latest decision for this segment
+        self.reads = 0  # decode-stage reads reported so far (Eq. 3)
+        self.close_s = math.nan  # clairvoyant close time (oracle)
+        self.final_tokens = math.nan  # clairvoyant final size in tokens (oracle)
+        self.final_blocks = math.nan  # the same in blocks
 
     def block_ids(self) -> np.ndarray:
         if not self.chunks:
@@ -316,28 +294,102 @@ class _Row:
         return self.chunks[0]
 
 
+class _Slots:
+    """Live rows as parallel numpy columns in open order (vectorized rankings); a closed row's slot
+    is masked and the columns are compacted once most slots are dead."""
+
+    __slots__ = ("attr", "n", "dead", "ids", "key", "close", "final", "blocks", "hbm", "alive", "rows")
+
+    def __init__(self, attr: str) -> None:
+        self.attr = attr  # the _Row attribute holding a row's slot
+        self.n = 0
+        self.dead = 0
+        self.ids = np.empty(64, dtype=object)
+        self.key = np.empty(64, dtype=np.float64)  # rank key
+        self.close = np.empty(64, dtype=np.float64)  # clairvoyant close time
+        self.final = np.empty(64, dtype=np.float64)  # clairvoyant final size in blocks
+        self.blocks = np.zeros(64, dtype=np.int64)
+        self.hbm = np.zeros(64, dtype=np.int64)
+        self.alive = np.zeros(64, dtype=bool)
+        self.rows: list[_Row | None] = []
+
+    _COLS = ("ids", "key", "close", "final", "blocks", "hbm", "alive")
+
+    def add(self, row: _Row) -> None:
+        if self.n == self.ids.size:
+            for c in self._COLS:
+                a = getattr(self, c)
+                setattr(self, c, np.concatenate([a, np.zeros_like(a)]))
+        i = self.n
+        self.ids[i] = row.segment_id
+        self.key[i] = row.rank_key
+        self.close[i] = row.close_s
+        self.final[i] = row.final_blocks
+        self.blocks[i] = row.n_blocks
+        self.hbm[i] = row.n_hbm
+        self.alive[i] = True
+        self.rows.append(row)
+        setattr(row, self.attr, i)
+        self.n += 1
+
+    def remove(self, row: _Row) -> None:
+        i = getattr(row, self.attr)
+        self.alive[i] = False
+        self.rows[i] = None
+        setattr(row, self.attr, -1)
+        self.dead += 1
+        if self.dead > 64 and 2 * self.dead > self.n:
+            self.compact()
+
+    def compact(self) -> None:
+        m = self.alive[: self.n]
+        k = int(m.sum())
+        for c in self._COLS:
+            a = getattr(self, c)
+            a[:k] = a[: self.n][m]
+        self.alive[k : self.n] = False
+        self.rows = [r for r in self.rows if r is not None]
+        for i, r in enumerate(self.rows):
+            setattr(r, self.attr, i)
+        self.n, self.dead = k, 0
+
+    def position(self, row: _Row) -> int:
+        """Index of a row among the live slots (open order)."""
+        i = getattr(row, self.attr)
+        return int(self.alive[:i].sum()) if self.dead else i
+
+    def live(self, *cols: str) -> tuple[np.ndarray, ...]:
+        """The named columns over live slots, in open order (views when no slot is dead)."""
+        n = self.n
+        if self.dead:
+            m = self.alive[:n]
+            return tuple(getattr(self, c)[:n][m] for c in cols)
+        return tuple(getattr(self, c)[:n] for c in cols)
+
+
 class SegmentTable:
     """Lachesis' segment table over a :class:`TieredAllocator`, placing new blocks by a policy.
 
-    It also implements :class:`lachesis.policies.MemoryView` (``table.view is table``).
+    It also implements :class:`lachesis.kv.MemoryView` (``table.view is table``).  ``policy`` is a
+    policy object or a registered name (:func:`lachesis.policies.as_policy`).
     """
 
-    def __init__(self, allocator: TieredAllocator, policy: "Policy", block_tokens: int = 16, bytes_per_token: int = 1) -> None:
-        from lachesis.policies import PlacementStats
-
+    def __init__(self, allocator: TieredAllocator, policy: Policy | str, block_tokens: int = 16,
+                 bytes_per_token: int = 1) -> None:
         if int(block_tokens) <= 0:
             raise ValueError(f"block_tokens must be > 0, got {block_tokens}")
+        policy = as_policy(policy)
         self.allocator = allocator
         self.policy = policy
         self.block_tokens = int(block_tokens)
-        self.stats: PlacementStats = PlacementStats()
+        self.stats = PlacementStats(rho_window=getattr(policy, "rho_window", RHO_WINDOW))
         self.bytes_per_token = int(bytes_per_token)
         # Python-int counters on the hot path; :attr:`totals` snapshots them as a WriteTotals.
         self._tok = [0, 0]
         self._tok_class: dict[str, list[int]] = {}
         self._blk = [0, 0]
         self._evicted = 0
-        self._live: dict[str, _Row] = {}
+        self._live: dict[str, _Row] = {}  # in open order
         self._by_session: dict[str, dict[str, None]] = {}  # session -> its live segment ids, in open order
         self._workers: dict[str, _Row] = {}
         self._reviewers: dict[str, _Row] = {}
@@ -349,15 +401,8 @@ class SegmentTable:
         self._n_closed = 0
         self._dead_blocks = [0, 0]  # cached dead blocks per tier [HBM, HBF]
         self._closed_ids: set[str] = set()
-        # Live workers as slot arrays in open order (vectorized ranking; compacted as workers close).
-        self._w_n = 0
-        self._w_dead = 0
-        self._w_ids = np.empty(64, dtype=object)
-        self._w_keys = np.empty(64, dtype=np.float64)
-        self._w_blocks = np.zeros(64, dtype=np.int64)
-        self._w_hbm = np.zeros(64, dtype=np.int64)
-        self._w_alive = np.zeros(64, dtype=bool)
-        self._w_rows: list[_Row | None] = []
+        self._ws = _Slots("wslot")  # live workers (the predictive path's ranking)
+        self._as: _Slots | None = None  # every live segment, built the first time a policy asks
 
     @property
     def view(self) -> "SegmentTable":
@@ -380,30 +425,44 @@ class SegmentTable:
 
     # -- harness-facing calls ----------------------------------------------------------------------
     def open(self, segment_id: str, seg_class: str, session_id: str = "", role: str = "",
-             rank_key: float = math.nan, boundary: str | None = None, now: float = 0.0) -> None:
-        """Register a segment (at its spawn / first write); a closed id cannot be reopened."""
+             rank_key: float = math.nan, boundary: str | None = None, now: float = 0.0, *,
+             close_s: float = math.nan, final_tokens: float = math.nan) -> None:
+        """Register a segment (at its spawn / first write); a closed id cannot be reopened.
+
+        ``close_s``/``final_tokens``: clairvoyant facts for the oracle policy (NaN when unknown)."""
         if segment_id in self._live:
             raise ValueError(f"segment {segment_id!r} is already open")
         if segment_id in self._closed_ids:
             raise ValueError(f"segment {segment_id!r} was already closed; rematerialized KV needs a new segment id")
-        if seg_class not in SEG_CLASSES:
-            raise ValueError(f"segment {segment_id!r}: unknown seg_class {seg_class!r}; expected one of {sorted(SEG_CLASSES)}")
+        check_class(segment_id, seg_class)
         row = _Row(segment_id, seg_class, str(session_id), str(role or ""),
                    float(rank_key) if rank_key is not None else math.nan,
                    boundary or DEFAULT_BOUNDARY[seg_class])
+        if close_s is not None:
+            row.close_s = _as_float(close_s, segment_id, "close_s")
+        if final_tokens is not None:
+            final = _as_float(final_tokens, segment_id, "final_tokens")
+            if final == final:
+                if not (final >= 0 and math.isfinite(final)):
+                    raise ValueError(f"segment {segment_id!r}: final_tokens must be a finite number >= 0 (or NaN), got {final_tokens!r}")
+                row.final_tokens = final
+                row.final_blocks = float(math.ceil(final / self.block_tokens))
         row.last_use = float(now)
         self._live[segment_id] = row
         self._by_session.setdefault(row.session_id, {})[segment_id] = None
         if seg_class == "worker":
             self._workers[segment_id] = row
-            self._worker_slot(row)
+            self._ws.add(row)
         elif seg_class == "reviewer":
             self._reviewers[segment_id] = row
+        if self._as is not None:
+            self._as.add(row)
         self._tok_class.setdefault(seg_class, [0, 0])
         self.stats.opened(seg_class, len(self._reviewers))
 
     def add_write(self, segment_id: str, n_tokens: int, now: float = 0.0, *, seg_class: str | None = None,
-                  session_id: str = "", role: str = "", rank_key: float = math.nan) -> np.ndarray:
+                  session_id: str = "", role: str = "", rank_key: float = math.nan,
+                  close_s: float = math.nan, final_tokens: float = math.nan) -> np.ndarray:
         """Write n_tokens of KV to a segment (opening it if seg_class is given); returns the new block ids.
 
         Raises AllocationError, with no counter or block changed, when memory cannot hold the write
@@ -412,7 +471,8 @@ class SegmentTable:
         if row is None:
             if seg_class is None:
                 raise KeyError(f"add_write: segment {segment_id!r} is not open (pass seg_class= to open it)")
-            self.open(segment_id, seg_class, session_id, role, rank_key, now=now)
+            self.open(segment_id, seg_class, session_id, role, rank_key, now=now, close_s=close_s,
+                      final_tokens=final_tokens)
             row = self._live[segment_id]
         n = int(n_tokens)
         if n < 0:
@@ -424,9 +484,9 @@ class SegmentTable:
         nb = -(-rest // bt)
         ids = None
         if nb:  # decide and allocate before touching any counter, so a failed write changes nothing
-            info = _segment_info()(row.segment_id, row.seg_class, row.session_id, row.role, row.rank_key, row.boundary,
-                               row.n_blocks, row.n_tokens, nb)
-            want = _tier(self.policy.tier(info, self))
+            info = SegmentInfo(row.segment_id, row.seg_class, row.session_id, row.role, row.rank_key, row.boundary,
+                               row.n_blocks, row.n_tokens, nb, row.reads, row.close_s, row.final_tokens)
+            want = as_tier(self.policy.tier(info, self))
             ids = self._allocate(want, nb)
             row.tier_pref = want
         row.last_use = float(now)
@@ -459,9 +519,23 @@ class SegmentTable:
         row.n_hbm += n_hbm
         row.last_tier = last
         if row.wslot >= 0:
-            self._w_blocks[row.wslot] += nb
-            self._w_hbm[row.wslot] += n_hbm
+            self._ws.blocks[row.wslot] += nb
+            self._ws.hbm[row.wslot] += n_hbm
+        if row.aslot >= 0:
+            self._as.blocks[row.aslot] += nb  # type: ignore[union-attr]
+            self._as.hbm[row.aslot] += n_hbm  # type: ignore[union-attr]
         return ids
+
+    def add_reads(self, segment_id: str, read_tokens: int) -> None:
+        """Record decode-stage reads of a live segment (Eq. 3: a request decoding L tokens reads each
+        token of the segment in its context L times); a segment's realized ρR/W is its reads over
+        its tokens written when it closes (:class:`lachesis.kv.PlacementStats`)."""
+        row = self._live.get(segment_id)
+        if row is None:
+            raise KeyError(f"add_reads: segment {segment_id!r} is not open")
+        if isinstance(read_tokens, (bool, np.bool_)) or not isinstance(read_tokens, (int, np.integer)) or read_tokens < 0:
+            raise ValueError(f"add_reads: segment {segment_id!r}: read_tokens must be an integer >= 0, got {read_tokens!r}")
+        row.reads += int(read_tokens)
 
     def close(self, segment_id: str, now: float = 0.0, last_use: float | None = None) -> int:
         """Report a segment's boundary: free its blocks (or cache them, boundary-unaware policy); returns its block count.
@@ -476,15 +550,12 @@ class SegmentTable:
         if not mine:
             del self._by_session[row.session_id]
         if self._workers.pop(segment_id, None) is not None:
-            self._w_alive[row.wslot] = False
-            self._w_rows[row.wslot] = None
-            row.wslot = -1
-            self._w_dead += 1
-            if self._w_dead > 64 and 2 * self._w_dead > self._w_n:
-                self._compact_workers()
+            self._ws.remove(row)
+        if row.aslot >= 0:
+            self._as.remove(row)  # type: ignore[union-attr]
         self._reviewers.pop(segment_id, None)
         self._closed_ids.add(segment_id)
-        self.stats.closed(row.seg_class, row.n_blocks)
+        self.stats.closed(row.seg_class, row.n_blocks, row.session_id, row.n_tokens, row.reads)
         row.last_use = float(now if last_use is None else last_use)
         self._n_closed += 1
         if self.policy.frees_at_boundary:
@@ -503,38 +574,13 @@ class SegmentTable:
         return row.n_blocks
 
     def end_session(self, session_id: str, now: float = 0.0) -> list[str]:
-        """Close every live segment of a session (boundary ``session_end``), in open order; returns their ids."""
+        """Close every live segment of a session (boundary ``session_end``), in open order; returns their ids.
+        The session's own reuse history is forgotten: a later segment of the same id is a new session."""
         ids = list(self._by_session.get(session_id, ()))
         for s in ids:
             self.close(s, now)
+        self.stats.session_ended(session_id)
         return ids
-
-    # -- live-worker slots -------------------------------------------------------------------------------
-    def _worker_slot(self, row: _Row) -> None:
-        if self._w_n == self._w_ids.size:
-            grow = lambda a: np.concatenate([a, np.zeros_like(a)])  # noqa: E731
-            self._w_ids, self._w_keys, self._w_blocks, self._w_hbm, self._w_alive = map(
-                grow, (self._w_ids, self._w_keys, self._w_blocks, self._w_hbm, self._w_alive))
-        i = self._w_n
-        self._w_ids[i] = row.segment_id
-        self._w_keys[i] = row.rank_key
-        self._w_blocks[i] = row.n_blocks
-        self._w_hbm[i] = row.n_hbm
-        self._w_alive[i] = True
-        self._w_rows.append(row)
-        row.wslot = i
-        self._w_n += 1
-
-    def _compact_workers(self) -> None:
-        m = self._w_alive[: self._w_n]
-        k = int(m.sum())
-        for arr in (self._w_ids, self._w_keys, self._w_blocks, self._w_hbm, self._w_alive):
-            arr[:k] = arr[: self._w_n][m]
-        self._w_alive[k : self._w_n] = False
-        self._w_rows = [r for r in self._w_rows if r is not None]
-        for i, r in enumerate(self._w_rows):
-            r.wslot = i
-        self._w_n, self._w_dead = k, 0
 
     # -- eviction ------------------------------------------------------------------------------
     def _allocate(self, want: Tier, nb: int) -> np.ndarray:
@@ -599,7 +645,7 @@ class SegmentTable:
 
     # -- MemoryView ----------------------------------------------------------------------------------
     def total(self, tier: Tier) -> int:
-        return int(self.allocator.capacity[_tier(tier)])
+        return int(self.allocator.capacity[as_tier(tier)])
 
     def free(self, tier: Tier) -> int:
         return self.allocator.free_blocks(tier)
@@ -608,32 +654,46 @@ class SegmentTable:
         return self.allocator.used_blocks(tier)
 
     def cached(self, tier: Tier) -> int:
-        return int(self._dead_blocks[_tier(tier)])
+        return int(self._dead_blocks[as_tier(tier)])
 
     def live_workers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        m = self._w_alive[: self._w_n]
-        return (self._w_ids[: self._w_n][m], self._w_keys[: self._w_n][m],
-                self._w_blocks[: self._w_n][m], self._w_hbm[: self._w_n][m])
+        return self._ws.live("ids", "key", "blocks", "hbm")
 
     def worker_position(self, segment_id: str) -> int:
-        row = self._workers.get(segment_id)
-        if row is None:
-            raise KeyError(f"worker segment {segment_id!r} is not live in the segment table")
-        return int(self._w_alive[: row.wslot].sum())
+        return self._ws.position(self._worker_row(segment_id))
 
     def worker_ranking(self, segment_id: str) -> tuple[np.ndarray, np.ndarray, int, int]:
         """(rank keys, blocks, total HBM blocks) of the live workers in open order, and one worker's
         position: :meth:`live_workers` + :meth:`worker_position` in one call (read-only arrays)."""
+        row = self._worker_row(segment_id)
+        ws, n = self._ws, self._ws.n
+        if ws.dead:
+            m = ws.alive[:n]
+            return ws.key[:n][m], ws.blocks[:n][m], int(ws.hbm[:n][m].sum()), int(m[: row.wslot].sum())
+        return ws.key[:n], ws.blocks[:n], int(ws.hbm[:n].sum()), row.wslot  # every slot is alive
+
+    def _worker_row(self, segment_id: str) -> _Row:
         row = self._workers.get(segment_id)
         if row is None:
             raise KeyError(f"worker segment {segment_id!r} is not live in the segment table")
-        n = self._w_n
-        if self._w_dead:
-            m = self._w_alive[:n]
-            return (self._w_keys[:n][m], self._w_blocks[:n][m], int(self._w_hbm[:n][m].sum()),
-                    int(m[: row.wslot].sum()))
-        # no worker closed since the last compaction: every slot is alive
-        return self._w_keys[:n], self._w_blocks[:n], int(self._w_hbm[:n].sum()), row.wslot
+        return row
+
+    def live_segments(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        return self._all_slots().live("close", "final", "blocks", "hbm")
+
+    def segment_position(self, segment_id: str) -> int:
+        row = self._live.get(segment_id)
+        if row is None:
+            raise KeyError(f"segment {segment_id!r} is not live in the segment table")
+        return self._all_slots().position(row)
+
+    def _all_slots(self) -> _Slots:
+        """The live-segment arrays, built from the rows the first time a policy asks, then kept current."""
+        if self._as is None:
+            self._as = _Slots("aslot")
+            for row in self._live.values():
+                self._as.add(row)
+        return self._as
 
     def live_reviewer_hbm_blocks(self) -> int:
         return sum(r.n_hbm for r in self._reviewers.values())
@@ -645,6 +705,27 @@ class SegmentTable:
     def __len__(self) -> int:
         return len(self._live)
 
+    def is_live(self, segment_id: str) -> bool:
+        """Whether the segment is open (written or opened, boundary not yet reported)."""
+        return segment_id in self._live
+
+    def seg_class_of(self, segment_id: str) -> str:
+        """Class of a live segment (KeyError if it is not open)."""
+        row = self._live.get(segment_id)
+        if row is None:
+            raise KeyError(f"segment {segment_id!r} is not open")
+        return row.seg_class
+
+    def hbm_fraction(self, segment_ids: Iterable[str]) -> np.ndarray:
+        """Per segment id, the fraction of its blocks in HBM (float64); 0 for a segment that is not
+        live or holds no block.  One dictionary lookup per id, no per-block work."""
+        live = self._live
+        out = []
+        for sid in segment_ids:
+            row = live.get(sid)
+            out.append(row.n_hbm / row.n_blocks if row is not None and row.n_blocks else 0.0)
+        return np.array(out, dtype=np.float64)
+
     def blocks_of(self, segment_id: str) -> np.ndarray:
         """Block ids a live (or cached dead) segment holds, in write order."""
         row = self._live.get(segment_id) or self._dead.get(segment_id)
@@ -653,27 +734,60 @@ class SegmentTable:
         return row.block_ids().copy()
 
     def rows(self) -> list[dict[str, Any]]:
-        """One dict per live segment (id, class, boundary, session, rank key, tier preference, blocks, HBM blocks, tokens)."""
+        """One dict per live segment, in open order (id, class, boundary, session, role, rank key, tier
+        preference, blocks, HBM blocks, tokens, reads, clairvoyant close time and final size)."""
         return [dict(segment_id=r.segment_id, seg_class=r.seg_class, boundary=r.boundary, session_id=r.session_id,
                      role=r.role, rank_key=r.rank_key, tier_pref=None if r.tier_pref is None else r.tier_pref.name,
-                     n_blocks=r.n_blocks, n_hbm=r.n_hbm, n_tokens=r.n_tokens)
+                     n_blocks=r.n_blocks, n_hbm=r.n_hbm, n_tokens=r.n_tokens, read_tokens=r.reads,
+                     close_s=r.close_s, final_tokens=r.final_tokens)
                 for r in self._live.values()]
 
 
+def _field_float(ev: Sequence[Any], i: int, field_name: str) -> float:
+    """Optional float field i of an event (NaN when absent or None), ValueError naming the field."""
+    if len(ev) <= i or ev[i] is None:
+        return math.nan
+    try:
+        return float(ev[i])
+    except (TypeError, ValueError):
+        raise ValueError(f"event {ev!r}: field {field_name!r} must be a number, got {ev[i]!r}") from None
+
+
+def _field_count(ev: Sequence[Any], i: int, field_name: str) -> int:
+    """Non-negative integer field i of an event, ValueError naming the field."""
+    x = ev[i]
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer, float, np.floating)) or int(x) != x or x < 0:
+        raise ValueError(f"event {ev!r}: field {field_name!r} must be a non-negative integer")
+    return int(x)
+
+
 def parse_event(ev: Sequence[Any]) -> tuple:
-    """Normalise one event tuple (module docstring), raising ValueError naming the bad field."""
+    """Normalise one event tuple (module docstring), raising ValueError naming the bad field.
+
+    Returns ``(t, "write", segment_id, seg_class, tokens, session_id, rank_key, close_s, final_tokens)``,
+    ``(t, "read", segment_id, read_tokens)``, ``(t, "close", segment_id, last_use)`` or
+    ``(t, "session_end", session_id)``."""
     if len(ev) < 3:
         raise ValueError(f"event {ev!r}: expected at least (time, kind, id)")
     t, kind = float(ev[0]), ev[1]
     if kind == "write":
-        if len(ev) < 5 or len(ev) > 7:
-            raise ValueError(f"event {ev!r}: write needs (t, 'write', segment_id, seg_class, tokens[, session_id[, rank_key]])")
-        sid, cls, tok = str(ev[2]), str(ev[3]), ev[4]
-        if isinstance(tok, bool) or int(tok) != tok or int(tok) < 0:
-            raise ValueError(f"event {ev!r}: field 'tokens' must be a non-negative integer")
-        session = str(ev[5]) if len(ev) > 5 and ev[5] is not None else ""
-        key = float(ev[6]) if len(ev) > 6 and ev[6] is not None else math.nan
-        return (t, "write", sid, cls, int(tok), session, key)
+        n = len(ev)
+        if n < 5 or n > 9:
+            raise ValueError(f"event {ev!r}: write needs (t, 'write', segment_id, seg_class, tokens"
+                             f"[, session_id[, rank_key[, close_s[, final_tokens]]]])")
+        tok = _field_count(ev, 4, "tokens")
+        session = str(ev[5]) if n > 5 and ev[5] is not None else ""
+        key = _field_float(ev, 6, "rank_key") if n > 6 else math.nan
+        if n < 8:
+            return (t, "write", str(ev[2]), str(ev[3]), tok, session, key, math.nan, math.nan)
+        final = _field_float(ev, 8, "final_tokens")
+        if not (math.isnan(final) or (final >= 0 and math.isfinite(final))):
+            raise ValueError(f"event {ev!r}: field 'final_tokens' must be a finite number >= 0 (or None)")
+        return (t, "write", str(ev[2]), str(ev[3]), tok, session, key, _field_float(ev, 7, "close_s"), final)
+    if kind == "read":
+        if len(ev) != 4:
+            raise ValueError(f"event {ev!r}: read needs (t, 'read', segment_id, read_tokens)")
+        return (t, "read", str(ev[2]), _field_count(ev, 3, "read_tokens"))
     if kind == "close":
         if len(ev) not in (3, 4):
             raise ValueError(f"event {ev!r}: close needs (t, 'close', segment_id[, last_use])")
@@ -685,26 +799,50 @@ def parse_event(ev: Sequence[Any]) -> tuple:
         if len(ev) != 3:
             raise ValueError(f"event {ev!r}: session_end needs (t, 'session_end', session_id)")
         return (t, kind, str(ev[2]))
-    raise ValueError(f"event {ev!r}: field 'kind' must be 'write', 'close' or 'session_end', got {kind!r}")
+    raise ValueError(f"event {ev!r}: field 'kind' must be 'write', 'read', 'close' or 'session_end', got {kind!r}")
 
 
-def replay_events(events: Iterable[Sequence[Any]], policy: "Policy | str", hbm_blocks: int, hbf_blocks: int,
+def annotate_clairvoyant(events: Iterable[Sequence[Any]]) -> list[tuple]:
+    """The events (normalised) with every write carrying its segment's true close time and final size
+    in tokens, read off the list itself: the clairvoyant facts of a recorded run, for the oracle policy.
+    A segment the list never closes gets close time NaN (it ranks last)."""
+    parsed = [parse_event(e) for e in events]
+    close_t: dict[str, float] = {}
+    final: dict[str, int] = {}
+    live: dict[str, dict[str, None]] = {}  # session -> live segment ids
+    session_of: dict[str, str] = {}
+    for ev in parsed:
+        if ev[1] == "write":
+            final[ev[2]] = final.get(ev[2], 0) + ev[4]
+            session_of.setdefault(ev[2], ev[5])
+            live.setdefault(session_of[ev[2]], {})[ev[2]] = None
+        elif ev[1] == "close":
+            close_t.setdefault(ev[2], ev[0])
+            live.get(session_of.get(ev[2], ""), {}).pop(ev[2], None)
+        elif ev[1] == "session_end":
+            for sid in live.pop(ev[2], {}):
+                close_t.setdefault(sid, ev[0])
+    return [ev[:7] + (close_t.get(ev[2], math.nan), float(final[ev[2]])) if ev[1] == "write" else ev for ev in parsed]
+
+
+def replay_events(events: Iterable[Sequence[Any]], policy: Policy | str, hbm_blocks: int, hbf_blocks: int,
                   block_tokens: int = 16, bytes_per_token: int = 1) -> WriteTotals:
     """Replay an ordered event list through the fast allocator and return the per-tier write totals."""
-    from lachesis.policies import get_policy
-
-    pol = get_policy(policy) if isinstance(policy, str) else policy
-    table = SegmentTable(TieredAllocator(hbm_blocks, hbf_blocks), pol, block_tokens, bytes_per_token)
+    table = SegmentTable(TieredAllocator(hbm_blocks, hbf_blocks), policy, block_tokens, bytes_per_token)
     for i, raw in enumerate(events):
         ev = parse_event(raw)
         try:
-            if ev[1] == "write":
-                _, _, sid, cls, tok, session, key = ev
+            kind = ev[1]
+            if kind == "write":
+                _, _, sid, cls, tok, session, key, close_s, final = ev
                 row = table._live.get(sid)
                 if row is not None and row.seg_class != cls:
                     raise ValueError(f"segment {sid!r} written as {cls!r} but opened as {row.seg_class!r}")
-                table.add_write(sid, tok, ev[0], seg_class=cls, session_id=session, rank_key=key)
-            elif ev[1] == "close":
+                table.add_write(sid, tok, ev[0], seg_class=cls, session_id=session, rank_key=key,
+                                close_s=close_s, final_tokens=final)
+            elif kind == "read":
+                table.add_reads(ev[2], ev[3])
+            elif kind == "close":
                 table.close(ev[2], ev[0], ev[3])
             else:
                 table.end_session(ev[2], ev[0])

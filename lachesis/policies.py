@@ -1,25 +1,25 @@
 """KV placement policies (§4, §5.2, §5.4): which tier a segment's next KV blocks are allocated in.
 
-A policy is a small object with ONE decision function, :meth:`Policy.tier`, called by the
-segment table (:class:`lachesis.allocator.SegmentTable`) every time a segment's write needs new
+A policy is a small object with ONE decision function, :meth:`~lachesis.kv.Policy.tier`, called by
+the segment table (:class:`lachesis.allocator.SegmentTable`) every time a segment's write needs new
 blocks (so at its first write, and again whenever it grows past its last block).  It receives
 
-* :class:`SegmentInfo` — what the harness told Lachesis about the segment (class, session, role,
-  the predicted rank key of a worker, its size so far and the blocks about to be written), and
-* :class:`MemoryView` — read-only memory state: free/used/cached blocks per tier, the live
-  workers with their rank keys and sizes, the HBM held by everything else, and running
-  statistics (:class:`PlacementStats`) the predictive path needs.
+* :class:`~lachesis.kv.SegmentInfo` — what the harness told Lachesis about the segment (class,
+  session, role, the predicted rank key of a worker, its size so far and the blocks about to be
+  written, the reads reported for it), and
+* :class:`~lachesis.kv.MemoryView` — read-only memory state: free/used/cached blocks per tier, the
+  live workers with their rank keys and sizes, every live segment, and running statistics of
+  closed segments (:class:`~lachesis.kv.PlacementStats`),
 
-and returns a :class:`~lachesis.allocator.Tier`.  Whatever it returns, the allocator serves the
-blocks from the other tier once the chosen tier's free list is empty (block-by-block fallback,
-DESIGN §5), so a policy never has to check capacity itself.  ``frees_at_boundary`` says whether a
-closed segment's blocks return to the free lists at once (Lachesis, deterministic) or stay cached
-until memory pressure evicts them least-recently-used first (HBM-first, the engine's prefix cache).
+and returns a :class:`~lachesis.kv.Tier`.  Whatever it returns, the allocator serves the blocks
+from the other tier once the chosen tier's free list is empty (block-by-block fallback, DESIGN §5),
+so a policy never has to check capacity itself.  ``frees_at_boundary`` says whether a closed
+segment's blocks return to the free lists at once or stay cached until memory pressure evicts them
+least-recently-used first (the engine's prefix cache).
 
 Adding a policy takes a few lines::
 
-    from lachesis.allocator import Tier
-    from lachesis.policies import SegmentInfo, MemoryView
+    from lachesis.kv import MemoryView, SegmentInfo, Tier
 
     class ReviewersOnlyInHBM:
         name = "reviewers-only"
@@ -31,19 +31,25 @@ Adding a policy takes a few lines::
     totals = replay_events(events, ReviewersOnlyInHBM(), hbm_blocks=1024, hbf_blocks=65536)
     totals.hbm_bytes, totals.hbf_bytes, totals.bytes_by_class()
 
-Policies here:
+Built-in policies, by registered name (:func:`as_policy` takes a name, ``name:key=value,...`` for
+a policy's knobs, or a policy object):
 
-* :class:`HBMFirst` — the engine without Lachesis (§5.2 baseline): every write asks for HBM, so it
-  lands in HBM while HBM has a free block and in HBF otherwise; boundary-unaware (dead segments stay
-  cached, evicted LRU across both tiers only when an allocation cannot be served).
-* :class:`HBMFirstReclaim` — a sensitivity variant of the baseline: the same, except that cached dead
-  HBM blocks count as free for HBM placement (HBM evicts its own LRU dead blocks before spilling
-  to HBF).  A policy opts into this with the optional attribute ``reclaims_cached_hbm = True``.
-* :class:`DeterministicOnly` — "w/o predictive path" (§5.4): short-lived classes (reasoning_laden,
-  worker, reviewer) to HBM, long-lived classes (reasoning_stripped, lead) to HBF; frees at boundary.
-* :class:`Lachesis` — §4: the deterministic path, but reviewers take HBM unconditionally and workers
-  are admitted by the predictive path (rank by predicted key, shortest first, as many as fit in
-  the HBM not reserved for reviewers; k follows free capacity and is never a parameter).
+* ``hbm_first`` (:class:`HBMFirst`) — the engine without Lachesis (§5.2 baseline): every write asks
+  for HBM, so it lands in HBM while HBM has a free block and in HBF otherwise; boundary-unaware
+  (dead segments stay cached, evicted LRU across both tiers only when an allocation cannot be served).
+* ``hbm_first_reclaim`` (:class:`HBMFirstReclaim`) — HBM-first on a vLLM-style block pool: a dead
+  segment's blocks return to its tier's free pool still cached, and an allocation evicts the least
+  recently used of them before it spills to the other tier.
+* ``deterministic`` (:class:`DeterministicOnly`) — "w/o predictive path" (§5.4): short-lived
+  classes (reasoning_laden, worker, reviewer) to HBM, long-lived ones (reasoning_stripped, lead) to
+  HBF; frees at boundary.
+* ``lachesis`` (:class:`Lachesis`) — §4: the deterministic path, but reviewers take HBM
+  unconditionally and workers are admitted by the predictive path (rank by predicted key, shortest
+  first, as many as fit in the HBM not reserved for reviewers; k follows free capacity).
+* ``rho_threshold`` (:class:`ReuseThreshold`) — selection by read-to-write ratio, as Kyung et al.
+  select KV for HBF [23]: HBF when the predicted ρR/W exceeds a threshold; frees at boundary.
+* ``oracle`` (:class:`Oracle`) — a clairvoyant heuristic: knowing every segment's close time and
+  final size, keeps the shortest-remaining-lifetime segments in HBM while they fit.
 
 Predictive-path definitions (NAMED ASSUMPTIONS; the paper fixes the ranking and that reviewers
 are reserved for "before it counts k", not the arithmetic):
@@ -73,141 +79,49 @@ are reserved for "before it counts k", not the arithmetic):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 
-from lachesis.allocator import SEG_CLASSES, Tier
+from lachesis.kv import (
+    EMA_ALPHA,
+    LONG_LIVED_CLASSES,
+    RHO_WINDOW,
+    SHORT_LIVED_CLASSES,
+    MemoryView,
+    PlacementStats,
+    Policy,
+    SegmentInfo,
+    Tier,
+    check_class,
+)
 
 __all__ = [
-    "SegmentInfo",
-    "MemoryView",
-    "Policy",
-    "PlacementStats",
     "HBMFirst",
     "HBMFirstReclaim",
     "DeterministicOnly",
     "Lachesis",
+    "ReuseThreshold",
+    "Oracle",
     "POLICIES",
+    "as_policy",
     "get_policy",
+    # the vocabulary, re-exported from lachesis.kv for callers that import it from here
+    "SegmentInfo",
+    "MemoryView",
+    "Policy",
+    "PlacementStats",
+    "Tier",
+    "EMA_ALPHA",
     "SHORT_LIVED_CLASSES",
     "LONG_LIVED_CLASSES",
 ]
 
-#: §4 deterministic path: classes that die at a boundary well before the session ends.
-SHORT_LIVED_CLASSES = frozenset({"reasoning_laden", "worker", "reviewer"})
-#: §4 deterministic path: classes that carry past their boundary (reasoning-stripped context, lead).
-LONG_LIVED_CLASSES = frozenset({"reasoning_stripped", "lead"})
 
-EMA_ALPHA = 0.1  # ASSUMPTION: smoothing of the reviewer-reservation EMAs (see module docstring)
-
-
-@dataclass(frozen=True)
-class SegmentInfo:
-    """What the harness reported about a segment, plus its size, at a placement decision."""
-
-    segment_id: str
-    seg_class: str
-    session_id: str = ""
-    role: str = ""
-    rank_key: float = math.nan  # predicted lifetime rank key (workers); lower = shorter-lived
-    boundary: str = ""
-    n_blocks: int = 0  # blocks the segment holds before this write
-    n_tokens: int = 0  # tokens written before this write
-    new_blocks: int = 0  # blocks this write is about to allocate
-
-
-class PlacementStats:
-    """Running statistics of closed segments the predictive path uses (shared by fast and reference tables)."""
-
-    def __init__(self, alpha: float = EMA_ALPHA) -> None:
-        self.alpha = alpha
-        self.closed_workers = 0
-        self.closed_worker_blocks = 0
-        self.reviewer_blocks_ema = 0.0
-        self.closed_reviewers = 0
-        self.live_reviewers_ema = 0.0
-
-    def opened(self, seg_class: str, n_live_reviewers: int) -> None:
-        """Record a segment open; samples the live-reviewer count (after the open)."""
-        self.live_reviewers_ema += self.alpha * (n_live_reviewers - self.live_reviewers_ema)
-
-    def closed(self, seg_class: str, n_blocks: int) -> None:
-        """Record a segment close with its final size in blocks."""
-        if seg_class == "worker":
-            self.closed_workers += 1
-            self.closed_worker_blocks += int(n_blocks)
-        elif seg_class == "reviewer":
-            if self.closed_reviewers == 0:
-                self.reviewer_blocks_ema = float(n_blocks)
-            else:
-                self.reviewer_blocks_ema += self.alpha * (n_blocks - self.reviewer_blocks_ema)
-            self.closed_reviewers += 1
-
-    @property
-    def mean_worker_blocks(self) -> float:
-        """Mean size (blocks) of closed workers; 0 before any closed."""
-        return self.closed_worker_blocks / self.closed_workers if self.closed_workers else 0.0
-
-    def reviewer_reserve(self, live_reviewer_hbm_blocks: int) -> int:
-        """HBM blocks held back for reviewers before workers are counted (module docstring)."""
-        expected = math.ceil(self.reviewer_blocks_ema * self.live_reviewers_ema - 1e-9)
-        return max(0, expected - int(live_reviewer_hbm_blocks))
-
-
-@runtime_checkable
-class MemoryView(Protocol):
-    """Read-only memory state a policy may consult (implemented by both segment tables)."""
-
-    stats: PlacementStats
-
-    def total(self, tier: Tier) -> int:
-        """Blocks in the tier."""
-        ...
-
-    def free(self, tier: Tier) -> int:
-        """Blocks on the tier's free list."""
-        ...
-
-    def used(self, tier: Tier) -> int:
-        """Blocks allocated in the tier (live + cached dead)."""
-        ...
-
-    def cached(self, tier: Tier) -> int:
-        """Blocks of dead (closed, not yet evicted) segments in the tier."""
-        ...
-
-    def live_workers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Live workers in open order: (segment ids (object array), rank keys float64, blocks int64, HBM blocks int64)."""
-        ...
-
-    def worker_position(self, segment_id: str) -> int:
-        """Index of a live worker in the arrays :meth:`live_workers` returns."""
-        ...
-
-    def live_reviewer_hbm_blocks(self) -> int:
-        """HBM blocks held by live reviewer segments."""
-        ...
-
-
-@runtime_checkable
-class Policy(Protocol):
-    """A placement policy: one decision function (see the module docstring to add your own)."""
-
-    name: str
-    frees_at_boundary: bool
-
-    def tier(self, seg: SegmentInfo, view: MemoryView) -> Tier:
-        """Tier the segment's next blocks are allocated in (the allocator falls back when it is full)."""
-        ...
-
-
-def _check_class(seg: SegmentInfo) -> None:
-    if seg.seg_class not in SEG_CLASSES:
-        raise ValueError(
-            f"segment {seg.segment_id!r}: unknown seg_class {seg.seg_class!r}; expected one of {sorted(SEG_CLASSES)}"
-        )
+def _deterministic(seg: SegmentInfo) -> Tier:
+    """§4's deterministic path: HBM for a short-lived class, HBF for a long-lived one."""
+    check_class(seg.segment_id, seg.seg_class)
+    return Tier.HBM if seg.seg_class in SHORT_LIVED_CLASSES else Tier.HBF
 
 
 class HBMFirst:
@@ -221,9 +135,17 @@ class HBMFirst:
 
 
 class HBMFirstReclaim(HBMFirst):
-    """HBM-first variant (sensitivity knob, not the paper's baseline definition in DESIGN §5): cached
-    dead HBM blocks count as free for HBM placement, so HBM reclaims its own LRU dead blocks before
-    spilling to HBF (vLLM's per-pool free queue, where cached blocks with no reference are evictable)."""
+    """HBM-first on a vLLM-style block pool [45]: a dead segment's blocks return to its tier's free
+    pool still cached, and an HBM allocation takes never-used HBM blocks, then evicts the least
+    recently used cached HBM blocks (a segment's tail blocks first, as vLLM frees a request's blocks
+    in reverse), before it spills to HBF, where the same order runs.  This is the recency policy of
+    §4 ("not after the inactivity that a recency policy waits for [45]"): HBM turns over, but only
+    as dead blocks age out, not at the boundary.
+
+    ASSUMPTION (pinned live context): a live segment is never evicted, although a vLLM engine also
+    pools the blocks of an idle agent between its requests.  Reason: evicting live context would
+    re-prefill it, adding writes the trace does not hold; the policies are compared on the same KV
+    volume (§1).  ``last_use`` given at close orders the LRU (default: the close time)."""
 
     name = "hbm_first_reclaim"
     reclaims_cached_hbm = True
@@ -236,8 +158,7 @@ class DeterministicOnly:
     frees_at_boundary = True
 
     def tier(self, seg: SegmentInfo, view: MemoryView) -> Tier:
-        _check_class(seg)
-        return Tier.HBM if seg.seg_class in SHORT_LIVED_CLASSES else Tier.HBF
+        return _deterministic(seg)
 
 
 class Lachesis:
@@ -247,9 +168,8 @@ class Lachesis:
     frees_at_boundary = True
 
     def tier(self, seg: SegmentInfo, view: MemoryView) -> Tier:
-        _check_class(seg)
         if seg.seg_class != "worker":
-            return Tier.HBM if seg.seg_class in SHORT_LIVED_CLASSES else Tier.HBF
+            return _deterministic(seg)
         return Tier.HBM if self.admitted(seg, view) else Tier.HBF
 
     @staticmethod
@@ -279,12 +199,120 @@ class Lachesis:
         return bool(np.cumsum(est[order[: pos + 1]])[-1] <= budget + 1e-9)
 
 
-POLICIES: dict[str, type] = {p.name: p for p in (HBMFirst, HBMFirstReclaim, DeterministicOnly, Lachesis)}
+class ReuseThreshold:
+    """Selection by read-to-write ratio, as Kyung et al. select KV for HBF [23] (§2.3): a segment's
+    new blocks go to HBF when its predicted ρR/W (Eq. 3) exceeds a threshold, else to HBM.  The
+    baseline for §3.4's claim that reuse "should not be used as a proxy for lifetime".
+
+    ASSUMPTION (prediction at write time): ρR/W is realized only once a segment's reads are done, so
+    the prediction is :meth:`~lachesis.kv.PlacementStats.predicted_rho`: the realized ρ of the same
+    session's earlier closed segments of the same class, falling back to the class on this node,
+    then to the node; with no closed segment yet the segment goes to HBM (the engine's default).
+    ASSUMPTION (threshold, knob ``quantile``, default 0.5): the ``quantile`` of the realized ρ of the
+    last ``window`` closed segments (scale-free, so one setting transfers across workloads), or an
+    absolute ``threshold`` when one is given.
+    ASSUMPTION (boundaries): it frees a segment's blocks at its boundary, as Lachesis does, so it
+    differs from Lachesis in the selection criterion alone (reuse instead of lifetime)."""
+
+    name = "rho_threshold"
+    frees_at_boundary = True
+
+    def __init__(self, quantile: float = 0.5, threshold: float | None = None, window: int = RHO_WINDOW) -> None:
+        if not 0.0 <= quantile <= 1.0:
+            raise ValueError(f"rho_threshold: quantile must be in [0, 1], got {quantile}")
+        if threshold is not None and not (threshold >= 0 and math.isfinite(threshold)):
+            raise ValueError(f"rho_threshold: threshold must be a finite number >= 0, got {threshold}")
+        if int(window) != window or window < 1:
+            raise ValueError(f"rho_threshold: window must be an integer >= 1, got {window}")
+        self.quantile = float(quantile)
+        self.threshold = None if threshold is None else float(threshold)
+        self.rho_window = int(window)
+        knobs = [f"quantile={self.quantile!r}"] if self.quantile != 0.5 else []
+        knobs += [f"threshold={self.threshold!r}"] if self.threshold is not None else []
+        knobs += [f"window={self.rho_window}"] if self.rho_window != RHO_WINDOW else []
+        if knobs:
+            self.name = f"{ReuseThreshold.name}:{','.join(knobs)}"
+
+    def tier(self, seg: SegmentInfo, view: MemoryView) -> Tier:
+        check_class(seg.segment_id, seg.seg_class)
+        stats = view.stats
+        rho = stats.predicted_rho(seg.session_id, seg.seg_class)
+        if math.isnan(rho):
+            return Tier.HBM
+        tau = self.threshold if self.threshold is not None else stats.rho_quantile(self.quantile)
+        return Tier.HBF if rho > tau else Tier.HBM
+
+
+class Oracle:
+    """Clairvoyant placement: it knows every live segment's close time and final size at write time
+    and keeps the shortest-remaining-lifetime segments in HBM while they fit.  An upper bound in
+    spirit on what lifetime knowledge can buy: a clairvoyant heuristic, not a proven optimum, and
+    not deployable.
+
+    Rule: rank every live segment by close time (unknown = never, last; ties in open order); a
+    segment's HBM demand is the HBM blocks it holds plus the blocks it has still to write (final
+    size minus blocks held; at least the blocks being written, for the deciding segment).  Its new
+    blocks go to HBM iff the demands of the segments closing no later than it, plus its own, fit in
+    HBM.  ASSUMPTION (unknown facts): a segment without a close time ranks last and one without a
+    final size counts with what it holds; both come from a recorded run (``close_s`` and
+    ``final_tokens`` of :meth:`lachesis.allocator.SegmentTable.add_write`).  Frees at boundary."""
+
+    name = "oracle"
+    frees_at_boundary = True
+
+    def tier(self, seg: SegmentInfo, view: MemoryView) -> Tier:
+        check_class(seg.segment_id, seg.seg_class)
+        close, final, blocks, hbm = view.live_segments()
+        me = view.segment_position(seg.segment_id)
+        todo = np.where(np.isnan(final), 0.0, np.maximum(final - blocks, 0.0))
+        todo[me] = max(todo[me], float(seg.new_blocks))
+        key = np.where(np.isnan(close), np.inf, close)
+        ahead = key < key[me]
+        ahead[:me] |= key[:me] == key[me]
+        ahead[me] = True
+        demand = float(hbm[ahead].sum()) + float(todo[ahead].sum())
+        return Tier.HBM if demand <= view.total(Tier.HBM) else Tier.HBF
+
+
+POLICIES: dict[str, type] = {p.name: p for p in (HBMFirst, HBMFirstReclaim, DeterministicOnly, Lachesis,
+                                                 ReuseThreshold, Oracle)}
+
+
+def _knobs(spec: str, text: str) -> dict[str, Any]:
+    """``key=value,...`` of a policy spec as numbers (int when written as digits)."""
+    out: dict[str, Any] = {}
+    for part in text.split(","):
+        key, eq, value = part.partition("=")
+        if not eq or not key.strip():
+            raise ValueError(f"policy {spec!r}: expected name:key=value[,key=value...], got {part!r}")
+        try:
+            out[key.strip()] = int(value) if value.strip().isdigit() else float(value)
+        except ValueError:
+            raise ValueError(f"policy {spec!r}: knob {key.strip()!r} must be a number, got {value!r}") from None
+    return out
+
+
+def as_policy(policy: Policy | str) -> Policy:
+    """The one coercion at the API edge: a registered name (``"lachesis"``), a name with knobs
+    (``"rho_threshold:quantile=0.25"``, a fresh object each call), or a policy object (returned as is)."""
+    if isinstance(policy, str):
+        name, sep, rest = policy.partition(":")
+        cls = POLICIES.get(name.strip())
+        if cls is None:
+            raise ValueError(f"unknown policy {name!r}; expected one of {sorted(POLICIES)}")
+        kwargs = _knobs(policy, rest) if sep else {}
+        try:
+            return cls(**kwargs)
+        except TypeError as exc:
+            raise ValueError(f"policy {policy!r}: {exc}") from None
+    if not isinstance(policy, Policy):
+        missing = [a for a in ("name", "frees_at_boundary", "tier") if not hasattr(policy, a)]
+        raise TypeError(f"policy {policy!r} is not a policy: missing {missing} (see lachesis.kv.Policy)")
+    return policy
 
 
 def get_policy(name: str) -> Policy:
-    """A fresh policy object by name (``hbm_first``, ``hbm_first_reclaim``, ``deterministic``, ``lachesis``)."""
-    try:
-        return POLICIES[name]()
-    except KeyError:
-        raise ValueError(f"unknown policy {name!r}; expected one of {sorted(POLICIES)}") from None
+    """A fresh policy object by registered name (or name with knobs); :func:`as_policy` for strings."""
+    if not isinstance(name, str):
+        raise TypeError(f"get_policy takes a policy name, got {type(name).__name__}; use as_policy for objects")
+    return as_policy(name)

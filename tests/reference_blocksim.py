@@ -1,15 +1,17 @@
 """Per-block reference simulator: plain Python, one object per KV block, obviously correct.
 
-A differential oracle for :mod:`lachesis.allocator` (and for the decode-node simulator): it replays
-the same event list (see :func:`lachesis.allocator.parse_event`) block by block and token by
-token, and re-implements the three built-in policies naively from their definitions in
-:mod:`lachesis.policies` (Python lists, ``sorted``, loops; no numpy).  A user policy object (any
-object with ``tier(seg, view)``, ``frees_at_boundary``) is driven through this per-block
-allocator instead, with a naive :class:`RefView` as its memory view.
+A differential oracle for :mod:`lachesis.allocator` (and for the decode-node simulator): it parses
+the event list itself (the format in :mod:`lachesis.allocator`'s docstring), replays it block by
+block and token by token, and re-implements the built-in policies naively from their definitions
+in :mod:`lachesis.policies` and :mod:`lachesis.kv` (Python lists, ``sorted``, loops over the whole
+history; no numpy, no code shared with the allocator).  A user policy object (any object with
+``tier(seg, view)``, ``frees_at_boundary``) is driven through this per-block allocator instead,
+with a naive :class:`RefView` as its memory view.
 
 Entry point: :func:`reference_replay(events, policy, hbm_blocks, hbf_blocks, block_tokens)`,
 returning a :class:`lachesis.allocator.WriteTotals` comparable field by field with
-:func:`lachesis.allocator.replay_events`.
+:func:`lachesis.allocator.replay_events`.  ``policy`` is a built-in name, a name with knobs
+(``"rho_threshold:quantile=0.25"``) or a policy object.
 """
 
 from __future__ import annotations
@@ -19,11 +21,40 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from lachesis.allocator import DEFAULT_BOUNDARY, SEG_CLASSES, AllocationError, WriteTotals, parse_event
-from lachesis.policies import EMA_ALPHA, SegmentInfo
+from lachesis.allocator import WriteTotals
+from lachesis.kv import EMA_ALPHA, RHO_WINDOW, AllocationError, SegmentInfo
 
 HBM, HBF = 0, 1
+CLASSES = {"reasoning_laden", "reasoning_stripped", "lead", "worker", "reviewer"}
 SHORT = {"reasoning_laden", "worker", "reviewer"}
+BOUNDARY = {"reasoning_laden": "turn_end", "reasoning_stripped": "session_end", "lead": "session_end",
+            "worker": "subagent_return", "reviewer": "subagent_return"}
+BUILTIN = {"hbm_first", "hbm_first_reclaim", "deterministic", "lachesis", "rho_threshold", "oracle"}
+
+
+def _num(x: Any) -> float:
+    return math.nan if x is None else float(x)
+
+
+def parse(ev: Sequence[Any]) -> tuple:
+    """The event tuple with its optional fields filled in (naive; raises ValueError when malformed)."""
+    t, kind = float(ev[0]), ev[1]
+    if kind == "write":
+        pad = list(ev) + [None] * (9 - len(ev))
+        tok = pad[4]
+        if isinstance(tok, bool) or int(tok) != tok or tok < 0:
+            raise ValueError(f"bad tokens in {ev!r}")
+        return (t, "write", str(pad[2]), str(pad[3]), int(tok), "" if pad[5] is None else str(pad[5]),
+                _num(pad[6]), _num(pad[7]), _num(pad[8]))
+    if kind == "read":
+        if len(ev) != 4 or int(ev[3]) != ev[3] or ev[3] < 0:
+            raise ValueError(f"bad read event {ev!r}")
+        return (t, "read", str(ev[2]), int(ev[3]))
+    if kind == "close":
+        return (t, "close", str(ev[2]), t if len(ev) < 4 or ev[3] is None else float(ev[3]))
+    if kind == "session_end":
+        return (t, "session_end", str(ev[2]))
+    raise ValueError(f"bad event kind in {ev!r}")
 
 
 class Block:
@@ -39,14 +70,18 @@ class Block:
 class Seg:
     """One segment and the list of its Block objects, in write order."""
 
-    def __init__(self, sid: str, cls: str, session: str, key: float, order: int) -> None:
+    def __init__(self, sid: str, cls: str, session: str, key: float, order: int, close_s: float = math.nan,
+                 final_tokens: float = math.nan) -> None:
         self.id = sid
         self.cls = cls
         self.session = session
         self.key = key
         self.order = order
+        self.close_s = close_s
+        self.final_tokens = final_tokens
         self.blocks: list[Block] = []
         self.tokens = 0
+        self.reads = 0
         self.dead = False
         self.close_seq = -1
         self.last_use = 0.0
@@ -89,6 +124,19 @@ class RefView:
     def live_reviewer_hbm_blocks(self) -> int:
         return sum(1 for s in self.sim.live_in_order() if s.cls == "reviewer" for b in s.blocks if b.tier == HBM)
 
+    def live_segments(self):
+        segs = self.sim.live_in_order()
+        return (np.array([s.close_s for s in segs], dtype=float),
+                np.array([self.sim.final_blocks(s) for s in segs], dtype=float),
+                np.array([len(s.blocks) for s in segs], dtype=np.int64),
+                np.array([sum(1 for b in s.blocks if b.tier == HBM) for s in segs], dtype=np.int64))
+
+    def segment_position(self, segment_id: str) -> int:
+        ids = [s.id for s in self.sim.live_in_order()]
+        if segment_id not in ids:
+            raise KeyError(f"segment {segment_id!r} is not live")
+        return ids.index(segment_id)
+
 
 class _Stats:
     """Naive re-derivation of PlacementStats from the full history."""
@@ -110,6 +158,32 @@ class _Stats:
             n = n + EMA_ALPHA * (x - n)
         return max(0, math.ceil(r * n - 1e-9) - live_reviewer_hbm_blocks)
 
+    def predicted_rho(self, session: str, cls: str) -> float:
+        """Token-weighted realized ρ of closed segments: same session epoch and class, else class, else all."""
+        hist = self.sim.closed_reuse  # (session, epoch, class, reads, tokens), tokens > 0
+        epoch = self.sim.epoch.get(session, 0)
+        for pick in (lambda h: h[0] == session and h[1] == epoch and h[2] == cls, lambda h: h[2] == cls,
+                     lambda h: True):
+            sel = [h for h in hist if pick(h)]
+            if sel:
+                return sum(h[3] for h in sel) / sum(h[4] for h in sel)
+        return math.nan
+
+    def rho_quantile(self, q: float) -> float:
+        """Inverted-CDF q-quantile of the realized ρ of the last ``window`` closed segments."""
+        recent = sorted(h[3] / h[4] for h in self.sim.closed_reuse[-self.sim.rho_window:])
+        if not recent:
+            return math.nan
+        return recent[max(math.ceil(q * len(recent)) - 1, 0)]
+
+
+def _spec(policy: str) -> tuple[str, dict[str, float]]:
+    name, _, rest = policy.partition(":")
+    knobs = {k: float(v) for k, v in (p.split("=") for p in rest.split(","))} if rest else {}
+    if name not in BUILTIN:
+        raise ValueError(f"unknown policy {policy!r}")
+    return name, knobs
+
 
 class RefSim:
     """The per-block memory: a list of Block objects, segments, and the naive policies."""
@@ -119,9 +193,11 @@ class RefSim:
         self.hbm_blocks = hbm_blocks
         self.bt = block_tokens
         self.policy = policy
-        self.name = policy if isinstance(policy, str) else None
+        self.name, self.knobs = _spec(policy) if isinstance(policy, str) else (None, {})
         self.frees = (not self.name.startswith("hbm_first")) if self.name else bool(policy.frees_at_boundary)
         self.reclaim = (self.name == "hbm_first_reclaim") if self.name else bool(getattr(policy, "reclaims_cached_hbm", False))
+        window = self.knobs.get("window", RHO_WINDOW) if self.name else getattr(policy, "rho_window", RHO_WINDOW)
+        self.rho_window = int(window)
         self.segs: dict[str, Seg] = {}
         self.closed: set[str] = set()
         self.n_opened = 0
@@ -129,6 +205,8 @@ class RefSim:
         self.closed_worker_sizes: list[int] = []
         self.closed_reviewer_sizes: list[int] = []
         self.live_reviewer_samples: list[int] = []
+        self.closed_reuse: list[tuple[str, int, str, int, int]] = []
+        self.epoch: dict[str, int] = {}  # session -> how many session_end events it has seen
         self.tokens = [0, 0]
         self.by_class: dict[str, list[int]] = {}
         self.blocks_written = [0, 0]
@@ -140,14 +218,21 @@ class RefSim:
     def live_in_order(self) -> list[Seg]:
         return sorted((s for s in self.segs.values() if not s.dead), key=lambda s: s.order)
 
+    def final_blocks(self, s: Seg) -> float:
+        return math.nan if math.isnan(s.final_tokens) else float(math.ceil(s.final_tokens / self.bt))
+
     # -- policy ------------------------------------------------------------------------------------
     def choose(self, seg: Seg, nb: int) -> int:
         if self.name is None:
-            info = SegmentInfo(seg.id, seg.cls, seg.session, "", seg.key, DEFAULT_BOUNDARY[seg.cls],
-                               len(seg.blocks), seg.tokens, nb)
+            info = SegmentInfo(seg.id, seg.cls, seg.session, "", seg.key, BOUNDARY[seg.cls],
+                               len(seg.blocks), seg.tokens, nb, seg.reads, seg.close_s, seg.final_tokens)
             return int(self.policy.tier(info, RefView(self)))
         if self.name.startswith("hbm_first"):
             return HBM
+        if self.name == "rho_threshold":
+            return self.choose_rho(seg)
+        if self.name == "oracle":
+            return self.choose_oracle(seg, nb)
         if self.name == "deterministic" or seg.cls != "worker":
             return HBM if seg.cls in SHORT else HBF
         # Lachesis predictive path, naively (lachesis.policies docstring).
@@ -168,6 +253,31 @@ class RefSim:
             if s is seg:
                 return HBM
         raise AssertionError("deciding worker not among live workers")
+
+    def choose_rho(self, seg: Seg) -> int:
+        """ρR/W selection: HBF iff the predicted ρ exceeds the threshold; HBM without evidence."""
+        stats = _Stats(self)
+        rho = stats.predicted_rho(seg.session, seg.cls)
+        if math.isnan(rho):
+            return HBM
+        tau = self.knobs["threshold"] if "threshold" in self.knobs else stats.rho_quantile(self.knobs.get("quantile", 0.5))
+        return HBF if rho > tau else HBM
+
+    def choose_oracle(self, seg: Seg, nb: int) -> int:
+        """Clairvoyant: HBM iff the segments closing no later than this one (ties: opened earlier) fit."""
+        def key(s: Seg) -> tuple[float, int]:
+            return (math.inf if math.isnan(s.close_s) else s.close_s, s.order)
+
+        demand = 0
+        for s in self.live_in_order():
+            if key(s) <= key(seg):
+                held_hbm = sum(1 for b in s.blocks if b.tier == HBM)
+                fb = self.final_blocks(s)
+                todo = 0 if math.isnan(fb) else max(int(fb) - len(s.blocks), 0)
+                if s is seg:
+                    todo = max(todo, nb)
+                demand += held_hbm + todo
+        return HBM if demand <= self.hbm_blocks else HBF
 
     # -- blocks --------------------------------------------------------------------------------------
     def free_block(self, tier: int) -> Block | None:
@@ -204,16 +314,17 @@ class RefSim:
         self.evicted += 1
         return True
 
-    def write(self, sid: str, cls: str, n: int, session: str, key: float) -> None:
+    def write(self, sid: str, cls: str, n: int, session: str, key: float, close_s: float = math.nan,
+              final_tokens: float = math.nan) -> None:
         if sid in self.closed:
             raise ValueError(f"segment {sid!r} was already closed")
         seg = self.segs.get(sid)
         if seg is not None and seg.cls != cls:
             raise ValueError(f"segment {sid!r} written as {cls!r} but opened as {seg.cls!r}")
         if seg is None:
-            if cls not in SEG_CLASSES:
+            if cls not in CLASSES:
                 raise ValueError(f"unknown seg_class {cls!r}")
-            seg = Seg(sid, cls, session, key, self.n_opened)
+            seg = Seg(sid, cls, session, key, self.n_opened, close_s, final_tokens)
             self.n_opened += 1
             self.segs[sid] = seg
             self.by_class.setdefault(cls, [0, 0])
@@ -246,6 +357,12 @@ class RefSim:
             self.by_class[cls][blk.tier] += 1
         seg.tokens += n
 
+    def read(self, sid: str, n: int) -> None:
+        seg = self.segs.get(sid)
+        if seg is None or seg.dead:
+            raise KeyError(f"segment {sid!r} is not open")
+        seg.reads += n
+
     def close(self, sid: str, last_use: float = 0.0) -> None:
         seg = self.segs.get(sid)
         if seg is None or seg.dead:
@@ -255,6 +372,8 @@ class RefSim:
             self.closed_worker_sizes.append(len(seg.blocks))
         elif seg.cls == "reviewer":
             self.closed_reviewer_sizes.append(len(seg.blocks))
+        if seg.tokens > 0:
+            self.closed_reuse.append((seg.session, self.epoch.get(seg.session, 0), seg.cls, seg.reads, seg.tokens))
         if self.frees:
             for b in seg.blocks:
                 b.owner = None
@@ -270,6 +389,7 @@ class RefSim:
         for s in self.live_in_order():
             if s.session == session:
                 self.close(s.id, now)
+        self.epoch[session] = self.epoch.get(session, 0) + 1
 
     def check(self) -> None:
         """No block held twice, none lost: every owned block is in its owner's list exactly once."""
@@ -289,14 +409,14 @@ class RefSim:
 def reference_replay(events: Iterable[Sequence[Any]], policy: Any, hbm_blocks: int, hbf_blocks: int,
                      block_tokens: int = 16) -> WriteTotals:
     """Replay events block by block; ``policy`` is a built-in name (naive re-implementation) or a policy object."""
-    if isinstance(policy, str) and policy not in ("hbm_first", "hbm_first_reclaim", "deterministic", "lachesis"):
-        raise ValueError(f"unknown policy {policy!r}")
     sim = RefSim(hbm_blocks, hbf_blocks, block_tokens, policy)
     for raw in events:
-        ev = parse_event(raw)
+        ev = parse(raw)
         if ev[1] == "write":
-            _, _, sid, cls, tok, session, key = ev
-            sim.write(sid, cls, tok, session, key)
+            _, _, sid, cls, tok, session, key, close_s, final = ev
+            sim.write(sid, cls, tok, session, key, close_s, final)
+        elif ev[1] == "read":
+            sim.read(ev[2], ev[3])
         elif ev[1] == "close":
             sim.close(ev[2], ev[3])
         else:

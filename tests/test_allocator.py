@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import ast
+import math
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import lachesis
 from lachesis.allocator import AllocationError, SegmentTable, Tier, TieredAllocator, parse_event, replay_events
 from lachesis.policies import DeterministicOnly, HBMFirst, HBMFirstReclaim, Lachesis
 
@@ -191,7 +198,9 @@ def test_parse_event_errors():
     with pytest.raises(ValueError, match="tokens"):
         parse_event((0, "write", "a", "worker", -1))
     with pytest.raises(ValueError, match="kind"):
-        parse_event((0, "read", "a"))
+        parse_event((0, "touch", "a"))
+    with pytest.raises(ValueError, match="read needs"):
+        parse_event((0, "read", "a"))  # "read" is a kind now; it needs its token count
     with pytest.raises(ValueError, match="close"):
         parse_event((0, "close", "a", 1.0, "extra"))
     with pytest.raises(ValueError, match="last_use"):
@@ -240,3 +249,121 @@ def test_table_conserves_blocks_and_bytes(writes, hbm, hbf, bt, policy):
         for r in rows:
             assert r["n_blocks"] == -(-r["n_tokens"] // bt)
         t.allocator.check()
+
+
+# -- public accessors (what the simulator reads) -------------------------------------------------------
+
+
+def test_accessors_replace_private_peeks():
+    t = SegmentTable(TieredAllocator(3, 10), "hbm_first", block_tokens=2)
+    t.add_write("a", 5, seg_class="lead", session_id="S")  # 3 blocks: HBM, HBM, HBM
+    t.add_write("b", 4, seg_class="worker", session_id="S")  # 2 blocks: HBF
+    t.add_write("a", 2)  # 1 token fills a's last block, 1 in a new HBF block
+    assert t.tokens_written() == (6, 5)
+    np.testing.assert_array_equal(t.hbm_fraction(["a", "b", "nope"]), [0.75, 0.0, 0.0])
+    assert t.hbm_fraction([]).shape == (0,) and t.hbm_fraction(iter(["a"])).dtype == np.float64
+    assert t.is_live("a") and t.seg_class_of("b") == "worker"
+    t.close("a")
+    assert not t.is_live("a") and t.hbm_fraction(["a"]).tolist() == [0.0]  # dead (cached) is not live
+    with pytest.raises(KeyError, match="not open"):
+        t.seg_class_of("a")
+    row = t.rows()[0]
+    assert (row["segment_id"], row["read_tokens"], row["n_blocks"]) == ("b", 0, 2)
+    assert math.isnan(row["close_s"]) and math.isnan(row["final_tokens"])
+
+
+@FAST
+@given(ops=st.lists(st.tuples(st.sampled_from(["write", "write", "close"]), st.integers(0, 80), seg_classes,
+                              st.integers(1, 9), st.sampled_from([math.nan, 1.0, 5.0])), max_size=120))
+def test_live_arrays_follow_the_rows(ops):
+    """The vectorized live-segment and live-worker arrays equal the rows in open order at every step,
+    across slot compaction, whenever they were first asked for."""
+    t = SegmentTable(TieredAllocator(40, 400), "lachesis", block_tokens=2)
+    closed: set[str] = set()
+    for k, (op, slot, cls, n, fact) in enumerate(ops):
+        sid = f"s{slot}"
+        if op == "write" and sid not in closed:
+            cls = t.seg_class_of(sid) if sid in t else cls
+            t.add_write(sid, n, seg_class=cls, rank_key=fact, close_s=fact, final_tokens=n * 2)
+        elif op == "close" and sid in t:
+            t.close(sid)
+            closed.add(sid)
+        if k % 7 == 3 or k == len(ops) - 1:
+            rows = t.rows()
+            close, final, blocks, hbm = t.live_segments()
+            np.testing.assert_array_equal(blocks, [r["n_blocks"] for r in rows])
+            np.testing.assert_array_equal(hbm, [r["n_hbm"] for r in rows])
+            np.testing.assert_array_equal(close, [r["close_s"] for r in rows])
+            np.testing.assert_array_equal(final, [math.ceil(r["final_tokens"] / 2) for r in rows])
+            assert [t.segment_position(r["segment_id"]) for r in rows] == list(range(len(rows)))
+            ws = [r for r in rows if r["seg_class"] == "worker"]
+            ids, keys, wb, wh = t.live_workers()
+            assert ids.tolist() == [r["segment_id"] for r in ws]
+            np.testing.assert_array_equal(wb, [r["n_blocks"] for r in ws])
+            assert [t.worker_position(r["segment_id"]) for r in ws] == list(range(len(ws)))
+    with pytest.raises(KeyError):
+        t.segment_position("never")
+
+
+# -- events -------------------------------------------------------------------------------------------
+
+
+def test_parse_event_new_fields():
+    ev = parse_event((1, "write", "a", "worker", 3, None, None, 7.5, 30))
+    assert ev[:6] == (1.0, "write", "a", "worker", 3, "") and math.isnan(ev[6]) and ev[7:] == (7.5, 30.0)
+    ev = parse_event((1, "write", "a", "worker", 3))
+    assert len(ev) == 9 and math.isnan(ev[7]) and math.isnan(ev[8])
+    assert parse_event((2, "read", "a", np.int64(12))) == (2.0, "read", "a", 12)
+    for bad, field_name in [((0, "read", "a", -1), "read_tokens"), ((0, "read", "a", 1.5), "read_tokens"),
+                            ((0, "write", "a", "lead", 1, "S", 1.0, "soon"), "close_s"),
+                            ((0, "write", "a", "lead", 1, "S", 1.0, 2.0, -4), "final_tokens"),
+                            ((0, "write", "a", "lead", 1, "S", 1.0, 2.0, 3, "x"), "write needs")]:
+        with pytest.raises(ValueError, match=field_name):
+            parse_event(bad)
+    with pytest.raises(KeyError, match="event 1"):
+        replay_events([(0, "write", "a", "lead", 1), (1, "read", "zz", 4)], "rho_threshold", 2, 2)
+    with pytest.raises(ValueError, match="opened as"):
+        replay_events([(0, "write", "a", "lead", 1), (1, "write", "a", "worker", 1)], "hbm_first", 2, 2)
+
+
+# -- layering -----------------------------------------------------------------------------------------
+
+
+def test_kv_is_imported_downward():
+    """kv imports neither policies nor allocator; policies does not import allocator."""
+    code = ("import sys, lachesis.kv as kv; assert 'lachesis.policies' not in sys.modules "
+            "and 'lachesis.allocator' not in sys.modules; import lachesis.policies; "
+            "assert 'lachesis.allocator' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_no_import_cycles_in_the_package():
+    """The package's module-level and function-level imports form no cycle."""
+    root = Path(lachesis.__file__).parent
+    mods = {".".join(p.relative_to(root.parent).with_suffix("").parts).removesuffix(".__init__"): p
+            for p in root.rglob("*.py")}
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for m, p in mods.items():
+        pkg = m if p.name == "__init__.py" else m.rpartition(".")[0]
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.Import):
+                graph[m] |= {a.name for a in node.names if a.name in mods}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = pkg.rsplit(".", node.level - 1)[0] if node.level > 1 else pkg
+                    base = f"{up}.{node.module}" if node.module else up
+                graph[m] |= {x for x in [base] + [f"{base}.{a.name}" for a in node.names] if x in mods and x != m}
+    state: dict[str, int] = {}
+
+    def visit(u: str, path: list[str]) -> None:
+        state[u] = 1
+        for v in sorted(graph[u]):
+            assert state.get(v) != 1, "import cycle: " + " -> ".join(path[path.index(v):] + [v])  # v is on the path
+            if v not in state:
+                visit(v, path + [v])
+        state[u] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])

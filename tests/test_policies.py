@@ -9,16 +9,27 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings, target
 from hypothesis import strategies as st
 
-from lachesis.allocator import AllocationError, SegmentTable, Tier, TieredAllocator, replay_events
+from lachesis.allocator import (
+    AllocationError,
+    SegmentTable,
+    Tier,
+    TieredAllocator,
+    annotate_clairvoyant,
+    replay_events,
+)
 from lachesis.policies import (
     POLICIES,
     DeterministicOnly,
     HBMFirst,
+    HBMFirstReclaim,
     Lachesis,
     MemoryView,
+    Oracle,
     PlacementStats,
     Policy,
+    ReuseThreshold,
     SegmentInfo,
+    as_policy,
     get_policy,
 )
 from reference_blocksim import reference_replay
@@ -69,6 +80,30 @@ def test_hbm_first_reclaim_evicts_dead_hbm_before_spilling():
     reclaim = replay_events(events, "hbm_first_reclaim", 6, 8, block_tokens=1)
     assert plain.tokens.tolist() == [6, 3] and plain.evicted_blocks == 0
     assert reclaim.tokens.tolist() == [9, 0] and reclaim.evicted_blocks == 3  # a's 3 tail blocks
+
+
+def test_hbm_first_reclaim_is_a_vllm_style_pool():
+    """Never-used HBM blocks first, then the least recently used cached HBM blocks (by last read, a
+    segment's tail first), then HBF; live segments are never evicted (HBMFirstReclaim docstring)."""
+    t = table(HBMFirstReclaim(), hbm=4, hbf=4)
+    t.add_write("a", 2, seg_class="reasoning_laden")  # HBM 0, 1
+    t.add_write("b", 1, seg_class="reasoning_laden")  # HBM 2
+    t.close("a", now=5.0, last_use=1.0)
+    t.close("b", now=6.0, last_use=0.5)  # closed later, read earlier: least recently used
+    t.add_write("c", 2, seg_class="worker")  # never-used block 3, then b's block
+    assert tiers_of(t, "c") == [0, 0] and t.totals.evicted_blocks == 1 and t.blocks_of("a").tolist() == [0, 1]
+    t.add_write("d", 3, seg_class="worker")  # a's blocks, tail first; then HBF (HBM holds only live c, d)
+    assert tiers_of(t, "d") == [0, 0, 1] and t.totals.evicted_blocks == 3
+    assert t.blocks_of("d").tolist()[:2] == [1, 0]
+    with pytest.raises(KeyError):
+        t.blocks_of("a")
+    assert t.totals.tokens.tolist() == [7, 1]
+    plain = table(HBMFirst(), hbm=4, hbf=4)  # the paper's baseline: dead HBM stays cached while HBF has room
+    for sid, n, close in (("a", 2, 1.0), ("b", 1, 0.5), ("c", 2, None), ("d", 3, None)):
+        plain.add_write(sid, n, seg_class="reasoning_laden")
+        if close is not None:
+            plain.close(sid, now=6.0, last_use=close)
+    assert plain.totals.tokens.tolist() == [4, 4] and plain.totals.evicted_blocks == 0
 
 
 # -- predictive path ------------------------------------------------------------------------------------
@@ -160,6 +195,196 @@ def test_placement_stats_by_hand():
     assert s.reviewer_reserve(0) == 6 and s.reviewer_reserve(4) == 2 and s.reviewer_reserve(9) == 0
 
 
+def test_placement_stats_reuse_by_hand():
+    s = PlacementStats(rho_window=3)
+    assert math.isnan(s.predicted_rho("S", "lead")) and math.isnan(s.rho_quantile(0.5))
+    s.closed("lead", 2, "S", tokens=4, reads=40)  # rho 10
+    s.closed("worker", 1, "S", tokens=4, reads=4)  # rho 1
+    s.closed("worker", 1, "T", tokens=0, reads=9)  # wrote nothing: carries no rho
+    assert s.predicted_rho("S", "lead") == 10.0  # same session and class
+    assert s.predicted_rho("T", "lead") == 10.0  # class on the node
+    assert s.predicted_rho("T", "reviewer") == 44 / 8  # node-wide, token-weighted
+    assert s.rho_quantile(0.5) == 1.0 and s.rho_quantile(0.0) == 1.0 and s.rho_quantile(1.0) == 10.0
+    s.closed("lead", 1, "T", tokens=2, reads=2)  # rho 1: window [10, 1, 1]
+    s.closed("lead", 1, "T", tokens=1, reads=3)  # rho 3: 10 leaves the window -> [1, 1, 3]
+    assert s.rho_quantile(1.0) == 3.0 and s.rho_quantile(0.5) == 1.0 and s.rho_quantile(0.7) == 3.0
+    assert s.predicted_rho("T", "lead") == 5 / 3  # T's own leads now
+    s.session_ended("T")
+    assert s.predicted_rho("T", "lead") == 45 / 7  # class-wide again
+    for i in range(10):  # more closes than the window between two asks: re-sorted on the next ask
+        s.closed("reviewer", 1, "U", tokens=1, reads=i)
+    assert s.rho_quantile(0.0) == 7.0 and s.rho_quantile(1.0) == 9.0
+
+
+@settings(max_examples=80, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["close", "close", "close", "ask", "end"]), st.integers(0, 2),
+                              st.sampled_from(["lead", "worker"]), st.integers(0, 3), st.integers(0, 12),
+                              st.sampled_from([0.0, 0.25, 0.5, 0.9, 1.0])), max_size=60),
+       window=st.integers(1, 5))
+def test_placement_stats_reuse_matches_naive_history(ops, window):
+    """The incremental estimates equal a recomputation from the full history at every ask."""
+    s = PlacementStats(rho_window=window)
+    hist: list[tuple[str, int, str, int, int]] = []
+    epoch = {0: 0, 1: 0, 2: 0}
+    for op, sess, cls, tok, reads, q in ops:
+        if op == "close":
+            s.closed(cls, 1, f"S{sess}", tokens=tok, reads=reads)
+            if tok:
+                hist.append((f"S{sess}", epoch[sess], cls, reads, tok))
+        elif op == "end":
+            s.session_ended(f"S{sess}")
+            epoch[sess] += 1
+        else:
+            recent = sorted(r / t for *_, r, t in hist[-window:])
+            want_q = recent[max(math.ceil(q * len(recent)) - 1, 0)] if recent else math.nan
+            got_q = s.rho_quantile(q)
+            assert got_q == want_q or (math.isnan(got_q) and math.isnan(want_q))
+            mine = [h for h in hist if h[0] == f"S{sess}" and h[1] == epoch[sess] and h[2] == cls]
+            pool = mine or [h for h in hist if h[2] == cls] or hist
+            want = sum(h[3] for h in pool) / sum(h[4] for h in pool) if pool else math.nan
+            got = s.predicted_rho(f"S{sess}", cls)
+            assert got == want or (math.isnan(got) and math.isnan(want))
+
+
+# -- rho_threshold (Kyung et al. [23]) ---------------------------------------------------------------
+
+
+def _reuse_table(policy) -> SegmentTable:
+    """Session S closed a lead read 10x per token and a worker read 1x; nothing else closed yet."""
+    t = table(policy, hbm=100, hbf=100)
+    t.add_write("lead0", 4, seg_class="lead", session_id="S")
+    t.add_reads("lead0", 40)
+    t.add_write("w0", 4, seg_class="worker", session_id="S")
+    t.add_reads("w0", 4)
+    assert tiers_of(t, "lead0") == [0] * 4  # no closed segment yet: no evidence, HBM
+    t.close("lead0")
+    t.close("w0")
+    return t
+
+
+def test_rho_threshold_sends_predicted_high_reuse_to_hbf():
+    t = _reuse_table(ReuseThreshold())  # threshold = median of [10, 1] (lower median) = 1
+    t.add_write("lead1", 2, seg_class="lead", session_id="S")  # predicted 10 > 1
+    t.add_write("w1", 2, seg_class="worker", session_id="S")  # predicted 1, not > 1
+    t.add_write("rv", 2, seg_class="reviewer", session_id="T")  # no T, no reviewer: node 44/8 > 1
+    assert tiers_of(t, "lead1") == [1, 1] and tiers_of(t, "w1") == [0, 0] and tiers_of(t, "rv") == [1, 1]
+    assert t.rows()[0]["tier_pref"] == "HBF"
+
+
+def test_rho_threshold_knobs():
+    t = _reuse_table(ReuseThreshold(quantile=1.0))  # threshold = 10: nothing exceeds it
+    t.add_write("lead1", 2, seg_class="lead", session_id="S")
+    assert tiers_of(t, "lead1") == [0, 0]
+    t = _reuse_table(ReuseThreshold(threshold=0.5))  # absolute: both classes exceed 0.5
+    t.add_write("w1", 2, seg_class="worker", session_id="S")
+    assert tiers_of(t, "w1") == [1, 1]
+    for bad in (dict(quantile=1.5), dict(threshold=-1.0), dict(threshold=math.inf), dict(window=0), dict(window=2.5)):
+        with pytest.raises(ValueError, match="rho_threshold"):
+            ReuseThreshold(**bad)
+
+
+def test_rho_threshold_learns_per_session_and_forgets_at_session_end():
+    t = table(ReuseThreshold(), hbm=100, hbf=100)
+    for sess, reads in (("A", 0), ("B", 30)):  # A's laden KV is never re-read, B's 10x
+        t.add_write(f"{sess}0", 3, seg_class="reasoning_laden", session_id=sess)
+        t.add_reads(f"{sess}0", reads)
+        t.close(f"{sess}0")
+    # class-wide laden = 30/6 = 5 > threshold 0 (lower median of [0, 10]); A's own history says 0
+    t.add_write("A1", 1, seg_class="reasoning_laden", session_id="A")
+    t.add_write("B1", 1, seg_class="reasoning_laden", session_id="B")
+    assert tiers_of(t, "A1") == [0] and tiers_of(t, "B1") == [1]
+    t.end_session("A")
+    t.add_write("A2", 1, seg_class="reasoning_laden", session_id="A")  # a new session A: class-wide 30/7
+    assert tiers_of(t, "A2") == [1]
+
+
+def test_add_reads_errors():
+    t = table(ReuseThreshold())
+    t.add_write("a", 1, seg_class="lead")
+    for bad in (-1, 1.5, True, "3"):
+        with pytest.raises(ValueError, match="read_tokens"):
+            t.add_reads("a", bad)
+    with pytest.raises(KeyError, match="not open"):
+        t.add_reads("zz", 1)
+    t.add_reads("a", np.int64(7))
+    assert t.rows()[0]["read_tokens"] == 7
+
+
+# -- oracle -------------------------------------------------------------------------------------------
+
+
+def test_oracle_keeps_shortest_remaining_lifetime_in_hbm():
+    t = table(Oracle(), hbm=10, hbf=100)
+    t.add_write("long", 6, seg_class="lead", close_s=100.0, final_tokens=7)  # alone: 7 <= 10
+    t.add_write("short", 2, seg_class="worker", close_s=10.0, final_tokens=8)  # first: 8 <= 10
+    assert tiers_of(t, "long") == [0] * 6 and tiers_of(t, "short") == [0, 0]
+    t.add_write("long", 1)  # short's 2 held + 6 to come, then long's 6 + 1: 15 > 10
+    assert tiers_of(t, "long")[-1] == 1
+    t.add_write("mid", 2, seg_class="reasoning_laden", close_s=50.0, final_tokens=2)  # 8 + 2 <= 10
+    assert tiers_of(t, "mid") == [0, 0]
+    t.add_write("unknown", 1, seg_class="reviewer")  # no close time: ranks last, 8 + 2 + 6 + 1 > 10
+    assert tiers_of(t, "unknown") == [1]
+    t.close("short")
+    t.add_write("long", 1)  # mid 2 + long 6 + 1 <= 10 now
+    assert tiers_of(t, "long")[-1] == 0
+    # the decision itself (any class; ties in close time go to the segment opened first)
+    assert Oracle().tier(SegmentInfo("mid", "reasoning_laden", new_blocks=1), t) == Tier.HBM
+    with pytest.raises(ValueError, match="unknown seg_class"):
+        Oracle().tier(SegmentInfo("mid", "chat"), t)
+    with pytest.raises(ValueError, match="final_tokens"):
+        t.add_write("x", 1, seg_class="worker", final_tokens=-3)
+    with pytest.raises(ValueError, match="close_s must be a number"):
+        t.add_write("x", 1, seg_class="worker", close_s="soon")  # type: ignore[arg-type]
+    assert "x" not in t  # a rejected open leaves no row
+
+
+def test_oracle_beats_lachesis_when_it_knows_which_worker_returns_first():
+    """Two workers whose predicted keys are inverted: the one predicted long returns first and grows.
+    Lachesis admits the other and spills the growth; the oracle holds HBM for the growth."""
+    events = [(0, "write", "w_early", "worker", 1, "S", 2.0), (1, "write", "w_late", "worker", 4, "S", 1.0),
+              (2, "write", "w_early", "worker", 7, "S", 2.0), (5, "close", "w_early"), (20, "close", "w_late")]
+    lach = replay_events(events, "lachesis", 8, 64, 1)
+    orac = replay_events(annotate_clairvoyant(events), "oracle", 8, 64, 1)
+    assert lach.tokens.tolist() == [5, 7] and orac.tokens.tolist() == [8, 4]
+
+
+def test_annotate_clairvoyant_reads_close_times_and_final_sizes():
+    ev = [(0, "write", "a", "lead", 3, "S"), (1, "write", "b", "worker", 2, "S"), (2, "write", "a", "lead", 4, "S"),
+          (3, "close", "b"), (4, "read", "a", 5), (6, "session_end", "S"), (7, "write", "c", "lead", 1, "T")]
+    out = annotate_clairvoyant(ev)
+    assert out[0][7:] == (6.0, 7.0) and out[1][7:] == (3.0, 2.0) and out[2][7:] == (6.0, 7.0)
+    assert math.isnan(out[6][7]) and out[6][8] == 1.0 and out[4] == (4.0, "read", "a", 5)
+
+
+# -- the API edge -------------------------------------------------------------------------------------
+
+
+def test_as_policy_names_knobs_and_objects():
+    assert isinstance(as_policy("lachesis"), Lachesis) and as_policy("lachesis") is not as_policy("lachesis")
+    obj = Oracle()
+    assert as_policy(obj) is obj
+    p = as_policy("rho_threshold:quantile=0.25,window=64")
+    assert (p.quantile, p.threshold, p.rho_window) == (0.25, None, 64)
+    assert p.name == "rho_threshold:quantile=0.25,window=64" and as_policy(p.name).name == p.name
+    assert ReuseThreshold().name == "rho_threshold" and as_policy("rho_threshold:threshold=2").threshold == 2.0
+    assert table("rho_threshold:window=5").stats.rho_window == 5  # the table sizes the stats window
+    assert get_policy("hbm_first_reclaim").reclaims_cached_hbm
+    with pytest.raises(ValueError, match="unknown policy"):
+        as_policy("lru")
+    with pytest.raises(ValueError, match="unknown policy"):
+        as_policy("lru:x=1")
+    with pytest.raises(ValueError, match="must be a number"):
+        as_policy("rho_threshold:quantile=high")
+    with pytest.raises(ValueError, match="key=value"):
+        as_policy("rho_threshold:0.25")
+    with pytest.raises(ValueError, match="lachesis:x=1"):
+        as_policy("lachesis:x=1")  # no such knob
+    with pytest.raises(TypeError, match="missing"):
+        as_policy(object())
+    with pytest.raises(TypeError, match="as_policy"):
+        get_policy(Lachesis())  # type: ignore[arg-type]
+
+
 # -- user policies ------------------------------------------------------------------------------------
 
 
@@ -189,7 +414,7 @@ def test_user_policy_and_registry():
     assert isinstance(ReviewersOnlyInHBM(), Policy) and isinstance(Lachesis(), Policy)
     ev = [(0, "write", "r", "reviewer", 5), (1, "write", "w", "worker", 5)]
     assert replay_events(ev, ReviewersOnlyInHBM(), 8, 8, 1).tokens.tolist() == [5, 5]
-    assert set(POLICIES) == {"hbm_first", "hbm_first_reclaim", "deterministic", "lachesis"}
+    assert set(POLICIES) == {"hbm_first", "hbm_first_reclaim", "deterministic", "lachesis", "rho_threshold", "oracle"}
     with pytest.raises(ValueError, match="unknown policy"):
         get_policy("lru")
 
@@ -200,28 +425,33 @@ CLASSES = ["reasoning_laden", "reasoning_stripped", "lead", "worker", "worker", 
 
 
 @st.composite
-def event_lists(draw, classes=tuple(CLASSES), n_ops=("write",) * 5 + ("close", "close", "end")):
-    """Small random traces: segments of random class/session/key; writes, closes and session ends."""
+def event_lists(draw, classes=tuple(CLASSES), n_ops=("write",) * 5 + ("read", "read", "close", "close", "end")):
+    """Small random traces: segments of random class/session/key and clairvoyant facts (NaN, or any
+    value: the oracle's rule is defined for any); writes, reads, closes and session ends."""
     n_seg = draw(st.integers(1, 9))
+    facts = st.sampled_from([math.nan, 0.0, 3.0, 5.0, 5.0, 9.0, 20.0, 40.0])
     segs = [(draw(st.sampled_from(classes)), draw(st.integers(0, 2)),
-             draw(st.sampled_from([0.5, 1.0, 1.0, 2.0, 3.0, math.nan]))) for _ in range(n_seg)]
+             draw(st.sampled_from([0.5, 1.0, 1.0, 2.0, 3.0, math.nan])), draw(facts), draw(facts))
+            for _ in range(n_seg)]
     gen = [0] * n_seg
     live = [False] * n_seg
     events = []
     for t, (op, i, tok) in enumerate(draw(st.lists(
             st.tuples(st.sampled_from(n_ops), st.integers(0, n_seg - 1),
                       st.integers(0, 24)), min_size=1, max_size=50))):
-        cls, sess, key = segs[i]
+        cls, sess, key, close_s, final = segs[i]
         sid = f"s{i}.{gen[i]}"
         if op == "write":
-            events.append((float(t), "write", sid, cls, tok, f"S{sess}", key))
+            events.append((float(t), "write", sid, cls, tok, f"S{sess}", key, close_s, final))
             live[i] = True
+        elif op == "read" and live[i]:
+            events.append((float(t), "read", sid, tok * (i + 1)))
         elif op == "close" and live[i]:
             events.append((float(t), "close", sid))
             live[i], gen[i] = False, gen[i] + 1
         elif op == "end":
             events.append((float(t), "session_end", f"S{sess}"))
-            for j, (_, s2, _) in enumerate(segs):
+            for j, (_, s2, *_rest) in enumerate(segs):
                 if s2 == sess and live[j]:
                     live[j], gen[j] = False, gen[j] + 1
     return events
@@ -234,13 +464,21 @@ def _run(fn, *args):
         return "exhausted"
 
 
+NEW_POLICIES = ["rho_threshold", "rho_threshold:quantile=0.25", "rho_threshold:quantile=1,window=2",
+                "rho_threshold:threshold=1.5", "oracle"]
+USER_POLICIES = {"user": HalfHBMForWorkers, "rho_object": lambda: ReuseThreshold(quantile=0.75, window=3),
+                 "oracle_object": Oracle}
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(events=event_lists(), hbm=st.integers(0, 16), hbf=st.integers(0, 30), bt=st.integers(1, 6),
-       policy=st.sampled_from(["hbm_first", "hbm_first_reclaim", "deterministic", "lachesis", "user"]))
+       policy=st.sampled_from(["hbm_first", "hbm_first_reclaim", "deterministic", "lachesis", *NEW_POLICIES,
+                               *USER_POLICIES]))
 def test_fast_replay_equals_reference(events, hbm, hbf, bt, policy):
-    """Per-tier (and per-class) written tokens, blocks and evictions agree exactly, or both run out."""
-    fast_pol = HalfHBMForWorkers() if policy == "user" else get_policy(policy)
-    ref_pol = HalfHBMForWorkers() if policy == "user" else policy
+    """Per-tier (and per-class) written tokens, blocks and evictions agree exactly, or both run out.
+    Policy objects (a user policy, the new policies as objects) drive the reference through its naive view."""
+    fast_pol = USER_POLICIES[policy]() if policy in USER_POLICIES else get_policy(policy)
+    ref_pol = USER_POLICIES[policy]() if policy in USER_POLICIES else policy
     fast = _run(replay_events, events, fast_pol, hbm, hbf, bt)
     ref = _run(reference_replay, events, ref_pol, hbm, hbf, bt)
     if isinstance(fast, str) or isinstance(ref, str):
@@ -252,6 +490,23 @@ def test_fast_replay_equals_reference(events, hbm, hbf, bt, policy):
     assert fast.evicted_blocks == ref.evicted_blocks
     written = sum(e[4] for e in events if e[1] == "write")
     assert fast.total_bytes == fast.hbm_bytes + fast.hbf_bytes == written
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=event_lists(n_ops=("write",) * 4 + ("read",) * 3 + ("close",) * 3 + ("end",)),
+       hbm=st.integers(0, 24), bt=st.integers(1, 4), quantile=st.sampled_from([0.0, 0.3, 0.5, 1.0]),
+       window=st.integers(1, 6))
+def test_fast_equals_reference_reuse_and_oracle(events, hbm, bt, quantile, window):
+    """rho_threshold over its knobs, and the oracle with the true facts of the trace, agree exactly."""
+    spec = f"rho_threshold:quantile={quantile},window={window}"
+    out = _compare(events, spec, hbm, 400, bt)
+    if not isinstance(out, str):
+        event(f"rho_threshold moved KV to HBF: {out.tokens[1] > 0}")
+    truth = annotate_clairvoyant(events)
+    orac = _compare(truth, "oracle", hbm, 400, bt)
+    if not isinstance(orac, str):
+        det = replay_events(truth, "deterministic", hbm, 400, bt)
+        target(float(abs(orac.tokens[0] - det.tokens[0])), label="HBM tokens the oracle moved")
 
 
 @st.composite
@@ -336,9 +591,9 @@ def test_reference_drives_policy_objects_like_the_fast_path():
         if ev[1] == "write":
             fast_table.add_write(ev[2], ev[4], seg_class=ev[3], session_id=ev[5], rank_key=ev[6])
         else:
-            n_slots = fast_table._w_n
+            n_slots = fast_table._ws.n
             fast_table.close(ev[2])
-            compacted |= fast_table._w_n < n_slots
+            compacted |= fast_table._ws.n < n_slots
     c = fast_table.totals
     assert compacted
     assert a.as_dict() == b.as_dict() == c.as_dict()
