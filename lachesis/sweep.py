@@ -584,25 +584,29 @@ def load_gains(df: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
-def loads_in_range(n: np.ndarray, ratio: np.ndarray, lo: float, hi: float, points: int = 4000
-                   ) -> list[tuple[float, float]]:
+def loads_in_range(n: np.ndarray, ratio: np.ndarray, lo: float, hi: float) -> list[tuple[float, float]]:
     """Intervals of load where the piecewise-linear ratio(load) through the samples lies in [lo, hi]."""
     ok = np.isfinite(ratio)
-    n, ratio = np.asarray(n, float)[ok], np.asarray(ratio, float)[ok]
-    if len(n) == 0:
-        return []
+    n, y = np.asarray(n, float)[ok], np.asarray(ratio, float)[ok]
     o = np.argsort(n)
-    n, ratio = n[o], ratio[o]
-    x = np.linspace(n[0], n[-1], points) if len(n) > 1 else n
-    y = np.interp(x, n, ratio)
-    inside = (y >= lo) & (y <= hi)
-    out, start = [], None
-    for i, v in enumerate(inside):
-        if v and start is None:
-            start = x[i]
-        if start is not None and (not v or i == len(inside) - 1):
-            out.append((float(start), float(x[i] if v else x[i - 1])))
-            start = None
+    n, y = n[o], y[o]
+    if len(n) == 1:
+        return [(float(n[0]), float(n[0]))] if lo <= y[0] <= hi else []
+    out: list[tuple[float, float]] = []
+    for n0, n1, y0, y1 in zip(n[:-1], n[1:], y[:-1], y[1:]):
+        dy = y1 - y0
+        if dy == 0:
+            t = (0.0, 1.0) if lo <= y0 <= hi else None
+        else:
+            a, b = sorted(((lo - y0) / dy, (hi - y0) / dy))
+            t = (max(a, 0.0), min(b, 1.0)) if a <= 1 and b >= 0 else None
+        if t is None:
+            continue
+        iv = (float(n0 + t[0] * (n1 - n0)), float(n0 + t[1] * (n1 - n0)))
+        if out and iv[0] <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], iv[1]))
+        else:
+            out.append(iv)
     return out
 
 
@@ -629,7 +633,8 @@ def paper_loads(gains: pd.DataFrame) -> pd.DataFrame:
     """Per paper number and cell: the loads at which our ratio equals it (a range: lies inside it).
 
     ``gains`` is :func:`load_gains` output.  Intervals come from linear interpolation between the
-    sampled loads; a number outside the ratios we measured says so.
+    sampled loads (``loads``); ``sentence`` says which load on our corpus reproduces the paper's number,
+    or that the number lies outside the ratios we measured.
     """
     rows = []
     for label, col, mem, lo, hi in _paper_targets():
@@ -640,30 +645,23 @@ def paper_loads(gains: pd.DataFrame) -> pd.DataFrame:
             n, r = d["n_sessions"].to_numpy(float), d[col].to_numpy(float)
             n_star = int(d["n_star"].iloc[0])
             at_star = d.loc[d["n_sessions"].eq(n_star), col]
-            iv = loads_in_range(n, r, lo, hi)
-            rows.append(dict(paper=label, workload=w, model=m, memory=mem, ratio=col, paper_lo=lo, paper_hi=hi,
-                             n_star=n_star, ours_at_n_star=float(at_star.iloc[0]) if len(at_star) else np.nan,
-                             ours_min=float(np.nanmin(r)), ours_max=float(np.nanmax(r)),
-                             n_min=float(n.min()), n_max=float(n.max()), loads=iv))
+            row = dict(paper=label, workload=w, model=m, memory=mem, ratio=col, paper_lo=lo, paper_hi=hi,
+                       n_star=n_star, ours_at_n_star=float(at_star.iloc[0]) if len(at_star) else np.nan,
+                       ours_min=float(np.nanmin(r)), ours_max=float(np.nanmax(r)), n_min=float(n.min()),
+                       n_max=float(n.max()), loads=loads_in_range(n, r, lo, hi))
+            rows.append(dict(row, sentence=_paper_load_sentence(row)))
     return pd.DataFrame(rows)
 
 
-def paper_load_sentences(found: pd.DataFrame) -> list[str]:
-    """One sentence per row of :func:`paper_loads`: which load on our corpus reproduces the paper's number."""
-    def fmt(iv: list[tuple[float, float]]) -> str:
-        return ", ".join(f"≈{a:.0f}" if b - a < 1 else f"{a:.0f}–{b:.0f}" for a, b in iv)
-
-    out = []
-    for r in found.itertuples(index=False):
-        head = f"Paper {r.paper}; ours on {r.memory}, {r.model}:"
-        star = f"(our N* = {r.n_star}, where it is {r.ours_at_n_star:.2f}×)"
-        if r.loads:
-            out.append(f"{head} reproduced at {fmt(r.loads)} sessions/GPU {star}.")
-        else:
-            where = "above" if r.paper_lo > r.ours_max else "below"
-            out.append(f"{head} not reached at {r.n_min:.0f}–{r.n_max:.0f} sessions/GPU, where ours spans "
-                       f"{r.ours_min:.2f}–{r.ours_max:.2f}× (the paper's is {where} it) {star}.")
-    return out
+def _paper_load_sentence(r: dict) -> str:
+    head = f"Paper {r['paper']}; ours on {r['memory']}, {r['model']}:"
+    star = f"(our N* = {r['n_star']}, where it is {r['ours_at_n_star']:.2f}×)"
+    if r["loads"]:
+        at = ", ".join(f"≈{a:.0f}" if b - a < 1 else f"{a:.0f}–{b:.0f}" for a, b in r["loads"])
+        return f"{head} reproduced at {at} sessions/GPU {star}."
+    where = "above" if r["paper_lo"] > r["ours_max"] else "below"
+    return (f"{head} not reached at {r['n_min']:.0f}–{r['n_max']:.0f} sessions/GPU, where ours spans "
+            f"{r['ours_min']:.2f}–{r['ours_max']:.2f}× (the paper's is {where} it) {star}.")
 
 
 def capacity_table(df: pd.DataFrame) -> pd.DataFrame:
