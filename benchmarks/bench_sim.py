@@ -15,10 +15,7 @@ finish in reasonable time, which is the point of the fast path.
 Prints wall times, the speed-up of the fast replay over the reference, and the whole simulator's
 time per request, for each trace length (the reference runs at 1× only unless ``--ref-upto``).
 
-Measured (2-core container, multi_agent scale 0.05 = 1×, N = 16, Lachesis, default memory): simulator
-0.46 s for 5,693 requests (81 µs/request); fast allocator replay 0.17 s vs per-block reference 477 s on
-the same 6,576 events (2,870× faster; the whole simulator, timing model included, is 1,030× faster than
-the reference's allocator replay alone).  Simulator time grows 3.6× at 2× the trace and 5.1× at 4×.
+Measurements: ``benchmarks/RESULTS.md``.
 """
 
 from __future__ import annotations
