@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -228,7 +226,6 @@ def test_argument_errors_name_the_argument(multi_plan, kw, name):
 
 
 def test_model_whose_weights_exceed_the_memory_is_refused(multi_plan):
-    cfg = small_cfg()
-    huge = cfg.with_(model=replace(cfg.model, name="Huge", total_params=5e13, layout=None))
-    with pytest.raises(ValueError, match="'Huge' does not fit memory configuration 'tiny'"):
-        S.simulate(multi_plan, huge, "lachesis", 2)
+    mem = MemoryConfig("1 GB of HBF", 1, 1, hbm=StackSpec("h", 2e8, 1.6e12, 1.6e12), hbf=StackSpec("f", 1e9, 1.6e12, 16e9))
+    with pytest.raises(ValueError, match="'Llama-4-Maverick' does not fit memory configuration '1 GB of HBF'"):
+        S.simulate(multi_plan, DEFAULT.with_(memory=mem), "lachesis", 2)

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -197,12 +196,12 @@ def test_empty_grids_and_unknown_names_are_one_line_errors():
 
 
 def test_model_too_big_for_the_memory_is_a_clear_error(monkeypatch):
-    from lachesis.config import MODELS
+    from lachesis.config import MemoryConfig, StackSpec
 
-    huge = replace(MODELS["Llama-4-Maverick"], name="Huge", total_params=5e13, active_params=1e11, layout=None)
-    monkeypatch.setitem(MODELS, "Huge", huge)
-    with pytest.raises(ValueError, match="'Huge' does not fit memory configuration '1/7'"):
-        W.run_grid([W.Point("multi_agent", "1/7", "Huge", "tight", "lachesis")], TINY, progress=False)
+    small = MemoryConfig("1/1 small", 1, 1, hbf=StackSpec("HBF 1 GB", 1e9, 1.6e12, 16e9))
+    monkeypatch.setattr(W, "memory_config", lambda label: small)
+    with pytest.raises(ValueError, match="'Llama-4-Maverick' does not fit memory configuration '1/1 small'"):
+        W.run_grid([W.Point("multi_agent", "1/7", "Llama-4-Maverick", "tight", "lachesis")], TINY, progress=False)
 
 
 def test_progress_line_per_finished_cell(fixture_plan, tmp_path, capfd):
