@@ -15,10 +15,7 @@ finish in reasonable time, which is the point of the fast path.
 Prints wall times, the speed-up of the fast replay over the reference, and the whole simulator's
 time per request, for each trace length (the reference runs at 1× only unless ``--ref-upto``).
 
-Measured (2-core container, multi_agent scale 0.05 = 1×, N = 16, Lachesis, default memory): simulator
-0.46 s for 5,693 requests (81 µs/request); fast allocator replay 0.17 s vs per-block reference 477 s on
-the same 6,576 events (2,870× faster; the whole simulator, timing model included, is 1,030× faster than
-the reference's allocator replay alone).  Simulator time grows 3.6× at 2× the trace and 5.1× at 4×.
+Measurements: ``benchmarks/RESULTS.md``.
 """
 
 from __future__ import annotations
@@ -41,9 +38,10 @@ from lachesis.allocator import replay_events  # noqa: E402
 
 def bench_config(hbm_gb: float, hbf_kv_gb: float):
     """Config 1/7-like but with small per-GPU capacities, so the per-block reference fits in time and memory."""
+    from lachesis import hbf
     from lachesis.config import DEFAULT, GB, MemoryConfig, StackSpec
 
-    w = S.weight_storage_bytes_per_gpu(DEFAULT)
+    w = hbf.weight_storage_bytes_per_gpu(DEFAULT.model, DEFAULT.deployment)
     mem = MemoryConfig(f"bench {hbm_gb:g}+{hbf_kv_gb:g} GB", 1, 7,
                        hbm=StackSpec("HBM4-small", hbm_gb * GB, 1.6e12, 1.6e12),
                        hbf=StackSpec("HBF-small", (w + hbf_kv_gb * GB) / 7, 1.6e12, 16e9))
@@ -60,7 +58,7 @@ def bench(workload: str, scale: float, n: int, hbm_gb: float, hbf_kv_gb: float, 
     if r.oom:
         raise SystemExit(f"the run ran out of memory at {n} sessions: raise --hbf-kv-gb or lower --n")
     t_sim = time.perf_counter() - t0
-    mem = S.Memory(plan, cfg, policy, S.weight_storage_bytes_per_gpu(cfg))
+    mem = S.Memory(plan, cfg, policy)
     hb, fb, bt = mem.alloc.hbm_blocks, mem.alloc.hbf_blocks, cfg.deployment.block_tokens
     t0 = time.perf_counter()
     fast = replay_events(r.events, policy, hb, fb, bt)

@@ -1,24 +1,17 @@
 """How much the Fig. 9–12 gains move across seeds: the replication noise behind every per-cell ratio.
 
 A seed changes the synthetic corpus draw, the reference clock's delays and the simulator's session
-order, and so the capacity search's N* and the lifetime read there.  This runs the paper-scale grid
-(``paper`` search preset) for each seed through the same cached sweep the notebooks use, then
-prints, per cell, the Lachesis/HBM-first gain per seed and its spread, and the headline ranges the
-notebooks compare with the paper, per seed.  Not a test: a measurement to read next to the figures.
+order, and so the capacity search's N* (each cell's common load) and the lifetimes read there.  This
+runs the paper-scale grid (``paper`` search preset) for each seed through the same cached sweep the
+notebooks use, then prints, per cell, the Lachesis/HBM-first gain per seed and its spread, and the
+headline ranges the notebooks compare with the paper, per seed.  Not a test: a measurement to read next to the figures.
 
     .venv/bin/python benchmarks/seed_spread.py [--seeds 0 1 2] [--cache build/sweep_cache_paper]
-        [--which multi single] [--n-jobs 2]
+        [--which multi single] [--n-jobs 2] [--load baseline|min|own]
 
 Seed 0 is the committed figures' run; with the default cache it is read back, not recomputed.
 
-Measured (seeds 0, 1, 2; 2-core container; 263 s + 232 s multi-agent, 207 s + 196 s single-agent for
-seeds 1 and 2):
-  multi-agent  per-cell Lachesis/HBM-first: cv median 6.0 %, spread (max/min - 1) median 12.4 %, max 45.6 %;
-               N* spread median 8.5 %, max 35.5 %.  Tight 1/7-4/4 range per seed: 1.13-1.90, 1.26-1.84,
-               1.23-1.70; loose: 1.23-1.80, 1.21-1.62, 1.13-1.75; 8/8* tight: 1.49-2.11, 1.49-2.55, 1.48-2.38
-               (with and without reviewer).
-  single-agent per-cell cv median 2.1 %, spread median 4.1 %, max 32.1 %; N* spread median 9.4 %, max 23.4 %.
-               τ³-bench range 1.05-1.45, 0.98-1.55, 1.04-1.73; BFCLv4 1.00-1.16, 0.99-1.15, 0.99-1.16.
+Measurements: ``benchmarks/RESULTS.md``.
 """
 
 from __future__ import annotations
@@ -51,13 +44,15 @@ def main() -> None:
     ap.add_argument("--cache", default="build/sweep_cache_paper")
     ap.add_argument("--which", nargs="+", default=["multi", "single"], choices=["multi", "single"])
     ap.add_argument("--n-jobs", type=int, default=2)
+    ap.add_argument("--load", default="baseline", choices=sweep.LOADS, help="the load rule of lachesis.sweep")
     a = ap.parse_args()
     params = sweep.SEARCH_PRESETS["paper"]
     for which in a.which:
         frames = []
         for seed in a.seeds:
             t = time.perf_counter()
-            frames.append(sweep.run_grid(grid(which, seed), params, a.cache, n_jobs=a.n_jobs, progress=False))
+            frames.append(sweep.run_grid(grid(which, seed), params, a.cache, n_jobs=a.n_jobs, progress=False,
+                                         load=a.load))
             print(f"[{which}] seed {seed}: {len(frames[-1])} points in {time.perf_counter() - t:.0f} s")
         df = pd.concat(frames, ignore_index=True)
         g = cell_gains(df)

@@ -9,7 +9,12 @@ the reference clock (:class:`lachesis.config.ReferenceClock`), from which segmen
   tools (``clock.spawn_tools``) charge nothing; latencies add (or, with
   ``clock.parallel_tool_calls``, the slowest call counts);
 * then the agent WAITS until every sub-agent spawned by that request has returned;
-* then ``n_observations × TTFT_ref`` (once per observation, whatever its length);
+* then ``(n_observations + returned sub-agents) × TTFT_ref``: one observation prefill per tool
+  result and one per returned sub-agent result, whatever its length (Appendix B: "Appending a tool
+  result forces a partial prefill before the next round can decode … charges TTFTref once per
+  observation").  **Trace contract**: ``n_observations`` counts the tool results appended after a
+  request EXCLUDING the results of the sub-agents it spawned; those are counted here, one per spawn
+  record whose ``spawn_request_id`` is the request;
 * before the first request of a turn t > 0 of the root agent (single or lead): a user delay
   ~ LogNormal(median ``user_delay_median_s``, sigma ``user_delay_sigma``);
 * initial prefill time is not counted (Appendix B).
@@ -137,7 +142,7 @@ def schedule(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0) -
             back = [run(c, end, False, rng) for c in children.get(g, ())]
             if k < last:
                 t_tools[g] = tool_s
-                t_obs[g] = n_obs[g] * ttft
+                t_obs[g] = (n_obs[g] + len(back)) * ttft
                 t = max(end + tool_s, max(back, default=end)) + t_obs[g]
         return float(t_dec[rows[last]])
 

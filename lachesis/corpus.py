@@ -710,9 +710,11 @@ def _structural_session(p: StructuralPreset, d: StructuralDerived, sid: str, ind
                         for w in to_review)
         out = lead_reason[lead_q] + int(round(call_tok))
         obs_tok = sum(w["result"] for w in to_spawn)
-        # the lead request row first, then the sub-agents it spawns (per-agent order is what matters)
+        # the lead request row first, then the sub-agents it spawns (per-agent order is what matters).
+        # n_observations = 0: the lead's only observations are its sub-agents' returned results, which the
+        # trace contract leaves out (the clock charges one prefill per spawn record, lachesis.clock).
         rows.add(sid, rid, lead, None, "lead", 0, ctx, matched, out, lead_reason[lead_q],
-                 [SPAWN_TOOL] * n_spawn, n_spawn, 0, 0)
+                 [SPAWN_TOOL] * n_spawn, 0, 0, 0)
         row_idx = len(rows.cols["request_id"]) - 1
         for w in to_spawn:
             emit_worker(w, rid)

@@ -6,11 +6,12 @@ reads its share of the expert weights each step).  The loop is CLOSED: a finishe
 replaced at once by the next session of the trace (cycling), as in 24×7 operation.
 
 Per request: the user delay before it, the landing of its new KV on the decode node (at the target
-tier's write bandwidth, :func:`lachesis.hbf.kv_landing_time`), decoding of its output tokens at the
-current decode-step time, then its tool calls and observation prefills.  Delays are the SAME seeded
-draws as the reference clock (``seg.schedule``).  Sub-agents run concurrently, spawned after the
-parent request that spawns them; a parent request waits for the children whose reference-clock end
-precedes its reference-clock start.  Every KV write and every boundary goes through the tiered
+tier's write bandwidth, :func:`lachesis.hbf.landing_fn`), decoding of its output tokens at the
+current decode-step time (:func:`lachesis.hbf.scalar_step_fn`, the one decode-step model), then its
+tool calls and observation prefills (one per tool result and per returned sub-agent result,
+:mod:`lachesis.clock`).  Delays are the SAME seeded draws as the reference clock
+(``seg.schedule``).  Sub-agents run concurrently, spawned after the parent request that spawns
+them; a parent request waits for the children it spawned.  Every KV write and every boundary goes through the tiered
 allocator and the placement policy (:mod:`lachesis.allocator`, :mod:`lachesis.policies`).
 
 Cost scales with events, not with decode steps: between two events the set of decoding requests
@@ -26,12 +27,9 @@ growth during one request's decode is not re-priced.
 ASSUMPTION (TTFT): TTFT = the prefill node's time, provisioned to the reference point
 (``clock.ttft_ref_s``, Appendix B), + landing time + the first decode step.
 ASSUMPTION (landing): landing does not stall other requests' decode steps (the landing write and
-the step flush are not serialized against each other); it delays only its own request.  Size of
-what this leaves out, measured at N* (short search window, seed 0): landings occupy 3.9% of a GPU's
-time (multi-agent, Qwen3, 1/7, tight, Lachesis, N = 153), 3.0% (Maverick, 4/4, HBM-first, N = 60)
-and 2.2% (τ³-bench, Qwen3, 1/7, Lachesis, N = 700).  Stalling the own rank would lengthen steps by
-about that much; if every rank's landing stalled the whole node (the expert-parallel barrier the
-Kyung validation in lachesis.hbf applies), up to eight times that.
+the step flush are not serialized against each other); it delays only its own request.  Landings
+occupy a few percent of a GPU's time at N* (``benchmarks/RESULTS.md``); stalling the own rank would
+lengthen steps by about that much, and a node-wide expert-parallel barrier up to eight times that.
 ASSUMPTION (steady-state start): in a closed loop a slot is found inside a session with probability
 proportional to the session's span, at a uniform phase of it.  Each slot's first session is drawn
 that way and fast-forwarded to its phase (its KV up to the phase is written through the allocator,
@@ -41,98 +39,52 @@ budget), so the node starts near steady state; measurement still starts after a 
 
 from __future__ import annotations
 
+import math
+import numbers
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
 import simpy
 
+from lachesis import hbf
 from lachesis.config import Config, ModelSpec
 
-SIM_VERSION = "sim-1"
+SIM_VERSION = "sim-2"
 NOMINAL_TPOT_S = 0.05  # unit of simulated time, see Plan.mean_session_s
 
 
 # ------------------------------------------------------------------------------------------------
-# hbf.py hooks (roofline, landing, lifetime, settling)
+# Inputs checked before a run
 # ------------------------------------------------------------------------------------------------
 
-try:
-    from lachesis import hbf as _hbf
-except ImportError:  # pragma: no cover - hbf.py lands in the same tree
-    _hbf = None
+
+def check_fits(cfg: Config) -> float:
+    """HBF bytes one GPU's weights occupy (§5.2: weights live in HBF); a ValueError if they leave no room for KV."""
+    w = float(hbf.weight_storage_bytes_per_gpu(cfg.model, cfg.deployment))
+    if not w < cfg.memory.hbf_bytes:
+        raise ValueError(f"model {cfg.model.name!r} does not fit memory configuration {cfg.memory.label!r}: its "
+                         f"weights need {w / 1e9:.1f} GB of HBF per GPU, the configuration has "
+                         f"{cfg.memory.hbf_bytes / 1e9:.1f} GB")
+    return w
 
 
-def _fallback_weight_read(cfg: Config) -> float:
-    # FALLBACK (used only while lachesis.hbf is missing): a saturated step reads the GPU's whole
-    # share of the weights (its 1/n_gpus of the parameters).
-    return cfg.model.weight_bytes / cfg.deployment.n_gpus
+def _check_run_args(n_sessions: Any, seed: Any, duration_s: float, warmup_s: float, n_samples: Any) -> None:
+    """One-line errors naming the argument (a float session count would otherwise surface as a bad seed)."""
+    def integer(name: str, v: Any, lo: int) -> None:
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo:
+            raise ValueError(f"simulate: {name} must be an integer >= {lo}, got {v!r}")
 
-
-def step_time(cfg: Config, batch: int, kv_hbm_bytes: float, kv_hbf_bytes: float, flush_bytes: float,
-              hbm_write_bytes: float = 0.0) -> float:
-    """Decode-step time (s) on one GPU: hbf.py's roofline over the decoding requests and their tiers."""
-    if _hbf is not None:
-        return float(_hbf.decode_step_time(batch, kv_hbm_bytes, kv_hbf_bytes, flush_bytes, cfg.memory, cfg.model,
-                                           cfg.deployment, hbm_write_bytes=hbm_write_bytes))
-    m, mem = cfg.model, cfg.memory
-    compute = 2 * m.active_params * batch / cfg.deployment.gpu.flops
-    w = _fallback_weight_read(cfg)
-    if mem.daisy_chain:
-        read = (kv_hbm_bytes + kv_hbf_bytes + w) / mem.hbm_read_bw
-    else:
-        read = max(kv_hbm_bytes / mem.hbm_read_bw, (kv_hbf_bytes + w) / mem.hbf_read_bw)
-    return max(compute, read) + flush_bytes / mem.hbf_write_bw
-
-
-def _step_fn(cfg: Config) -> Callable[..., float]:
-    """``(batch, kv_hbm, kv_hbf, flush, hbm_write) -> s``: :func:`step_time` with hbf.py's constants bound once."""
-    f = getattr(_hbf, "scalar_step_fn", None)
-    if f is not None:
-        return f(cfg.memory, cfg.model, cfg.deployment)
-    return lambda b, h, fl_, fl, hw: step_time(cfg, b, h, fl_, fl, hw)
-
-
-def _landing_fn(cfg: Config) -> Callable[[float, float], float]:
-    """``(hbm_tokens, hbf_tokens) -> s``: :func:`landing_time` with hbf.py's bandwidths bound once."""
-    f = getattr(_hbf, "landing_fn", None)
-    if f is not None:
-        return f(cfg.memory, cfg.model)
-    return lambda h, fl: landing_time(cfg, h, fl)
-
-
-def landing_time(cfg: Config, hbm_tokens: float, hbf_tokens: float) -> float:
-    """Time (s) for a request's prefilled KV to land on the decode node (both tiers in parallel)."""
-    bpt = cfg.model.kv_bytes_per_token
-    if _hbf is not None:
-        t1 = _hbf.kv_landing_time(hbm_tokens, "hbm", memory=cfg.memory, model=cfg.model) if hbm_tokens else 0.0
-        t2 = _hbf.kv_landing_time(hbf_tokens, "hbf", memory=cfg.memory, model=cfg.model) if hbf_tokens else 0.0
-        return float(max(t1, t2))
-    hbm_w = cfg.memory.hbm_stacks * cfg.memory.hbm.write_bw
-    return max(hbm_tokens * bpt / hbm_w, hbf_tokens * bpt / cfg.memory.hbf_write_bw)
-
-
-def weight_storage_bytes_per_gpu(cfg: Config) -> float:
-    """HBF bytes one GPU's share of the weights occupies (subtracted from KV capacity)."""
-    f = getattr(_hbf, "weight_storage_bytes_per_gpu", None)
-    if f is not None:
-        return float(f(cfg.model, cfg.deployment))
-    # ASSUMPTION: expert-parallel over n_gpus; a GPU stores 1/n_gpus of the parameters (attention
-    # replication is a few percent of these MoE models' weights and is ignored for capacity).
-    return cfg.model.weight_bytes / cfg.deployment.n_gpus
-
-
-def lifetime_years(cfg: Config, hbf_write_rate: float) -> float:
-    """HBF lifetime (device-years) at a KV write rate (B/s) via hbf.py (Eq. of §5.2)."""
-    if _hbf is not None:
-        return float(_hbf.hbf_lifetime_years(cfg.memory, hbf_write_rate, cfg.endurance))
-    from lachesis.config import SECONDS_PER_YEAR
-    e = cfg.endurance
-    if hbf_write_rate <= 0:
-        return float("inf")
-    return cfg.memory.hbf_bytes * e.pe_cycles / (e.write_amplification * hbf_write_rate) / SECONDS_PER_YEAR
+    integer("n_sessions", n_sessions, 1)
+    integer("seed", seed, 0)
+    integer("n_samples", n_samples, 1)
+    for name, v in (("duration_s", duration_s), ("warmup_s", warmup_s)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 <= v < math.inf:
+            raise ValueError(f"simulate: {name} must be a finite number >= 0, got {v!r}")
+    if warmup_s > duration_s:
+        raise ValueError(f"simulate: warmup_s ({warmup_s!r}) must not exceed duration_s ({duration_s!r})")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -186,7 +138,8 @@ class Plan:
     sessions: list[str]
     roots: dict[str, list[AgentPlan]]
     session_ref_s: dict[str, float]
-    fingerprint: str
+    fingerprint: str  # the trace's (the simulator's random streams derive from it)
+    laden_close: str = "last_read"  # see build_plan
     _mean_span: float | None = None
     _lists: dict | None = None
     _spans: dict | None = None
@@ -258,20 +211,12 @@ class Plan:
         return self._mean_span
 
 
-def fallback_rank_keys(trace: Any, segments: Any, seed: int = 0) -> pd.Series:
-    """FALLBACK ranker (used only when lachesis.ranker is missing): instruction length per worker."""
-    sp = trace.spawns
-    return pd.Series(sp["instruction"].astype(str).str.len().to_numpy(float), index=sp["agent_id"], name="pred")
-
-
 def rank_keys(trace: Any, segments: Any, seed: int = 0) -> pd.Series:
-    """Out-of-fold predicted rank key per worker agent (lower = shorter-lived)."""
+    """Out-of-fold predicted rank key per worker agent (lower = shorter-lived; :mod:`lachesis.ranker`)."""
     if trace.spawns is None or len(trace.spawns) == 0 or not (trace.requests["role"] == "worker").any():
         return pd.Series(dtype=float, name="pred")
-    try:
-        from lachesis.ranker import oof_predictions
-    except ImportError:  # pragma: no cover - ranker lands in the same tree
-        return fallback_rank_keys(trace, segments, seed)
+    from lachesis.ranker import oof_predictions
+
     return oof_predictions(trace, segments, seed)
 
 
@@ -283,16 +228,22 @@ def trace_fingerprint(trace: Any) -> str:
     return f"{h:08x}-{len(trace.requests)}"
 
 
-def build_plan(trace: Any, segments: Any, keys: pd.Series | None = None, laden_close: str = "arrival") -> Plan:
+LADEN_CLOSES = ("last_read", "arrival")
+
+
+def build_plan(trace: Any, segments: Any, keys: pd.Series | None = None, laden_close: str = "last_read") -> Plan:
     """Flatten a trace and its recovered segments into the arrays the simulator replays.
 
-    ``laden_close``: when a reasoning-laden segment's turn-end boundary is reported.  "arrival"
-    (default, the segments contract): at its ``closing_request``'s arrival, i.e. after the user's
-    delay.  "last_read": at the end of its last reader (the turn's final response), the reading
-    in which the harness knows the turn ended when it returns the answer (a sensitivity knob).
+    ``laden_close``: when a reasoning-laden segment's turn-end boundary is reported to the allocator.
+    "last_read" (default): at the end of its last reader, the turn's final response, which is the
+    turn end as the harness knows it when it returns the answer.  Eq. 1 ends a segment's lifetime at
+    its last read; §4: the free "fires at a context boundary, not after the inactivity that a recency
+    policy waits for"; §5.5: HBM holds "every reasoning-laden context segment the deployment has live
+    at one time".  ASSUMPTION (sensitivity knob) "arrival": at its ``closing_request``'s arrival,
+    i.e. after the next user message's delay (the segment table's literal boundary, DESIGN §3).
     """
-    if laden_close not in ("arrival", "last_read"):
-        raise ValueError(f"laden_close must be 'arrival' or 'last_read', got {laden_close!r}")
+    if laden_close not in LADEN_CLOSES:
+        raise ValueError(f"laden_close must be one of {LADEN_CLOSES}, got {laden_close!r}")
     req = trace.requests
     sched = segments.schedule.set_index("request_id")
     missing = set(req["request_id"]) - set(sched.index)
@@ -365,7 +316,7 @@ def build_plan(trace: Any, segments: Any, keys: pd.Series | None = None, laden_c
         seg_boundary=sg["boundary"].to_numpy(object), seg_tokens=sg["tokens_written"].to_numpy(np.int64),
         seg_key=seg_key, sessions=[str(s) for s in roots], roots=roots,
         session_ref_s={str(k): float(v) for k, v in ses_ref.items()},
-        fingerprint=trace_fingerprint(trace),
+        fingerprint=trace_fingerprint(trace), laden_close=laden_close,
     )
 
 
@@ -497,7 +448,7 @@ class OutOfMemory(RuntimeError):
 class Memory:
     """The segment table + tiered allocator as the simulator drives them (one per GPU)."""
 
-    def __init__(self, plan: Plan, cfg: Config, policy: Any, weight_bytes: float):
+    def __init__(self, plan: Plan, cfg: Config, policy: Any):
         from lachesis.allocator import SegmentTable, TieredAllocator
         from lachesis.policies import get_policy
 
@@ -506,6 +457,7 @@ class Memory:
         self.bpt = int(cfg.model.kv_bytes_per_token)
         bt = int(cfg.deployment.block_tokens)
         block_bytes = self.bpt * bt
+        weight_bytes = check_fits(cfg)
         hbm = int(cfg.memory.hbm_bytes // block_bytes)
         hbf = int(max(cfg.memory.hbf_bytes - weight_bytes, 0) // block_bytes)
         self.alloc = TieredAllocator(hbm, hbf)
@@ -616,11 +568,12 @@ class SimResult:
     totals: Any = field(default=None, repr=False)  # the segment table's WriteTotals over the whole run
 
     def meets(self, slo: Any) -> bool:
-        """Feasible at this SLO: p99 TPOT and p99 TTFT within bounds and memory never ran out."""
-        # NaN = no decode step / no admission fell in the window: nothing violated the SLO.
-        tpot_ok = not (self.p99_tpot_s > slo.p99_tpot_s)
-        ttft_ok = not (self.p99_ttft_s > slo.ttft_s)
-        return (not self.oom) and tpot_ok and ttft_ok
+        """Feasible at this SLO: p99 TPOT and p99 TTFT within bounds and memory never ran out.
+
+        A NaN percentile (no decode step finished, or no request admitted, in the window) fails: a run
+        that served nothing has not shown that it meets the SLO.
+        """
+        return (not self.oom) and bool(self.p99_tpot_s <= slo.p99_tpot_s) and bool(self.p99_ttft_s <= slo.ttft_s)
 
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("series", "events", "totals")}
@@ -652,8 +605,9 @@ def simulate(plan: Plan, cfg: Config, policy: Any, n_sessions: int, seed: int = 
              land: bool = True, record_events: bool = False) -> SimResult:
     """Replay ``n_sessions`` concurrent sessions (closed loop) on one GPU for ``duration_s``.
 
-    ``step_fn(batch, kv_hbm_bytes, kv_hbf_bytes, flush_bytes, hbm_write_bytes) -> s`` replaces hbf.py's roofline
-    (e.g. a toy roofline in tests); ``land=False`` skips KV landing delays.
+    ``step_fn(batch, kv_hbm_bytes, kv_hbf_bytes, flush_bytes, hbm_write_bytes) -> s`` replaces
+    :func:`lachesis.hbf.scalar_step_fn`'s decode step (e.g. a toy step in tests); ``land=False`` skips KV
+    landing delays.
     """
     mean_s = plan.mean_session_s
     warmup_s = mean_s if warmup_s is None else warmup_s
@@ -676,15 +630,18 @@ def simulate_windows(plan: Plan, cfg: Config, policy: Any, n_sessions: int, wind
     windows = list(windows)
     if not windows or any(b.duration_s < a.duration_s for a, b in zip(windows, windows[1:])):
         raise ValueError("simulate_windows: need at least one window, in non-decreasing duration_s")
+    for w in windows:
+        _check_run_args(n_sessions, seed, w.duration_s, w.warmup_s, w.n_samples)
     first_warmup = min(w.warmup_s for w in windows)
     env = simpy.Environment()
     land_on = land
     model: ModelSpec = cfg.model
     bpt = float(model.kv_bytes_per_token)
-    mem = Memory(plan, cfg, policy, weight_storage_bytes_per_gpu(cfg))
+    mem = Memory(plan, cfg, policy)
     if record_events:
         mem.events = []
-    engine = DecodeEngine(env, step_fn or _step_fn(cfg), record_from=first_warmup)
+    step_fn = step_fn or hbf.scalar_step_fn(cfg.memory, cfg.model, cfg.deployment)
+    engine = DecodeEngine(env, step_fn, record_from=first_warmup)
     rng = np.random.default_rng([seed, n_sessions, zlib.crc32(plan.fingerprint.encode())])
     order = rng.permutation(len(plan.sessions))
     counter = {"next": 0, "inst": 0, "req": 0, "sess": 0, "live": 0}
@@ -702,7 +659,7 @@ def simulate_windows(plan: Plan, cfg: Config, policy: Any, n_sessions: int, wind
     t_user, t_tools, t_obs, out_tok = L["t_user"], L["t_tools"], L["t_obs"], L["out"]
     writes, reads, c_arr, c_end = L["writes"], L["reads"], L["close_arrival"], L["close_end"]
     ttft_ref = cfg.clock.ttft_ref_s
-    landing = _landing_fn(cfg)
+    landing = hbf.landing_fn(cfg.memory, cfg.model)
 
     ff: dict[int, float] = {}  # session instance -> fast-forward seconds left (steady-state start)
 
@@ -837,16 +794,18 @@ def _result(plan, cfg, policy, n, now, warmup_s, engine, ttft, ttft_t, counter, 
         ttft = [v for v, t in zip(ttft, ttft_t) if t > warmup_s]
     ser = ser.drop_duplicates("t_s", keep="last").reset_index(drop=True)
     meas = ser[ser["t_s"] >= warmup_s]
-    if len(meas) >= 4 and not state["oom"]:
-        rate, settled, t_set = settled_rate(meas["t_s"].to_numpy(), meas["hbf_written_bytes"].to_numpy())
+    p99_tpot = weighted_quantile(tp, tw, 0.99)
+    # No lifetime for a run that ran out of memory or finished no decode step in its window (infeasible).
+    if len(meas) >= 4 and not state["oom"] and np.isfinite(p99_tpot):
+        rate, settled, t_set = hbf.settled_rate(meas["t_s"].to_numpy(), meas["hbf_written_bytes"].to_numpy())
     else:
         rate, settled, t_set = float("nan"), False, float("nan")
-    life = lifetime_years(cfg, rate) if np.isfinite(rate) else float("nan")
+    life = float(hbf.hbf_lifetime_years(cfg.memory, rate, cfg.endurance)) if np.isfinite(rate) else float("nan")
     by_ct = mem.bytes_by_class_tier(window)
     tiers = {"hbm": sum(v["hbm"] for v in by_ct.values()), "hbf": sum(v["hbf"] for v in by_ct.values())}
     return SimResult(
         n_sessions=n, policy=getattr(policy, "name", str(policy)), sim_s=float(now), warmup_s=float(warmup_s),
-        p99_tpot_s=weighted_quantile(tp, tw, 0.99), mean_tpot_s=float((tp * tw).sum() / tw.sum()) if tw.sum() else float("nan"),
+        p99_tpot_s=p99_tpot, mean_tpot_s=float((tp * tw).sum() / tw.sum()) if tw.sum() else float("nan"),
         p99_ttft_s=float(np.quantile(ttft, 0.99)) if ttft else float("nan"), oom=bool(state["oom"]),
         requests_done=int(counter["req"]), sessions_done=int(counter["sess"]), max_batch=int(engine.max_batch),
         hbf_write_rate=float(rate), settled=bool(settled), settled_at_s=float(t_set), lifetime_years=life,
@@ -856,21 +815,3 @@ def _result(plan, cfg, policy, n, now, warmup_s, engine, ttft, ttft_t, counter, 
                    "hbf": float(meas["live_hbf_bytes"].mean()) if len(meas) else float("nan")},
         series=ser, events=mem.events, totals=mem.table.totals,
     )
-
-
-def settled_rate(t: np.ndarray, cum_bytes: np.ndarray) -> tuple[float, bool, float]:
-    """Settled HBF write rate via hbf.py's settling rule: (rate B/s, settled?, settle time s)."""
-    f = getattr(_hbf, "settled_rate", None) or getattr(_hbf, "detect_settling", None)
-    if f is not None:
-        out = f(t, cum_bytes)
-        if isinstance(out, tuple):
-            return float(out[0]), bool(out[1]) if len(out) > 2 else True, float(out[-1])
-        return float(getattr(out, "rate", out.rate_bytes_per_s)), bool(getattr(out, "settled", True)), \
-            float(getattr(out, "t_settled_s", getattr(out, "settled_at_s", np.nan)))
-    # FALLBACK rule until hbf.py lands: rate over the second half vs the last quarter within 10 %.
-    T = t[-1] - t[0]
-    def rate(a: float) -> float:
-        i = np.searchsorted(t, t[0] + a * T)
-        return (cum_bytes[-1] - cum_bytes[i]) / max(t[-1] - t[i], 1e-9)
-    r2, r4 = rate(0.5), rate(0.75)
-    return r2, bool(abs(r2 - r4) <= 0.1 * max(r2, 1e-9)), float(t[0] + 0.5 * T)

@@ -1,43 +1,31 @@
-"""Evaluation sweeps (§5.2–§5.5): capacity search per grid point, cached, run in parallel.
+"""Evaluation sweeps (§5.2–§5.5): one load per cell, every policy's HBF lifetime at it, cached, in parallel.
 
-A *point* is (workload, memory configuration, model, SLO, policy).  For each point the capacity
-search finds the most concurrent sessions per GPU, N*, whose p99 TPOT and p99 TTFT meet the SLO
-and whose live KV fits HBM + HBF (minus the weights), to a resolution of ``rel_tol`` × N.  Each
-candidate is a SHORT closed-loop run (``search_warmup``/``search_measure`` mean session durations).
-The search brackets the boundary (doubling from N = 1, or 10 %, 20 %, … steps from a hint), and
-narrows it.  Every run yields a *margin* (p99 TPOT / bound, or p99 TTFT / bound if larger), which
-grows roughly linearly with N, so both phases step to where the line through two candidates
-crosses 1 (secant while bracketing; regula falsi kept inside the middle half of the bracket, then
-one resolution step from the end it moved, while narrowing).  Without margins (out of memory,
-NaN) the steps fall back to doubling and bisection.  Lifetime is then read from a LONGER run at N*
-(``warmup`` + ``measure`` mean session durations) once the HBF write traffic has settled (hbf.py's
-rule).  That run is N*'s own search run continued (same seed and N share every event up to the
-search window's end; :func:`lachesis.simulator.simulate_windows` gives exactly the numbers of a
-separate run).
+A *cell* is (workload, model, SLO, memory configuration); a *point* is a cell and a placement
+policy.  Per cell the capacity search (:mod:`lachesis.capacity`) finds N*, the sessions per GPU the
+SLO admits; every policy of the cell then runs at one load, and HBF lifetime is read from a LONGER
+run there (``warmup`` + ``measure`` mean session durations) once the HBF write traffic has settled
+(:func:`lachesis.hbf.settled_rate`).  The searched policy's lifetime run is its N* search run
+continued (same seed and N share every event up to the search window's end;
+:func:`lachesis.simulator.simulate_windows` gives exactly the numbers of a separate run).
 
-ASSUMPTION (monotone capacity): feasibility is taken to be monotone in N (more sessions ⇒ larger
-batches and more live KV), which bracketing needs; the search records every candidate it ran so a
-non-monotone case is visible in the cached JSON.  It is monotone only in expectation: p99 TPOT of
-a short run is noisy by a few percent near N*, so two valid candidate sequences can settle on
-different N* within the noise.  Measured: the earlier bisection-only search and this one, on the
-same 160 points, gave N* differing by a median 3.3 % (max 25 %), lifetimes by a median 3.1 % (max
-17 %), and per-cell Lachesis/HBM-first gains by a median 5.4 % (max 35 %).  Read per-cell gains
-with that resolution.
-ASSUMPTION (durations): simulated time is counted in mean reference-clock session durations of the
-workload, so the same settings cover short single-agent and long multi-agent sessions.
+ASSUMPTION (one load per cell; knob ``load``): placements are compared on the same work, at the
+load the SLO admits for the deployment without Lachesis.  §1: "A session writes the same KV volume
+under either policy … the same HBM capacity absorbs more of that volume"; §5.2: HBM-first "is the
+placement an engine performs without Lachesis", so it is what sizes the deployment; abstract: "at the
+full load a tight SLO admits".  ``load="baseline"`` (default): the N* of HBM-first
+(:data:`LOAD_POLICY`); every other policy's row records whether it also meets the SLO there
+(``slo_met``, judged on a search-length window, as N* was).  ``load="min"``: the lowest N* over the
+cell's policies, so every policy meets the SLO.  ``load="own"``: each policy at its own N* (the
+per-policy capacity table; a placement's throughput is a side effect worth showing).
+:func:`load_curve` runs every policy at fractions of N* (gain versus load).
 
-Every point is cached as JSON under ``cache_dir`` keyed by a hash of its inputs (trace
-fingerprint, configuration, policy, seed, search settings, code version), written atomically, so a
-repeated sweep recomputes nothing.  Points run on local processes (``concurrent.futures``) with a
-tqdm bar, or on a Dask cluster when a scheduler address is given.  Points of one
-(workload, model, configuration, SLO) cell run in one task, each policy's search hinted by the
-previous policy's N*.
-
-Measured cost (2-core container, scale 1, "paper" preset, two local processes): the whole 160-point
-Fig. 9–12 grid from an empty cache, both notebooks through papermill, takes 247 s (multi-agent) +
-191 s (single-agent) = 7 min 18 s.  Before the continued lifetime runs and the margin-guided search
-it took 9 min 18 s and 11 min 10 s in two runs, and ≈28 min before the simulator/allocator fast paths.
-The CI preset runs each notebook's reduced grid in ≈30 s.
+Every search and every run at a load is cached as JSON under ``cache_dir``, keyed by a hash of its
+inputs (trace fingerprint, point, configuration, search settings, load, code version), written
+atomically and checked when read: an entry whose stored key, code or package version differs, whose
+content digest does not match, or that does not parse is reported (a :class:`CacheWarning` naming
+its path) and recomputed.  Cells run on local processes (``concurrent.futures``; workers exit when
+their parent dies) or on a Dask cluster; one line per finished cell goes to the process's stderr
+(visible under papermill), beside a tqdm bar.
 """
 
 from __future__ import annotations
@@ -46,46 +34,45 @@ import argparse
 import hashlib
 import json
 import os
+import sys
+import threading
+import time
+import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
+import lachesis
+from lachesis import capacity
 from lachesis import simulator as sim
+from lachesis.capacity import SearchParams
 from lachesis.config import DEFAULT, MEMORY_CONFIGS, MODELS, SLOS, Config, memory_config
 from lachesis.trace import atomic_write
 
-CODE_VERSION = f"sweep-2/{sim.SIM_VERSION}"
+CODE_VERSION = f"sweep-3/{sim.SIM_VERSION}"
 MULTI_POLICIES = ("hbm_first", "deterministic", "lachesis")
 SINGLE_POLICIES = ("hbm_first", "lachesis")
 MULTI_WORKLOADS = ("multi_agent", "multi_agent_no_reviewer")
 SINGLE_WORKLOADS = ("tau3", "bfcl")
-SEARCH_SAMPLES = 50  # memory snapshots per search run (its settling check is not used; only p99 TPOT/TTFT and OOM are)
 CONFIG_LABELS = tuple(m.label for m in MEMORY_CONFIGS)
 MODEL_NAMES = tuple(MODELS)
+#: the policy whose N* sets a cell's load under ``load="baseline"`` (module docstring)
+LOAD_POLICY = "hbm_first"
+LOADS = ("baseline", "min", "own")
 
 
-@dataclass(frozen=True)
-class SearchParams:
-    """How long each run simulates (in mean session durations) and how far the search goes."""
-
-    search_warmup: float = 0.2
-    search_measure: float = 0.5
-    warmup: float = 0.5
-    measure: float = 2.0
-    n_max: int = 8192
-    n_samples: int = 200
-    #: the search stops when the bracket is within this fraction of N (the capacity's resolution)
-    rel_tol: float = 0.04
+class CacheWarning(UserWarning):
+    """A sweep cache entry that could not be used (foreign, edited, stale or truncated): recomputed."""
 
 
 @dataclass(frozen=True)
 class Point:
-    """One grid point."""
+    """One grid point: a cell (workload, memory, model, SLO, corpus scale/seed or trace) and a policy."""
 
     workload: str
     memory: str
@@ -95,267 +82,156 @@ class Point:
     scale: float = 1.0
     seed: int = 0
     trace: str = ""  # empty: the embedded corpus workload; else a trace path
+    #: when reasoning-laden KV is freed (:func:`lachesis.simulator.build_plan`); "arrival" is a sensitivity knob
+    laden_close: str = "last_read"
 
     def config(self, base: Config = DEFAULT) -> Config:
         return base.with_(memory=memory_config(self.memory), model=MODELS[self.model], slo=SLOS[self.slo])
 
+    def cell(self) -> tuple:
+        """Everything but the policy: the points of one cell share a plan and a load."""
+        return (self.workload, self.model, self.memory, self.slo, self.scale, self.seed, self.trace, self.laden_close)
+
+    def label(self) -> str:
+        return f"{self.workload} {self.model} {self.slo} {self.memory}"
+
+
+def _grid(name: str, **dims: Sequence[str]) -> None:
+    """One-line errors for an empty or unknown grid dimension."""
+    from lachesis.policies import POLICIES
+
+    known = dict(configs=CONFIG_LABELS, models=MODEL_NAMES, slos=tuple(SLOS), policies=tuple(POLICIES))
+    for arg, vals in dims.items():
+        if not len(vals):
+            raise ValueError(f"{name}: {arg} is empty")
+        bad = [v for v in vals if arg in known and v not in known[arg]]
+        if bad:
+            raise ValueError(f"{name}: {arg}: unknown {bad[0]!r}; expected one of {list(known[arg])}")
+
 
 def multi_agent_grid(scale: float = 1.0, seed: int = 0, configs: Sequence[str] = CONFIG_LABELS,
                      models: Sequence[str] = MODEL_NAMES, slos: Sequence[str] = ("tight", "loose"),
-                     policies: Sequence[str] = MULTI_POLICIES, workloads: Sequence[str] = MULTI_WORKLOADS) -> list[Point]:
+                     policies: Sequence[str] = MULTI_POLICIES, workloads: Sequence[str] = MULTI_WORKLOADS,
+                     laden_close: str = "last_read") -> list[Point]:
     """Fig. 9/10 grid: configs × models × SLOs × policies × (with, without reviewer)."""
-    return [Point(w, c, m, s, p, scale, seed) for w in workloads for s in slos for m in models
-            for c in configs for p in policies]
+    _grid("multi_agent_grid", configs=configs, models=models, slos=slos, policies=policies, workloads=workloads)
+    return [Point(w, c, m, s, p, scale, seed, laden_close=laden_close) for w in workloads for s in slos
+            for m in models for c in configs for p in policies]
 
 
 def single_agent_grid(scale: float = 1.0, seed: int = 0, configs: Sequence[str] = CONFIG_LABELS,
                       models: Sequence[str] = MODEL_NAMES, policies: Sequence[str] = SINGLE_POLICIES,
-                      workloads: Sequence[str] = SINGLE_WORKLOADS) -> list[Point]:
+                      workloads: Sequence[str] = SINGLE_WORKLOADS, laden_close: str = "last_read") -> list[Point]:
     """Fig. 11/12 grid: τ³-bench and BFCLv4 at the tight SLO × configs × models × policies."""
-    return [Point(w, c, m, "tight", p, scale, seed) for w in workloads for m in models
+    _grid("single_agent_grid", configs=configs, models=models, policies=policies, workloads=workloads)
+    return [Point(w, c, m, "tight", p, scale, seed, laden_close=laden_close) for w in workloads for m in models
             for c in configs for p in policies]
 
 
 # ------------------------------------------------------------------------------------------------
-# Workloads -> plans (built once per process)
+# Workloads -> plans (built once per process, keyed on the trace's content)
 # ------------------------------------------------------------------------------------------------
 
 
+def content_digest(path: str | os.PathLike) -> str:
+    """sha256 of a trace file, or of every file under a trace folder (relative names and bytes)."""
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"trace {str(p)!r}: no such file or folder")
+    files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file())
+    h = hashlib.sha256()
+    for f in files:
+        h.update(str(f.relative_to(p) if f != p else f.name).encode() + b"\0")
+        with open(f, "rb") as fh:
+            h.update(hashlib.file_digest(fh, "sha256").digest())
+    return h.hexdigest()
+
+
+def workload_plan(workload: str, scale: float, seed: int, trace: str = "", laden_close: str = "last_read") -> sim.Plan:
+    """Trace -> segments -> ranker keys -> replay plan, for a corpus workload or a trace path.
+
+    Built once per process per input: a trace path is keyed on its content, so a changed file is re-read.
+    """
+    return _plan(workload, float(scale), int(seed), str(trace), content_digest(trace) if trace else "", laden_close)
+
+
 @lru_cache(maxsize=8)
-def workload_plan(workload: str, scale: float, seed: int, trace: str = "") -> sim.Plan:
-    """Trace -> segments -> ranker keys -> replay plan, for a corpus workload or a trace path."""
+def _plan(workload: str, scale: float, seed: int, trace: str, digest: str, laden_close: str) -> sim.Plan:
+    from lachesis import corpus
     from lachesis.segments import recover
 
     if trace:
         from lachesis.trace import read_trace
 
         tr = read_trace(trace)
-        clock = None
-        try:
-            from lachesis import corpus
-
-            clock = corpus.reference_clock()
-        except ImportError:  # pragma: no cover
-            pass
     else:
-        from lachesis import corpus
-
         tr = corpus.generate(workload, scale=scale, seed=seed)
-        clock = corpus.reference_clock()
-    seg = recover(tr, clock=clock, seed=seed)
-    return sim.build_plan(tr, seg, sim.rank_keys(tr, seg, seed))
+    seg = recover(tr, clock=corpus.reference_clock(), seed=seed)
+    return sim.build_plan(tr, seg, sim.rank_keys(tr, seg, seed), laden_close=laden_close)
+
+
+def point_plan(point: Point) -> sim.Plan:
+    return workload_plan(point.workload, point.scale, point.seed, point.trace, point.laden_close)
 
 
 # ------------------------------------------------------------------------------------------------
-# Capacity search
+# Cache: JSON entries checked against their key, the code and package versions, and their digest
 # ------------------------------------------------------------------------------------------------
 
 
-def _durations(plan: sim.Plan, warm: float, meas: float) -> tuple[float, float]:
-    m = plan.mean_session_s
-    return warm * m, (warm + meas) * m
-
-
-def capacity_search(plan: sim.Plan, cfg: Config, policy: str, seed: int = 0,
-                    params: SearchParams = SearchParams(), run=sim.simulate,
-                    hint: int | None = None) -> tuple[int, list[dict]]:
-    """Largest N (sessions per GPU) meeting the SLO and fitting memory: bracket, then narrow.
-
-    Without a hint the bracket grows from N = 1 (doubling, or to the margin line's crossing when
-    that is nearer); with a ``hint`` (e.g. N* of another policy at the same
-    workload/model/configuration/SLO) it starts there and steps up or down (the margin line's
-    crossing, else 10 %, 20 %, 40 %, …).  Narrowing (regula falsi on the margin, or bisection)
-    stops at ``rel_tol`` × N; the result is always a candidate that ran and met the SLO with the
-    next larger bracket end failing (module docstring).  ``run(plan, cfg, policy, n, seed=,
-    duration_s=, warmup_s=, n_samples=)`` is one candidate's short run (the simulator by default;
-    a stub in tests).
-    """
-    warm, dur = _durations(plan, params.search_warmup, params.search_measure)
-
-    def probe(n: int):
-        return run(plan, cfg, policy, n, seed=seed, duration_s=dur, warmup_s=warm, n_samples=SEARCH_SAMPLES), None
-
-    n_star, tried, _ = _search(probe, cfg, params, hint)
-    return n_star, tried
-
-
-def _search(probe, cfg: Config, params: SearchParams, hint: int | None) -> tuple[int, list[dict], Any]:
-    """The search of :func:`capacity_search` over ``probe(n) -> (short-run result, continuation)``.
-
-    Returns (N*, candidates tried, N*'s continuation).  Only the best feasible candidate's
-    continuation is kept; every other one is closed as soon as it is superseded.
-    """
-    tried: dict[int, dict] = {}
-    best: dict[str, Any] = {"n": 0, "cont": None}
-
-    def ok(n: int) -> bool:
-        if n not in tried:
-            r, cont = probe(n)
-            feasible = bool(r.meets(cfg.slo))
-            tried[n] = dict(n=n, p99_tpot_s=r.p99_tpot_s, p99_ttft_s=r.p99_ttft_s, oom=r.oom, feasible=feasible)
-            if feasible and n > best["n"]:
-                _close(best["cont"])
-                best.update(n=n, cont=cont)
-            else:
-                _close(cont)
-        return tried[n]["feasible"]
-
-    def done() -> tuple[int, list[dict], Any]:
-        cont = best["cont"] if best["n"] == lo else None
-        if cont is None:
-            _close(best["cont"])
-        return lo, sorted(tried.values(), key=lambda d: d["n"]), cont
-
-    def margin(n: int) -> float | None:
-        return _margin(tried[n], cfg.slo)
-
-    def estimate(pts: list[int]) -> float | None:
-        """N at which the margin reaches 1, on the line through two tried candidates (or one and the origin)."""
-        ms = [(n, margin(n)) for n in pts]
-        ms = [(n, m) for n, m in ms if m is not None and m > 0]
-        if len(ms) == 1:
-            ms = [(0, 0.0)] + ms
-        if len(ms) != 2:
-            return None
-        (n0, m0), (n1, m1) = sorted(ms)
-        if n1 == n0 or m1 <= m0:
-            return None
-        return n0 + (1.0 - m0) * (n1 - n0) / (m1 - m0)
-
-    def width(n: int) -> int:
-        return max(1, int(params.rel_tol * n))
-
-    lo, hi = 0, None
-    n_max = params.n_max
-    if hint and hint > 1:
-        start = min(int(hint), n_max)
-    else:
-        start = 1
-    if ok(start):
-        lo = start
-    elif start == 1:
-        return done()
-    else:
-        hi = start
-    # bracket from below (lo feasible, nothing above failed yet): the margin line's crossing, at least
-    # 2^k × rel_tol above lo after k estimates in a row that fell short, at most 2 × lo
-    streak = 0
-    while hi is None and lo < n_max:
-        feas = sorted(n for n, t in tried.items() if t["feasible"])[-2:]
-        est = estimate(feas) if lo > 1 else None
-        if est is None:
-            nxt = 2 * lo if start == 1 else max(lo + 1, int(lo * (1 + 0.1 * 2 ** streak)))
-        else:
-            floor_ = max(lo + width(lo), int(lo * (1 + params.rel_tol * 2 ** streak)))
-            nxt = min(max(int(round(est)), floor_), 2 * lo)
-        nxt = min(nxt, n_max)
-        if ok(nxt):
-            # count the steps that fell short: a hinted blind step (10 %, 20 %, 40 %, …) or an estimate below the cap
-            lo, streak = nxt, streak + ((start != 1) if est is None else (nxt < 2 * lo))
-        else:
-            hi = nxt
-    # bracket from above (the hint failed): the same, downward
-    streak = 0
-    while lo == 0:
-        infeas = sorted(n for n, t in tried.items() if not t["feasible"])[:2]
-        est = estimate(infeas)
-        if est is None:
-            nxt = max(1, min(hi - 1, int(hi / (1 + 0.1 * 2 ** streak))))
-        else:
-            ceil_ = min(hi - width(hi), int(hi / (1 + params.rel_tol * 2 ** streak)))
-            nxt = max(1, min(max(int(round(est)), hi // 2), ceil_, hi - 1))
-        if ok(nxt):
-            lo = nxt
-        elif nxt == 1:
-            return done()
-        else:
-            hi, streak = nxt, streak + 1
-    # narrow, alternating two steps until the bracket is within rel_tol:
-    #   estimate: the margin line's crossing between lo and hi (regula falsi), kept inside the middle
-    #             half of the bracket, so a noisy margin still removes at least a quarter of it;
-    #   confirm:  one resolution step from the end the estimate just moved, which closes the bracket
-    #             when the estimate was right.
-    # Without margins (or with a flat margin line) each step is a bisection.
-    confirm = None  # side the last estimate landed on (True: feasible, lo moved)
-    while hi is not None and hi - lo > width(lo):
-        est = None
-        if confirm is None:
-            est = estimate([lo, hi])
-            q = (hi - lo) / 4
-            mid = (lo + hi) // 2 if est is None else int(round(min(max(est, lo + q), hi - q)))
-        elif confirm:
-            mid = lo + width(lo)
-        else:
-            mid = hi - max(1, int(params.rel_tol * hi / (1 + params.rel_tol)))
-        mid = min(max(mid, lo + 1), hi - 1)
-        feasible = ok(mid)
-        if feasible:
-            lo = mid
-        else:
-            hi = mid
-        confirm = feasible if (confirm is None and est is not None) else None
-    return done()
-
-
-def _margin(rec: dict, slo: Any) -> float | None:
-    """A candidate's load relative to the SLO: max(p99 TPOT / bound, p99 TTFT / bound); None if unknown or OOM."""
-    if rec["oom"]:
-        return None
-    vals = [v for v in (rec["p99_tpot_s"] / slo.p99_tpot_s, rec["p99_ttft_s"] / slo.ttft_s) if v == v]
-    return max(vals) if vals else None
-
-
-def _close(cont: Any) -> None:
-    """Release a paused run (a generator from :func:`lachesis.simulator.simulate_windows`)."""
-    if cont is not None and hasattr(cont, "close"):
-        cont.close()
-
-
-def point_key(point: Point, plan_fingerprint: str, params: SearchParams) -> str:
-    """Cache key: hash of the point's inputs, the trace fingerprint, the search settings, the code version."""
-    cfg = point.config()
-    blob = json.dumps(dict(point=asdict(point), trace=plan_fingerprint, config=_canonical(asdict(cfg)),
-                           params=asdict(params), code=CODE_VERSION), sort_keys=True, default=str)
+def point_key(point: Point, plan_fingerprint: str, params: SearchParams, n: int | None = None) -> str:
+    """Cache key: hash of the point's inputs, the trace fingerprint, the search settings, the load
+    (``n``; None = the point's own capacity search) and the code version."""
+    blob = json.dumps(dict(point=asdict(point), trace=plan_fingerprint, config=_canonical(asdict(point.config())),
+                           params=asdict(params), load=n, code=CODE_VERSION), sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
-def evaluate_point(point: Point, params: SearchParams = SearchParams(), cache_dir: str | os.PathLike | None = None,
-                   plan: sim.Plan | None = None, hint: int | None = None) -> dict:
-    """Capacity search + lifetime run at N* for one point; cached as JSON when ``cache_dir`` is set."""
-    plan = plan or workload_plan(point.workload, point.scale, point.seed, point.trace)
-    key = point_key(point, plan.fingerprint, params)
-    path = Path(cache_dir) / f"{key}.json" if cache_dir else None
-    if path is not None and path.exists():
-        return json.loads(path.read_text())
-    cfg = point.config()
-    s_warm, s_dur = _durations(plan, params.search_warmup, params.search_measure)
-    warm, dur = _durations(plan, params.warmup, params.measure)
-    windows = [sim.Window(s_dur, s_warm, SEARCH_SAMPLES), sim.Window(dur, warm, params.n_samples)]
+def _digest(entry: dict) -> str:
+    body = {k: v for k, v in entry.items() if k != "digest"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=_json_default).encode()).hexdigest()
 
-    def probe(n: int):
-        """A candidate's short run, paused so that N*'s run continues into the lifetime window."""
-        runs = sim.simulate_windows(plan, cfg, point.policy, n, windows, seed=point.seed)
-        return next(runs), runs
 
-    if s_dur > dur:  # a search window longer than the lifetime run: nothing to continue
-        probe = lambda n: (sim.simulate(plan, cfg, point.policy, n, seed=point.seed, duration_s=s_dur,  # noqa: E731
-                                        warmup_s=s_warm, n_samples=SEARCH_SAMPLES), None)
-    n_star, tried, cont = _search(probe, cfg, params, hint)
-    out: dict[str, Any] = dict(asdict(point), key=key, n_star=n_star, search=tried, code=CODE_VERSION,
-                               warmup_s=warm, duration_s=dur)
-    if n_star > 0:
-        # Shortcut, not an approximation: N*'s search run and its lifetime run share every event up to the
-        # search window's end (same seed, same N), so the lifetime run continues it.
-        r = next(cont) if cont is not None else sim.simulate(plan, cfg, point.policy, n_star, seed=point.seed,
-                                                             duration_s=dur, warmup_s=warm, n_samples=params.n_samples)
-        _close(cont)
-        out.update({k: v for k, v in r.to_dict().items() if k not in ("n_sessions", "policy")})
-    else:
-        out.update(lifetime_years=float("nan"), oom=True)
+def _cache_path(cache_dir: str | os.PathLike | None, key: str) -> Path | None:
+    return Path(cache_dir) / f"{key}.json" if cache_dir else None
+
+
+def _cache_read(path: Path | None, key: str) -> dict | None:
+    """The entry at ``path`` if it is intact and belongs to ``key``; else None (and a warning if it existed)."""
+    if path is None or not path.exists():
+        return None
+    try:
+        entry = json.loads(path.read_text())
+        problem = None if isinstance(entry, dict) else "not a JSON object"
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        entry, problem = None, f"unreadable ({type(e).__name__}: {e})"
+    if problem is None:
+        if entry.get("key") != key:
+            problem = f"belongs to key {entry.get('key')!r}, not {key!r}"
+        elif entry.get("code") != CODE_VERSION or entry.get("version") != lachesis.__version__:
+            problem = (f"written by code {entry.get('code')!r} / package {entry.get('version')!r}, "
+                       f"not {CODE_VERSION!r} / {lachesis.__version__!r}")
+        elif entry.get("digest") != _digest(entry):
+            problem = "its content does not match its digest (edited or truncated)"
+    if problem is not None:
+        warnings.warn(f"sweep cache entry {path}: {problem}; recomputing it", CacheWarning, stacklevel=3)
+        return None
+    entry.pop("digest")
+    return entry
+
+
+def _cache_entry(out: dict, key: str) -> dict:
+    """``out`` as its cache entry (key, versions; JSON-normal values), without the digest."""
+    entry = dict(out, key=key, code=CODE_VERSION, version=lachesis.__version__)
+    return json.loads(json.dumps(entry, default=_json_default))
+
+
+def _cache_write(path: Path | None, entry: dict) -> dict:
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, lambda tmp: tmp.write_text(json.dumps(out, default=_json_default, indent=1)))
-    return out
+        text = json.dumps(dict(entry, digest=_digest(entry)), default=_json_default, indent=1)
+        atomic_write(path, lambda tmp: tmp.write_text(text))
+    return entry
 
 
 def _canonical(o: Any) -> Any:
@@ -374,69 +250,258 @@ def _json_default(o: Any) -> Any:
         return int(o)
     if isinstance(o, (np.floating,)):
         return float(o)
+    if isinstance(o, (np.bool_,)):
+        return bool(o)
     if isinstance(o, np.ndarray):
         return o.tolist()
     raise TypeError(f"not JSON serializable: {type(o)}")
 
 
-def _group_key(p: Point) -> tuple:
-    return (p.workload, p.model, p.memory, p.slo, p.scale, p.seed, p.trace)
+# ------------------------------------------------------------------------------------------------
+# Points: a capacity search, a run at a given load
+# ------------------------------------------------------------------------------------------------
 
 
-def evaluate_group(points: Sequence[Point], params: SearchParams, cache_dir: str | None) -> list[dict]:
-    """Evaluate points sharing workload/model/configuration/SLO in order, each search hinted by the previous N*.
+def _run_fields(r: sim.SimResult) -> dict:
+    return {k: v for k, v in r.to_dict().items() if k not in ("n_sessions", "policy")}
+
+
+def _windows(plan: sim.Plan, params: SearchParams) -> list[sim.Window]:
+    return [params.search_window(plan), params.lifetime_window(plan)]
+
+
+def evaluate_point(point: Point, params: SearchParams = SearchParams(), cache_dir: str | os.PathLike | None = None,
+                   plan: sim.Plan | None = None, hint: int | None = None) -> dict:
+    """Capacity search of the point's policy + lifetime run at its own N*; cached as JSON when ``cache_dir`` is set."""
+    plan = plan or point_plan(point)
+    key = point_key(point, plan.fingerprint, params)
+    path = _cache_path(cache_dir, key)
+    if (hit := _cache_read(path, key)) is not None:
+        return hit
+    cfg = point.config()
+    sw, lw = _windows(plan, params)
+
+    def probe(n: int):
+        """A candidate's short run, paused so that N*'s run continues into the lifetime window."""
+        if sw.duration_s > lw.duration_s:  # a search window longer than the lifetime run: nothing to continue
+            return sim.simulate(plan, cfg, point.policy, n, seed=point.seed, duration_s=sw.duration_s,
+                                warmup_s=sw.warmup_s, n_samples=sw.n_samples), None
+        runs = sim.simulate_windows(plan, cfg, point.policy, n, [sw, lw], seed=point.seed)
+        return next(runs), runs
+
+    n_star, tried, cont = capacity.search(probe, cfg.slo, params, hint)
+    out: dict[str, Any] = dict(asdict(point), n_star=n_star, n_sessions=n_star, load="own", search=tried,
+                               warmup_s=lw.warmup_s, duration_s=lw.duration_s)
+    if n_star > 0:
+        r = next(cont) if cont is not None else sim.simulate(plan, cfg, point.policy, n_star, seed=point.seed,
+                                                             duration_s=lw.duration_s, warmup_s=lw.warmup_s,
+                                                             n_samples=lw.n_samples)
+        capacity.close(cont)
+        at = next(t for t in tried if t["n"] == n_star)
+        out.update(_run_fields(r), slo_met=True, slo_p99_tpot_s=at["p99_tpot_s"], slo_p99_ttft_s=at["p99_ttft_s"])
+    else:
+        out.update(lifetime_years=float("nan"), slo_met=False)
+    return _cache_write(path, _cache_entry(out, key))
+
+
+def run_at_load(point: Point, n: int, params: SearchParams = SearchParams(),
+                cache_dir: str | os.PathLike | None = None, plan: sim.Plan | None = None) -> dict:
+    """The point's policy at ``n`` sessions per GPU: the lifetime run, and whether a search-length window
+    there meets the SLO (``slo_met``, the criterion N* was searched with); cached."""
+    plan = plan or point_plan(point)
+    key = point_key(point, plan.fingerprint, params, n=int(n))
+    path = _cache_path(cache_dir, key)
+    if (hit := _cache_read(path, key)) is not None:
+        return hit
+    cfg = point.config()
+    sw, lw = _windows(plan, params)
+    if sw.duration_s <= lw.duration_s:  # one run observed through both windows
+        short, long_ = sim.simulate_windows(plan, cfg, point.policy, int(n), [sw, lw], seed=point.seed)
+    else:  # a search window longer than the lifetime run: two runs
+        short, long_ = (next(sim.simulate_windows(plan, cfg, point.policy, int(n), [w], seed=point.seed))
+                        for w in (sw, lw))
+    out = dict(asdict(point), n_sessions=int(n), load="fixed", duration_s=lw.duration_s)
+    out.update(_run_fields(long_), slo_met=bool(short.meets(cfg.slo)), slo_p99_tpot_s=short.p99_tpot_s,
+               slo_p99_ttft_s=short.p99_ttft_s)
+    return _cache_write(path, _cache_entry(out, key))
+
+
+def _at_own_n_star(entry: dict) -> dict:
+    """A search entry as the row of its own N* load (the lifetime run there is exactly that run)."""
+    return {k: v for k, v in entry.items() if k != "search"}
+
+
+def _no_load_row(point: Point) -> dict:
+    """A point of a cell whose load policy meets the SLO at no load: no run, no lifetime."""
+    return dict(asdict(point), n_sessions=0, lifetime_years=float("nan"), slo_met=False)
+
+
+def evaluate_cell_at(points: Sequence[Point], n: int, params: SearchParams, cache_dir: str | None,
+                     searched: dict[str, dict] | None = None, plan: sim.Plan | None = None) -> list[dict]:
+    """Every point of one cell at ``n`` sessions per GPU (a policy searched to exactly ``n`` reuses that run)."""
+    plan = plan or point_plan(points[0])
+    searched = searched or {}
+    rows = []
+    for p in points:
+        if n <= 0:
+            rows.append(_no_load_row(p))
+        elif p.policy in searched and searched[p.policy]["n_star"] == n:
+            rows.append(_at_own_n_star(searched[p.policy]))
+        else:
+            rows.append(run_at_load(p, n, params, cache_dir, plan))
+    return rows
+
+
+def search_cell(points: Sequence[Point], policies: Sequence[str], params: SearchParams, cache_dir: str | None,
+                plan: sim.Plan | None = None) -> dict[str, dict]:
+    """Capacity searches of ``policies`` at the cell of ``points``, each hinted by the previous N*.
 
     ASSUMPTION (hint): policies at the same cell admit similar N, so the previous policy's N* is a
     cheap starting bracket; the search still verifies the boundary for each policy.
     """
-    out, hint = [], None
-    for p in points:
-        r = evaluate_point(p, params, cache_dir, hint=hint)
-        out.append(r)
-        hint = r.get("n_star") or hint
+    plan = plan or point_plan(points[0])
+    out, hint = {}, None
+    for pol in policies:
+        e = evaluate_point(replace(points[0], policy=pol), params, cache_dir, plan, hint)
+        out[pol] = e
+        hint = e["n_star"] or hint
     return out
 
 
-def _eval_group(args: tuple) -> list[dict]:
-    return evaluate_group(*args)
+def cell_load(searched: dict[str, dict], load: str) -> tuple[int, str]:
+    """(sessions per GPU, the policy whose N* it is) of a cell under a ``load`` rule (module docstring)."""
+    if load == "baseline":
+        return int(searched[LOAD_POLICY]["n_star"]), LOAD_POLICY
+    pol = min(searched, key=lambda p: searched[p]["n_star"])
+    return int(searched[pol]["n_star"]), pol
+
+
+def evaluate_cell(points: Sequence[Point], params: SearchParams, cache_dir: str | None,
+                  load: str = "baseline") -> list[dict]:
+    """The rows of one cell's points under a ``load`` rule: "baseline", "min" or "own" (module docstring)."""
+    plan = point_plan(points[0])
+    if load == "own":
+        searched = search_cell(points, [p.policy for p in points], params, cache_dir, plan)
+        return [dict(_at_own_n_star(searched[p.policy]), load_policy=p.policy) for p in points]
+    pols = [LOAD_POLICY] if load == "baseline" else list(dict.fromkeys(p.policy for p in points))
+    searched = search_cell(points, pols, params, cache_dir, plan)
+    n, by = cell_load(searched, load)
+    return [dict(r, load=load, n_star=n, load_policy=by)
+            for r in evaluate_cell_at(points, n, params, cache_dir, searched, plan)]
+
+
+# ------------------------------------------------------------------------------------------------
+# Runners: local processes (exiting with their parent) or Dask, one progress line per task
+# ------------------------------------------------------------------------------------------------
+
+
+def _exit_with_parent(parent_pid: int, interval_s: float = 0.5) -> None:
+    """Pool-worker initializer: a daemon thread ends the worker once its parent has died (it is reparented)."""
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(interval_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="lachesis-parent-watch", daemon=True).start()
+
+
+def worker_pool(n_jobs: int) -> ProcessPoolExecutor:
+    """Local worker processes that exit when the process that started them dies."""
+    return ProcessPoolExecutor(max_workers=n_jobs, initializer=_exit_with_parent, initargs=(os.getpid(),))
+
+
+def progress_line(text: str) -> None:
+    """One line on the process's own stderr: the terminal running papermill shows it (a kernel's
+    ``sys.stderr`` goes into the notebook instead); a tqdm bar on the same stream is redrawn below it."""
+    from tqdm.auto import tqdm
+
+    tqdm.write(text, file=sys.__stderr__ or sys.stderr)
+
+
+def _timed(fn: Callable, args: tuple) -> tuple[Any, float]:
+    t = time.perf_counter()
+    return fn(*args), time.perf_counter() - t
+
+
+def run_tasks(fn: Callable, args: Sequence[tuple], labels: Sequence[str], n_jobs: int | None = None,
+              scheduler: str | Any | None = None, progress: bool = True, desc: str = "sweep") -> list:
+    """``[fn(*a) for a in args]`` on local processes, a Dask cluster, or in-process; a line per finished task."""
+    from tqdm.auto import tqdm
+
+    out: list[Any] = [None] * len(args)
+    t0 = time.perf_counter()
+    bar = tqdm(total=len(args), disable=not progress, desc=desc)
+
+    def put(k: int, res: tuple[Any, float]) -> None:
+        out[k] = res[0]
+        bar.update(1)
+        if progress:
+            progress_line(f"[{desc}] {bar.n}/{len(args)} {labels[k]}: {res[1]:.1f} s "
+                          f"(elapsed {time.perf_counter() - t0:.0f} s)")
+
+    try:
+        if scheduler is not None:
+            from dask.distributed import Client, as_completed as das_completed
+
+            client = scheduler if hasattr(scheduler, "submit") else Client(scheduler)
+            try:
+                futs = {client.submit(_timed, fn, a, pure=False): k for k, a in enumerate(args)}
+                for f in das_completed(list(futs)):
+                    put(futs[f], f.result())
+            finally:
+                if client is not scheduler:
+                    client.close()
+        elif (n_jobs or os.cpu_count() or 1) <= 1 or len(args) <= 1:
+            for k, a in enumerate(args):
+                put(k, _timed(fn, a))
+        else:
+            with worker_pool(n_jobs or os.cpu_count() or 1) as ex:
+                futs = {ex.submit(_timed, fn, a): k for k, a in enumerate(args)}
+                for f in as_completed(futs):
+                    put(futs[f], f.result())
+    finally:
+        bar.close()
+    return out
+
+
+def _check_points(points: Sequence[Point], load: str = "baseline") -> None:
+    """Clear one-line errors before any process starts: empty grid, unknown load rule/policy, a model too big."""
+    from lachesis.policies import get_policy
+
+    if not len(points):
+        raise ValueError("the grid is empty: no points to evaluate")
+    if load not in LOADS:
+        raise ValueError(f"load must be one of {LOADS}, got {load!r}")
+    for pol in {p.policy for p in points}:
+        get_policy(pol)
+    for lc in {p.laden_close for p in points}:
+        if lc not in sim.LADEN_CLOSES:
+            raise ValueError(f"laden_close must be one of {sim.LADEN_CLOSES}, got {lc!r}")
+    for p in {(p.model, p.memory, p.slo): p for p in points}.values():
+        sim.check_fits(p.config())
+
+
+def _cells(points: Sequence[Point]) -> list[list[int]]:
+    groups: dict[tuple, list[int]] = {}
+    for i, p in enumerate(points):
+        groups.setdefault(p.cell(), []).append(i)
+    # cells of one workload next to each other, so a process builds a plan once
+    return sorted(groups.values(), key=lambda g: (points[g[0]].workload, points[g[0]].model))
 
 
 def run_grid(points: Sequence[Point], params: SearchParams = SearchParams(), cache_dir: str | os.PathLike | None = None,
-             n_jobs: int | None = None, scheduler: str | Any | None = None, progress: bool = True) -> pd.DataFrame:
-    """Evaluate every point (cached), in parallel on local processes or on a Dask cluster."""
-    from tqdm.auto import tqdm
-
+             n_jobs: int | None = None, scheduler: str | Any | None = None, progress: bool = True,
+             load: str = "baseline") -> pd.DataFrame:
+    """Evaluate every point (cached) with one load per cell (``load``), in parallel; one row per point."""
     points = list(points)
-    groups: dict[tuple, list[int]] = {}
-    for i, p in enumerate(points):
-        groups.setdefault(_group_key(p), []).append(i)
-    idx = list(groups.values())
-    args = [([points[i] for i in g], params, str(cache_dir) if cache_dir else None) for g in idx]
+    _check_points(points, load)
+    cells = _cells(points)
+    args = [([points[i] for i in g], params, str(cache_dir) if cache_dir else None, load) for g in cells]
+    res = run_tasks(evaluate_cell, args, [points[g[0]].label() for g in cells], n_jobs, scheduler, progress)
     results: list[dict] = [None] * len(points)  # type: ignore[list-item]
-
-    def put(k: int, res: list[dict]) -> None:
-        for i, r in zip(idx[k], res):
+    for g, rows in zip(cells, res):
+        for i, r in zip(g, rows):
             results[i] = r
-
-    if scheduler is not None:
-        from dask.distributed import Client, as_completed as das_completed
-
-        client = scheduler if hasattr(scheduler, "submit") else Client(scheduler)
-        futs = {client.submit(_eval_group, a, pure=False): k for k, a in enumerate(args)}
-        for f in tqdm(das_completed(list(futs)), total=len(futs), disable=not progress, desc="sweep (dask)"):
-            put(futs[f], f.result())
-        if client is not scheduler:
-            client.close()
-    elif (n_jobs or os.cpu_count() or 1) <= 1 or len(args) <= 1:
-        for k, a in enumerate(tqdm(args, disable=not progress, desc="sweep")):
-            put(k, _eval_group(a))
-    else:
-        # groups of one workload first, so each process builds a plan once
-        order = sorted(range(len(args)), key=lambda k: (args[k][0][0].workload, args[k][0][0].model))
-        with ProcessPoolExecutor(max_workers=n_jobs or os.cpu_count()) as ex:
-            futs = {ex.submit(_eval_group, args[k]): k for k in order}
-            for f in tqdm(as_completed(futs), total=len(futs), disable=not progress, desc="sweep"):
-                put(futs[f], f.result())
     return results_frame(results)
 
 
@@ -454,6 +519,155 @@ def results_frame(results: Iterable[dict]) -> pd.DataFrame:
             row[f"live_peak_{t}"] = v
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------------------------
+# Gain versus load
+# ------------------------------------------------------------------------------------------------
+
+
+def load_curve_grid(scale: float = 1.0, seed: int = 0, configs: Sequence[str] = ("1/7", "4/4", "8/8*"),
+                    models: Sequence[str] = MODEL_NAMES, slo: str = "tight", workloads: Sequence[str] = ("multi_agent",),
+                    policies: Sequence[str] = MULTI_POLICIES, laden_close: str = "last_read") -> list[Point]:
+    """The cells of the gain-versus-load figure (§5.3: Lachesis and w/o predictive path over HBM-first)."""
+    return multi_agent_grid(scale, seed, configs, models, (slo,), policies, workloads, laden_close)
+
+
+def _cell_searches(points: Sequence[Point], params: SearchParams, cache_dir: str | None) -> dict[str, dict]:
+    return search_cell(points, [LOAD_POLICY], params, cache_dir)
+
+
+def load_curve(points: Sequence[Point], fractions: Sequence[float], params: SearchParams = SearchParams(),
+               cache_dir: str | os.PathLike | None = None, n_jobs: int | None = None,
+               scheduler: str | Any | None = None, progress: bool = True) -> pd.DataFrame:
+    """Every point at loads ``fractions`` × its cell's N* (the load policy's, always including N* itself).
+
+    One row per (point, load) with ``n_sessions``, ``fraction``, ``n_star`` and the run's numbers; the
+    N* runs are the grid's own (same cache).  A finding, not a knob: the fractions are a fixed sampling.
+    """
+    points = list(points)
+    _check_points(points)
+    fr = sorted({float(f) for f in fractions} | {1.0})
+    if not fr[0] > 0 or not all(np.isfinite(fr)):
+        raise ValueError(f"fractions must be finite and > 0, got {list(fractions)!r}")
+    cache = str(cache_dir) if cache_dir else None
+    cells = _cells(points)
+    labels = [points[g[0]].label() for g in cells]
+    cell_pts = [[points[i] for i in g] for g in cells]
+    searched = run_tasks(_cell_searches, [(c, params, cache) for c in cell_pts], labels, n_jobs, scheduler,
+                         progress, desc="load curve: N*")
+    tasks, tlabels, meta = [], [], []
+    for c, lab, s in zip(cell_pts, labels, searched):
+        n_star = int(s[LOAD_POLICY]["n_star"])
+        loads = sorted({max(1, int(round(f * n_star))) for f in fr}) if n_star > 0 else []
+        for n in loads:
+            tasks.append((c, n, params, cache, s))
+            tlabels.append(f"{lab} N={n}")
+            meta.append((n_star, n / n_star))
+    res = run_tasks(evaluate_cell_at, tasks, tlabels, n_jobs, scheduler, progress, desc="load curve")
+    rows = [dict(r, n_star=ns, fraction=f, load="curve") for rs, (ns, f) in zip(res, meta) for r in rs]
+    if not rows:
+        raise ValueError("load_curve: no cell admits any load (N* = 0 everywhere)")
+    return results_frame(rows)
+
+
+def load_gains(df: pd.DataFrame) -> pd.DataFrame:
+    """Policy lifetime ratios per cell and load (one row per workload/model/SLO/config/sessions per GPU)."""
+    idx = ["workload", "model", "slo", "memory", "n_sessions"]
+    p = df.pivot_table(index=idx, columns="policy", values="lifetime_years", aggfunc="first")
+    out = pd.DataFrame(index=p.index)
+    for num in ("lachesis", "deterministic"):
+        if {num, LOAD_POLICY} <= set(p):
+            out[f"{num}/{LOAD_POLICY}"] = p[num] / p[LOAD_POLICY]
+    out["n_star"] = df.groupby(idx)["n_star"].first()
+    out["all_meet_slo"] = df.groupby(idx)["slo_met"].all()
+    return out.reset_index()
+
+
+def loads_in_range(n: np.ndarray, ratio: np.ndarray, lo: float, hi: float) -> list[tuple[float, float]]:
+    """Intervals of load where the piecewise-linear ratio(load) through the samples lies in [lo, hi]."""
+    ok = np.isfinite(ratio)
+    n, y = np.asarray(n, float)[ok], np.asarray(ratio, float)[ok]
+    o = np.argsort(n)
+    n, y = n[o], y[o]
+    if len(n) == 1:
+        return [(float(n[0]), float(n[0]))] if lo <= y[0] <= hi else []
+    out: list[tuple[float, float]] = []
+    for n0, n1, y0, y1 in zip(n[:-1], n[1:], y[:-1], y[1:]):
+        dy = y1 - y0
+        if dy == 0:
+            t = (0.0, 1.0) if lo <= y0 <= hi else None
+        else:
+            a, b = sorted(((lo - y0) / dy, (hi - y0) / dy))
+            t = (max(a, 0.0), min(b, 1.0)) if a <= 1 and b >= 0 else None
+        if t is None:
+            continue
+        iv = (float(n0 + t[0] * (n1 - n0)), float(n0 + t[1] * (n1 - n0)))
+        if out and iv[0] <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], iv[1]))
+        else:
+            out.append(iv)
+    return out
+
+
+#: The paper numbers the gain-versus-load figure reads against, with the cells they belong to.
+#: §5.3: "HBF lifetime falls under HBM-first and rises under Lachesis with each slot added", so the
+#: gain grows from 1/7 to 4/4: we read the low end of the 1/7–4/4 range at 1/7 and the high end at 4/4.
+#: The w/o-predictive-path range (§5.4) gives no such order; it is read as a range at every cell.
+def _paper_targets() -> list[tuple[str, str, str, float, float]]:
+    from lachesis import paper
+
+    lo, hi = paper.MULTI_GAIN_TIGHT
+    d_lo, d_hi = paper.DETERMINISTIC_GAIN
+    return [
+        (f"Lachesis/HBM-first {lo:.2f}× (tight, low end of 1/7–4/4)", "lachesis/hbm_first", "1/7", lo, lo),
+        (f"Lachesis/HBM-first {hi:.2f}× (tight, high end of 1/7–4/4)", "lachesis/hbm_first", "4/4", hi, hi),
+        (f"Lachesis/HBM-first {paper.DAISY_GAIN_TIGHT[0]:.2f}–{paper.DAISY_GAIN_TIGHT[1]:.2f}× (tight, 8/8*)",
+         "lachesis/hbm_first", "8/8*", *paper.DAISY_GAIN_TIGHT),
+        (f"w/o predictive path/HBM-first {d_lo:.2f}–{d_hi:.2f}× (1/7–4/4)", "deterministic/hbm_first", "1/7", d_lo, d_hi),
+        (f"w/o predictive path/HBM-first {d_lo:.2f}–{d_hi:.2f}× (1/7–4/4)", "deterministic/hbm_first", "4/4", d_lo, d_hi),
+    ]
+
+
+def paper_loads(gains: pd.DataFrame) -> pd.DataFrame:
+    """Per paper number and cell: the loads at which our ratio equals it (a range: lies inside it).
+
+    ``gains`` is :func:`load_gains` output.  Intervals come from linear interpolation between the
+    sampled loads (``loads``); ``sentence`` says which load on our corpus reproduces the paper's number,
+    or that the number lies outside the ratios we measured.
+    """
+    rows = []
+    for label, col, mem, lo, hi in _paper_targets():
+        if col not in gains:
+            continue
+        for (w, m), d in gains[gains["memory"].eq(mem)].groupby(["workload", "model"]):
+            d = d.sort_values("n_sessions")
+            n, r = d["n_sessions"].to_numpy(float), d[col].to_numpy(float)
+            n_star = int(d["n_star"].iloc[0])
+            at_star = d.loc[d["n_sessions"].eq(n_star), col]
+            row = dict(paper=label, workload=w, model=m, memory=mem, ratio=col, paper_lo=lo, paper_hi=hi,
+                       n_star=n_star, ours_at_n_star=float(at_star.iloc[0]) if len(at_star) else np.nan,
+                       ours_min=float(np.nanmin(r)), ours_max=float(np.nanmax(r)), n_min=float(n.min()),
+                       n_max=float(n.max()), loads=loads_in_range(n, r, lo, hi))
+            rows.append(dict(row, sentence=_paper_load_sentence(row)))
+    return pd.DataFrame(rows)
+
+
+def _paper_load_sentence(r: dict) -> str:
+    head = f"Paper {r['paper']}; ours on {r['memory']}, {r['model']}:"
+    star = f"(our N* = {r['n_star']}, where it is {r['ours_at_n_star']:.2f}×)"
+    if r["loads"]:
+        at = ", ".join(f"≈{a:.0f}" if b - a < 1 else f"{a:.0f}–{b:.0f}" for a, b in r["loads"])
+        return f"{head} reproduced at {at} sessions/GPU {star}."
+    where = "above" if r["paper_lo"] > r["ours_max"] else "below"
+    return (f"{head} not reached at {r['n_min']:.0f}–{r['n_max']:.0f} sessions/GPU, where ours spans "
+            f"{r['ours_min']:.2f}–{r['ours_max']:.2f}× (the paper's is {where} it) {star}.")
+
+
+def capacity_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Per-policy N* (sessions per GPU the SLO admits), one row per cell: the ``load="own"`` grid's table."""
+    return df.pivot_table(index=["workload", "model", "slo", "memory"], columns="policy", values="n_star",
+                          aggfunc="first").reset_index()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -507,7 +721,8 @@ def cli_sweep(args: argparse.Namespace) -> int:
         pts = [replace(p, workload=Path(name).stem, trace=name) for p in multi_agent_grid(scale, seed, workloads=("x",))]
     out = Path(getattr(args, "out", "build/sweep.csv"))
     cache = out.parent / "sweep_cache"
-    df = run_grid(pts, cache_dir=cache, scheduler=getattr(args, "scheduler", None))
+    df = run_grid(pts, cache_dir=cache, scheduler=getattr(args, "scheduler", None),
+                  load=getattr(args, "load", "baseline"))
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(out, lambda tmp: df.to_csv(tmp, index=False))
     print(f"wrote {len(df)} points to {out} (cache: {cache})")

@@ -106,14 +106,15 @@ def test_two_turns_reasoning_stripped_and_rematerialized():
 
 def multi_agent_trace() -> Trace:
     rows = [
-        # lead: l0 spawns W1 and W2 (spawn tools charge no latency), 2 observations (their results)
-        req("l0", 0, 100, 0, 10, agent="L", role="lead", tools=["spawn_subagent"] * 2, obs=2),
+        # lead: l0 spawns W1 and W2 (spawn tools charge no latency); their 2 returned results are charged by
+        # the clock from the spawn records (n_observations excludes them)
+        req("l0", 0, 100, 0, 10, agent="L", role="lead", tools=["spawn_subagent"] * 2),
         # W1: one tool call (class test2s) and one observation, then a second round
         req("w1a", 0, 50, 0, 20, agent="W1", role="worker", parent="L", tools=["probe"], obs=1),
         req("w1b", 0, 80, 70, 10, agent="W1", role="worker", parent="L"),
         req("w2a", 0, 60, 0, 100, agent="W2", role="worker", parent="L"),
         # l1 reuses all 110 tokens, appends the two results [110,150), spawns the reviewer
-        req("l1", 0, 150, 110, 10, agent="L", role="lead", tools=["spawn_subagent"], obs=1),
+        req("l1", 0, 150, 110, 10, agent="L", role="lead", tools=["spawn_subagent"]),
         req("rv", 0, 30, 0, 5, agent="R", role="reviewer", parent="L"),
         req("l2", 0, 180, 160, 5, agent="L", role="lead"),
     ]
@@ -398,8 +399,9 @@ def test_nested_subagent_timing():
     sp = [spawn("W", "L", "worker", "l0", 0), spawn("V", "W", "worker", "w0", 1)]
     seg = recover(Trace.from_frames(pd.DataFrame(rows), pd.DataFrame(sp)), clock=NO_SPREAD)
     sch = seg.schedule.set_index("request_id")
-    # l0 [0,1]; W: w0 [1,3], spawns V: v0 [3,4]; W waits for V -> w1 [4,5]; L waits for W -> l1 [5,6]
-    assert sch.loc[["l0", "w0", "v0", "w1", "l1"], "t_start_s"].tolist() == pytest.approx([0, 1, 3, 4, 5])
+    # l0 [0,1]; W: w0 [1,3], spawns V: v0 [3,4]; W waits for V, 1 returned result (TTFT_ref) -> w1 [5,6];
+    # L waits for W, 1 returned result -> l1 [7,8]
+    assert sch.loc[["l0", "w0", "v0", "w1", "l1"], "t_start_s"].tolist() == pytest.approx([0, 1, 3, 5, 7])
     s = by_id(seg, "agent_id")
-    assert s.loc[["L", "W", "V"], "t_norm_s"].tolist() == pytest.approx([6, 4, 1])
-    assert s.loc["L", "wait_s"] == pytest.approx(4)  # W out during [1,5]; V nests inside it
+    assert s.loc[["L", "W", "V"], "t_norm_s"].tolist() == pytest.approx([8, 5, 1])
+    assert s.loc["L", "wait_s"] == pytest.approx(5)  # W out during [1,6]; V nests inside it

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from lachesis import hbf
 from lachesis import simulator as S
 from lachesis.config import DEFAULT, MemoryConfig, StackSpec
 from lachesis.segments import recover
@@ -36,7 +37,7 @@ def single_plan():
 
 def small_cfg(hbm_bytes: float = 2e8, hbf_kv_bytes: float = 2e9):
     """A tiny per-GPU memory (HBF sized for the weights + ``hbf_kv_bytes``) so the block oracle stays small."""
-    w = S.weight_storage_bytes_per_gpu(DEFAULT)
+    w = hbf.weight_storage_bytes_per_gpu(DEFAULT.model, DEFAULT.deployment)
     mem = MemoryConfig("tiny", 1, 1, hbm=StackSpec("h", hbm_bytes, 1.6e12, 1.6e12),
                        hbf=StackSpec("f", w + hbf_kv_bytes, 1.6e12, 16e9))
     return DEFAULT.with_(memory=mem)
@@ -90,7 +91,7 @@ def test_differential_against_reference(plan_name, policy, request):
     cfg = small_cfg(hbm_bytes=1.5e8, hbf_kv_bytes=4e9)
     r = S.simulate(plan, cfg, policy, 6, seed=0, record_events=True)
     assert r.events and not r.oom
-    mem = S.Memory(plan, cfg, policy, S.weight_storage_bytes_per_gpu(cfg))
+    mem = S.Memory(plan, cfg, policy)
     ref = reference_replay(r.events, policy, mem.alloc.hbm_blocks, mem.alloc.hbf_blocks, cfg.deployment.block_tokens)
     np.testing.assert_array_equal(r.totals.tokens, ref.tokens)
     for c, v in r.totals.tokens_by_class.items():
@@ -100,7 +101,7 @@ def test_differential_against_reference(plan_name, policy, request):
 def test_lifetime_monotone_in_hbf_writes(multi_plan):
     cfg = DEFAULT
     rates = np.array([1e6, 1e7, 1e8])
-    life = [S.lifetime_years(cfg, r) for r in rates]
+    life = [hbf.hbf_lifetime_years(cfg.memory, r, cfg.endurance) for r in rates]
     assert life[0] > life[1] > life[2]
     runs = [S.simulate(multi_plan, small_cfg(hbm_bytes=h), "deterministic", 6, seed=0, step_fn=const_step)
             for h in (1e8, 5e9)]
@@ -183,3 +184,48 @@ def test_windows_of_one_run_equal_separate_runs(multi_plan, policy):
     assert b.requests_done > a.requests_done
     with pytest.raises(ValueError, match="non-decreasing"):
         next(S.simulate_windows(multi_plan, small_cfg(), policy, 6, [long_, short]))
+
+
+def _result(**kw):
+    base = dict(n_sessions=1, policy="x", sim_s=1.0, warmup_s=0.0, p99_tpot_s=0.01, mean_tpot_s=0.01, p99_ttft_s=0.5,
+                oom=False, requests_done=1, sessions_done=0, max_batch=1, hbf_write_rate=1.0, settled=True,
+                settled_at_s=0.5, lifetime_years=1.0, bytes_by_tier={}, bytes_by_class_tier={}, live_peak={},
+                live_mean={})
+    return S.SimResult(**{**base, **kw})
+
+
+def test_a_run_that_served_nothing_fails_the_slo():
+    slo = DEFAULT.slo
+    assert _result().meets(slo)
+    assert not _result(p99_tpot_s=float("nan")).meets(slo)  # no decode step finished in the window
+    assert not _result(p99_ttft_s=float("nan")).meets(slo)  # no request admitted in the window
+    assert not _result(oom=True).meets(slo)
+
+
+def test_no_lifetime_for_an_infeasible_run(multi_plan):
+    # out of memory: no lifetime (never inf)
+    oom = S.simulate(multi_plan, small_cfg(hbm_bytes=1e6, hbf_kv_bytes=1e6), "lachesis", 6, seed=0, step_fn=const_step)
+    assert oom.oom and np.isnan(oom.lifetime_years) and not oom.meets(DEFAULT.slo)
+    # a window in which no decode step finished: NaN p99, no lifetime
+    m = multi_plan.mean_session_s
+    idle = S.simulate(multi_plan, small_cfg(), "lachesis", 1, seed=0, step_fn=const_step, duration_s=1e-3 * m,
+                      warmup_s=1e-3 * m)
+    assert np.isnan(idle.p99_tpot_s) and np.isnan(idle.lifetime_years) and not idle.meets(DEFAULT.slo)
+
+
+@pytest.mark.parametrize("kw, name", [
+    (dict(n_sessions=2.5), "n_sessions"), (dict(n_sessions=0), "n_sessions"), (dict(n_sessions=True), "n_sessions"),
+    (dict(seed=-1), "seed"), (dict(seed=1.5), "seed"), (dict(n_samples=0), "n_samples"),
+    (dict(duration_s=float("inf")), "duration_s"), (dict(warmup_s=-1.0), "warmup_s"),
+    (dict(duration_s=1.0, warmup_s=2.0), "warmup_s"),
+])
+def test_argument_errors_name_the_argument(multi_plan, kw, name):
+    args = dict(n_sessions=2, seed=0) | kw
+    with pytest.raises(ValueError, match=f"simulate: {name}"):
+        S.simulate(multi_plan, small_cfg(), "lachesis", args.pop("n_sessions"), **args)
+
+
+def test_model_whose_weights_exceed_the_memory_is_refused(multi_plan):
+    mem = MemoryConfig("1 GB of HBF", 1, 1, hbm=StackSpec("h", 2e8, 1.6e12, 1.6e12), hbf=StackSpec("f", 1e9, 1.6e12, 16e9))
+    with pytest.raises(ValueError, match="'Llama-4-Maverick' does not fit memory configuration '1 GB of HBF'"):
+        S.simulate(multi_plan, DEFAULT.with_(memory=mem), "lachesis", 2)

@@ -1,17 +1,21 @@
-"""Sweep: capacity search, cache, grid shape, local and Dask runners."""
+"""Sweep: one load per cell, cache, grid shape, runners, gain versus load, and bad input."""
 
 from __future__ import annotations
 
 import json
-from functools import partial
-from types import SimpleNamespace
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from lachesis import simulator as S
 from lachesis import sweep as W
-from lachesis.config import DEFAULT, SLO
 from lachesis.segments import recover
 from sim_fixtures import multi_agent_trace
 
@@ -23,100 +27,6 @@ def plan():
     tr = multi_agent_trace()
     seg = recover(tr, seed=0)
     return S.build_plan(tr, seg, S.rank_keys(tr, seg))
-
-
-def test_capacity_search_finds_threshold_with_fake_runs(plan):
-    """Gallop + bisection lands exactly on the largest feasible N of a monotone oracle."""
-    for boundary in (1, 2, 37, 100, 1023):
-        calls = []
-
-        def run(_plan, cfg, policy, n, **kw):
-            calls.append(n)
-            return SimpleNamespace(p99_tpot_s=0.0, p99_ttft_s=0.0, oom=False, meets=lambda slo: n <= boundary)
-
-        n_star, tried = W.capacity_search(plan, DEFAULT, "lachesis", params=W.SearchParams(n_max=4096, rel_tol=0), run=run)
-        assert n_star == boundary
-        assert len(calls) == len(set(calls)) <= 2 * int(np.log2(boundary + 1)) + 3
-
-
-@pytest.mark.parametrize("hint", [1, 5, 40, 41, 300, 5000])
-def test_hinted_search_finds_the_same_threshold(plan, hint):
-    """Starting from another policy's N* (any hint, above or below) gives the same boundary."""
-    for boundary in (1, 3, 40, 777):
-        run = lambda _p, c, pol, n, **kw: SimpleNamespace(p99_tpot_s=0.0, p99_ttft_s=0.0, oom=False,  # noqa: E731
-                                                          meets=lambda slo: n <= boundary)
-        n_star, tried = W.capacity_search(plan, DEFAULT, "lachesis", params=W.SearchParams(n_max=4096, rel_tol=0),
-                                          run=run, hint=hint)
-        assert n_star == boundary, (hint, boundary)
-
-
-def _margin_oracle(boundary: float, noise: float = 0.0, seed: int = 0, calls: list | None = None):
-    """p99 TPOT = SLO × (0.1 + 0.9 n / boundary), times a fixed pseudo-random factor per n: a roofline-like load."""
-    slo = DEFAULT.slo.p99_tpot_s
-
-    def run(_p, _c, _pol, n, **kw):
-        if calls is not None:
-            calls.append(n)
-        jitter = 1 + noise * (np.random.default_rng([seed, n]).random() * 2 - 1)
-        tpot = slo * (0.1 + 0.9 * n / boundary) * jitter
-        return SimpleNamespace(p99_tpot_s=tpot, p99_ttft_s=0.5, oom=False, meets=lambda s, t=tpot: t <= s.p99_tpot_s)
-    return run
-
-
-@pytest.mark.parametrize("hint", [None, 30, 150, 900])
-def test_margin_guided_search_is_exact_and_cheaper(plan, hint):
-    """On a linear load, the regula-falsi steps land on the exact boundary with fewer runs than bisection."""
-    exact = W.SearchParams(n_max=4096, rel_tol=0)
-    for boundary in (7, 140, 1000):
-        calls: list[int] = []
-        n_star, _ = W.capacity_search(plan, DEFAULT, "lachesis", params=exact, hint=hint,
-                                      run=_margin_oracle(boundary, calls=calls))
-        assert n_star == boundary, (hint, boundary)
-        blind: list[int] = []  # the same oracle without margins (NaN TPOT): gallop/steps + bisection only
-        feas = lambda n, b=boundary: n <= b  # noqa: E731
-        W.capacity_search(plan, DEFAULT, "lachesis", params=exact, hint=hint,
-                          run=lambda _p, _c, _pol, n, **kw: (blind.append(n), SimpleNamespace(
-                              p99_tpot_s=float("nan"), p99_ttft_s=float("nan"), oom=False,
-                              meets=lambda s: feas(n)))[1])
-        assert len(calls) <= len(blind), (hint, boundary, calls, blind)
-        if boundary >= 140:
-            assert len(calls) < len(blind), (hint, boundary, calls, blind)
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_search_on_noisy_load_keeps_its_guarantee(plan, seed):
-    """With ±8 % noise on the load (not monotone in N), N* still ran feasible and a failing candidate
-    lies within rel_tol above it; no candidate runs twice."""
-    params = W.SearchParams(n_max=4096, rel_tol=0.04)
-    for hint in (None, 100, 400):
-        calls: list[int] = []
-        n_star, tried = W.capacity_search(plan, DEFAULT, "lachesis", params=params, hint=hint,
-                                          run=_margin_oracle(250, noise=0.08, seed=seed, calls=calls))
-        by_n = {t["n"]: t for t in tried}
-        assert by_n[n_star]["feasible"]
-        above = [n for n, t in by_n.items() if n > n_star and not t["feasible"]]
-        assert above and min(above) - n_star <= max(1, int(0.04 * n_star))
-        assert len(calls) == len(set(calls))
-        assert 0.85 * 250 <= n_star <= 1.15 * 250
-
-
-def test_capacity_search_zero_when_one_session_fails(plan):
-    run = lambda *a, **k: SimpleNamespace(p99_tpot_s=1.0, p99_ttft_s=0.0, oom=False, meets=lambda slo: False)  # noqa: E731
-    assert W.capacity_search(plan, DEFAULT, "lachesis", run=run)[0] == 0
-
-
-def test_capacity_search_on_toy_roofline(plan):
-    """With step time = 4 ms × batch, the found N meets the SLO and N+1 does not (same short run)."""
-    slo = SLO("toy", p99_tpot_s=0.012)
-    cfg = DEFAULT.with_(slo=slo)
-    toy = lambda b, *a: 0.004 * b  # noqa: E731
-    run = partial(S.simulate, step_fn=toy)
-    params = W.SearchParams(search_warmup=0.3, search_measure=1.0, n_max=64, rel_tol=0)
-    n_star, tried = W.capacity_search(plan, cfg, "lachesis", params=params, run=run)
-    by_n = {t["n"]: t for t in tried}
-    assert 1 <= n_star < 64
-    assert by_n[n_star]["feasible"] and by_n[n_star]["p99_tpot_s"] <= 0.012
-    assert not by_n[n_star + 1]["feasible"] and by_n[n_star + 1]["p99_tpot_s"] > 0.012
 
 
 def test_grid_shapes():
@@ -163,11 +73,242 @@ def test_run_grid_on_dask_localcluster(tmp_path):
     assert len(list(tmp_path.glob("*.json"))) == 2
 
 
-def test_hinted_blind_search_grows_its_steps(plan):
-    """Without margins, steps from a hint grow 10 %, 20 %, 40 %, … so a far boundary costs O(log) runs."""
-    calls: list[int] = []
-    run = lambda _p, _c, _pol, n, **kw: (calls.append(n), SimpleNamespace(  # noqa: E731
-        p99_tpot_s=float("nan"), p99_ttft_s=float("nan"), oom=False, meets=lambda s: n <= 777))[1]
-    n_star, _ = W.capacity_search(plan, DEFAULT, "lachesis", params=W.SearchParams(n_max=4096, rel_tol=0), run=run,
-                                  hint=5)
-    assert n_star == 777 and len(calls) <= 20, calls
+# ------------------------------------------------------------------------------------------------
+# One load per cell
+# ------------------------------------------------------------------------------------------------
+
+
+def _cell(policies=("hbm_first", "deterministic", "lachesis"), **kw):
+    return [W.Point("fixture", "1/7", "Llama-4-Maverick", "tight", p, 1.0, 0, **kw) for p in policies]
+
+
+@pytest.fixture()
+def fixture_plan(plan, monkeypatch):
+    """Points of workload "fixture" replay the hand-made multi-agent trace."""
+    real = W.point_plan
+    monkeypatch.setattr(W, "point_plan", lambda p: plan if p.workload == "fixture" else real(p))
+    return plan
+
+
+def test_every_policy_runs_at_the_baselines_n_star(fixture_plan, tmp_path):
+    pts = _cell()
+    rows = W.evaluate_cell(pts, TINY, str(tmp_path), load="baseline")
+    own = {p.policy: W.evaluate_point(p, TINY, tmp_path, plan=fixture_plan) for p in pts}
+    n = own["hbm_first"]["n_star"]
+    assert n >= 1
+    assert [r["n_sessions"] for r in rows] == [n] * 3 and {r["n_star"] for r in rows} == {n}
+    assert {r["load_policy"] for r in rows} == {"hbm_first"} and all(isinstance(r["slo_met"], bool) for r in rows)
+    # the baseline's row is its own N* run; a fresh run at that load gives the same numbers (the shortcut is exact)
+    fresh = W.run_at_load(pts[0], n, TINY, None, fixture_plan)
+    for k in ("lifetime_years", "hbf_write_rate", "p99_tpot_s", "requests_done"):
+        np.testing.assert_equal(rows[0][k], fresh[k])
+    assert rows[0]["slo_met"] and fresh["slo_met"]
+    # the other policies ran at n, not at their own N*
+    for r, p in zip(rows[1:], pts[1:]):
+        np.testing.assert_equal(r["lifetime_years"], W.run_at_load(p, n, TINY, tmp_path, fixture_plan)["lifetime_years"])
+
+
+def test_load_rules_min_and_own(fixture_plan, tmp_path):
+    pts = _cell()
+    own = W.evaluate_cell(pts, TINY, str(tmp_path), load="own")
+    n_own = {r["policy"]: r["n_star"] for r in own}
+    assert [r["n_sessions"] for r in own] == [n_own[p.policy] for p in pts]
+    low = W.evaluate_cell(pts, TINY, str(tmp_path), load="min")
+    assert {r["n_sessions"] for r in low} == {min(n_own.values())}
+    assert all(r["slo_met"] for r in low)  # the lowest N* over policies: every policy met the SLO there
+    assert W.capacity_table(W.results_frame(own)).iloc[0][list(n_own)].to_dict() == n_own
+    with pytest.raises(ValueError, match="load must be one of"):
+        W.run_grid(pts, TINY, tmp_path, load="highest", progress=False)
+
+
+def test_laden_close_is_a_point_input():
+    a, b = _cell(("lachesis",))[0], _cell(("lachesis",), laden_close="arrival")[0]
+    assert a.laden_close == "last_read"
+    assert W.point_key(a, "fp", TINY) != W.point_key(b, "fp", TINY)
+    with pytest.raises(ValueError, match="laden_close"):
+        W.run_grid([W.Point("multi_agent", "1/7", "Llama-4-Maverick", "tight", "lachesis", laden_close="later")],
+                   TINY, progress=False)
+
+
+def test_workload_plan_closes_laden_segments_as_asked():
+    a = W.workload_plan("tau3", 0.01, 0)
+    b = W.workload_plan("tau3", 0.01, 0, laden_close="arrival")
+    assert (a.laden_close, b.laden_close) == ("last_read", "arrival")
+    assert len(a.ca_seg) < len(b.ca_seg)  # laden segments moved from "close at arrival" to "close at end"
+
+
+# ------------------------------------------------------------------------------------------------
+# Robustness: cache entries, plan cache, bad grids, impossible models, progress, parent death
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("damage", ["edited", "truncated", "foreign", "other_version", "not_an_object"])
+def test_bad_cache_entry_is_reported_and_recomputed(plan, tmp_path, damage):
+    pt = W.Point("fixture", "1/7", "Llama-4-Maverick", "tight", "deterministic", 1.0, 0)
+    good = W.evaluate_point(pt, TINY, tmp_path, plan=plan)
+    (path,) = tmp_path.glob("*.json")
+    entry = json.loads(path.read_text())
+    if damage == "edited":
+        entry["lifetime_years"] = 99.0
+        path.write_text(json.dumps(entry))
+    elif damage == "truncated":
+        path.write_text(path.read_text()[:200])
+    elif damage == "foreign":  # another point's entry under this key's name
+        other = W.evaluate_point(W.Point("fixture", "1/7", "Llama-4-Maverick", "tight", "lachesis", 1.0, 0), TINY,
+                                 None, plan=plan)
+        path.write_text(json.dumps(dict(other, digest="x")))
+    elif damage == "other_version":
+        entry["version"] = "0.0.0"
+        path.write_text(json.dumps(entry))
+    else:
+        path.write_text("[1, 2]")
+    with pytest.warns(W.CacheWarning, match=str(path.name)):
+        again = W.evaluate_point(pt, TINY, tmp_path, plan=plan)
+    np.testing.assert_equal(again, good)
+    assert W.evaluate_point(pt, TINY, tmp_path, plan=plan) == again  # rewritten intact: no warning now
+
+
+def test_plan_cache_follows_the_trace_files_content(tmp_path):
+    from lachesis.trace import write_trace
+
+    path = tmp_path / "t.jsonl"
+    write_trace(multi_agent_trace(n_sessions=5), path)
+    a = W.workload_plan("t", 1.0, 0, str(path))
+    assert W.workload_plan("t", 1.0, 0, str(path)) is a  # unchanged file: the cached plan
+    write_trace(multi_agent_trace(n_sessions=6), path)
+    b = W.workload_plan("t", 1.0, 0, str(path))
+    assert b is not a and len(b.sessions) == 6 and b.fingerprint != a.fingerprint
+    with pytest.raises(FileNotFoundError, match="no_such"):
+        W.workload_plan("t", 1.0, 0, str(tmp_path / "no_such.jsonl"))
+
+
+def test_empty_grids_and_unknown_names_are_one_line_errors():
+    with pytest.raises(ValueError, match="grid is empty"):
+        W.run_grid([], TINY, progress=False)
+    with pytest.raises(ValueError, match="multi_agent_grid: policies is empty"):
+        W.multi_agent_grid(policies=[])
+    with pytest.raises(ValueError, match="single_agent_grid: configs is empty"):
+        W.single_agent_grid(configs="")
+    with pytest.raises(ValueError, match="models: unknown 'GPT-9'"):
+        W.multi_agent_grid(models=["GPT-9"])
+    with pytest.raises(ValueError, match="unknown policy"):
+        W.run_grid([W.Point("multi_agent", "1/7", "Llama-4-Maverick", "tight", "lru")], TINY, progress=False)
+
+
+def test_model_too_big_for_the_memory_is_a_clear_error(monkeypatch):
+    from lachesis.config import MemoryConfig, StackSpec
+
+    small = MemoryConfig("1/1 small", 1, 1, hbf=StackSpec("HBF 1 GB", 1e9, 1.6e12, 16e9))
+    monkeypatch.setattr(W, "memory_config", lambda label: small)
+    with pytest.raises(ValueError, match="'Llama-4-Maverick' does not fit memory configuration '1/1 small'"):
+        W.run_grid([W.Point("multi_agent", "1/7", "Llama-4-Maverick", "tight", "lachesis")], TINY, progress=False)
+
+
+def test_progress_line_per_finished_cell(fixture_plan, tmp_path, capfd):
+    W.run_grid(_cell(("hbm_first", "lachesis")), TINY, tmp_path, n_jobs=1, progress=True)
+    err = capfd.readouterr().err
+    assert "[sweep] 1/1 fixture Llama-4-Maverick tight 1/7:" in err and "(elapsed" in err
+
+
+WATCH = """
+import os, sys, time
+from lachesis import sweep
+
+def work(path):
+    open(path, "w").write(str(os.getpid()))
+    time.sleep(120)
+
+if __name__ == "__main__":
+    out = sys.argv[1]
+    ex = sweep.worker_pool(2)
+    futs = [ex.submit(work, f"{out}/w{i}") for i in range(2)]
+    while len(os.listdir(out)) < 2:
+        time.sleep(0.05)
+    print("ready", flush=True)
+    time.sleep(120)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in state
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc to see the workers")
+def test_pool_workers_exit_when_their_parent_dies(tmp_path):
+    script = tmp_path / "parent.py"
+    script.write_text(WATCH)
+    (tmp_path / "out").mkdir()
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "out")], stdout=subprocess.PIPE, text=True)
+    pids: list[int] = []
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        pids = [int((tmp_path / "out" / f"w{i}").read_text()) for i in range(2)]
+        assert all(_alive(p) for p in pids)
+        proc.kill()  # SIGKILL: no clean-up in the parent
+        proc.wait(10)
+        deadline = time.monotonic() + 10
+        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(p) for p in pids), "pool workers outlived their parent"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for p in pids:  # leave nothing behind if the test failed
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
+
+
+# ------------------------------------------------------------------------------------------------
+# Gain versus load
+# ------------------------------------------------------------------------------------------------
+
+
+def test_loads_in_range_interpolates_between_samples():
+    n = np.array([10, 20, 40, 80])
+    g = np.array([8.0, 4.0, 2.0, 1.0])  # falls with load
+    (iv,) = W.loads_in_range(n, g, 3.0, 3.0)
+    assert iv == pytest.approx((30, 30))  # 4 at 20, 2 at 40: 3 at 30
+    (lo, hi), = W.loads_in_range(n, g, 1.5, 2.5)
+    assert (lo, hi) == pytest.approx((30 + 5, 40 + 20))  # 2.5 at 35; 1.5 at 60
+    assert W.loads_in_range(n, g, 9, 10) == []
+    # a non-monotone curve gives two intervals
+    assert len(W.loads_in_range(np.array([1, 2, 3]), np.array([1.0, 3.0, 1.0]), 0.5, 1.5)) == 2
+
+
+def test_load_curve_runs_every_policy_at_fractions_of_n_star(fixture_plan, tmp_path):
+    pts = _cell()
+    grid = W.run_grid(pts, TINY, tmp_path, n_jobs=1, progress=False)
+    curve = W.load_curve(pts, [0.5], TINY, tmp_path, n_jobs=1, progress=False)
+    n = int(grid["n_star"].iloc[0])
+    assert sorted(curve["n_sessions"].unique()) == sorted({max(1, round(0.5 * n)), n})
+    at_n = curve[curve["n_sessions"] == n].set_index("policy")["lifetime_years"]
+    np.testing.assert_equal(at_n.to_dict(), grid.set_index("policy")["lifetime_years"].to_dict())  # the grid's runs
+    g = W.load_gains(curve)
+    assert {"lachesis/hbm_first", "deterministic/hbm_first", "n_star", "all_meet_slo"} <= set(g)
+    assert len(g) == curve["n_sessions"].nunique()
+    with pytest.raises(ValueError, match="fractions"):
+        W.load_curve(pts, [0.0], TINY, tmp_path, n_jobs=1, progress=False)
+
+
+def test_paper_load_sentences_come_from_the_curve():
+    rows = []
+    for mem in ("1/7", "4/4", "8/8*"):
+        for n, g in ((20, 12.0), (40, 3.0), (80, 1.2)):
+            rows.append(dict(workload="multi_agent", model="M", slo="tight", memory=mem, n_sessions=n,
+                             **{"lachesis/hbm_first": g, "deterministic/hbm_first": g / 2}, n_star=80, all_meet_slo=True))
+    found = W.paper_loads(pd.DataFrame(rows))
+    one = found[(found["memory"] == "1/7") & (found["ratio"] == "lachesis/hbm_first")].iloc[0]
+    # 1.50 lies between 3.0 at 40 and 1.2 at 80: 40 + (3.0 - 1.5) / (3.0 - 1.2) * 40 = 73.3
+    assert one["loads"] == [pytest.approx((73.33, 73.33), abs=0.01)]
+    text = found["sentence"].tolist()
+    assert len(text) == 5 and any("1.50× (tight, low end of 1/7–4/4); ours on 1/7, M: reproduced at ≈73 sessions/GPU"
+                                  in t for t in text)
+    daisy = found[found["memory"] == "8/8*"].iloc[0]  # 10.06-10.09: between 12 at 20 and 3 at 40
+    assert daisy["loads"] and 24 < daisy["loads"][0][0] < 25
+    rows = [dict(r, **{"lachesis/hbm_first": 1.1}) for r in rows]
+    found = W.paper_loads(pd.DataFrame(rows))
+    assert any("not reached at 20–80 sessions/GPU" in t for t in found["sentence"])
