@@ -134,6 +134,7 @@ class Plan:
     seg_role: np.ndarray
     seg_boundary: np.ndarray
     seg_tokens: np.ndarray
+    seg_reads: np.ndarray  # decode-stage reads per segment (Eq. 3, tokens), from segment recovery
     seg_key: np.ndarray  # ranker key (workers), NaN otherwise
     sessions: list[str]
     roots: dict[str, list[AgentPlan]]
@@ -314,6 +315,7 @@ def build_plan(trace: Any, segments: Any, keys: pd.Series | None = None, laden_c
         seg_ids=sg["segment_id"].to_numpy(object), seg_class=sg["seg_class"].to_numpy(object),
         seg_role=sg["role"].to_numpy(object) if "role" in sg else sg["seg_class"].to_numpy(object),
         seg_boundary=sg["boundary"].to_numpy(object), seg_tokens=sg["tokens_written"].to_numpy(np.int64),
+        seg_reads=np.rint(sg["read_tokens"].to_numpy(float)).astype(np.int64),
         seg_key=seg_key, sessions=[str(s) for s in roots], roots=roots,
         session_ref_s={str(k): float(v) for k, v in ses_ref.items()},
         fingerprint=trace_fingerprint(trace), laden_close=laden_close,
@@ -450,10 +452,10 @@ class Memory:
 
     def __init__(self, plan: Plan, cfg: Config, policy: Any):
         from lachesis.allocator import SegmentTable, TieredAllocator
-        from lachesis.policies import get_policy
+        from lachesis.policies import as_policy
 
         self.plan = plan
-        self.policy = get_policy(policy) if isinstance(policy, str) else policy
+        self.policy = as_policy(policy)
         self.bpt = int(cfg.model.kv_bytes_per_token)
         bt = int(cfg.deployment.block_tokens)
         block_bytes = self.bpt * bt
@@ -465,32 +467,36 @@ class Memory:
         self._marks: dict[int, dict[str, np.ndarray]] = {}  # window -> per-class totals at its warm-up end
         lists = plan.lists()  # per-segment class/role/key as Python objects (no numpy scalars per event)
         self._cls, self._role, self._key = lists["seg_class"], lists["seg_role"], lists["seg_key"]
+        self._final = plan.seg_tokens.tolist()  # a segment's total tokens (the oracle's clairvoyant size)
+        self._reads = plan.seg_reads.tolist()  # a segment's decode-stage reads (Eq. 3), reported at its boundary
         self.events: list[tuple] | None = None  # set to [] to record the allocator event stream
-
-    def _sid(self, inst: int, s: int) -> str:
-        return f"{inst}:{s}"
 
     def write(self, inst: int, s: int, tokens: int, now: float) -> tuple[int, int]:
         """Write ``tokens`` of segment ``s`` (session instance ``inst``); returns (HBM, HBF) tokens placed."""
         from lachesis.allocator import AllocationError
 
         table = self.table
-        tok = table._tok  # running (HBM, HBF) token counters (read-only peek, as tokens_written())
-        h0, f0 = tok[0], tok[1]
+        h0, f0 = table.tokens_written()
         sid, cls, key = f"{inst}:{s}", self._cls[s], self._key[s]
         if self.events is not None:
             self.events.append((now, "write", sid, cls, int(tokens), str(inst), key))
         try:
-            table.add_write(sid, tokens, now, seg_class=cls, session_id=str(inst), role=self._role[s], rank_key=key)
+            table.add_write(sid, tokens, now, seg_class=cls, session_id=str(inst), role=self._role[s], rank_key=key,
+                            final_tokens=self._final[s])
         except AllocationError as exc:
             raise OutOfMemory(str(exc)) from exc
-        return tok[0] - h0, tok[1] - f0
+        h1, f1 = table.tokens_written()
+        return h1 - h0, f1 - f0
 
     def close(self, inst: int, s: int, now: float) -> None:
         """Report segment ``s``'s boundary (frees, or caches under a boundary-unaware policy)."""
         sid = f"{inst}:{s}"
-        if sid in self.table._live:
+        if self.table.is_live(sid):
+            # Every read of a segment happens before its boundary, so its Eq. 3 reads are reported there
+            # (only closed segments' realized ρR/W inform a placement).
+            self.table.add_reads(sid, self._reads[s])
             if self.events is not None:
+                self.events.append((now, "read", sid, self._reads[s]))
                 self.events.append((now, "close", sid))
             self.table.close(sid, now)
 
@@ -502,13 +508,7 @@ class Memory:
 
     def hbm_fraction(self, inst: int, segs: np.ndarray) -> np.ndarray:
         """Fraction of each segment's blocks that sit in HBM (0 for a segment holding no blocks)."""
-        live = self.table._live  # read-only peek at the rows' block counts (no per-block work)
-        out = [0.0] * len(segs)
-        for i, s in enumerate(segs):
-            row = live.get(f"{inst}:{s}")
-            if row is not None and row.n_blocks:
-                out[i] = row.n_hbm / row.n_blocks
-        return np.array(out)
+        return self.table.hbm_fraction([f"{inst}:{s}" for s in segs])
 
     def snapshot(self) -> tuple[float, ...]:
         """(live HBM, live HBF, cached HBM, cached HBF, cumulative HBM written, cumulative HBF written) bytes."""
