@@ -50,7 +50,7 @@ from urllib.parse import quote
 
 import pandas as pd
 
-from .trace import atomic_write
+from .io import atomic_write
 
 REGISTRY_PATH = Path(__file__).parent / "data" / "registry.tsv"
 REGISTRY_COLUMNS = ("dataset", "local_path", "original_path", "raw_url", "sha256_original", "bytes_original",

@@ -7,18 +7,14 @@ run small).  Paper values sit beside ours via :func:`compare_table`.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Mapping
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg") if matplotlib.get_backend().lower() == "agg" else None
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from lachesis.trace import atomic_write  # noqa: E402
+from lachesis.io import atomic_write, write_json, write_text
 
 WARRANTY_STYLE = dict(color="0.3", linestyle="--", linewidth=1.0)
 
@@ -42,41 +38,19 @@ def save_figure(fig: plt.Figure, out_dir: str | Path, stem: str) -> list[Path]:
     return paths
 
 
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, Mapping):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, np.ndarray):
-        return [_jsonable(x) for x in v.tolist()]
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    if isinstance(v, (np.floating, float)):
-        f = float(v)
-        return None if np.isnan(f) else f
-    if isinstance(v, pd.DataFrame):
-        return _jsonable(v.to_dict(orient="records"))
-    return v
-
-
 def save_numbers(obj: pd.DataFrame | Mapping[str, Any], out_dir: str | Path, stem: str) -> Path:
     """Write the numbers behind a figure: a DataFrame as CSV, a mapping as JSON (atomically)."""
     if isinstance(obj, pd.DataFrame):
         p = out_path(out_dir, f"{stem}.csv")
         atomic_write(p, lambda t: obj.to_csv(t, index=False))
     else:
-        p = out_path(out_dir, f"{stem}.json")
-        text = json.dumps(_jsonable(obj), indent=2, sort_keys=True)
-        atomic_write(p, lambda t: t.write_text(text + "\n", encoding="utf-8"))
+        p = write_json(out_path(out_dir, f"{stem}.json"), obj, indent=2, sort_keys=True)
     return p
 
 
 def save_markdown(df: pd.DataFrame, out_dir: str | Path, stem: str, floatfmt: str = ".3g") -> Path:
     """Write a table as GitHub markdown (``<stem>.md``)."""
-    p = out_path(out_dir, f"{stem}.md")
-    text = _to_markdown(df, floatfmt)
-    atomic_write(p, lambda t: t.write_text(text, encoding="utf-8"))
-    return p
+    return write_text(out_path(out_dir, f"{stem}.md"), _to_markdown(df, floatfmt))
 
 
 def _to_markdown(df: pd.DataFrame, floatfmt: str) -> str:

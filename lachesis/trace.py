@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -29,6 +28,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from pandas.api.types import infer_dtype
+
+from lachesis.io import atomic_write, jsonable
 
 ROLES = ("single", "lead", "worker", "reviewer")
 
@@ -469,29 +470,6 @@ def _find(d: Path, stem: str, required: bool = True) -> Path | None:
     return None
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _umask()
-
-
-def atomic_write(path: Path, write: Any) -> None:
-    """Write through a temporary file in the same folder, then rename: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name, suffix=".tmp")
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the mode open() would
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _write_table(df: pd.DataFrame, path: Path) -> None:
     if path.suffix == ".parquet":
         atomic_write(path, lambda t: df.to_parquet(t, index=False))
@@ -499,20 +477,8 @@ def _write_table(df: pd.DataFrame, path: Path) -> None:
         def w(t: Path) -> None:
             with open(t, "w", encoding="utf-8") as fh:
                 for rec in df.to_dict(orient="records"):
-                    fh.write(json.dumps({k: _jsonable(v) for k, v in rec.items()}) + "\n")
+                    fh.write(json.dumps(jsonable(rec)) + "\n")
         atomic_write(path, w)
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, np.ndarray):
-        return v.tolist()
-    if isinstance(v, np.integer):
-        return int(v)
-    if isinstance(v, np.floating):
-        return None if np.isnan(v) else float(v)
-    if isinstance(v, float) and np.isnan(v):
-        return None
-    return v
 
 
 def write_trace(trace: Trace, directory: str | os.PathLike[str], fmt: str = "parquet") -> Path:

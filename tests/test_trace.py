@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lachesis.trace import (REQUEST_COLUMNS, SPAWN_COLUMNS, Trace, TraceError, atomic_write, read_trace,
+from lachesis.trace import (REQUEST_COLUMNS, SPAWN_COLUMNS, Trace, TraceError, read_trace,
                             tokens_processed, tokens_written, validate_requests, write_trace)
 
 
@@ -170,37 +170,11 @@ def test_io_errors(tmp_path):
         write_trace(Trace.from_frames(base_requests(), base_spawns()), tmp_path / "o", fmt="csv")
 
 
-def test_atomic_write_leaves_nothing_on_failure(tmp_path):
-    target = tmp_path / "out.txt"
-    target.write_text("old")
-
-    def boom(p):
-        p.write_text("half")
-        raise RuntimeError("disk full")
-
-    with pytest.raises(RuntimeError):
-        atomic_write(target, boom)
-    assert target.read_text() == "old"
-    assert [f.name for f in tmp_path.iterdir()] == ["out.txt"]
-
-
 def test_contract_columns():
     assert set(REQUEST_COLUMNS) == {"session_id", "request_id", "agent_id", "parent_agent_id", "role", "turn",
                                     "input_tokens", "matched_prefix_tokens", "output_tokens", "reasoning_tokens",
                                     "tool_names", "n_observations"}
     assert "spawn_request_id" in SPAWN_COLUMNS and "instruction" in SPAWN_COLUMNS
-
-
-def test_atomic_write_gives_the_mode_open_would(tmp_path):
-    """mkstemp's private 0600 must not leak into results and caches other users read."""
-    import os
-    import stat
-
-    target = tmp_path / "out.json"
-    atomic_write(target, lambda t: t.write_text("{}"))
-    plain = tmp_path / "plain.json"
-    plain.write_text("{}")
-    assert stat.S_IMODE(os.stat(target).st_mode) == stat.S_IMODE(os.stat(plain).st_mode)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -49,7 +49,8 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar
 import numpy as np
 import pandas as pd
 
-from ..trace import MAX_COUNT, Trace, TraceError, atomic_write, write_trace
+from ..io import atomic_write, write_json
+from ..trace import MAX_COUNT, Trace, TraceError, write_trace
 
 T = TypeVar("T")
 
@@ -413,7 +414,7 @@ def adapt(dataset: str, path: str | os.PathLike[str], out: str | os.PathLike[str
         report = _report(res, path, dest, written)
         rep = dest / "adapt_report.json"
         report.written.append(str(rep))
-        atomic_write(rep, lambda t: t.write_text(json.dumps(asdict(report), indent=1) + "\n", encoding="utf-8"))
+        write_json(rep, asdict(report), indent=1)
     except OSError as e:
         raise ValueError(f"{dest}: cannot write: {e.strerror or e}") from None
     return report

@@ -194,14 +194,9 @@ def missing_note(out: dict[str, Any]) -> str:
 def write_missing(out: dict[str, Any], dest: str | os.PathLike[str]) -> Path:
     """``<dest>/missing_sources.json``: the sources this run could not read and how to get each (an
     empty list when none is missing), written atomically."""
-    import json
+    from ..io import write_json
 
-    from ..trace import atomic_write
-
-    path = Path(dest) / "missing_sources.json"
-    rows = out["missing"].to_dict("records")
-    atomic_write(path, lambda t: t.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8"))
-    return path
+    return write_json(Path(dest) / "missing_sources.json", out["missing"].to_dict("records"), indent=1)
 
 
 def compare(out: dict[str, Any]) -> pd.DataFrame:

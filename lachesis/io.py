@@ -1,0 +1,90 @@
+"""Writing files: atomically, and JSON from numpy and pandas values with one stated NaN policy.
+
+Every file the package writes goes through :func:`atomic_write` (a temporary file in the same folder,
+then a rename), so a reader never sees half a file.  Every JSON document goes through
+:func:`jsonable`, the package's one coercer of numpy scalars and arrays, pandas frames, tuples and
+non-string keys into plain JSON values.
+
+NaN policy: JSON has no NaN.  By default (``nan="null"``) a NaN becomes ``null``, so every JSON file
+the package publishes is strict JSON any reader parses.  ``nan="keep"`` leaves NaN as a float
+(``json.dumps`` then writes the non-standard ``NaN`` token, which Python's ``json`` reads back as NaN):
+for files only the package itself reads back and must round-trip unchanged, such as a cache entry.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Literal, Mapping
+
+import numpy as np
+import pandas as pd
+
+NanPolicy = Literal["null", "keep"]
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _umask()
+
+
+def atomic_write(path: Path, write: Callable[[Path], Any]) -> None:
+    """``write(tmp)`` into a temporary file in ``path``'s folder, then rename it to ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name, suffix=".tmp")
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the mode open() would
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text(path: Path, text: str) -> Path:
+    """``text`` as UTF-8 at ``path``, atomically."""
+    path = Path(path)
+    atomic_write(path, lambda t: t.write_text(text, encoding="utf-8"))
+    return path
+
+
+def jsonable(v: Any, nan: NanPolicy = "null") -> Any:
+    """``v`` as plain JSON values: mappings (keys as strings), lists, str, int, float, bool, None.
+
+    numpy scalars become Python scalars, arrays and tuples lists, a DataFrame its list of records; a
+    NaN float follows ``nan`` (module docstring).  Anything else is returned as is (``json`` rejects it).
+    """
+    if isinstance(v, Mapping):
+        return {str(k): jsonable(x, nan) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [jsonable(x, nan) for x in v]
+    if isinstance(v, np.ndarray):
+        return [jsonable(x, nan) for x in v.tolist()]
+    if isinstance(v, pd.DataFrame):
+        return jsonable(v.to_dict(orient="records"), nan)
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        f = float(v)
+        return None if nan == "null" and math.isnan(f) else f
+    return v
+
+
+def write_json(path: Path, obj: Any, indent: int | None = 1, sort_keys: bool = False,
+               nan: NanPolicy = "null") -> Path:
+    """``obj`` (through :func:`jsonable`) as a JSON document ending in a newline, atomically."""
+    return write_text(path, json.dumps(jsonable(obj, nan), indent=indent, sort_keys=sort_keys) + "\n")
+
+
+__all__ = ["atomic_write", "write_text", "jsonable", "write_json"]
