@@ -29,11 +29,10 @@ import numpy as np
 import pandas as pd
 
 from lachesis import paper, stats
+from lachesis.kv import STRUCTURAL_CLASSES, TEMPORAL_CLASSES
 from lachesis.paper import TABLE3  # benchmark display order only
 from lachesis.trace import Trace, read_trace
 
-TEMPORAL_CLASSES = ("reasoning_laden", "reasoning_stripped")
-STRUCTURAL_CLASSES = ("lead", "worker", "reviewer")
 #: Fig. 7(b) x axis: fraction of the workers selected (k / n).
 K_FRACTIONS = tuple(np.round(np.arange(0.05, 0.501, 0.05), 2))
 

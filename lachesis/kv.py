@@ -40,6 +40,8 @@ __all__ = [
     "as_tier",
     "AllocationError",
     "SEG_CLASSES",
+    "TEMPORAL_CLASSES",
+    "STRUCTURAL_CLASSES",
     "SHORT_LIVED_CLASSES",
     "LONG_LIVED_CLASSES",
     "BOUNDARIES",
@@ -82,8 +84,11 @@ class AllocationError(RuntimeError):
     """Raised when an allocation cannot be served, or on a bad free (double free, unknown id)."""
 
 
-#: Segment classes (DESIGN §3): the single-agent temporal split, then the multi-agent roles.
+#: Segment classes (docs/design.md §3): the single-agent temporal split, then the multi-agent roles.
 SEG_CLASSES = ("reasoning_laden", "reasoning_stripped", "lead", "worker", "reviewer")
+#: The classes of the temporal axis (single agent, §3.3, Fig. 4) and of the structural axis (§3.4, Fig. 5).
+TEMPORAL_CLASSES = SEG_CLASSES[:2]
+STRUCTURAL_CLASSES = SEG_CLASSES[2:]
 #: §4 deterministic path: classes discarded at a boundary well before the session ends.
 SHORT_LIVED_CLASSES = frozenset({"reasoning_laden", "worker", "reviewer"})
 #: §4 deterministic path: classes that carry past their boundary (reasoning-stripped context, lead).

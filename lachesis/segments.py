@@ -61,10 +61,8 @@ import pandas as pd
 
 from lachesis.clock import overlap_s, schedule, wait_intervals
 from lachesis.config import ReferenceClock
-from lachesis.trace import Trace, TraceError, atomic_write, read_trace
+from lachesis.trace import SUBAGENT_ROLES, Trace, TraceError, atomic_write, read_trace
 
-SEG_CLASSES = ("reasoning_laden", "reasoning_stripped", "lead", "worker", "reviewer")
-BOUNDARIES = ("turn_end", "subagent_return", "session_end")
 PHASES = ("turn_prefill", "turn_body", "agent")
 SEGMENT_COLUMNS = ("segment_id", "session_id", "agent_id", "role", "seg_class", "phase", "boundary",
                    "write_turn", "tokens_written", "first_request", "last_request", "closing_request",
@@ -180,7 +178,7 @@ def recover(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0) ->
     seg_class = np.where(seg_phase == 0, "reasoning_stripped",
                          np.where(seg_phase == 1, "reasoning_laden", seg_role))
     boundary = np.where(closing >= 0, "turn_end",
-                        np.where(np.isin(seg_role, ("worker", "reviewer")), "subagent_return", "session_end"))
+                        np.where(np.isin(seg_role, SUBAGENT_ROLES), "subagent_return", "session_end"))
     # segment ids: <agent_id>:s<k>, k counting the agent's segments in (death, turn, phase) order
     seg_agent = acode[pw[first_piece]]
     k_in_agent = np.arange(nseg) - np.searchsorted(seg_agent, seg_agent, side="left")

@@ -24,6 +24,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as st
 
+from lachesis.kv import TEMPORAL_CLASSES
+
 
 #: ASSUMPTION (small samples): a statistic computed on fewer than 20 units (segments, turns, workers),
 #: or from fewer than 20 sessions (units of one session share its draws, so sessions bound the
@@ -90,7 +92,7 @@ def cdf_overlap(a: Any, b: Any, method: str = "ks", bins: int = 30) -> float:
 def laden_share(seg: Any, per_turn: bool = False) -> float | pd.Series:
     """Reasoning-laden share of the KV tokens single-agent turns write (aggregate, or one value per turn)."""
     df = seg.segments if hasattr(seg, "segments") else seg
-    df = df[df["seg_class"].isin(("reasoning_laden", "reasoning_stripped"))]
+    df = df[df["seg_class"].isin(TEMPORAL_CLASSES)]
     if per_turn:
         g = df.assign(laden=df["tokens_written"].where(df["seg_class"] == "reasoning_laden", 0)) \
               .groupby(["session_id", "agent_id", "write_turn"], sort=False)[["laden", "tokens_written"]].sum()

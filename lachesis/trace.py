@@ -32,6 +32,9 @@ from pandas.api.types import infer_dtype
 from lachesis.io import atomic_write, jsonable
 
 ROLES = ("single", "lead", "worker", "reviewer")
+#: Roles of a session's root agent (no parent) and of a spawned sub-agent (one spawn record each).
+ROOT_ROLES = ROLES[:2]
+SUBAGENT_ROLES = ROLES[2:]
 
 #: Required request columns and their kind: "str", "int", "list" (list of str), "str?" (nullable).
 REQUEST_COLUMNS: dict[str, str] = {
@@ -301,7 +304,7 @@ def validate_requests(df: pd.DataFrame, source: str = "<memory>") -> pd.DataFram
             pos = int(np.flatnonzero(((out["agent_id"] == aid) & (out[col] != agents.at[aid, col])).to_numpy())[0])
             raise TraceError(source, rows.label(pos), col, f"agent {aid!r} appears with more than one {col}")
     parent = out["parent_agent_id"]
-    sub = out["role"].isin(("worker", "reviewer")).to_numpy()
+    sub = out["role"].isin(SUBAGENT_ROLES).to_numpy()
     fail(sub & parent.isna().to_numpy(), "parent_agent_id", "a {role} request must name its parent agent")
     fail(~sub & parent.notna().to_numpy(), "parent_agent_id",
          "a {role} request must not name a parent agent (got {parent_agent_id!r})")
@@ -344,7 +347,7 @@ def validate_spawns(df: pd.DataFrame, requests: pd.DataFrame, source: str = "<me
         if col not in out.columns:
             out[col] = df[col]
     rows = _Rows(out, lines)
-    rows.fail(~out["role"].isin(("worker", "reviewer")).to_numpy(), src, "role",
+    rows.fail(~out["role"].isin(SUBAGENT_ROLES).to_numpy(), src, "role",
               lambda p: f"a spawn record's role must be worker or reviewer, got {out['role'].iloc[p]!r}")
     rows.fail(out["agent_id"].duplicated().to_numpy(), src, "agent_id", "more than one spawn record for this agent")
     agents = requests.drop_duplicates("agent_id").set_index("agent_id")
@@ -362,7 +365,7 @@ def validate_spawns(df: pd.DataFrame, requests: pd.DataFrame, source: str = "<me
               lambda p: f"unknown request {out['spawn_request_id'].iloc[p]!r}")
     # every sub-agent seen in requests needs its spawn record when any spawn records are given
     if len(out):
-        sub = requests["role"].isin(("worker", "reviewer")).to_numpy()
+        sub = requests["role"].isin(SUBAGENT_ROLES).to_numpy()
         lacking = sub & ~requests["agent_id"].isin(out["agent_id"]).to_numpy()
         _Rows(requests).fail(lacking, source, "agent_id", "sub-agent has no spawn record")
     return out

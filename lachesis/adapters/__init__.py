@@ -50,7 +50,7 @@ import numpy as np
 import pandas as pd
 
 from ..io import atomic_write, write_json
-from ..trace import MAX_COUNT, Trace, TraceError, write_trace
+from ..trace import MAX_COUNT, SUBAGENT_ROLES, Trace, TraceError, write_trace
 
 T = TypeVar("T")
 
@@ -432,7 +432,7 @@ def _report(res: AdapterResult, path: str | os.PathLike[str], dest: Path, writte
     if res.trace is not None:
         q = res.trace.requests
         sessions, n_req = int(q["session_id"].nunique()), len(q)
-        workers = int(q.loc[q["role"].isin(("worker", "reviewer")), "agent_id"].nunique())
+        workers = int(q.loc[q["role"].isin(SUBAGENT_ROLES), "agent_id"].nunique())
         spawns: int | None = len(res.trace.spawns)
     else:
         sessions = workers = spawns = None

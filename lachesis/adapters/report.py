@@ -29,6 +29,8 @@ import pandas as pd
 
 from .. import characterize, paper
 from ..config import ReferenceClock
+from ..kv import STRUCTURAL_CLASSES, TEMPORAL_CLASSES
+from ..trace import SUBAGENT_ROLES
 from . import AdapterResult, read
 
 #: ASSUMPTION: a median, a percentile ratio or a rank correlation from fewer than 20 independent units
@@ -166,7 +168,7 @@ def build(source: str = "all", data: str | os.PathLike[str] | None = None, seed:
     out["sources"] = pd.DataFrame(info)
     seg = pd.concat(segs, ignore_index=True) if segs else pd.DataFrame(columns=["seg_class", "group", "session_id"])
     out["segments"] = seg
-    out["temporal"] = characterize.temporal_table(seg) if seg["seg_class"].isin(characterize.TEMPORAL_CLASSES).any() \
+    out["temporal"] = characterize.temporal_table(seg) if seg["seg_class"].isin(TEMPORAL_CLASSES).any() \
         else pd.DataFrame()
     # structural statistics need both a lead and a worker in a group (ChatDev's chat chain is a
     # zero-token program, so it has no lead segment: it is reported through its workers only)
@@ -208,7 +210,7 @@ def compare(out: dict[str, Any]) -> pd.DataFrame:
     seg = out.get("segments")
     if seg is not None and len(seg):
         sessions = seg.groupby("group")["session_id"].nunique()  # temporal: every session of the group
-        sub = seg["seg_class"].isin(["worker", "reviewer"])
+        sub = seg["role"].isin(SUBAGENT_ROLES)
         multi = seg[sub].groupby("group")["session_id"].nunique()  # structural: sessions with sub-agents
     else:
         sessions = multi = pd.Series(dtype=int)
@@ -280,8 +282,8 @@ def figure(out: dict[str, Any]):
 
     fig, axes = plt.subplots(2, 2, figsize=(13, 9))
     seg = out["segments"]
-    panels = [(axes[0, 0], characterize.TEMPORAL_CLASSES, "(a) temporal axis: T_norm per segment"),
-              (axes[0, 1], ("lead", "worker", "reviewer"), "(b) structural axis: T_norm per segment")]
+    panels = [(axes[0, 0], TEMPORAL_CLASSES, "(a) temporal axis: T_norm per segment"),
+              (axes[0, 1], STRUCTURAL_CLASSES, "(b) structural axis: T_norm per segment")]
     styles = {"reasoning_laden": "-", "reasoning_stripped": "--", "lead": "--", "worker": "-", "reviewer": ":"}
     for ax, classes, title in panels:
         s = seg[seg["seg_class"].isin(classes)] if len(seg) else seg
