@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from lachesis.config import ReferenceClock
-from lachesis.trace import Trace, TraceError
+from lachesis.trace import Trace
 
 SCHEDULE_COLUMNS = ("request_id", "session_id", "agent_id", "t_start_s", "t_decode_end_s",
                     "t_tools_s", "t_obs_s", "t_user_s")
@@ -53,62 +53,22 @@ def session_rng(seed: int, session_id: str) -> np.random.Generator:
     return np.random.default_rng([int(seed), zlib.crc32(str(session_id).encode())])
 
 
-def _spawn_map(trace: Trace) -> tuple[dict[int, list[str]], set[str]]:
-    """Map each spawn request's row position to the agents it spawns; check the spawn records."""
-    req = trace.requests
-    pos_of = {rid: i for i, rid in enumerate(req["request_id"])}
-    agent_of = req["agent_id"].to_numpy()
-    sp = trace.spawns
-    src = trace.source + " [spawns]"
-    children: dict[int, list[tuple[int, int, str]]] = defaultdict(list)
-    first_pos = req.drop_duplicates("agent_id").reset_index().set_index("agent_id")["index"]
-    for i, row in enumerate(sp.itertuples(index=False)):
-        label = f"{i} (agent_id={row.agent_id!r})"
-        p = pos_of.get(row.spawn_request_id)
-        if p is None:
-            raise TraceError(src, label, "spawn_request_id", f"unknown request {row.spawn_request_id!r}")
-        if agent_of[p] != row.parent_agent_id:
-            raise TraceError(src, label, "spawn_request_id",
-                             f"request {row.spawn_request_id!r} belongs to agent {agent_of[p]!r}, "
-                             f"not to the parent agent {row.parent_agent_id!r}")
-        if first_pos.get(row.agent_id, -1) < p:
-            raise TraceError(src, label, "spawn_request_id",
-                             f"sub-agent {row.agent_id!r} has a request before its spawn request "
-                             f"{row.spawn_request_id!r}")
-        children[p].append((int(row.spawn_index), int(first_pos[row.agent_id]), row.agent_id))
-    spawned = set(sp["agent_id"])
-    out = {p: [a for _, _, a in sorted(v)] for p, v in children.items()}
-    # every sub-agent needs a spawn record: the clock starts it at its spawn request
-    sub = req["role"].isin(("worker", "reviewer")).to_numpy()
-    for pos in np.flatnonzero(sub):
-        if agent_of[pos] not in spawned:
-            raise TraceError(trace.source, f"{pos} (request_id={req['request_id'].iloc[pos]!r})", "agent_id",
-                             f"sub-agent {agent_of[pos]!r} has no spawn record (the reference clock "
-                             "starts a sub-agent when its spawn request ends)")
-    return out, spawned
-
-
 def schedule(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0) -> pd.DataFrame:
     """Reference-clock times of every request (one row per request, in trace order)."""
     clock = clock or ReferenceClock()
     req = trace.requests
     n = len(req)
-    children, _ = _spawn_map(trace)
+    tree = trace.spawn_tree()
+    rows_of = tree.rows
+    spawn_index = trace.spawns["spawn_index"].to_numpy().tolist()
+    children = {p: sorted(kids, key=lambda a: (spawn_index[tree.record[a]], rows_of[a][0]))
+                for p, kids in tree.children.items()}  # the draw order: spawn_index, then first request
     sess = req["session_id"].to_numpy()
     agent = req["agent_id"].to_numpy()
-    role = req["role"].to_numpy()
     turn = req["turn"].to_numpy().tolist()
     out_tok = req["output_tokens"].to_numpy().tolist()
     n_obs = req["n_observations"].to_numpy().tolist()
     tools = req["tool_names"].tolist()
-
-    rows_of: dict[str, list[int]] = defaultdict(list)
-    for i, a in enumerate(agent.tolist()):
-        rows_of[a].append(i)
-    roots: dict[str, list[str]] = defaultdict(list)
-    for a, rows in rows_of.items():
-        if role[rows[0]] in ("single", "lead"):
-            roots[sess[rows[0]]].append(a)
 
     tool_mean: dict[str, float] = {}
 
@@ -146,18 +106,8 @@ def schedule(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0) -
                 t = max(end + tool_s, max(back, default=end)) + t_obs[g]
         return float(t_dec[rows[last]])
 
-    for s in pd.unique(sess):
-        rs = roots.get(s, [])
-        if len(rs) != 1:
-            pos = int(np.flatnonzero(sess == s)[0])
-            raise TraceError(trace.source, f"{pos} (request_id={req['request_id'].iloc[pos]!r})", "role",
-                             f"session {s!r} has {len(rs)} root agents (single/lead); expected exactly one")
-        run(rs[0], 0.0, True, session_rng(seed, s))
-    unsched = np.isnan(t_start)
-    if unsched.any():
-        pos = int(np.flatnonzero(unsched)[0])
-        raise TraceError(trace.source, f"{pos} (request_id={req['request_id'].iloc[pos]!r})", "parent_agent_id",
-                         f"agent {agent[pos]!r} is not reachable from its session's root agent through spawn records")
+    for s, root in tree.roots.items():
+        run(root, 0.0, True, session_rng(seed, s))
     return pd.DataFrame({
         "request_id": req["request_id"].to_numpy(), "session_id": sess, "agent_id": agent,
         "t_start_s": t_start, "t_decode_end_s": t_dec, "t_tools_s": t_tools, "t_obs_s": t_obs,
@@ -165,21 +115,21 @@ def schedule(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0) -
 
 
 def wait_intervals(trace: Trace, sched: pd.DataFrame) -> dict[str, np.ndarray]:
-    """Per root (lead) agent: merged [start, end) intervals during which a direct sub-agent is out."""
-    if len(trace.spawns) == 0:
-        return {}
-    req = trace.requests
-    t_of = pd.Series(sched["t_decode_end_s"].to_numpy(), index=req["request_id"].to_numpy())
-    last_end = sched.groupby("agent_id", sort=False)["t_decode_end_s"].last()
-    sp = trace.spawns
-    start = t_of.reindex(sp["spawn_request_id"]).to_numpy()
-    end = last_end.reindex(sp["agent_id"]).to_numpy()
+    """Per parent agent: merged [start, end) intervals during which one of its sub-agents is out.
+
+    A sub-agent is out from its spawn request's decode end to its last request's decode end
+    (``sched``: the trace's :func:`schedule`, one row per request in trace order)."""
+    tree = trace.spawn_tree()
+    t_dec = sched["t_decode_end_s"].to_numpy()
+    agent = trace.requests["agent_id"].to_numpy()
+    spans: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for a, p in tree.spawned_by.items():
+        spans[agent[p]].append((float(t_dec[p]), float(t_dec[tree.rows[a][-1]])))
     out: dict[str, np.ndarray] = {}
-    for parent, idx in pd.Series(np.arange(len(sp))).groupby(sp["parent_agent_id"].to_numpy()):
-        iv = np.stack([start[idx.to_numpy()], end[idx.to_numpy()]], axis=1)
-        iv = iv[np.argsort(iv[:, 0], kind="stable")]
+    for parent, iv in spans.items():
+        iv.sort(key=lambda x: x[0])
         merged: list[list[float]] = []
-        for a, b in iv.tolist():
+        for a, b in iv:
             if merged and a <= merged[-1][1]:
                 merged[-1][1] = max(merged[-1][1], b)
             else:

@@ -99,7 +99,20 @@ class Trace:
         spawns = empty_spawns() if spawns is None else spawns
         req = validate_requests(requests, source)
         sp = validate_spawns(spawns, req, source)
-        return cls(req, sp, source)
+        trace = cls(req, sp, source)
+        trace._tree = spawn_tree(req, sp, source, spawn_lines=spawns.attrs.get("line"))
+        return trace
+
+    def spawn_tree(self) -> "SpawnTree":
+        """Who spawns whom (:class:`SpawnTree`), checked against the trace contract on first use.
+
+        A trace that was loaded or built by :meth:`from_frames` was checked when it was built; a
+        Trace constructed directly is checked here, so no consumer walks an unchecked tree.
+        """
+        tree = getattr(self, "_tree", None)
+        if tree is None:
+            tree = self._tree = spawn_tree(self.requests, self.spawns, self.source)
+        return tree
 
     @property
     def sessions(self) -> np.ndarray:
@@ -363,11 +376,6 @@ def validate_spawns(df: pd.DataFrame, requests: pd.DataFrame, source: str = "<me
                   lambda p: msg.format(agent_id=out["agent_id"].iloc[p], req=req_vals[p], rec=rec_vals[p]))
     rows.fail(~out["spawn_request_id"].isin(requests["request_id"]).to_numpy(), src, "spawn_request_id",
               lambda p: f"unknown request {out['spawn_request_id'].iloc[p]!r}")
-    # every sub-agent seen in requests needs its spawn record when any spawn records are given
-    if len(out):
-        sub = requests["role"].isin(SUBAGENT_ROLES).to_numpy()
-        lacking = sub & ~requests["agent_id"].isin(out["agent_id"]).to_numpy()
-        _Rows(requests).fail(lacking, source, "agent_id", "sub-agent has no spawn record")
     return out
 
 
@@ -385,6 +393,99 @@ def _check_context(s: pd.Series, rows: _Rows, source: str) -> pd.Series:
             raise TraceError(source, rows.label(pos), "context",
                              f"expected text or a token count in [0, {MAX_COUNT}), got {s.iloc[pos]!r}")
     return pd.Series(s.to_numpy(dtype=object), index=s.index, dtype=object)
+
+
+# ------------------------------------------------------------------------------------------------
+# The spawn tree
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SpawnTree:
+    """Who spawns whom: each session's root agent, and the sub-agents each spawn request starts.
+
+    Rows are positions in the trace's request order.  ``rows``: every agent's request rows, agents in
+    order of their first request.  ``roots``: each session's one root agent (role single or lead),
+    sessions in trace order.  ``children``: the row of each spawn request -> the agents it spawns, in
+    the order of their spawn records.  ``spawned_by`` / ``record``: a sub-agent -> the row of its spawn
+    request / of its spawn record (for its ``spawn_index``, instruction, ...).
+
+    The reference clock (:mod:`lachesis.clock`) walks it depth first from each root.  The decode-node
+    simulator builds its agent plans from it: for each ``p, kids in tree.children.items()``, the
+    spawn request ``requests.request_id[p]`` (of agent ``requests.agent_id[p]``) starts the plans of
+    ``kids`` in this order, and ``tree.roots[s]`` is the one root of session ``s`` (sorted by session
+    id, as the simulator orders sessions).
+    """
+
+    rows: dict[str, list[int]]
+    roots: dict[str, str]
+    children: dict[int, tuple[str, ...]]
+    spawned_by: dict[str, int]
+    record: dict[str, int]
+
+
+def spawn_tree(requests: pd.DataFrame, spawns: pd.DataFrame, source: str = "<memory>",
+               spawn_source: str | None = None, spawn_lines: Any = None) -> SpawnTree:
+    """Build the :class:`SpawnTree` of two validated tables and check what the reference clock needs
+    of it (docs/design.md §2): every sub-agent has a spawn record; a spawn record names a request of
+    its parent agent that comes before the sub-agent's first request; each session has exactly one
+    root agent, from which every agent of the session is reached through spawn records.  Errors name
+    ``source`` (the requests) or ``spawn_source`` (the spawn records; JSONL lines when ``spawn_lines``)."""
+    agent = requests["agent_id"].to_numpy()
+    role = requests["role"].to_numpy()
+    sess = requests["session_id"].to_numpy()
+    rid = requests["request_id"].to_numpy()
+    rows: dict[str, list[int]] = {}
+    for i, a in enumerate(agent.tolist()):
+        rows.setdefault(a, []).append(i)
+    pos_of = {r: i for i, r in enumerate(rid.tolist())}
+    label = lambda i: f"{i} (request_id={rid[i]!r})"  # noqa: E731
+    src = spawn_source or source + " [spawns]"
+    named = _Rows(spawns, spawn_lines)
+    children: dict[int, list[str]] = {}
+    spawned_by: dict[str, int] = {}
+    record: dict[str, int] = {}
+    for i, (a, parent, req) in enumerate(zip(spawns["agent_id"].tolist(), spawns["parent_agent_id"].tolist(),
+                                             spawns["spawn_request_id"].tolist())):
+        p = pos_of.get(req)
+        if p is None:
+            raise TraceError(src, named.label(i), "spawn_request_id", f"unknown request {req!r}")
+        if agent[p] != parent:
+            raise TraceError(src, named.label(i), "spawn_request_id",
+                             f"request {req!r} belongs to agent {agent[p]!r}, not to the parent agent {parent!r}")
+        own = rows.get(a)
+        if own is None or role[own[0]] not in SUBAGENT_ROLES:
+            raise TraceError(src, named.label(i), "agent_id", f"spawned agent {a!r} has no worker or reviewer "
+                             "request in the trace")
+        if own[0] < p:
+            raise TraceError(src, named.label(i), "spawn_request_id",
+                             f"sub-agent {a!r} has a request before its spawn request {req!r}")
+        children.setdefault(p, []).append(a)
+        spawned_by[a], record[a] = p, i
+    roots: dict[str, list[str]] = {}
+    for a, own in rows.items():
+        if role[own[0]] in SUBAGENT_ROLES and a not in spawned_by:
+            raise TraceError(source, label(own[0]), "agent_id",
+                             f"sub-agent {a!r} has no spawn record (the reference clock starts a sub-agent "
+                             "when its spawn request ends)")
+        if role[own[0]] in ROOT_ROLES:
+            roots.setdefault(sess[own[0]], []).append(a)
+    for s in pd.unique(sess):
+        found = roots.get(s, [])
+        if len(found) != 1:
+            raise TraceError(source, label(int(np.flatnonzero(sess == s)[0])), "role",
+                             f"session {s!r} has {len(found)} root agents (single/lead); expected exactly one")
+    reached, todo = set(), [r[0] for r in roots.values()]
+    while todo:
+        a = todo.pop()
+        reached.add(a)
+        todo += [c for p in rows[a] for c in children.get(p, ())]
+    if len(reached) < len(rows):
+        first = min(own[0] for a, own in rows.items() if a not in reached)
+        raise TraceError(source, label(first), "parent_agent_id", f"agent {agent[first]!r} is not reachable from "
+                         "its session's root agent through spawn records")
+    return SpawnTree(rows, {s: roots[s][0] for s in pd.unique(sess)}, {p: tuple(k) for p, k in children.items()},
+                     spawned_by, record)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -461,7 +562,10 @@ def read_trace(path: str | os.PathLike[str]) -> Trace:
     sp = _read_table(spawn_path) if spawn_path else empty_spawns()
     requests = validate_requests(req, str(req_path))
     spawns = validate_spawns(sp, requests, str(spawn_path) if spawn_path else str(req_path))
-    return Trace(requests, spawns, str(p))
+    trace = Trace(requests, spawns, str(p))
+    trace._tree = spawn_tree(requests, spawns, str(req_path), (str(spawn_path) if spawn_path else str(req_path))
+                             + " [spawns]", sp.attrs.get("line"))
+    return trace
 
 
 def _find(d: Path, stem: str, required: bool = True) -> Path | None:

@@ -286,9 +286,12 @@ def test_external_prefix_stays_below_the_agent_context():
 
 
 def test_two_root_agents_in_a_session_are_rejected():
-    tr = Trace.from_frames(pd.DataFrame([req("a", 0, 10, 0, 2), req("b", 0, 10, 0, 2, agent="B")]))
-    with pytest.raises(TraceError) as e:
-        recover(tr)
+    rows = pd.DataFrame([req("a", 0, 10, 0, 2), req("b", 0, 10, 0, 2, agent="B")])
+    with pytest.raises(TraceError) as e:  # the trace contract rejects it when the trace is built
+        Trace.from_frames(rows)
+    assert e.value.field == "role"
+    with pytest.raises(TraceError) as e:  # and a Trace built without validation, on first use of its tree
+        recover(Trace(rows, Trace.from_frames(rows.iloc[:1]).spawns))
     assert e.value.field == "role"
 
 

@@ -125,6 +125,48 @@ def test_subagent_without_spawn_record_when_spawns_given():
     assert e.value.field == "agent_id" and "no spawn record" in e.value.problem
 
 
+def test_subagent_without_any_spawn_record_is_rejected():
+    """The reference clock starts a sub-agent at its spawn request: a trace of workers without spawn
+    records is rejected even when it gives no spawn record at all."""
+    with pytest.raises(TraceError) as e:
+        Trace.from_frames(base_requests())
+    assert e.value.field == "agent_id" and "no spawn record" in e.value.problem and "w0" in str(e.value.record)
+
+
+def test_spawn_tree_of_a_trace():
+    r = base_requests()
+    r = pd.concat([r.iloc[:1], r.iloc[[1]].assign(request_id="v0", agent_id="V", role="reviewer"), r.iloc[1:]],
+                  ignore_index=True)  # l0 spawns the reviewer V (record first) and the worker W
+    sp = pd.concat([base_spawns().assign(agent_id="V", role="reviewer"), base_spawns()], ignore_index=True)
+    tree = Trace.from_frames(r, sp).spawn_tree()
+    assert tree.rows == {"L": [0, 3], "V": [1], "W": [2]}
+    assert tree.roots == {"S": "L"}
+    assert tree.children == {0: ("V", "W")}  # in the order of the spawn records
+    assert tree.spawned_by == {"V": 0, "W": 0} and tree.record == {"V": 0, "W": 1}
+
+
+@pytest.mark.parametrize("mutate, field, words", [
+    (lambda sp: sp.assign(spawn_request_id="w0"), "spawn_request_id", "belongs to agent 'W', not to the parent"),
+    (lambda sp: sp.assign(spawn_request_id="l1"), "spawn_request_id", "has a request before its spawn request"),
+])
+def test_spawn_tree_errors_name_the_spawn_line(tmp_path, mutate, field, words):
+    d = tmp_path / "t"
+    d.mkdir()
+    base_requests().to_json(d / "requests.jsonl", orient="records", lines=True)
+    mutate(base_spawns()).to_json(d / "spawns.jsonl", orient="records", lines=True)
+    with pytest.raises(TraceError) as e:
+        read_trace(d)
+    assert e.value.field == field and words in e.value.problem
+    assert e.value.source.endswith("spawns.jsonl [spawns]") and e.value.record == "line 1 (agent_id='W')"
+
+
+def test_spawn_tree_checks_a_trace_built_without_validation():
+    t = Trace.from_frames(base_requests(), base_spawns())
+    with pytest.raises(TraceError) as e:
+        Trace(t.requests, t.spawns.assign(spawn_request_id="l1")).spawn_tree()
+    assert e.value.field == "spawn_request_id" and e.value.record == "0 (agent_id='W')"
+
+
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
 def test_round_trip(tmp_path, fmt):
     r = base_requests().assign(benchmark="appworld", t_start=[0.0, 1.0, np.nan], t_end=[1.0, 2.0, np.nan])
