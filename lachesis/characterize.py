@@ -23,6 +23,7 @@ ASSUMPTION (Fig. 4(b) turn writes): the KV tokens one turn writes into a class a
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -31,7 +32,7 @@ import pandas as pd
 from lachesis import paper, stats
 from lachesis.kv import STRUCTURAL_CLASSES, TEMPORAL_CLASSES
 from lachesis.paper import TABLE3  # benchmark display order only
-from lachesis.trace import Trace, read_trace
+from lachesis.trace import Trace
 
 #: Fig. 7(b) x axis: fraction of the workers selected (k / n).
 K_FRACTIONS = tuple(np.round(np.arange(0.05, 0.501, 0.05), 2))
@@ -77,19 +78,12 @@ def load_recovered(workloads: Sequence[str], trace: str = "", scale: float = 0.1
 
     ``trace`` empty: the embedded synthetic corpus, ``workloads`` generated at ``scale``/``seed``
     and concatenated; else the trace at that path (``workloads`` ignored).  Segments are recovered
-    on the corpus' reference clock (its tool-name -> tool-class map) with the same seed.
+    by :func:`lachesis.segments.prepare` (the trace's reference clock) with the same seed.
     """
-    from lachesis import corpus
-    from lachesis.segments import recover
+    from lachesis.segments import prepare
 
-    if trace:
-        tr = read_trace(trace)
-    else:
-        parts = [corpus.generate(w, scale=scale, seed=seed) for w in workloads]
-        tr = Trace(pd.concat([p.requests for p in parts], ignore_index=True),
-                   pd.concat([p.spawns for p in parts], ignore_index=True), "embedded:" + "+".join(workloads))
-    seg = recover(tr, clock=corpus.reference_clock(), seed=seed)
-    return tr, label_groups(seg.segments, tr.requests), seg.schedule
+    p = prepare(Path(trace) if trace else list(workloads), scale, seed)
+    return p.trace, label_groups(p.segments.segments, p.trace.requests), p.segments.schedule
 
 
 def _group_order(groups: Iterable[str]) -> list[str]:

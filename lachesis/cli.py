@@ -1,6 +1,7 @@
-"""The ``lachesis`` command line.
+"""The ``lachesis`` command line: parse, call the typed package functions, print what they return.
 
-Each subcommand is a thin wrapper over one typed package function; run ``lachesis <cmd> --help``.
+Each subcommand's handler lives here and calls plain typed functions of the package; run
+``lachesis <cmd> --help``.
 Arguments are checked where they are parsed (each ``type=`` function names what it expects), and
 every expected error ends the command with ONE line on stderr, ``lachesis <cmd>: error: <what>``,
 and exit status 2 (``--debug`` shows the traceback instead).  Exit status 1 means the command ran
@@ -14,6 +15,7 @@ import math
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 from typing import Callable, NoReturn, Sequence
 from urllib.parse import urlsplit
@@ -195,9 +197,14 @@ def _corpus(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workloads", nargs="*", type=workload, default=None, help="subset of workload names (default: all)")
 
     def run(a: argparse.Namespace) -> int:
-        from lachesis.corpus import cli_corpus
+        from lachesis.corpus import write_all
 
-        return cli_corpus(a.out, a.scale, a.seed, a.format, a.workloads or None)
+        t0 = time.perf_counter()
+        for name, tr in write_all(a.out, a.scale, a.seed, a.format, a.workloads or None).items():
+            print(f"{name:26s} sessions={tr.requests['session_id'].nunique():5d} requests={len(tr.requests):6d} "
+                  f"spawns={len(tr.spawns):5d} -> {a.out / name}")
+        print(f"generated in {time.perf_counter() - t0:.1f} s")
+        return 0
     p.set_defaults(run=run)
 
 
@@ -207,11 +214,7 @@ def _segments(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=seed, default=0, help="seed of the reference clock's tool/user draws")
     p.add_argument("--out", type=out_table, default=None, help="also write the per-segment table here (.csv or .parquet)")
 
-    def run(a: argparse.Namespace) -> int:
-        from lachesis.segments import cli_segments
-
-        return cli_segments(a.trace, a.seed, a.out)
-    p.set_defaults(run=run)
+    p.set_defaults(run=lambda a: show_segments(a.trace, a.seed, a.out))
 
 
 def _datasets(sub: argparse._SubParsersAction) -> None:
@@ -221,11 +224,7 @@ def _datasets(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--local", type=existing_folder, default=None,
                    help="offline override: a folder holding the files, laid out like the download cache")
 
-    def run(a: argparse.Namespace) -> int:
-        from lachesis.datasets import cli_datasets
-
-        return cli_datasets(a)
-    p.set_defaults(run=run)
+    p.set_defaults(run=lambda a: show_datasets(a.action, a.names, a.local))
 
 
 def _adapt(sub: argparse._SubParsersAction) -> None:
@@ -241,9 +240,12 @@ def _adapt(sub: argparse._SubParsersAction) -> None:
                    help="tau2 only: when reasoning leaves the context (default turn_end)")
 
     def run(a: argparse.Namespace) -> int:
-        from lachesis.adapters import cli_adapt
+        from lachesis.adapters import adapt
 
-        return cli_adapt(a.dataset, a.path, a.out, a.format, a.stripping)
+        report = adapt(a.dataset, a.path, a.out, fmt=a.format, **({"stripping": a.stripping} if a.stripping else {}))
+        for line in report.lines():
+            print(line)
+        return 1 if report.failed else 0
     p.set_defaults(run=run)
 
 
@@ -264,6 +266,62 @@ def _sweep(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
+def show_segments(trace: Path, seed: int = 0, out: Path | None = None) -> int:
+    """``lachesis segments``: the per-class summary of a trace's segments (:func:`lachesis.segments.prepare`:
+    the same clock and numbers as ``recover(read_trace(trace), seed=seed)``); ``out``: the segment table."""
+    import pandas as pd
+
+    from lachesis.io import atomic_write
+    from lachesis.segments import prepare, summarize
+
+    p = prepare(Path(trace), seed=seed)
+    seg, req = p.segments, p.trace.requests
+    with pd.option_context("display.width", 160, "display.max_columns", 20):
+        print(f"{p.trace.source}: {len(req)} requests, {req['session_id'].nunique()} sessions, "
+              f"{len(seg.segments)} segments")
+        if len(seg.external):
+            ext = seg.external
+            print(f"note: {len(ext)} requests open {int(ext['tokens'].sum())} prefix tokens declared as shared "
+                  "(shared_prefix_tokens: an external prefix, in no segment)")
+        print(summarize(seg.segments).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    if out:
+        out = Path(out)
+        if out.suffix == ".parquet":
+            atomic_write(out, lambda t: seg.segments.to_parquet(t, index=False))
+        elif out.suffix == ".csv":
+            atomic_write(out, lambda t: seg.segments.to_csv(t, index=False))
+        else:
+            raise ValueError(f"--out must end in .csv or .parquet, not {out.suffix!r}")
+        print(f"wrote {out}")
+    return 0
+
+
+def show_datasets(action: str, chosen: Sequence[str] = (), local: Path | None = None) -> int:
+    """``lachesis datasets list|fetch|verify [names] [--local DIR]``; 1 when a verified file is bad."""
+    import pandas as pd
+
+    from lachesis import datasets
+
+    chosen = list(chosen) or datasets.names()
+    if action == "list":
+        with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 60):
+            print(datasets.summary(chosen, local).to_string(index=False))
+        return 0
+    if action == "fetch":
+        for name in chosen:
+            print(f"{name}: {datasets.fetch(name, local)}")
+        return 0
+    bad = 0
+    for name in chosen:
+        states = datasets.verify(name, local)
+        errs = [s for s in states if s.state != "ok"]
+        bad += len(errs)
+        print(f"{name}: {len(states) - len(errs)}/{len(states)} files ok")
+        for s in errs:
+            print(f"  {s.state.upper()}: {s.detail}")
+    return 1 if bad else 0
+
+
 def probe_scheduler(url: str, timeout_s: float = SCHEDULER_PROBE_S) -> None:
     """Fail fast (one line) when a tcp/tls Dask scheduler does not accept a connection."""
     parts = urlsplit(url)
@@ -282,9 +340,11 @@ def _reproduce(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--only", nargs="*", default=None, help="notebook names to run (default: all)")
 
     def run(a: argparse.Namespace) -> int:
-        from lachesis.reproduce import cli_reproduce
+        from lachesis.reproduce import run_notebooks, summary
 
-        return cli_reproduce(a.params, a.only)
+        result = run_notebooks(a.params, a.only)
+        print(summary(result), flush=True)
+        return 0 if result.ok else 1
     p.set_defaults(run=run)
 
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import zlib
 from collections import defaultdict
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -46,6 +47,17 @@ from lachesis.trace import Trace
 
 SCHEDULE_COLUMNS = ("request_id", "session_id", "agent_id", "t_start_s", "t_decode_end_s",
                     "t_tools_s", "t_obs_s", "t_user_s")
+
+
+def clock_for(trace: Trace, **overrides: Any) -> ReferenceClock:
+    """The reference clock a trace is measured on: the one place that choice is made.
+
+    Every constant is :class:`ReferenceClock`'s (``overrides`` replace some); the tool-class map is the
+    trace's own (``Trace.tool_class_of``: its ``tool_classes.json``, which the synthetic corpus writes),
+    so the same trace gets the same clock through every entry point, in memory or read from disk.  A
+    trace without one is charged the default class for every tool (ASSUMPTION, ``config``).
+    """
+    return ReferenceClock(tool_class_of=dict(trace.tool_class_of), **overrides)
 
 
 def session_rng(seed: int, session_id: str) -> np.random.Generator:

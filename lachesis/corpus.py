@@ -71,7 +71,6 @@ from __future__ import annotations
 import bisect
 import json
 import math
-import time
 import zlib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -791,7 +790,8 @@ def generate(workload: str, scale: float = 1.0, seed: int = 0) -> Trace:
             sps.append(s)
     req = pd.concat(reqs, ignore_index=True)
     sp = pd.concat(sps, ignore_index=True) if sps else None
-    return Trace.from_frames(req, sp, source=f"<synthetic corpus {workload} scale={scale:g} seed={seed}>")
+    return Trace.from_frames(req, sp, source=f"<synthetic corpus {workload} scale={scale:g} seed={seed}>",
+                             tool_class_of=tool_classes())
 
 
 def generate_all(scale: float = 1.0, seed: int = 0, workloads: list[str] | tuple[str, ...] | None = None
@@ -808,9 +808,7 @@ def generate_all(scale: float = 1.0, seed: int = 0, workloads: list[str] | tuple
         if n == "multi_agent_no_reviewer":
             out[n] = generate(n, scale, seed)
         elif n in COMPOSITES:
-            parts = [base[w] for w in COMPOSITES[n]]
-            out[n] = Trace(pd.concat([t.requests for t in parts], ignore_index=True),
-                           pd.concat([t.spawns for t in parts], ignore_index=True), f"<synthetic corpus {n}>")
+            out[n] = Trace.concat([base[w] for w in COMPOSITES[n]], f"<synthetic corpus {n}>")
         else:
             out[n] = base[n]
     return out
@@ -833,7 +831,8 @@ def tool_classes() -> dict[str, str]:
 
 
 def reference_clock(**overrides: Any) -> ReferenceClock:
-    """The reference clock of Eq. 1 whose ``tool_class_of`` knows the corpus' tool names."""
+    """The reference clock of a corpus trace: what :func:`lachesis.clock.clock_for` gives every trace
+    :func:`generate` makes (its ``tool_class_of`` knows the corpus' tool names)."""
     return ReferenceClock(tool_class_of=tool_classes(), **overrides)
 
 
@@ -871,20 +870,16 @@ def table3(traces: Mapping[str, Trace], scale: float = 1.0) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def cli_corpus(out: Path, scale: float = 1.0, seed: int = 0, fmt: str = "parquet",
-               workloads: Sequence[str] | None = None) -> int:
-    """``lachesis corpus``: write one sub-folder per workload trace into ``out`` via :func:`write_trace`."""
-    t0 = time.perf_counter()
+def write_all(out: str | Path, scale: float = 1.0, seed: int = 0, fmt: str = "parquet",
+              workloads: Sequence[str] | None = None) -> dict[str, Trace]:
+    """:func:`generate_all` and write each trace into its own sub-folder ``out/<workload>``
+    (:func:`lachesis.trace.write_trace`, with its tool-class map); returns the traces."""
     traces = generate_all(scale, seed, list(workloads) if workloads else None)
-    out = Path(out)
     for name, tr in traces.items():
-        write_trace(tr, out / name, fmt=fmt)
-        print(f"{name:26s} sessions={tr.requests['session_id'].nunique():5d} requests={len(tr.requests):6d} "
-              f"spawns={len(tr.spawns):5d} -> {out / name}")
-    print(f"generated in {time.perf_counter() - t0:.1f} s")
-    return 0
+        write_trace(tr, Path(out) / name, fmt=fmt)
+    return traces
 
 
 __all__ = ["WORKLOADS", "TEMPORAL_WORKLOADS", "STRUCTURAL_WORKLOADS", "COMPOSITES", "TemporalPreset",
            "StructuralPreset", "TEMPORAL_PRESETS", "STRUCTURAL_PRESETS", "derive_temporal", "derive_structural",
-           "generate", "generate_all", "reference_clock", "tool_classes", "table3", "cli_corpus", "n_sessions"]
+           "generate", "generate_all", "write_all", "reference_clock", "tool_classes", "table3", "n_sessions"]

@@ -396,7 +396,7 @@ def _verify_tmp(tmp: Path, final_name: str, row: pd.Series) -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# Listing and the CLI
+# Listing
 # ------------------------------------------------------------------------------------------------
 
 
@@ -417,28 +417,6 @@ def summary(names_: Iterable[str] | None = None, local: str | os.PathLike[str] |
                          bytes_here=int(f["bytes_local"].sum()), where=where, state=state,
                          local_only_files=int((f["origin"] != "upstream").sum()), licence=LICENCES.get(name, "")))
     return pd.DataFrame(rows)
-
-
-def cli_datasets(args) -> int:
-    """``lachesis datasets list|fetch|verify [names] [--local DIR]``."""
-    chosen = list(args.names) or names()
-    if args.action == "list":
-        with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 60):
-            print(summary(chosen, args.local).to_string(index=False))
-        return 0
-    if args.action == "fetch":
-        for name in chosen:
-            print(f"{name}: {fetch(name, args.local)}")
-        return 0
-    bad = 0
-    for name in chosen:
-        states = verify(name, args.local)
-        errs = [s for s in states if s.state != "ok"]
-        bad += len(errs)
-        print(f"{name}: {len(states) - len(errs)}/{len(states)} files ok")
-        for s in errs:
-            print(f"  {s.state.upper()}: {s.detail}")
-    return 1 if bad else 0
 
 
 if __name__ == "__main__":  # python -m lachesis.datasets build-registry <folder of sources with MANIFEST.tsv>

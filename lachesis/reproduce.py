@@ -202,10 +202,3 @@ def summary(result: Outcome) -> str:
                      "   (or point LACHESIS_DATA / --local at an offline copy), then rerun "
                      f"lachesis reproduce --only {REAL_TRACES}")
     return "\n".join(lines)
-
-
-def cli_reproduce(params: Path, only: list[str] | None = None) -> int:
-    """``lachesis reproduce``: run the notebooks, print the summary; 1 if anything failed or is missing."""
-    result = run_notebooks(Path(params), only)
-    print(summary(result), flush=True)
-    return 0 if result.ok else 1

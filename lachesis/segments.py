@@ -1,7 +1,10 @@
 """Context-segment recovery from a per-request trace (§3.2–3.5, Appendix B, docs/design.md §3).
 
 ``recover(trace, clock, seed)`` returns a :class:`Segments` holding the segment table, per-request
-writes and reads, and the reference-clock schedule (:mod:`lachesis.clock`).  Semantics (settled):
+writes and reads, and the reference-clock schedule (:mod:`lachesis.clock`).  :func:`prepare` is the
+one entry point the figures, the command line, the real-trace report and the evaluation share: a
+corpus workload, a trace path or a Trace -> the trace, the clock chosen for it, its segments.
+Semantics (settled):
 
 *Writes.*  Request q of agent a writes KV for positions ``[matched_prefix(q), input(q) + output(q))``
 of a's context (so a segment's ``tokens_written`` sums to :func:`lachesis.trace.tokens_written`).
@@ -52,16 +55,17 @@ lead-agent lifetime"); NaN for other classes.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Callable
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
-from lachesis.clock import overlap_s, schedule, wait_intervals
+from lachesis import corpus
+from lachesis.clock import clock_for, overlap_s, schedule, wait_intervals
 from lachesis.config import ReferenceClock
-from lachesis.trace import SUBAGENT_ROLES, Trace, TraceError, atomic_write, read_trace
+from lachesis.trace import SUBAGENT_ROLES, Trace, TraceError, read_trace
 
 PHASES = ("turn_prefill", "turn_body", "agent")
 SEGMENT_COLUMNS = ("segment_id", "session_id", "agent_id", "role", "seg_class", "phase", "boundary",
@@ -124,10 +128,10 @@ def _walk(agent_start: list[int], agent_end: list[int], mp: list[int], inp: list
 def recover(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0) -> Segments:
     """Recover every context segment of ``trace`` with its T_norm (Eq. 1) and ρR/W (Eq. 3).
 
-    ``clock``: the reference clock (default :class:`ReferenceClock`; the corpus supplies one that
-    maps its tool names to tool classes); ``seed``: seeds the per-session tool/user draws.
+    ``clock``: the reference clock (default: :func:`lachesis.clock.clock_for` the trace, which maps its
+    tool names to tool classes); ``seed``: seeds the per-session tool/user draws.
     """
-    clock = clock or ReferenceClock()
+    clock = clock or clock_for(trace)
     req = trace.requests
     sched = schedule(trace, clock, seed)
     n = len(req)
@@ -234,7 +238,46 @@ def recover(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0) ->
 
 
 # ------------------------------------------------------------------------------------------------
-# Summary and command line
+# The one entry point: a trace, its clock, its segments
+# ------------------------------------------------------------------------------------------------
+
+#: What :func:`prepare` takes: a Trace, a trace path, a corpus workload name, or several workload names.
+TraceSource = Trace | str | os.PathLike | Sequence[str]
+
+
+def load_trace(source: TraceSource, scale: float = 1.0, seed: int = 0) -> Trace:
+    """The trace ``source`` names: a Trace as is; a corpus workload (:data:`lachesis.corpus.WORKLOADS`)
+    generated at ``scale``/``seed``; several workloads generated and concatenated; else a trace path."""
+    if isinstance(source, Trace):
+        return source
+    if isinstance(source, str) and source in corpus.WORKLOADS:
+        return corpus.generate(source, scale=scale, seed=seed)
+    if isinstance(source, Sequence) and not isinstance(source, str):
+        names = list(source)
+        return Trace.concat([corpus.generate(w, scale=scale, seed=seed) for w in names], "embedded:" + "+".join(names))
+    return read_trace(source)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A trace made ready for the figures and the simulator: itself, its reference clock, its segments."""
+
+    trace: Trace
+    clock: ReferenceClock
+    seed: int
+    segments: Segments
+
+
+def prepare(source: TraceSource, scale: float = 1.0, seed: int = 0, clock: ReferenceClock | None = None) -> Prepared:
+    """Load ``source`` (:func:`load_trace`), choose its reference clock once (``clock``, else
+    :func:`lachesis.clock.clock_for`) and recover its segments with ``seed``."""
+    trace = load_trace(source, scale, seed)
+    clock = clock or clock_for(trace)
+    return Prepared(trace, clock, seed, recover(trace, clock, seed))
+
+
+# ------------------------------------------------------------------------------------------------
+# Summary
 # ------------------------------------------------------------------------------------------------
 
 
@@ -246,37 +289,3 @@ def summarize(segments: pd.DataFrame, by: tuple[str, ...] = ("seg_class",)) -> p
         "segments": g.size(), "tokens_written": g["tokens_written"].sum(),
         "tnorm_median_s": t.median(), "tnorm_p10_s": t.quantile(0.1), "tnorm_p90_s": t.quantile(0.9),
         "rho_median": g["rho_rw"].median()}).reset_index()
-
-
-def _default_clock(trace: Trace) -> ReferenceClock:
-    """The corpus' clock (its tool-name -> tool-class map) when the corpus module provides one."""
-    try:
-        from lachesis.corpus import reference_clock  # type: ignore[attr-defined]
-    except ImportError:
-        return ReferenceClock()
-    return reference_clock()
-
-
-def cli_segments(trace_path: str | Path, seed: int = 0, out: str | Path | None = None) -> int:
-    """``lachesis segments TRACE [--seed N] [--out table.csv|.parquet]``: print the per-class summary."""
-    trace = read_trace(trace_path)
-    seg = recover(trace, clock=_default_clock(trace), seed=seed)
-    table = summarize(seg.segments)
-    with pd.option_context("display.width", 160, "display.max_columns", 20):
-        print(f"{trace.source}: {len(trace.requests)} requests, {trace.requests['session_id'].nunique()} sessions, "
-              f"{len(seg.segments)} segments")
-        if len(seg.external):
-            ext = seg.external
-            print(f"note: {len(ext)} requests open {int(ext['tokens'].sum())} prefix tokens declared as shared "
-                  "(shared_prefix_tokens: an external prefix, in no segment)")
-        print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    if out:
-        path = Path(out)
-        if path.suffix == ".parquet":
-            atomic_write(path, lambda t: seg.segments.to_parquet(t, index=False))
-        elif path.suffix == ".csv":
-            atomic_write(path, lambda t: seg.segments.to_csv(t, index=False))
-        else:
-            raise ValueError(f"--out must end in .csv or .parquet, not {path.suffix!r}")
-        print(f"wrote {path}")
-    return 0

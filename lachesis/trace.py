@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -29,7 +29,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pandas.api.types import infer_dtype
 
-from lachesis.io import atomic_write, jsonable
+from lachesis.config import TOOL_CLASSES
+from lachesis.io import atomic_write, jsonable, write_json
 
 ROLES = ("single", "lead", "worker", "reviewer")
 #: Roles of a session's root agent (no parent) and of a spawned sub-agent (one spawn record each).
@@ -62,6 +63,8 @@ OPTIONAL_REQUEST_COLUMNS: dict[str, str] = {
     # agents or sessions, e.g. a common system prompt); they belong to no segment (docs/design.md §2)
     "shared_prefix_tokens": "int",
 }
+#: The optional file beside a trace's tables that names the tool class of each tool (docs/design.md §2).
+TOOL_CLASS_FILE = "tool_classes.json"
 SPAWN_COLUMNS: dict[str, str] = {
     "session_id": "str",
     "agent_id": "str",
@@ -91,17 +94,32 @@ class Trace:
     requests: pd.DataFrame
     spawns: pd.DataFrame
     source: str = "<memory>"
+    #: tool name -> tool class (``config.TOOL_CLASSES``) that the reference clock charges a call with;
+    #: a tool not named here is charged as the default class (``ReferenceClock.default_tool_class``).
+    tool_class_of: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_frames(cls, requests: pd.DataFrame, spawns: pd.DataFrame | None = None,
-                    source: str = "<memory>") -> "Trace":
+                    source: str = "<memory>", tool_class_of: Mapping[str, str] | None = None) -> "Trace":
         """Validate and wrap two frames (spawns may be omitted for single-agent traces)."""
         spawns = empty_spawns() if spawns is None else spawns
         req = validate_requests(requests, source)
         sp = validate_spawns(spawns, req, source)
-        trace = cls(req, sp, source)
+        trace = cls(req, sp, source, validate_tool_classes(tool_class_of or {}, source))
         trace._tree = spawn_tree(req, sp, source, spawn_lines=spawns.attrs.get("line"))
         return trace
+
+    @classmethod
+    def concat(cls, parts: Sequence["Trace"], source: str) -> "Trace":
+        """One validated trace of several (their sessions side by side, their tool-class maps merged)."""
+        tools: dict[str, str] = {}
+        for p in parts:
+            for name, cls_ in p.tool_class_of.items():
+                if tools.setdefault(name, cls_) != cls_:
+                    raise TraceError(p.source, f"tool {name!r}", "tool_class_of",
+                                     f"class {cls_!r} here, {tools[name]!r} in another part of {source}")
+        return cls.from_frames(pd.concat([p.requests for p in parts], ignore_index=True),
+                               pd.concat([p.spawns for p in parts], ignore_index=True), source, tools)
 
     def spawn_tree(self) -> "SpawnTree":
         """Who spawns whom (:class:`SpawnTree`), checked against the trace contract on first use.
@@ -123,7 +141,7 @@ class Trace:
         keep = set(session_ids)
         r = self.requests[self.requests["session_id"].isin(keep)].reset_index(drop=True)
         s = self.spawns[self.spawns["session_id"].isin(keep)].reset_index(drop=True)
-        return Trace(r, s, self.source)
+        return Trace(r, s, self.source, self.tool_class_of)
 
 
 def empty_spawns() -> pd.DataFrame:
@@ -545,27 +563,54 @@ def read_trace(path: str | os.PathLike[str]) -> Trace:
     """Load a trace.
 
     ``path`` is a directory holding ``requests.{jsonl,jsonl.gz,parquet}`` and optionally
-    ``spawns.{...}``, or a single requests file (spawns then read from a sibling
-    ``<stem>.spawns.<ext>`` when present).
+    ``spawns.{...}`` and ``tool_classes.json`` (:data:`TOOL_CLASS_FILE`), or a single requests file
+    (spawns and tool classes then read from siblings ``<stem>.spawns.<ext>`` and
+    ``<stem>.tool_classes.json`` when present).
     """
     p = Path(path)
     if p.is_dir():
         req_path = _find(p, "requests")
         spawn_path = _find(p, "spawns", required=False)
+        tools_path = p / TOOL_CLASS_FILE
     else:
         if not p.exists():
             raise FileNotFoundError(f"no trace at {p}")
         req_path = p
         stem = p.name.split(".")[0]
         spawn_path = next((c for c in p.parent.glob(stem + ".spawns.*")), None)
+        tools_path = p.parent / f"{stem}.{TOOL_CLASS_FILE}"
     req = _read_table(req_path)
     sp = _read_table(spawn_path) if spawn_path else empty_spawns()
     requests = validate_requests(req, str(req_path))
     spawns = validate_spawns(sp, requests, str(spawn_path) if spawn_path else str(req_path))
-    trace = Trace(requests, spawns, str(p))
+    tools = _read_tool_classes(tools_path) if tools_path.is_file() else {}
+    trace = Trace(requests, spawns, str(p), tools)
     trace._tree = spawn_tree(requests, spawns, str(req_path), (str(spawn_path) if spawn_path else str(req_path))
                              + " [spawns]", sp.attrs.get("line"))
     return trace
+
+
+def validate_tool_classes(tool_class_of: Any, source: str) -> dict[str, str]:
+    """A tool-class map checked against the trace contract: tool name (text) -> a class of
+    ``config.TOOL_CLASSES``; a TraceError names the source, the tool and what is wrong."""
+    known = sorted(tc.name for tc in TOOL_CLASSES)
+    if not isinstance(tool_class_of, Mapping):
+        raise TraceError(source, "(file)", "(json)", "expected an object mapping tool names to tool classes, got "
+                         f"{type(tool_class_of).__name__}")
+    for name, cls_ in tool_class_of.items():
+        if not isinstance(name, str) or cls_ not in known:
+            raise TraceError(source, f"tool {name!r}", "class", f"unknown tool class {cls_!r}; expected one of {known}")
+    return dict(tool_class_of)
+
+
+def _read_tool_classes(path: Path) -> dict[str, str]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise TraceError(str(path), f"line {e.lineno}", "(json)", f"not valid JSON: {e.msg}") from None
+    except UnicodeDecodeError as e:
+        raise TraceError(str(path), "(file)", "(encoding)", f"not UTF-8 text (byte {e.start})") from None
+    return validate_tool_classes(data, str(path))
 
 
 def _find(d: Path, stem: str, required: bool = True) -> Path | None:
@@ -595,4 +640,8 @@ def write_trace(trace: Trace, directory: str | os.PathLike[str], fmt: str = "par
     d = Path(directory)
     _write_table(trace.requests, d / f"requests.{fmt}")
     _write_table(trace.spawns, d / f"spawns.{fmt}")
+    if trace.tool_class_of:
+        write_json(d / TOOL_CLASS_FILE, dict(sorted(trace.tool_class_of.items())), indent=1)
+    else:  # a map left by an earlier trace in this folder must not attach itself to this one
+        (d / TOOL_CLASS_FILE).unlink(missing_ok=True)
     return d

@@ -14,7 +14,7 @@ import pytest
 
 from lachesis import corpus
 from lachesis import simulator as S
-from lachesis.clock import schedule
+from lachesis.clock import clock_for, schedule
 from lachesis.config import TOOL_CLASSES, ReferenceClock, ToolClass
 from lachesis.segments import recover
 from lachesis.trace import Trace
@@ -84,7 +84,7 @@ def test_corpus_leads_count_only_their_own_tool_results():
     lead = req[req["role"] == "lead"]
     own = lead["tool_names"].map(lambda t: sum(x != corpus.SPAWN_TOOL for x in t))
     assert (lead["n_observations"] == own).all()
-    clock = corpus.reference_clock()
+    clock = clock_for(tr)
     sch = schedule(tr, clock).set_index("request_id")
     n_kids = tr.spawns.groupby("spawn_request_id").size()
     last = req.groupby("agent_id")["request_id"].last()

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from lachesis import corpus
+from lachesis.clock import clock_for
 from lachesis.config import TOOL_CLASSES
 from lachesis.trace import Trace, read_trace, tokens_written
 
@@ -56,7 +57,8 @@ def test_validation_and_round_trip(tmp_path) -> None:
     assert tr.requests["request_id"].is_unique
     for col in ("benchmark", "domain", "observation_tokens"):
         assert tr.requests[col].notna().all()
-    assert corpus.cli_corpus(tmp_path, scale=0.02, seed=0, fmt="jsonl", workloads=["bfcl_base", "webarena"]) == 0
+    written = corpus.write_all(tmp_path, scale=0.02, seed=0, fmt="jsonl", workloads=["bfcl_base", "webarena"])
+    assert list(written) == ["bfcl_base", "webarena"]
     back = read_trace(tmp_path / "webarena")
     ref = corpus.generate("webarena", 0.02, 0)
     assert back.requests["request_id"].tolist() == ref.requests["request_id"].tolist()
@@ -158,12 +160,15 @@ def test_spawn_records_are_textual_and_consistent() -> None:
 
 
 def test_reference_clock_knows_every_tool() -> None:
-    clock = corpus.reference_clock()
     classes = {tc.name for tc in TOOL_CLASSES}
     tr = corpus.generate_all(0.02, 0, ["tau3", "bfcl", "multi_agent"])
+    for t in tr.values():  # every corpus trace carries the map, so its clock charges each tool by its class
+        clock = clock_for(t)
+        assert clock == corpus.reference_clock()
+        used = set().union(*map(set, t.requests["tool_names"]))
+        for name in used - set(clock.spawn_tools):
+            assert clock.tool_class_of[name] in classes, name
     used = set().union(*(set().union(*map(set, t.requests["tool_names"])) for t in tr.values()))
-    for name in used - set(clock.spawn_tools):
-        assert clock.tool_class_of[name] in classes, name
     assert corpus.SPAWN_TOOL in used
 
 
@@ -183,7 +188,7 @@ def test_fig4b_turn_tokens_match_the_input_means() -> None:
     segments = pytest.importorskip("lachesis.segments")
     for w in corpus.TEMPORAL_WORKLOADS:
         tr = corpus.generate(w, 0.5, 0)
-        seg = segments.recover(tr, clock=corpus.reference_clock(), seed=0).segments
+        seg = segments.recover(tr, seed=0).segments
         s = seg[seg.seg_class.isin(["reasoning_laden", "reasoning_stripped"])]
         per_turn = s.pivot_table(index=["session_id", "write_turn"], columns="seg_class",
                                  values="tokens_written", aggfunc="sum", fill_value=0)

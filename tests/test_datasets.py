@@ -3,7 +3,6 @@ the mechanisms run on a copy of the committed excerpts laid out like the full da
 
 from __future__ import annotations
 
-import argparse
 import csv
 import gzip
 import hashlib
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from lachesis import datasets as ds
+from lachesis.cli import main
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "traces"
 ALL = ["azure_llm_2023", "chatdev_warehouse", "claude_code_more", "claude_code_subagents", "mooncake_fast25",
@@ -214,13 +214,11 @@ def test_local_only_file_cannot_be_fetched_without_override(monkeypatch, tmp_pat
 
 
 def test_cli_list_and_verify(mirror, tmp_path, capsys):
-    ns = argparse.Namespace(action="list", names=["azure_llm_2023", "who_and_when"], local=str(mirror))
-    assert ds.cli_datasets(ns) == 0
+    assert main(["datasets", "list", "azure_llm_2023", "who_and_when", "--local", str(mirror)]) == 0
     out = capsys.readouterr().out
     assert "azure_llm_2023" in out and "verified" in out and "CC-BY-4.0" in out
     (mirror / "mooncake_fast25" / "conversation_trace.jsonl").write_bytes(b"{}\n")
-    ns = argparse.Namespace(action="verify", names=["mooncake_fast25"], local=str(mirror))
-    assert ds.cli_datasets(ns) == 1
+    assert main(["datasets", "verify", "mooncake_fast25", "--local", str(mirror)]) == 1
     assert "conversation_trace.jsonl" in capsys.readouterr().out
     with pytest.raises(ds.DatasetError, match="unknown dataset"):
         ds.verify("no_such_dataset", local=mirror)

@@ -15,7 +15,7 @@ import pytest
 
 from lachesis.clock import schedule, session_rng
 from lachesis.config import TOOL_CLASSES, ReferenceClock, ToolClass
-from lachesis.segments import SEGMENT_COLUMNS, cli_segments, recover, summarize
+from lachesis.segments import SEGMENT_COLUMNS, recover, summarize
 from lachesis.stats import laden_share
 from lachesis.trace import Trace, TraceError, tokens_written, write_trace
 
@@ -349,14 +349,7 @@ def test_conservation_on_random_traces():
     assert set(s["seg_class"]) <= {"reasoning_laden", "reasoning_stripped"}
 
 
-def test_cli_prints_summary_and_writes_table(tmp_path, capsys):
-    d = write_trace(two_turn_trace(), tmp_path / "tr", fmt="jsonl")
-    out = tmp_path / "segs.parquet"
-    assert cli_segments(d, seed=0, out=out) == 0
-    printed = capsys.readouterr().out
-    assert "reasoning_laden" in printed and "reasoning_stripped" in printed
-    back = pd.read_parquet(out)
-    assert len(back) == 4 and back["tokens_written"].sum() == 270
+def test_summary_per_class():
     summ = summarize(recover(two_turn_trace(), clock=NO_SPREAD).segments).set_index("seg_class")
     assert summ.loc["reasoning_stripped", "segments"] == 2
     assert summ.loc["reasoning_stripped", "tokens_written"] == 140
@@ -367,7 +360,7 @@ def test_cli_prints_summary_and_writes_table(tmp_path, capsys):
 def test_invariants_on_the_synthetic_multi_agent_corpus():
     corpus = pytest.importorskip("lachesis.corpus")
     tr = corpus.generate("multi_agent", scale=0.03, seed=1)
-    seg = recover(tr, clock=corpus.reference_clock(), seed=1)
+    seg = recover(tr, seed=1)  # the trace's own clock: the corpus' tool classes
     s, sch = seg.segments, seg.schedule.set_index("request_id")
     # writes conserve tokens; inputs are covered by segments plus declared external prefixes
     assert s["tokens_written"].sum() == tokens_written(tr.requests).sum()
@@ -408,3 +401,24 @@ def test_nested_subagent_timing():
     s = by_id(seg, "agent_id")
     assert s.loc[["L", "W", "V"], "t_norm_s"].tolist() == pytest.approx([8, 5, 1])
     assert s.loc["L", "wait_s"] == pytest.approx(5)  # W out during [1,6]; V nests inside it
+
+
+def test_prepare_loads_any_source_and_chooses_its_clock_once(tmp_path):
+    """A workload name, a list of them, a trace path and a Trace all come back as the same trace, clock
+    and segments (the clock is the trace's own: lachesis.clock.clock_for)."""
+    from lachesis import corpus
+    from lachesis.clock import clock_for
+    from lachesis.segments import Prepared, load_trace, prepare
+
+    by_name = prepare("webarena", scale=0.02, seed=3)
+    assert isinstance(by_name, Prepared) and by_name.seed == 3
+    assert by_name.clock == clock_for(by_name.trace) == corpus.reference_clock()
+    path = write_trace(by_name.trace, tmp_path / "w")
+    for source in (["webarena"], path, by_name.trace):
+        p = prepare(source, scale=0.02, seed=3)
+        assert p.clock == by_name.clock
+        pd.testing.assert_frame_equal(p.segments.segments, by_name.segments.segments)
+    two = load_trace(["webarena", "bfcl_base"], scale=0.02, seed=0)
+    assert two.source == "embedded:webarena+bfcl_base" and set(two.requests["benchmark"]) == {"webarena", "bfcl_base"}
+    own = prepare(by_name.trace, seed=3, clock=NO_SPREAD)  # a caller's clock wins
+    assert own.clock is NO_SPREAD

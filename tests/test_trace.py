@@ -167,6 +167,49 @@ def test_spawn_tree_checks_a_trace_built_without_validation():
     assert e.value.field == "spawn_request_id" and e.value.record == "0 (agent_id='W')"
 
 
+def test_tool_class_map_travels_with_the_trace(tmp_path):
+    tr = Trace.from_frames(base_requests(), base_spawns(), tool_class_of={"grep": "virtual_env"})
+    d = write_trace(tr, tmp_path / "t", fmt="jsonl")
+    assert json.loads((d / "tool_classes.json").read_text()) == {"grep": "virtual_env"}
+    assert read_trace(d).tool_class_of == {"grep": "virtual_env"}
+    assert tr.subset(["S"]).tool_class_of == {"grep": "virtual_env"}
+    write_trace(Trace.from_frames(base_requests(), base_spawns()), d, fmt="jsonl")  # no map: the old one goes
+    assert not (d / "tool_classes.json").exists() and read_trace(d).tool_class_of == {}
+    single = tmp_path / "x.jsonl"  # a single requests file finds <stem>.tool_classes.json beside it
+    (d / "requests.jsonl").rename(single)
+    (d / "spawns.jsonl").rename(tmp_path / "x.spawns.jsonl")
+    (tmp_path / "x.tool_classes.json").write_text('{"grep": "api"}')
+    assert read_trace(single).tool_class_of == {"grep": "api"}
+
+
+@pytest.mark.parametrize("text, record, field, words", [
+    ('{"grep": "warp"}', "tool 'grep'", "class", "unknown tool class 'warp'"),
+    ('["grep"]', "(file)", "(json)", "expected an object mapping tool names to tool classes"),
+    ('{"grep": ', "line 1", "(json)", "not valid JSON"),
+])
+def test_tool_class_map_errors_name_the_file_and_tool(tmp_path, text, record, field, words):
+    d = write_trace(Trace.from_frames(base_requests(), base_spawns()), tmp_path / "t", fmt="jsonl")
+    (d / "tool_classes.json").write_text(text)
+    with pytest.raises(TraceError) as e:
+        read_trace(d)
+    assert e.value.source.endswith("tool_classes.json") and e.value.record == record
+    assert e.value.field == field and words in e.value.problem
+
+
+def test_concat_merges_traces_and_refuses_two_classes_for_one_tool():
+    r, sp = base_requests(), base_spawns()
+    other = r.assign(session_id="T", request_id=r["request_id"] + "'", agent_id=r["agent_id"] + "'",
+                     parent_agent_id=r["parent_agent_id"].map(lambda p: p + "'" if isinstance(p, str) else None))
+    osp = sp.assign(session_id="T", agent_id="W'", parent_agent_id="L'", spawn_request_id="l0'")
+    a = Trace.from_frames(r, sp, tool_class_of={"grep": "virtual_env"})
+    b = Trace.from_frames(other, osp, tool_class_of={"ls": "virtual_env"})
+    both = Trace.concat([a, b], "a+b")
+    assert len(both.requests) == 6 and both.tool_class_of == {"grep": "virtual_env", "ls": "virtual_env"}
+    assert both.spawn_tree().roots == {"S": "L", "T": "L'"}
+    with pytest.raises(TraceError, match="class 'api' here, 'virtual_env'"):
+        Trace.concat([a, Trace.from_frames(other, osp, tool_class_of={"grep": "api"})], "a+b")
+
+
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
 def test_round_trip(tmp_path, fmt):
     r = base_requests().assign(benchmark="appworld", t_start=[0.0, 1.0, np.nan], t_end=[1.0, 2.0, np.nan])

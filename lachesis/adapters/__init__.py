@@ -442,12 +442,3 @@ def _report(res: AdapterResult, path: str | os.PathLike[str], dest: Path, writte
                        requests=n_req, workers=workers, spawns=spawns, duplicates=res.duplicates,
                        skipped=dict(res.skipped), failed=list(res.failed), notes=list(res.notes),
                        written=[str(w) for w in written])
-
-
-def cli_adapt(dataset: str, path: str | os.PathLike[str], out: str | os.PathLike[str], fmt: str = "parquet",
-              stripping: str | None = None) -> int:
-    """``lachesis adapt DATASET PATH --out DIR``: convert, print the report; 1 when a file was skipped."""
-    report = adapt(dataset, path, out, fmt=fmt, **({"stripping": stripping} if stripping else {}))
-    for line in report.lines():
-        print(line)
-    return 1 if report.failed else 0

@@ -1,8 +1,9 @@
 """The three characterization axes (§3.3–§3.5) measured on the real public traces.
 
 Used by ``notebooks/real_traces.ipynb``. Each trace source goes through its adapter, then
-:func:`lachesis.segments.recover` on the default reference clock (every tool is an ``api`` call,
-0.69 s mean: ASSUMPTION — the real tool names of these harnesses have no InferCept class), then the
+:func:`lachesis.segments.prepare` on the trace's reference clock (the adapters declare no tool
+classes, so every tool is an ``api`` call, 0.69 s mean: ASSUMPTION — the real tool names of these
+harnesses have no InferCept class), then the
 same statistics as Figs. 4–6 (:mod:`lachesis.characterize`). Mooncake gives block lifetimes and
 Azure arrival/length statistics (no sessions: no segments).
 
@@ -28,7 +29,6 @@ import numpy as np
 import pandas as pd
 
 from .. import characterize, paper
-from ..config import ReferenceClock
 from ..kv import STRUCTURAL_CLASSES, TEMPORAL_CLASSES
 from ..trace import SUBAGENT_ROLES
 from . import AdapterResult, read
@@ -57,12 +57,12 @@ def sources(source: str) -> tuple[str, ...]:
 
 def segments_of(res: AdapterResult, seed: int = 0) -> tuple[pd.DataFrame, int, int]:
     """Group-labelled segments of one adapter's trace; plus the count of undeclared external prefixes."""
-    from ..segments import recover
+    from ..segments import prepare
 
     req = res.trace.requests
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # reported below as numbers instead
-        seg = recover(res.trace, clock=ReferenceClock(), seed=seed)
+        seg = prepare(res.trace, seed=seed).segments
     labels = req.drop(columns=["domain"]) if res.dataset == "chatdev_warehouse" and "domain" in req else req
     s = characterize.label_groups(seg.segments, labels)
     s["group"] = res.dataset + ":" + s["group"].astype(str)
