@@ -24,7 +24,7 @@ ASSUMPTION (Fig. 4(b) turn writes): the KV tokens one turn writes into a class a
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -200,9 +200,19 @@ def _median(x: np.ndarray) -> float:
 # ------------------------------------------------------------------------------------------------
 
 
-def worker_heterogeneity_table(workers: pd.DataFrame) -> pd.DataFrame:
+def worker_heterogeneity_table(workers: pd.DataFrame, schedule: pd.DataFrame | None = None) -> pd.DataFrame:
     """Fig. 6 per group, from one row per worker (``t_norm_s``, ``tokens_written``, ``group``, ``session_id``):
-    p90/p10 of lifetime and of write volume, and their Kendall τ."""
+    p90/p10 of lifetime and of write volume, and their Kendall τ.  With the reference-clock ``schedule``,
+    also the median share of a worker's T_norm per Eq. 1 term (:func:`lifetime_composition`)."""
+    table = _heterogeneity(workers)
+    if schedule is None:
+        return table
+    comp = lifetime_composition(schedule, workers)
+    shares = comp.groupby("group")[["decode_share", "obs_share", "tools_share"]].median().add_suffix("_median")
+    return table.merge(shares, left_on="group", right_index=True, how="left")
+
+
+def _heterogeneity(workers: pd.DataFrame) -> pd.DataFrame:
     rows = []
     parts = {str(k): v for k, v in workers.groupby("group", sort=False)}
     for g, w in ((g, parts[g]) for g in _group_order(parts)):
@@ -419,6 +429,51 @@ def table3_comparison(tab: pd.DataFrame, scale: float) -> pd.DataFrame:
                 rows.append((f"{r['label']}: {lab}", int(r[f"{k}_ours"]), float(r[f"{k}_paper_x_scale"]),
                              int(r["sessions_ours"]), "sessions", int(r["sessions_ours"])))
     return comparison(rows, note=f"paper value × scale {scale:g}")
+
+
+def table3_display(tab: pd.DataFrame, scale: float) -> pd.DataFrame:
+    """Table 3 as printed beside the paper's: per workload "ours / scale × paper (relative error)" for
+    sessions, requests, tokens processed and tokens written (``tab``: :func:`lachesis.corpus.table3`)."""
+    def show(row: pd.Series, key: str) -> str:
+        ours, ref, err = row[f"{key}_ours"], row[f"{key}_paper_x_scale"], row[f"{key}_rel_err"]
+        if np.isnan(ref):
+            return f"{ours:,.0f} (—)"
+        ref_s = f"{ref:,.0f}" if ref >= 100 else f"{ref:.1f}"
+        return f"{ours:,.0f} / {ref_s} ({err:+.1%})"
+
+    keys = ("sessions", "requests", "tokens_processed", "tokens_written")
+    md = pd.DataFrame({"regime": tab["regime"], "workload": tab["label"]}
+                      | {k: [show(r, k) for _, r in tab.iterrows()] for k in keys})
+    md.columns = ["regime", "workload", f"sessions (ours / {scale:g}×paper)", "requests", "tokens processed",
+                  "tokens written"]
+    return md
+
+
+def table3_summary(tab: pd.DataFrame) -> dict[str, object]:
+    """How close :func:`lachesis.corpus.table3` comes: sessions, workloads whose session count is scale ×
+    the paper's exactly, and the largest relative error over requests and tokens (and where)."""
+    errs = tab[[c for c in tab.columns if c.endswith("_rel_err") and not c.startswith("sessions")]].abs()
+    return dict(sessions=int(tab["sessions_ours"].sum()), workloads=len(tab),
+                exact_sessions=int((tab["sessions_ours"] == tab["sessions_paper_x_scale"]).sum()),
+                worst_rel_err=float(errs.max().max()), worst_at=str(tab.loc[errs.max(axis=1).idxmax(), "label"]))
+
+
+def fig4b_check(traces: Mapping[str, Trace], seed: int = 0) -> pd.DataFrame:
+    """Fig. 4(b)'s per-turn means are an input of the corpus: the mean KV tokens a turn writes into each
+    temporal class, from the segments recovered out of each single-agent trace, beside the paper's."""
+    from lachesis.plotting import compare_table
+    from lachesis.segments import recover
+
+    rows = []
+    for w, tr in traces.items():
+        seg = recover(tr, seed=seed).segments
+        s = seg[seg.seg_class.isin(TEMPORAL_CLASSES)]
+        per_turn = s.pivot_table(index=["session_id", "write_turn"], columns="seg_class", values="tokens_written",
+                                 aggfunc="sum", fill_value=0).mean()
+        for cls in TEMPORAL_CLASSES:
+            rows.append((f"{w}: mean {cls} tokens per turn", round(float(per_turn[cls])),
+                         float(paper.FIG4B_TURN_TOKENS[w][cls][1])))
+    return compare_table(rows, note="Fig. 4(b) mean (an input of the corpus)")
 
 
 def outside_paper_range(cmp: pd.DataFrame) -> str:

@@ -338,10 +338,22 @@ def _reproduce(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("reproduce", help="run every notebook through papermill with a params file")
     p.add_argument("--params", type=params_file, default=Path("notebooks/params/paper.yaml"))
     p.add_argument("--only", nargs="*", default=None, help="notebook names to run (default: all)")
+    p.add_argument("--refresh-checks", action="store_true",
+                   help="instead: run each notebook at its small defaults and store the output of its "
+                        "NBVAL_CHECK_OUTPUT cell in the source (what make test compares)")
 
     def run(a: argparse.Namespace) -> int:
-        from lachesis.reproduce import run_notebooks, summary
+        from lachesis.reproduce import check_cells, plan, refresh_check_output, run_notebooks, summary
 
+        if a.refresh_checks:
+            import nbformat
+
+            for name, src, _ in plan(a.params, a.only):
+                if check_cells(nbformat.read(src, as_version=4)):
+                    print(f"{name}:\n{refresh_check_output(src)}", flush=True)
+                else:
+                    print(f"{name}: no cell marked NBVAL_CHECK_OUTPUT (skipped)", flush=True)
+            return 0
         result = run_notebooks(a.params, a.only)
         print(summary(result), flush=True)
         return 0 if result.ok else 1

@@ -30,7 +30,7 @@ from lachesis.hbf import ArrayLike, hbf_lifetime_years, step_model, weight_stora
 from lachesis.models import known_model, with_dtypes
 
 __all__ = ["KyungTableError", "parse_kyung_tables", "default_kyung_table", "KyungSetting", "kyung_steady_state",
-           "kyung_grid", "kyung_operators", "kyung_summary", "kyung_implied_batch", "kyung_sensitivity", "expected_max_poisson",
+           "kyung_grid", "kyung_operators", "kyung_summary", "kyung_comparison", "kyung_implied_batch", "kyung_sensitivity", "expected_max_poisson",
            "resolve_model"]
 
 KYUNG_TABLE = "kyung2026_fig4_maverick.md"
@@ -371,6 +371,26 @@ def kyung_summary(grid: pd.DataFrame, tol: float = 0.15) -> dict[str, float]:
                 tpot_within_tol=float((te.abs() <= tol).sum()),
                 life_err_median=float(le.median()), life_err_min=float(le.min()), life_err_max=float(le.max()),
                 tpot_err_median=float(te.median()), tpot_err_min=float(te.min()), tpot_err_max=float(te.max()))
+
+
+def kyung_comparison(grid: pd.DataFrame) -> pd.DataFrame:
+    """Ours beside Kyung et al.'s: lifetime and TPOT of four cells spread over the grid (first, a third,
+    half way, last), and per (model, CV) the mean lifetime growth from the first to the last context."""
+    from lachesis.plotting import compare_table
+
+    contexts = list(dict.fromkeys(grid["context"]))
+    first, last = contexts[0], contexts[-1]
+    rows = []
+    for i in sorted({0, len(grid) // 3, len(grid) // 2, len(grid) - 1}):
+        x = grid.iloc[i]
+        rows += [(f"lifetime y, {x.model} CV {x.cv} {x.ratio} {x.context}", round(x.life_ours, 2), x.life_theirs),
+                 (f"TPOT ms, {x.model} CV {x.cv} {x.ratio} {x.context}", round(x.tpot_ours_ms, 1), x.tpot_theirs_ms)]
+    for (m, cv), g in grid.groupby(["model", "cv"]):
+        piv = g.pivot(index="ratio", columns="context", values=["life_ours", "life_theirs"])
+        rows.append((f"lifetime {last}/{first}, {m} CV {cv}",
+                     round(float((piv["life_ours"][last] / piv["life_ours"][first]).mean()), 2),
+                     round(float((piv["life_theirs"][last] / piv["life_theirs"][first]).mean()), 2)))
+    return compare_table(rows, note="paper column = Kyung et al. Fig. 4 (published table)")
 
 
 def kyung_implied_batch(paper: pd.DataFrame, setting: KyungSetting = KyungSetting(),

@@ -13,8 +13,10 @@ from typing import Any, Mapping
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import NullFormatter
 
 from lachesis.io import atomic_write, write_json, write_text
+from lachesis.kv import STRUCTURAL_CLASSES, TEMPORAL_CLASSES
 
 WARRANTY_STYLE = dict(color="0.3", linestyle="--", linewidth=1.0)
 
@@ -106,6 +108,29 @@ def compare_table(rows: list[tuple[str, Any, Any]], note: str = "") -> pd.DataFr
     return pd.DataFrame(out)
 
 
+def span(values: Any) -> tuple[float, float]:
+    """(min, max) of the finite values: the range a figure's statistic spans over its groups."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    return (float(v.min()), float(v.max())) if len(v) else (float("nan"), float("nan"))
+
+
+def key_numbers(values: Mapping[str, Any], digits: int = 3) -> str:
+    """One ``name: value`` line per entry, numbers to ``digits`` significant digits and ranges as
+    ``lo–hi``: what a notebook's output check prints, coarse enough that another BLAS prints the same."""
+    def fmt(v: Any) -> str:
+        if isinstance(v, tuple) and len(v) == 2:
+            return f"{fmt(v[0])}–{fmt(v[1])}"
+        if isinstance(v, (bool, np.bool_, str)):
+            return str(v)
+        if isinstance(v, (int, np.integer)):
+            return str(int(v))
+        if isinstance(v, (float, np.floating)):
+            return f"{float(v):.{digits}g}"
+        raise TypeError(f"key_numbers: {v!r} is not a number, a (lo, hi) range or text")
+    return "\n".join(f"{k}: {fmt(v)}" for k, v in values.items())
+
+
 def ecdf(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sorted values and their cumulative fractions (count-weighted CDF)."""
     v = np.sort(np.asarray(values, dtype=float))
@@ -115,3 +140,60 @@ def ecdf(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def warranty_line(ax: plt.Axes, years: float = 5.0) -> None:
     """The dashed five-year warranty line of Figs. 9 and 11."""
     ax.axhline(years, **WARRANTY_STYLE)
+
+
+def tidy_log_axes(fig: plt.Figure) -> None:
+    """Label only the decades on log axes (minor labels overlap in small panels)."""
+    for ax in fig.axes:
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def real_traces_figure(out: Mapping[str, Any]) -> plt.Figure:
+    """The real-trace report (:func:`lachesis.adapters.report.build`) in four panels: temporal T_norm
+    CDFs, structural T_norm CDFs, worker lifetimes, Mooncake block lifetimes."""
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    seg = out["segments"]
+    panels = [(axes[0, 0], TEMPORAL_CLASSES, "(a) temporal axis: T_norm per segment"),
+              (axes[0, 1], STRUCTURAL_CLASSES, "(b) structural axis: T_norm per segment")]
+    styles = {"reasoning_laden": "-", "reasoning_stripped": "--", "lead": "--", "worker": "-", "reviewer": ":"}
+    for ax, classes, title in panels:
+        s = seg[seg["seg_class"].isin(classes)] if len(seg) else seg
+        groups = sorted(s["group"].unique()) if len(s) else []
+        colors = dict(zip(groups, plt.cm.tab10(np.linspace(0, 1, max(len(groups), 1)))))
+        for (g, c), part in s.groupby(["group", "seg_class"], sort=True):
+            v = part["t_norm_s"].to_numpy(float)
+            v = v[v > 0]
+            if len(v) < 3:
+                continue
+            x, y = ecdf(v)
+            ax.step(x, y, where="post", ls=styles[c], color=colors[g], label=f"{g} · {c} (n={len(v)})")
+        ax.set_xscale("log")
+        ax.set_xlabel("T_norm (reference seconds, log)")
+        ax.set_ylabel("fraction of segments")
+        ax.set_title(title, loc="left")
+        if groups:
+            ax.legend(fontsize=6.5, loc="lower right")
+    ax = axes[1, 0]
+    w = out.get("workers")
+    if w is not None and len(w):
+        groups = sorted(w["group"].unique())
+        data = [w.loc[w["group"] == g, "t_norm_s"].clip(lower=1e-2).to_numpy(float) for g in groups]
+        ax.boxplot(data, vert=False, whis=(10, 90), showfliers=False)
+        ax.set_yticks(range(1, len(groups) + 1), [f"{g} (n={len(d)})" for g, d in zip(groups, data)], fontsize=7)
+        ax.set_xscale("log")
+    ax.set_xlabel("worker lifetime T_norm (s, log); whiskers p10–p90")
+    ax.set_title("(c) inter-worker axis: worker lifetimes", loc="left")
+    ax = axes[1, 1]
+    mb = out.get("mooncake_blocks")
+    if mb is not None and len(mb):
+        reused = mb[mb["uses"] >= 2]
+        x, y = ecdf(reused["lifetime_s"].clip(lower=1.0).to_numpy(float))
+        ax.step(x, y, where="post", label=f"reused blocks (n={len(reused)})")
+        ax.set_xscale("log")
+        ax.legend(fontsize=8, loc="lower right")
+    ax.set_xlabel("block lifetime, first to last use (trace seconds, log)")
+    ax.set_ylabel("fraction of blocks")
+    ax.set_title("(d) Mooncake 512-token prefix blocks", loc="left")
+    fig.tight_layout()
+    return fig

@@ -14,12 +14,18 @@ fetches them.  The run fails (non-zero) if anything failed or is missing.
 Missing sources come from ``<out_dir>/real_traces/missing_sources.json`` written by the
 ``real_traces`` notebook in this run (a JSON list of dataset names, or a mapping holding one under
 ``missing_sources``), else from :func:`lachesis.datasets.missing_sources` when that exists.
+
+Output checks.  A source notebook carries one output: that of its cell marked ``# NBVAL_CHECK_OUTPUT``,
+which prints a few key numbers at the notebook's small defaults; ``make test`` runs the notebook
+through nbval, which compares that cell's output with the stored one.  :func:`refresh_check_output`
+(``lachesis reproduce --refresh-checks``) runs a notebook at its defaults and stores the new output.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -202,3 +208,43 @@ def summary(result: Outcome) -> str:
                      "   (or point LACHESIS_DATA / --local at an offline copy), then rerun "
                      f"lachesis reproduce --only {REAL_TRACES}")
     return "\n".join(lines)
+
+
+#: The marker nbval (``--nbval-lax``) looks for: the one cell whose output it compares.
+CHECK_MARK = "# NBVAL_CHECK_OUTPUT"
+
+
+def check_cells(nb: Any) -> list[int]:
+    """Indexes of a notebook's code cells marked :data:`CHECK_MARK`."""
+    return [i for i, c in enumerate(nb.cells)
+            if c.cell_type == "code" and any(ln.strip() == CHECK_MARK for ln in c.source.splitlines())]
+
+
+def refresh_check_output(path: Path) -> str:
+    """Run a source notebook at its parameter defaults and store the stdout of its check cell in the
+    source as the output nbval expects; return that text.  The source keeps no other output."""
+    import nbformat
+    import papermill as pm
+
+    path = Path(path)
+    src = nbformat.read(path, as_version=4)
+    marked = check_cells(src)
+    if len(marked) != 1:
+        raise ValueError(f"{path}: expected one cell marked {CHECK_MARK!r}, found {len(marked)}")
+    cell = src.cells[marked[0]]
+    with tempfile.TemporaryDirectory() as tmp:
+        pm.execute_notebook(str(path), str(Path(tmp) / path.name), cwd=str(path.parent), progress_bar=False,
+                            kernel_name="python3", extra_arguments=KERNEL_ARGUMENTS)
+        ran = nbformat.read(Path(tmp) / path.name, as_version=4)
+    done = next(c for c in ran.cells if c.get("id") == cell.get("id"))
+    text = "".join(o.get("text", "") for o in done.outputs if o.output_type == "stream" and o.name == "stdout")
+    if not text:
+        raise ValueError(f"{path}: its check cell printed nothing")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)]
+    cell.execution_count = 1  # nbval skips the comparison for a cell that was never run
+    from lachesis.io import write_text
+
+    out = nbformat.writes(src)
+    write_text(path, out if out.endswith("\n") else out + "\n")
+    return text
+

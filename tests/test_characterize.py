@@ -237,3 +237,38 @@ def test_outside_paper_range_message_is_formatted():
     text = C.outside_paper_range(cmp)
     assert text.startswith("1 of 2 statistics fall outside the paper's range; 1 of 2 rest on fewer than 20")
     assert "{" not in text and "n 5 < 20" in text
+
+
+def test_worker_heterogeneity_with_the_schedule_adds_median_shares():
+    sched = pd.DataFrame({"agent_id": ["w", "w", "v"], "t_start_s": [0.0, 16.0, 0.0],
+                          "t_decode_end_s": [10.0, 36.0, 8.0], "t_obs_s": [1.0, 0.0, 0.0],
+                          "t_tools_s": [5.0, 0.0, 2.0]})
+    workers = pd.DataFrame({"agent_id": ["w", "v"], "group": ["g", "g"], "t_norm_s": [36.0, 10.0],
+                            "tokens_written": [5, 9], "session_id": ["s", "s"]})
+    tab = C.worker_heterogeneity_table(workers, sched)
+    assert list(tab.columns[-3:]) == ["decode_share_median", "obs_share_median", "tools_share_median"]
+    assert tab["decode_share_median"].iloc[0] == pytest.approx((30 / 36 + 8 / 10) / 2)
+    assert tab["tools_share_median"].iloc[0] == pytest.approx((5 / 36 + 2 / 10) / 2)
+    plain = C.worker_heterogeneity_table(workers)
+    pd.testing.assert_frame_equal(tab[plain.columns], plain)
+
+
+def test_table3_display_summary_and_fig4b_check():
+    from lachesis import corpus
+
+    traces = corpus.generate_all(0.05, 0, ["tau3_airline", "webarena"])
+    tab = corpus.table3(traces, scale=0.05)
+    md = C.table3_display(tab, 0.05)
+    assert list(md.columns) == ["regime", "workload", "sessions (ours / 0.05×paper)", "requests", "tokens processed",
+                                "tokens written"]
+    assert md.iloc[0, 3] == "48 / 35.5 (+35.4%)"  # 48 requests vs 0.05 × 709; a reference below 100 keeps a decimal
+    assert md.iloc[0, 5] == f"{tab.tokens_written_ours[0]:,.0f} / 29,562 ({tab.tokens_written_rel_err[0]:+.1%})"
+    assert md.iloc[1, 4].endswith("(—)")  # tokens processed: not in the paper for the structural traces
+    s = C.table3_summary(tab)
+    errs = tab[["requests_rel_err", "tokens_processed_rel_err", "tokens_written_rel_err"]].abs()
+    assert s["sessions"] == tab["sessions_ours"].sum() and s["workloads"] == 2
+    assert s["worst_rel_err"] == pytest.approx(errs.max().max())
+    assert s["worst_at"] == tab.loc[errs.max(axis=1).idxmax(), "label"]
+    check = C.fig4b_check({"tau3_airline": traces["tau3_airline"]}, seed=0).set_index("statistic")
+    assert check.loc["tau3_airline: mean reasoning_laden tokens per turn", "paper"] == "1519"  # Fig. 4(b) mean
+    assert check["ours"].map(lambda v: isinstance(v, int) and v > 0).all()

@@ -336,3 +336,13 @@ def test_parser_unreadable_file(tmp_path: Path) -> None:
     (tmp_path / "bin.md").write_bytes(b"\xff\xfe\x00bad")
     with pytest.raises(kyung.KyungTableError, match="not UTF-8"):
         kyung.parse_kyung_tables(tmp_path / "bin.md")
+
+
+def test_comparison_rows(grid: pd.DataFrame) -> None:
+    cmp = kyung.kyung_comparison(grid).set_index("statistic")
+    x = grid.iloc[0]
+    row = cmp.loc[f"lifetime y, {x.model} CV {x.cv} {x.ratio} {x.context}"]
+    assert row["ours"] == round(x.life_ours, 2) and float(row["paper"]) == pytest.approx(x.life_theirs)
+    growth = [s for s in cmp.index if s.startswith("lifetime ") and "/" in s]
+    assert len(growth) == grid.groupby(["model", "cv"]).ngroups
+    assert (cmp["note"] == "paper column = Kyung et al. Fig. 4 (published table)").all()

@@ -1,4 +1,8 @@
-"""Source notebooks: committed without outputs, a parseable `parameters` cell, small defaults, a params entry."""
+"""Source notebooks: a parseable `parameters` cell, small defaults, a params entry, and one output check.
+
+Each source carries exactly one output: that of its cell marked ``# NBVAL_CHECK_OUTPUT`` (key numbers at
+its small defaults), which ``make test`` compares through nbval; every other cell is committed empty.
+"""
 
 from pathlib import Path
 
@@ -7,8 +11,12 @@ import papermill as pm
 import pytest
 import yaml
 
+from lachesis.reproduce import CHECK_MARK, check_cells
+
 NB_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(NB_DIR.glob("*.ipynb"))
+#: Evaluation notebooks that get their output check in the evaluation-side pass; it empties this list.
+NOT_YET_CHECKED = {"fig09_fig10_multi_agent", "fig11_fig12_single_agent", "gain_vs_load", "sensitivity", "explorer"}
 
 
 def _parameters_cell(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
@@ -21,8 +29,16 @@ def _parameters_cell(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 def test_source_notebook_is_clean_and_parameterized(path: Path) -> None:
     nb = nbformat.read(path, as_version=4)
     assert nb.cells[0].cell_type == "markdown", "opens with a markdown lead"
-    assert all(not c.get("outputs") and not c.get("execution_count") for c in nb.cells if c.cell_type == "code"), \
-        "source notebooks are committed without outputs"
+    marked = check_cells(nb)
+    others = [c for i, c in enumerate(nb.cells) if c.cell_type == "code" and i not in marked]
+    assert all(not c.get("outputs") and not c.get("execution_count") for c in others), \
+        "source notebooks are committed without outputs, except their output check"
+    if path.stem not in NOT_YET_CHECKED:
+        assert len(marked) == 1, f"exactly one cell marked {CHECK_MARK!r}"
+        check = nb.cells[marked[0]]
+        assert check.execution_count and [o.output_type for o in check.outputs] == ["stream"], \
+            "the check cell stores its expected output (lachesis reproduce --refresh-checks)"
+        assert check.outputs[0].name == "stdout" and check.outputs[0].text.strip()
     cell = _parameters_cell(nb)
     assigned = {ln.split(":")[0].split("=")[0].strip() for ln in cell.source.splitlines()
                 if ln and not ln.lstrip().startswith("#") and "=" in ln.split("#")[0]}

@@ -48,3 +48,34 @@ def test_figures_are_byte_reproducible(tmp_path) -> None:
     first = draw(tmp_path / "a")
     time.sleep(1.1)  # a PDF creation date (1 s resolution) would now differ
     assert first == draw(tmp_path / "b")
+
+
+def test_key_numbers_rounds_to_three_significant_digits() -> None:
+    from lachesis.plotting import key_numbers, span
+
+    text = key_numbers({"tau": 0.505198, "range": span([13.84, 3.912, float("nan")]), "n": 42, "who": "ridge"})
+    assert text == "tau: 0.505\nrange: 3.91–13.8\nn: 42\nwho: ridge"
+    assert span([float("nan")])[0] != span([float("nan")])[0]  # no finite value: NaN
+
+
+def test_tidy_log_axes_drops_minor_labels() -> None:
+    from matplotlib.ticker import NullFormatter
+
+    from lachesis.plotting import tidy_log_axes
+
+    fig, ax = plt.subplots()
+    ax.set_xscale("log")
+    tidy_log_axes(fig)
+    assert isinstance(ax.xaxis.get_minor_formatter(), NullFormatter)
+    plt.close(fig)
+
+
+def test_real_traces_figure_draws_the_report(trace_fixtures) -> None:
+    from lachesis.adapters import report
+    from lachesis.plotting import real_traces_figure
+
+    out = report.build("tau2-qwen3.5-justinchiu,claude_code_subagents,mooncake_fast25", data=trace_fixtures)
+    fig = real_traces_figure(out)
+    assert len(fig.axes) == 4 and fig.axes[0].get_xscale() == "log"
+    assert any(line.get_label().startswith("tau2-qwen3.5-justinchiu") for line in fig.axes[0].get_lines())
+    plt.close(fig)

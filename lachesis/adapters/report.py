@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from .. import characterize, paper
-from ..kv import STRUCTURAL_CLASSES, TEMPORAL_CLASSES
+from ..kv import TEMPORAL_CLASSES
 from ..trace import SUBAGENT_ROLES
 from . import AdapterResult, read
 
@@ -272,59 +272,6 @@ def compare(out: dict[str, Any]) -> pd.DataFrame:
     cmp["unit"] = [r[4] for r in rows]
     cmp["flag"] = [f"fewer than {MIN_UNITS} {r[4]}: not judged" if r[3] < MIN_UNITS else "" for r in rows]
     return cmp
-
-
-def figure(out: dict[str, Any]):
-    """Four panels: temporal T_norm CDFs, structural T_norm CDFs, worker lifetimes, Mooncake block lifetimes."""
-    import matplotlib.pyplot as plt
-
-    from ..plotting import ecdf
-
-    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
-    seg = out["segments"]
-    panels = [(axes[0, 0], TEMPORAL_CLASSES, "(a) temporal axis: T_norm per segment"),
-              (axes[0, 1], STRUCTURAL_CLASSES, "(b) structural axis: T_norm per segment")]
-    styles = {"reasoning_laden": "-", "reasoning_stripped": "--", "lead": "--", "worker": "-", "reviewer": ":"}
-    for ax, classes, title in panels:
-        s = seg[seg["seg_class"].isin(classes)] if len(seg) else seg
-        groups = sorted(s["group"].unique()) if len(s) else []
-        colors = dict(zip(groups, plt.cm.tab10(np.linspace(0, 1, max(len(groups), 1)))))
-        for (g, c), part in s.groupby(["group", "seg_class"], sort=True):
-            v = part["t_norm_s"].to_numpy(float)
-            v = v[v > 0]
-            if len(v) < 3:
-                continue
-            x, y = ecdf(v)
-            ax.step(x, y, where="post", ls=styles[c], color=colors[g], label=f"{g} · {c} (n={len(v)})")
-        ax.set_xscale("log")
-        ax.set_xlabel("T_norm (reference seconds, log)")
-        ax.set_ylabel("fraction of segments")
-        ax.set_title(title, loc="left")
-        if groups:
-            ax.legend(fontsize=6.5, loc="lower right")
-    ax = axes[1, 0]
-    w = out.get("workers")
-    if w is not None and len(w):
-        groups = sorted(w["group"].unique())
-        data = [w.loc[w["group"] == g, "t_norm_s"].clip(lower=1e-2).to_numpy(float) for g in groups]
-        ax.boxplot(data, vert=False, whis=(10, 90), showfliers=False)
-        ax.set_yticks(range(1, len(groups) + 1), [f"{g} (n={len(d)})" for g, d in zip(groups, data)], fontsize=7)
-        ax.set_xscale("log")
-    ax.set_xlabel("worker lifetime T_norm (s, log); whiskers p10–p90")
-    ax.set_title("(c) inter-worker axis: worker lifetimes", loc="left")
-    ax = axes[1, 1]
-    mb = out.get("mooncake_blocks")
-    if mb is not None and len(mb):
-        reused = mb[mb["uses"] >= 2]
-        x, y = ecdf(reused["lifetime_s"].clip(lower=1.0).to_numpy(float))
-        ax.step(x, y, where="post", label=f"reused blocks (n={len(reused)})")
-        ax.set_xscale("log")
-        ax.legend(fontsize=8, loc="lower right")
-    ax.set_xlabel("block lifetime, first to last use (trace seconds, log)")
-    ax.set_ylabel("fraction of blocks")
-    ax.set_title("(d) Mooncake 512-token prefix blocks", loc="left")
-    fig.tight_layout()
-    return fig
 
 
 def summary_sentences(cmp: pd.DataFrame) -> str:
