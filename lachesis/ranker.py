@@ -284,6 +284,14 @@ def oof_predictions(trace: Any, segments: Any, seed: int = 0) -> pd.Series:
     return cv.oof.set_index("agent_id")[cv.winner].rename("pred")
 
 
+def rank_keys(trace: Any, segments: Any, seed: int = 0) -> pd.Series:
+    """The key the predictive path ranks each worker agent by (§4; lower = shorter-lived): its
+    out-of-fold prediction (:func:`oof_predictions`); empty when the trace has no worker."""
+    if trace.spawns is None or len(trace.spawns) == 0 or not (trace.requests["role"] == "worker").any():
+        return pd.Series(dtype=float, name="pred")
+    return oof_predictions(trace, segments, seed)
+
+
 @dataclass
 class RankerComparison:
     """Two rankers' out-of-fold predictions on identical folds and which one wins."""

@@ -130,6 +130,15 @@ def test_compare_rankers_same_folds(toy):
     np.testing.assert_allclose(oof.to_numpy(), cmp.oof[cmp.winner].to_numpy())
 
 
+def test_rank_keys_are_the_out_of_fold_predictions(toy):
+    trace, segments = toy
+    keys = R.rank_keys(trace, segments, seed=0)
+    pd.testing.assert_series_equal(keys, R.oof_predictions(trace, segments, seed=0))
+    no_workers = types.SimpleNamespace(requests=trace.requests.assign(role="single"), spawns=trace.spawns.iloc[:0])
+    empty = R.rank_keys(no_workers, segments)
+    assert len(empty) == 0 and empty.name == "pred" and empty.dtype == float
+
+
 def test_fit_score_api_and_errors(toy):
     trace, segments = toy
     t = R.worker_table(trace, segments)
