@@ -45,10 +45,6 @@ import pandas as pd
 from lachesis.config import ReferenceClock
 from lachesis.trace import Trace
 
-SCHEDULE_COLUMNS = ("request_id", "session_id", "agent_id", "t_start_s", "t_decode_end_s",
-                    "t_tools_s", "t_obs_s", "t_user_s")
-
-
 def clock_for(trace: Trace, **overrides: Any) -> ReferenceClock:
     """The reference clock a trace is measured on: the one place that choice is made.
 

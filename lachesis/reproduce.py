@@ -13,7 +13,7 @@ fetches them.  The run fails (non-zero) if anything failed or is missing.
 
 Missing sources come from ``<out_dir>/real_traces/missing_sources.json`` written by the
 ``real_traces`` notebook in this run (a JSON list of dataset names, or a mapping holding one under
-``missing_sources``), else from :func:`lachesis.datasets.missing_sources` when that exists.
+``missing_sources``), else from :func:`lachesis.datasets.missing_sources`.
 
 Output checks.  A source notebook carries one output: that of its cell marked ``# NBVAL_CHECK_OUTPUT``,
 which prints a few key numbers at the notebook's small defaults; ``make test`` runs the notebook
@@ -29,7 +29,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 import yaml
 
@@ -148,10 +148,9 @@ def missing_sources(out_dir: Path | None, since: float, local: str | None = None
     found = _read_missing(out_dir / MISSING_SOURCES_FILE, since) if out_dir is not None else None
     if found is not None:
         return found
-    from lachesis import datasets
+    from lachesis.datasets import missing_sources as not_available
 
-    probe: Callable[..., list[str]] | None = getattr(datasets, "missing_sources", None)
-    return list(probe(local=local or None)) if probe is not None else []
+    return not_available(local=local or None)
 
 
 def run_notebooks(params_file: Path, only: list[str] | None = None, build: Path | None = None,

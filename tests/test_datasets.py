@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import gzip
 import hashlib
-import json
 import shutil
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 from lachesis import datasets as ds
 from lachesis.cli import main
 
-FIX = Path(__file__).resolve().parent / "fixtures" / "traces"
+from conftest import TRACE_FIXTURES as FIX  # the committed excerpts, named once
 ALL = ["azure_llm_2023", "chatdev_warehouse", "claude_code_more", "claude_code_subagents", "mooncake_fast25",
        "tau2-qwen3.5-justinchiu", "tau2-xai-grok-blakeelias", "who_and_when"]
 MANIFEST = ["local_path", "original_path", "git_blob_sha1", "gzipped_here", "sha256_original", "bytes_original",

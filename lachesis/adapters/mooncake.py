@@ -18,7 +18,6 @@ Columns of the block table: ``trace`` (the file), ``block_id``; ``uses`` (reques
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd

@@ -152,7 +152,6 @@ def _session(sim: dict[str, Any], where: str, path: Path, model: str, domain: st
     # pass 2: context rebuild under the stripping rule
     rows = []
     prev = None
-    turn_first: dict[str, Any] | None = None  # facts of the current turn, for the next turn's prefix
     first_reason_pos: int | None = None
     rnd = 0
     for c, ot in zip(calls, obs_tok):
