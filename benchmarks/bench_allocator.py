@@ -4,7 +4,8 @@ Prints, per memory size, block allocations/s and block frees/s of the raw alloca
 of ``--batch`` blocks), and replayed events/s of the segment table per policy, beside the same
 numbers for the one-object-per-block reference (run only at the sizes where it finishes quickly).
 The replayed stream carries decode-stage reads (for ``rho_threshold``) and, annotated from the stream
-itself, each segment's close time and final size (for ``oracle``).
+itself, each segment's close time and final size (for ``oracle``).  Writes its section of
+``benchmarks/RESULTS.md`` (``--no-record``: print only).
 
     .venv/bin/python benchmarks/bench_allocator.py [--sizes 1000 10000 1000000] [--batch 8]
 """
@@ -22,6 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from lachesis.allocator import Tier, TieredAllocator, annotate_clairvoyant, replay_events  # noqa: E402
 from reference_blocksim import RefSim, reference_replay  # noqa: E402
+from results import record  # noqa: E402
+
+TITLE = "Two-tier allocator (`benchmarks/bench_allocator.py`)"
 
 REF_MAX_BLOCKS = 20_000  # the reference scans its block list per block: skip it above this size
 POLICIES = ("hbm_first", "hbm_first_reclaim", "deterministic", "lachesis", "rho_threshold", "oracle")
@@ -125,23 +129,32 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--group", type=int, default=32, help="alloc batches per free call in the second free column")
     p.add_argument("--repeat", type=int, default=3, help="replays per policy of the fast path; the best is printed")
+    p.add_argument("--no-record", action="store_true", help="do not write benchmarks/RESULTS.md")
     args = p.parse_args(argv)
-    print(f"alloc: {args.batch} blocks per call; free: {args.batch} blocks per call, then "
-          f"{args.batch * args.group} per call (the reference frees block by block either way)")
-    print(f"{'blocks':>9} {'impl':>9} {'alloc blk/s':>12} {'free blk/s':>12} {'free(grp)/s':>12}   events/s: "
-          + " ".join(f"{p:>{max(len(p), 9)}}" for p in POLICIES))
+    lines: list[str] = []
+
+    def out(text: str) -> None:
+        lines.append(text)
+        print(text, flush=True)
+
+    out(f"alloc: {args.batch} blocks per call; free: {args.batch} blocks per call, then "
+        f"{args.batch * args.group} per call (the reference frees block by block either way)")
+    out(f"{'blocks':>9} {'impl':>9} {'alloc blk/s':>12} {'free blk/s':>12} {'free(grp)/s':>12}   events/s: "
+        + " ".join(f"{p:>{max(len(p), 9)}}" for p in POLICIES))
     for n in args.sizes:
         fa, ff = bench_raw_fast(n, args.batch)
         _, fg = bench_raw_fast(n, args.batch, group=args.group)
         events = synthetic_events(min(n, 100_000))
         rates = replay_rates(replay_events, events, n, args.repeat)
-        print(f"{n:>9} {'fast':>9} {fa:>12.3g} {ff:>12.3g} {fg:>12.3g}   {'':>9} " + _cols(rates))
+        out(f"{n:>9} {'fast':>9} {fa:>12.3g} {ff:>12.3g} {fg:>12.3g}   {'':>9} " + _cols(rates))
         if n <= REF_MAX_BLOCKS:
             ra, rf = bench_raw_ref(n, args.batch)
             rr = replay_rates(reference_replay, events, n)
-            print(f"{n:>9} {'reference':>9} {ra:>12.3g} {rf:>12.3g} {rf:>12.3g}   {'':>9} " + _cols(rr))
+            out(f"{n:>9} {'reference':>9} {ra:>12.3g} {rf:>12.3g} {rf:>12.3g}   {'':>9} " + _cols(rr))
         else:
-            print(f"{n:>9} {'reference':>9} {'(skipped: per-block scan, > %d blocks)' % REF_MAX_BLOCKS}")
+            out(f"{n:>9} {'reference':>9} {'(skipped: per-block scan, > %d blocks)' % REF_MAX_BLOCKS}")
+    if not args.no_record:
+        print(f"wrote {record(TITLE, lines)}")
 
 
 if __name__ == "__main__":

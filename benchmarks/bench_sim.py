@@ -13,9 +13,8 @@ holds one Python object per block, and at the paper's 36 GB + 3.5 TB (≈1.2 M b
 finish in reasonable time, which is the point of the fast path.
 
 Prints wall times, the speed-up of the fast replay over the reference, and the whole simulator's
-time per request, for each trace length (the reference runs at 1× only unless ``--ref-upto``).
-
-Measurements: ``benchmarks/RESULTS.md``.
+time per request, for each trace length (the reference runs at 1× only unless ``--ref-upto``), and
+writes them as its section of ``benchmarks/RESULTS.md`` (``--no-record``: print only).
 """
 
 from __future__ import annotations
@@ -34,6 +33,9 @@ from reference_blocksim import reference_replay  # noqa: E402
 from lachesis import simulator as S  # noqa: E402
 from lachesis import sweep as W  # noqa: E402
 from lachesis.allocator import replay_events  # noqa: E402
+from results import record  # noqa: E402
+
+TITLE = "Decode-node simulator (`benchmarks/bench_sim.py`)"
 
 
 def bench_config(hbm_gb: float, hbf_kv_gb: float):
@@ -86,6 +88,7 @@ def main() -> None:
     ap.add_argument("--policy", default="lachesis")
     ap.add_argument("--ref-upto", type=int, default=1,
                     help="run the per-block reference up to this trace multiple (1, 2 or 4); it is slow")
+    ap.add_argument("--no-record", action="store_true", help="do not write benchmarks/RESULTS.md")
     a = ap.parse_args()
     import pandas as pd
 
@@ -95,9 +98,13 @@ def main() -> None:
         print(rows[-1], flush=True)
     df = pd.DataFrame(rows)
     pd.set_option("display.width", 200)
-    print(df.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
     g = df["sim_s"].to_numpy()
-    print(f"simulator time growth 1x->2x->4x: {g[1] / g[0]:.2f}x, {g[2] / g[0]:.2f}x (linear would be 2x, 4x)")
+    lines = [f"{a.workload}, scale {a.scale:g} = 1x, N = {a.n}, {a.policy}, {a.hbm_gb:g} GB HBM + {a.hbf_kv_gb:g} GB HBF "
+             "for KV per GPU", df.to_string(index=False, float_format=lambda v: f"{v:.3g}"),
+             f"simulator time growth 1x->2x->4x: {g[1] / g[0]:.2f}x, {g[2] / g[0]:.2f}x (linear would be 2x, 4x)"]
+    print("\n".join(lines[1:]))
+    if not a.no_record:
+        print(f"wrote {record(TITLE, lines)}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Two-tier KV block allocator and segment table: where each KV block lives (§4, Fig. 8; DESIGN §5 contract).
+"""Two-tier KV block allocator and segment table: where each KV block lives (§4, Fig. 8; docs/design.md §5 contract).
 
 :class:`TieredAllocator` keeps one free list per tier (HBM, HBF) as numpy stacks; a block id's
 tier is implied by its range (``[0, hbm_blocks)`` is HBM, ``[hbm_blocks, hbm_blocks+hbf_blocks)``
@@ -41,7 +41,7 @@ ASSUMPTIONS (named):
   first all free blocks are taken (requested tier first), then exactly the missing number of
   blocks is evicted from dead segments in order of their last use (the ``last_use`` given at
   close, default the close time; a dead segment is never read again, rematerialized KV being a
-  new segment, DESIGN §3), ties in close order, within a segment tail blocks first (as vLLM frees
+  new segment, docs/design.md §3), ties in close order, within a segment tail blocks first (as vLLM frees
   a request's blocks in reverse order), and those blocks serve the rest (requested tier first).
   Live segments are never evicted.
 """

@@ -25,7 +25,7 @@ from lachesis.models import (  # noqa: F401
     model_from_hf_config,
 )
 
-GB = 1e9  # decimal gigabyte (DESIGN §5: HBM/HBF capacities are decimal)
+GB = 1e9  # decimal gigabyte (docs/design.md §5: HBM/HBF capacities are decimal)
 TB = 1e12
 SECONDS_PER_YEAR = 365.25 * 24 * 3600  # 31,557,600 s, the year Kyung et al. [23] use
 
@@ -59,7 +59,7 @@ TOOL_CLASSES: tuple[ToolClass, ...] = (
 
 
 #: Tool names that spawn a sub-agent.  The clock charges them no tool latency: the spawned
-#: sub-agent's own requests advance time instead (DESIGN §3).
+#: sub-agent's own requests advance time instead (docs/design.md §3).
 SPAWN_TOOL_NAMES: frozenset[str] = frozenset({"spawn_subagent", "Task", "Agent"})
 
 
@@ -95,7 +95,7 @@ class ReferenceClock:
 
 
 # ---------------------------------------------------------------------------------------------
-# Memory devices (§5.2; DESIGN §5 after Son et al. [41] Table I)
+# Memory devices (§5.2; docs/design.md §5 after Son et al. [41] Table I)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -142,14 +142,14 @@ class MemoryConfig:
     through direct and inter-stack paths"; §5.2: "the two tiers have the same read bandwidth and
     differ only in write bandwidth"); ``"per_tier"`` (a sensitivity, and Kyung et al.'s device)
     reads each tier's bytes over that tier's own stacks, the tiers in parallel.  The 8/8* daisy
-    chain reads everything through the HBM links whichever is set (DESIGN §5).
+    chain reads everything through the HBM links whichever is set (docs/design.md §5).
     """
 
     label: str
     hbm_stacks: int
     hbf_stacks: int
     #: 8/8* (H3 daisy chain [14]): HBF sits behind HBM and its traffic crosses the HBM links, so
-    #: the two tiers share one set of links and read bandwidth does not add up (DESIGN §5).
+    #: the two tiers share one set of links and read bandwidth does not add up (docs/design.md §5).
     daisy_chain: bool = False
     hbm: StackSpec = HBM4_STACK
     hbf: StackSpec = HBF_STACK
@@ -252,7 +252,7 @@ class Deployment:
 
     n_gpus: int = 8
     gpu: GPUSpec = field(default_factory=GPUSpec)
-    block_tokens: int = 16  # KV block size (DESIGN §5 default)
+    block_tokens: int = 16  # KV block size (docs/design.md §5 default)
     attention_kernel: AttentionKernel = "fused"
 
     def __post_init__(self) -> None:

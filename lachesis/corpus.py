@@ -51,7 +51,7 @@ per-agent reading (first request matched prefix 0); Table 3's written tokens the
 
 Trace layout.  Rows are in session order per agent: a lead request is followed by the requests of
 the sub-agents it spawns (each agent's rows in its own order), then the next lead request; rows of
-concurrent agents are not interleaved by time (the reference clock schedules them, DESIGN §3).
+concurrent agents are not interleaved by time (the reference clock schedules them, docs/design.md §3).
 ``spawn_index`` is a sub-agent's ordinal among the session's sub-agents of its role (workers 0, 1,
 …; reviewers 0, 1, …), so a worker's spawn record is identical with and without reviewers.  Request
 ids are ``<workload>-s<session>-<agent>-r<round>``: unique across the corpus.  Tool names follow

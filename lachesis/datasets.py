@@ -1,4 +1,4 @@
-"""Real public agent traces: a checksummed registry, a cache, an offline override (DESIGN §7).
+"""Real public agent traces: a checksummed registry, a cache, an offline override (docs/design.md §7).
 
 Every file of every registered source is a row of the committed registry ``lachesis/data/registry.tsv``
 (built by :func:`build_registry` from a copy of the sources whose folders carry a ``MANIFEST.tsv``):

@@ -1,4 +1,4 @@
-"""The KV vocabulary the allocator and the placement policies share, defined once (§3–§4, DESIGN §3, §5).
+"""The KV vocabulary the allocator and the placement policies share, defined once (§3–§4, docs/design.md §3, §5).
 
 Everything the allocator (:mod:`lachesis.allocator`), the placement policies
 (:mod:`lachesis.policies`) and their callers share lives here and is imported downward
@@ -93,9 +93,9 @@ STRUCTURAL_CLASSES = SEG_CLASSES[2:]
 SHORT_LIVED_CLASSES = frozenset({"reasoning_laden", "worker", "reviewer"})
 #: §4 deterministic path: classes that carry past their boundary (reasoning-stripped context, lead).
 LONG_LIVED_CLASSES = frozenset({"reasoning_stripped", "lead"})
-#: Boundary kinds that close a segment (DESIGN §3).
+#: Boundary kinds that close a segment (docs/design.md §3).
 BOUNDARIES = ("turn_end", "subagent_return", "session_end")
-#: Closing boundary per class when the caller does not give one (DESIGN §3).
+#: Closing boundary per class when the caller does not give one (docs/design.md §3).
 DEFAULT_BOUNDARY = {
     "reasoning_laden": "turn_end",
     "reasoning_stripped": "session_end",

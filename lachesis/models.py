@@ -66,7 +66,7 @@ class ModelSpec:
     q_lora_rank: int = 0
     ffn_matrices: int = 3
     tie_embeddings: bool = False
-    kv_dtype_bytes: int = 2  # BF16 KV (DESIGN §5)
+    kv_dtype_bytes: int = 2  # BF16 KV (docs/design.md §5)
     weight_dtype_bytes: int = 2  # BF16 weights; activations are carried in the same dtype
     declared_total_params: float | None = None
     declared_active_params: float | None = None

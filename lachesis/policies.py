@@ -12,7 +12,7 @@ blocks (so at its first write, and again whenever it grows past its last block).
   closed segments (:class:`~lachesis.kv.PlacementStats`),
 
 and returns a :class:`~lachesis.kv.Tier`.  Whatever it returns, the allocator serves the blocks
-from the other tier once the chosen tier's free list is empty (block-by-block fallback, DESIGN §5),
+from the other tier once the chosen tier's free list is empty (block-by-block fallback, docs/design.md §5),
 so a policy never has to check capacity itself.  ``frees_at_boundary`` says whether a closed
 segment's blocks return to the free lists at once or stay cached until memory pressure evicts them
 least-recently-used first (the engine's prefix cache).

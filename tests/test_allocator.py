@@ -1,4 +1,4 @@
-"""Property tests of the two-tier allocator and the segment table (DESIGN §5 contract)."""
+"""Property tests of the two-tier allocator and the segment table (docs/design.md §5 contract)."""
 
 from __future__ import annotations
 

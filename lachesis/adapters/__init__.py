@@ -1,4 +1,4 @@
-"""Adapters: real public agent traces → the per-request trace contract (DESIGN §2).
+"""Adapters: real public agent traces → the per-request trace contract (docs/design.md §2).
 
 One module per source family; each module's docstring says how every field is derived:
 
