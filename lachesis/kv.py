@@ -1,9 +1,10 @@
-"""The KV vocabulary the allocator and the placement policies share, defined once (§3–§4, docs/design.md §3, §5).
+"""The KV vocabulary, defined once: tiers, segment classes, boundaries, what a placement decision is told (§3–§4).
 
-Everything the allocator (:mod:`lachesis.allocator`), the placement policies
-(:mod:`lachesis.policies`) and their callers share lives here and is imported downward
-(``kv`` <- ``policies`` <- ``allocator``): the memory tiers, the segment classes with §4's
-short-/long-lived split, the boundary kinds, what a placement decision is told about a segment
+Everything segment recovery (:mod:`lachesis.segments`), the figures, the allocator
+(:mod:`lachesis.allocator`), the placement policies (:mod:`lachesis.policies`) and their callers
+share lives here and is imported downward (docs/design.md §1, §3, §5): the memory tiers, the
+segment classes (by axis, and with §4's short-/long-lived split), the boundary kinds, what a
+placement decision is told about a segment
 (:class:`SegmentInfo`) and about memory (:class:`MemoryView`, :class:`PlacementStats`), and the
 :class:`Policy` protocol itself.
 

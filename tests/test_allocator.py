@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import ast
 import math
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import lachesis
 from lachesis.allocator import AllocationError, SegmentTable, Tier, TieredAllocator, parse_event, replay_events
 from lachesis.policies import DeterministicOnly, HBMFirst, HBMFirstReclaim, Lachesis
 
@@ -335,35 +332,3 @@ def test_kv_is_imported_downward():
             "and 'lachesis.allocator' not in sys.modules; import lachesis.policies; "
             "assert 'lachesis.allocator' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
-
-
-def test_no_import_cycles_in_the_package():
-    """The package's module-level and function-level imports form no cycle."""
-    root = Path(lachesis.__file__).parent
-    mods = {".".join(p.relative_to(root.parent).with_suffix("").parts).removesuffix(".__init__"): p
-            for p in root.rglob("*.py")}
-    graph: dict[str, set[str]] = {m: set() for m in mods}
-    for m, p in mods.items():
-        pkg = m if p.name == "__init__.py" else m.rpartition(".")[0]
-        for node in ast.walk(ast.parse(p.read_text())):
-            if isinstance(node, ast.Import):
-                graph[m] |= {a.name for a in node.names if a.name in mods}
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    up = pkg.rsplit(".", node.level - 1)[0] if node.level > 1 else pkg
-                    base = f"{up}.{node.module}" if node.module else up
-                graph[m] |= {x for x in [base] + [f"{base}.{a.name}" for a in node.names] if x in mods and x != m}
-    state: dict[str, int] = {}
-
-    def visit(u: str, path: list[str]) -> None:
-        state[u] = 1
-        for v in sorted(graph[u]):
-            assert state.get(v) != 1, "import cycle: " + " -> ".join(path[path.index(v):] + [v])  # v is on the path
-            if v not in state:
-                visit(v, path + [v])
-        state[u] = 2
-
-    for m in sorted(graph):
-        if m not in state:
-            visit(m, [m])
