@@ -62,8 +62,9 @@ def session_rng(seed: int, session_id: str) -> np.random.Generator:
 
 
 def schedule(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0) -> pd.DataFrame:
-    """Reference-clock times of every request (one row per request, in trace order)."""
-    clock = clock or ReferenceClock()
+    """Reference-clock times of every request (one row per request, in trace order); ``clock``: default
+    :func:`clock_for` the trace."""
+    clock = clock or clock_for(trace)
     req = trace.requests
     n = len(req)
     tree = trace.spawn_tree()

@@ -1,8 +1,10 @@
-"""Plotting and figure-output helpers shared by the notebooks.
+"""Figures and their files: the drawing helpers the notebooks share, and writing what they show.
 
 Every figure is written as PNG + PDF beside the numbers it shows (CSV or JSON), atomically, into
 an output folder the notebook takes as a parameter (``figures/`` at paper scale, ``build/`` when
-run small).  Paper values sit beside ours via :func:`compare_table`.
+run small).  Paper values sit beside ours via :func:`compare_table`; :func:`key_numbers` prints
+the few numbers a notebook's output check compares.  Drawing lives here, never in the model or
+adapter modules (the real-trace report's figure: :func:`real_traces_figure`).
 """
 
 from __future__ import annotations
