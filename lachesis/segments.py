@@ -2,8 +2,8 @@
 
 ``recover(trace, clock, seed)`` returns a :class:`Segments` holding the segment table, per-request
 writes and reads, and the reference-clock schedule (:mod:`lachesis.clock`).  :func:`prepare` is the
-one entry point the figures, the command line, the real-trace report and the evaluation share: a
-corpus workload, a trace path or a Trace -> the trace, the clock chosen for it, its segments.
+one way from a corpus workload, a trace path or a Trace to the trace, the clock chosen for it and its
+segments, for every consumer (figures, command line, real-trace report).
 Semantics (settled):
 
 *Writes.*  Request q of agent a writes KV for positions ``[matched_prefix(q), input(q) + output(q))``
