@@ -63,13 +63,18 @@ class Variant:
     def load(self, n_star: int) -> int:
         """Sessions per GPU: the cell's N*, or a multiple of it for the load knob (at least 1)."""
         if not self.is_paper and KNOBS[self.knob].acts_on == "load":
-            return max(1, int(round(float(self.value) * n_star)))
+            return load_at(float(self.value), n_star)
         return int(n_star)
 
     def label(self) -> str:
         if self.is_paper:
             return "paper"
         return f"{self.value:g}" if isinstance(self.value, float) else str(self.value)
+
+
+def load_at(fraction: float, n_star: int) -> int:
+    """Sessions per GPU at ``fraction`` × N*, at least 1 (the rounding :func:`lachesis.sweep.load_curve` uses)."""
+    return max(1, int(round(fraction * n_star)))
 
 
 def study_cells(scale: float = 1.0, seed: int = 0, models: Sequence[str] = ("Llama-4-Maverick",),
@@ -141,6 +146,19 @@ def run(cells: Sequence[Sequence[sweep.Point]], names: Sequence[str] = tuple(KNO
     (the load held fixed), ``n_star``, ``slo_met``, ``hbf_write_rate``, ``lifetime_years``,
     ``simulated`` (False: an endurance knob, recomputed from the paper-setting run), the run's byte counts.
     """
+    return _study(cells, names, values, params, cache_dir, True, n_jobs, scheduler, progress)[0]
+
+
+def cached(cells: Sequence[Sequence[sweep.Point]], names: Sequence[str] = tuple(KNOBS),
+           values: dict[str, Sequence[Any]] | None = None, params: SearchParams = SearchParams(),
+           cache_dir: str | os.PathLike | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """The rows of :func:`run` that the cache holds, and one line per (cell, variant) it lacks; never simulates."""
+    return _study(cells, names, values, params, cache_dir, False)
+
+
+def _study(cells: Sequence[Sequence[sweep.Point]], names: Sequence[str], values: dict[str, Sequence[Any]] | None,
+           params: SearchParams, cache_dir: str | os.PathLike | None, compute: bool, n_jobs: int | None = None,
+           scheduler: Any = None, progress: bool = True) -> tuple[pd.DataFrame, list[str]]:
     cells = [list(c) for c in cells]
     if not cells:
         raise ValueError("sensitivity: no cells")
@@ -148,12 +166,15 @@ def run(cells: Sequence[Sequence[sweep.Point]], names: Sequence[str] = tuple(KNO
     vs = variants(names, values)
     base_pts = [p for c in cells for p in c]
     base, missing = sweep.cached_results(base_pts, cache, params)
-    if missing:  # the grid's own evaluation: N* searched once, cached for the grid too
-        base = sweep.run_grid(base_pts, params, cache, n_jobs, scheduler, progress)
+    if missing and compute:  # the grid's own evaluation: N* searched once, cached for the grid too
+        base, missing = sweep.run_grid(base_pts, params, cache, n_jobs, scheduler, progress), []
+    lacking = [f"{c[0].label()}: the paper's setting (N*)" for c in cells if any(p in missing for p in c)]
     rows: list[dict] = [dict(r, knob="paper", value="paper", simulated=True) for r in base.to_dict("records")]
 
     todo: dict[tuple, list[tuple[list[sweep.Point], int, Variant, int]]] = {}
     for c in cells:
+        if any(p in missing for p in c):
+            continue
         ns = int(base.loc[_cell_mask(base, c[0]), "n_star"].iloc[0])
         if ns <= 0:  # the SLO admits no load at the paper's setting: nothing to hold fixed
             continue
@@ -166,7 +187,10 @@ def run(cells: Sequence[Sequence[sweep.Point]], names: Sequence[str] = tuple(KNO
                 rows += [_tag(h, v, ns) for h in hits]
             else:
                 todo.setdefault(_plan_key(pts[0]), []).append((pts, n, v, ns))
-    if todo:
+    if todo and not compute:
+        lacking += [f"{c.workload} {c.model} {c.slo} {c.memory}: {v.knob} = {v.label()}"
+                    for items in todo.values() for (c, *_), _, v, _ in items]
+    elif todo:
         groups = _balanced(todo)
         res = sweep.run_tasks(_run_group, [([(pts, n) for pts, n, _, _ in g], params, cache) for g in groups],
                               [f"{g[0][0][0].label()} {g[0][2].knob} ({len(g)} cells)" for g in groups],
@@ -174,9 +198,11 @@ def run(cells: Sequence[Sequence[sweep.Point]], names: Sequence[str] = tuple(KNO
         for g, out in zip(groups, res):
             for (_, _, v, ns), rs in zip(g, out):
                 rows += [_tag(r, v, ns) for r in rs]
+    if not rows:
+        return pd.DataFrame(columns=ID + ["policy", "knob", "value", "simulated", "lifetime_years"]), lacking
     df = sweep.results_frame(rows)
     df = pd.concat([df, _endurance_rows(df[df["knob"].eq("paper")], vs)], ignore_index=True)
-    return _ordered(df, vs)
+    return _ordered(df, vs), lacking
 
 
 def _cell_mask(df: pd.DataFrame, p: sweep.Point) -> pd.Series:
