@@ -1,7 +1,8 @@
 """Sensitivity of the gains to what the paper leaves open: one knob at a time around the paper's setting.
 
-For a few representative cells (a multi-agent and a single-agent trace, tight SLO, a small and a
-large HBM share) every policy the gains need runs at the cell's load, N* of HBM-first at the paper's
+For a few representative cells (by default the multi-agent and τ³-bench traces at the tight SLO, with
+the smallest and a large HBM share; the notebook's parameters pick others) every policy the gains need
+runs at the cell's load, N* of HBM-first at the paper's
 setting (:data:`lachesis.sweep.LOAD_POLICY`, read from the grid's cache or searched once), while one
 knob (:data:`lachesis.knobs.KNOBS`) moves to each of its values.  The load is HELD FIXED while a
 parameter moves: the comparison is on the same number of sessions per GPU, and each row records
@@ -309,6 +310,11 @@ def pol_name(column: str) -> str:
         column.removeprefix("years_"), column.removeprefix("years_"))
 
 
+def _span(x: pd.Series) -> str:
+    lo, hi = np.nanmin(x.to_numpy(float)), np.nanmax(x.to_numpy(float))
+    return f"{lo:.3g}" if f"{lo:.3g}" == f"{hi:.3g}" else f"{lo:.3g}–{hi:.3g}"
+
+
 def _num(x: float) -> str:
     return f"{x:.3g}" if abs(x) < 100 else f"{x:,.0f}"
 
@@ -337,14 +343,13 @@ def sentences(g: pd.DataFrame, column: str = "lachesis/hbm_first", years: str = 
                 cells.append(f"{where} {b:.2f}× → {at} (up to {move:.0f}% away)")
         text = f"**{knob}** (paper {default}{unit}; tried {', '.join(dict.fromkeys(d['value']))}): gain " + "; ".join(cells)
         if years in d:
-            y, yb = d[years].to_numpy(float), base[years].to_numpy(float)
-            text += (f". {pol_name(years)} device-years {np.nanmin(y):.3g}–{np.nanmax(y):.3g} "
-                     f"(paper setting {np.nanmin(yb):.3g}–{np.nanmax(yb):.3g})")
-        pol = years[len("years_"):]
+            text += (f". {pol_name(years)} device-years {_span(d[years])} over the values tried "
+                     f"({_span(base[years])} at the paper's setting)")
+        pol = years.removeprefix("years_")
         if f"outlasts_warranty_{pol}" in d:
             w, wb = d[f"outlasts_warranty_{pol}"].astype(bool), base[f"outlasts_warranty_{pol}"].astype(bool)
-            text += (f"; it outlasts the {Endurance().warranty_years:g}-year warranty in {int(w.sum())} of {len(w)} "
-                     f"(paper setting {int(wb.sum())} of {len(wb)})")
+            text += (f"; it outlasts the {Endurance().warranty_years:g}-year warranty in {int(w.sum())} of the "
+                     f"{len(w)} runs ({int(wb.sum())} of {len(wb)} at the paper's setting)")
         if not d["simulated"].all():
             text += "; no new run: lifetime recomputed from the measured write rate"
         miss = d[~d["all_meet_slo"].astype(bool)]
