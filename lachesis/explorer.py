@@ -159,7 +159,7 @@ def sensitivity_table(v: View) -> pd.DataFrame:
 def command(sel: Selection, cache_dir: str | Path, parts: Sequence[str], fractions: Sequence[float] = (),
             knobs: Sequence[str] = tuple(KNOBS)) -> str:
     """The shell command that computes ``parts`` of a selection into ``cache_dir`` (run from anywhere)."""
-    args = ["python", "-m", "lachesis.explorer", "--cache-dir", str(Path(cache_dir).resolve()),
+    args = [sys.executable or "python", "-m", "lachesis.explorer", "--cache-dir", str(Path(cache_dir).resolve()),
             "--search", sel.search, "--scale", f"{sel.scale:g}", "--seed", str(sel.seed),
             "--workload", sel.workload, "--model", sel.model, "--slo", sel.slo, "--memory", sel.memory,
             "--policy", sel.policy, "--parts", ",".join(parts)]
