@@ -48,7 +48,7 @@ import numpy as np
 import pandas as pd
 
 import lachesis
-from lachesis import capacity
+from lachesis import capacity, knobs
 from lachesis import simulator as sim
 from lachesis.capacity import SearchParams
 from lachesis.config import DEFAULT, MEMORY_CONFIGS, MODELS, SLOS, Config, memory_config
@@ -84,16 +84,25 @@ class Point:
     trace: str = ""  # empty: the embedded corpus workload; else a trace path
     #: when reasoning-laden KV is freed (:func:`lachesis.simulator.build_plan`); "arrival" is a sensitivity knob
     laden_close: str = "last_read"
+    #: (knob, value) pairs moving the paper's setting (:mod:`lachesis.knobs`); a mapping is accepted and
+    #: stored sorted and validated.  Clock knobs rebuild the plan; every pair is part of the cache key.
+    overrides: tuple = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "overrides", knobs.canonical(self.overrides))
 
     def config(self, base: Config = DEFAULT) -> Config:
-        return base.with_(memory=memory_config(self.memory), model=MODELS[self.model], slo=SLOS[self.slo])
+        cfg = base.with_(memory=memory_config(self.memory), model=MODELS[self.model], slo=SLOS[self.slo])
+        return knobs.apply(cfg, self.overrides)
 
     def cell(self) -> tuple:
         """Everything but the policy: the points of one cell share a plan and a load."""
-        return (self.workload, self.model, self.memory, self.slo, self.scale, self.seed, self.trace, self.laden_close)
+        return (self.workload, self.model, self.memory, self.slo, self.scale, self.seed, self.trace, self.laden_close,
+                self.overrides)
 
     def label(self) -> str:
-        return f"{self.workload} {self.model} {self.slo} {self.memory}"
+        return f"{self.workload} {self.model} {self.slo} {self.memory}" + (
+            f" [{knobs.describe(self.overrides)}]" if self.overrides else "")
 
 
 def _grid(name: str, **dims: Sequence[str]) -> None:
@@ -147,31 +156,41 @@ def content_digest(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
-def workload_plan(workload: str, scale: float, seed: int, trace: str = "", laden_close: str = "last_read") -> sim.Plan:
+def workload_plan(workload: str, scale: float, seed: int, trace: str = "", laden_close: str = "last_read",
+                  overrides: tuple = ()) -> sim.Plan:
     """Trace -> segments -> ranker keys -> replay plan, for a corpus workload or a trace path.
 
+    ``overrides``: clock knobs (:func:`lachesis.knobs.apply_clock`) applied to the corpus' reference clock.
     Built once per process per input: a trace path is keyed on its content, so a changed file is re-read.
     """
-    return _plan(workload, float(scale), int(seed), str(trace), content_digest(trace) if trace else "", laden_close)
+    return _plan(workload, float(scale), int(seed), str(trace), content_digest(trace) if trace else "", laden_close,
+                 knobs.clock_overrides(knobs.canonical(overrides)))
 
 
 @lru_cache(maxsize=8)
-def _plan(workload: str, scale: float, seed: int, trace: str, digest: str, laden_close: str) -> sim.Plan:
+def _plan(workload: str, scale: float, seed: int, trace: str, digest: str, laden_close: str,
+          overrides: tuple = ()) -> sim.Plan:
     from lachesis import corpus
     from lachesis.segments import recover
+
+    tr = _trace(workload, scale, seed, trace, digest)
+    seg = recover(tr, clock=knobs.apply_clock(corpus.reference_clock(), overrides), seed=seed)
+    return sim.build_plan(tr, seg, sim.rank_keys(tr, seg, seed), laden_close=laden_close)
+
+
+def _trace(workload: str, scale: float, seed: int, trace: str, digest: str) -> Any:
+    """The trace of a corpus workload or a trace path (``digest`` keys a path's content in callers' caches)."""
+    from lachesis import corpus
 
     if trace:
         from lachesis.trace import read_trace
 
-        tr = read_trace(trace)
-    else:
-        tr = corpus.generate(workload, scale=scale, seed=seed)
-    seg = recover(tr, clock=corpus.reference_clock(), seed=seed)
-    return sim.build_plan(tr, seg, sim.rank_keys(tr, seg, seed), laden_close=laden_close)
+        return read_trace(trace)
+    return corpus.generate(workload, scale=scale, seed=seed)
 
 
 def point_plan(point: Point) -> sim.Plan:
-    return workload_plan(point.workload, point.scale, point.seed, point.trace, point.laden_close)
+    return workload_plan(point.workload, point.scale, point.seed, point.trace, point.laden_close, point.overrides)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -182,7 +201,10 @@ def point_plan(point: Point) -> sim.Plan:
 def point_key(point: Point, plan_fingerprint: str, params: SearchParams, n: int | None = None) -> str:
     """Cache key: hash of the point's inputs, the trace fingerprint, the search settings, the load
     (``n``; None = the point's own capacity search) and the code version."""
-    blob = json.dumps(dict(point=asdict(point), trace=plan_fingerprint, config=_canonical(asdict(point.config())),
+    pt = asdict(point)
+    if not pt["overrides"]:  # the paper's setting keeps the keys it had before overrides existed
+        del pt["overrides"]
+    blob = json.dumps(dict(point=pt, trace=plan_fingerprint, config=_canonical(asdict(point.config())),
                            params=asdict(params), load=n, code=CODE_VERSION), sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
@@ -388,6 +410,70 @@ def evaluate_cell(points: Sequence[Point], params: SearchParams, cache_dir: str 
     n, by = cell_load(searched, load)
     return [dict(r, load=load, n_star=n, load_policy=by)
             for r in evaluate_cell_at(points, n, params, cache_dir, searched, plan)]
+
+
+# ------------------------------------------------------------------------------------------------
+# Cache-only reading: what a cache holds for some points, without simulating (the explorer, sensitivity)
+# ------------------------------------------------------------------------------------------------
+
+
+def point_fingerprint(point: Point) -> str:
+    """The fingerprint of the point's trace (its plan's), from the trace alone: no segments, ranker or run."""
+    return _fingerprint(point.workload, float(point.scale), int(point.seed), str(point.trace),
+                        content_digest(point.trace) if point.trace else "")
+
+
+@lru_cache(maxsize=16)
+def _fingerprint(workload: str, scale: float, seed: int, trace: str, digest: str) -> str:
+    return sim.trace_fingerprint(_trace(workload, scale, seed, trace, digest))
+
+
+def cached_entry(point: Point, cache_dir: str | os.PathLike | None, params: SearchParams = SearchParams(),
+                 n: int | None = None) -> dict | None:
+    """The cache's entry for the point's capacity search (``n`` None) or its run at ``n`` sessions per GPU,
+    checked against its key like every cache read; None when absent.  Never simulates."""
+    key = point_key(point, point_fingerprint(point), params, None if n is None else int(n))
+    return _cache_read(_cache_path(cache_dir, key), key)
+
+
+def cached_results(points: Sequence[Point], cache_dir: str | os.PathLike | None,
+                   params: SearchParams = SearchParams(), load: str = "baseline") -> tuple[pd.DataFrame, list[Point]]:
+    """The rows :func:`run_grid` would return for ``points`` that the cache holds, and the points it lacks.
+
+    A cell whose load-setting search (``load``: module docstring) is not cached lacks every point.
+    Never simulates: a user sees what is there and runs :func:`run_grid` for the rest.
+    """
+    points = list(points)
+    if points:
+        _check_points(points, load)
+    rows, missing = [], []
+    for g in _cells(points):
+        cell = [points[i] for i in g]
+        if load == "own":
+            for p in cell:
+                if (e := cached_entry(p, cache_dir, params)) is None:
+                    missing.append(p)
+                else:
+                    rows.append(dict(_at_own_n_star(e), load_policy=p.policy))
+            continue
+        pols = [LOAD_POLICY] if load == "baseline" else list(dict.fromkeys(p.policy for p in cell))
+        searched = {pol: cached_entry(replace(cell[0], policy=pol), cache_dir, params) for pol in pols}
+        if any(e is None for e in searched.values()):
+            missing += cell
+            continue
+        n, by = cell_load(searched, load)  # type: ignore[arg-type]
+        for p in cell:
+            if n <= 0:
+                r = _no_load_row(p)
+            elif p.policy in searched and searched[p.policy]["n_star"] == n:  # type: ignore[index]
+                r = _at_own_n_star(searched[p.policy])  # type: ignore[arg-type]
+            else:
+                r = cached_entry(p, cache_dir, params, n)
+            if r is None:
+                missing.append(p)
+            else:
+                rows.append(dict(r, load=load, n_star=n, load_policy=by))
+    return results_frame(rows), missing
 
 
 # ------------------------------------------------------------------------------------------------

@@ -1,0 +1,176 @@
+"""The parameters the paper leaves open or fixes by citation, as named overrides of one grid point.
+
+A knob moves one input of the evaluation away from the paper's setting, for the sensitivity study
+(:mod:`lachesis.sensitivity`) and for any grid point (``sweep.Point.overrides``, a sorted tuple of
+``(name, value)`` pairs that is part of the point's cache key).  Each knob has a unit, its default
+(the paper's setting, read from :mod:`lachesis.config`), a validity check, and what it acts on:
+
+* ``clock`` knobs change the reference clock of Eq. 1 (§3.2: "Λtool(s) and Λuser(s) are modeled
+  rather than taken from the trace, because tool-call latency and user delay depend on the
+  environment an agent is deployed in"), so the segments, their T_norm, the ranker and the replay's
+  delays are all rebuilt from the trace with the changed clock;
+* ``memory`` knobs change the GPU-memory configuration the decode node prices;
+* ``endurance`` knobs change only the P/E budget's arithmetic (§5.2 metric): lifetime is a pure
+  factor ``P/E / WA`` of the measured HBF write rate, so no run depends on them.
+
+Two more knobs are not overrides: the load (sessions per GPU, a multiple of a cell's N*) and the
+laden free point (``Point.laden_close``); :data:`KNOBS` lists them too so a study names every knob once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+from typing import Any, Iterable, Mapping
+
+from lachesis.config import HBF_STACK, Config, Endurance, MemoryConfig, ReferenceClock
+from lachesis.simulator import LADEN_CLOSES
+
+_CLOCK = ReferenceClock()
+_ENDURANCE = Endurance()
+
+
+def _field_default(cls: type, name: str) -> Any:
+    return next(f.default for f in fields(cls) if f.name == name)
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One parameter: its unit, the paper's value, the values a one-at-a-time study tries, and its source."""
+
+    name: str
+    unit: str
+    default: float | str
+    #: "clock", "memory", "endurance" (overrides); "load" and "point" (set elsewhere, see module docstring)
+    acts_on: str
+    #: the values :mod:`lachesis.sensitivity` tries around ``default`` (paper scale)
+    values: tuple
+    source: str
+    #: allowed values: (lo, hi, lo inclusive) for a number, or the choices of a categorical knob
+    allowed: tuple = ()
+
+    @property
+    def simulated(self) -> bool:
+        """Whether moving this knob needs new decode-node runs (endurance knobs do not)."""
+        return self.acts_on != "endurance"
+
+    @property
+    def categorical(self) -> bool:
+        return isinstance(self.default, str)
+
+    def check(self, value: Any) -> float | str:
+        """The value in canonical form (float or str); a one-line ValueError naming the knob if invalid."""
+        if self.categorical:
+            if value not in self.allowed:
+                raise ValueError(f"knob {self.name!r}: expected one of {list(self.allowed)}, got {value!r}")
+            return str(value)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"knob {self.name!r}: expected a finite number ({self.unit}), got {value!r}")
+        lo, hi, lo_incl = self.allowed
+        if not ((value >= lo if lo_incl else value > lo) and value <= hi):
+            raise ValueError(f"knob {self.name!r}: {value!r} {self.unit} is outside "
+                             f"{'[' if lo_incl else '('}{lo:g}, {hi:g}]")
+        return float(value)
+
+
+_INF = math.inf
+
+#: Every knob of the sensitivity study, in the order a figure lists them.
+KNOBS: dict[str, Knob] = {k.name: k for k in (
+    Knob("load", "× N*", 1.0, "load", (0.5, 1.5),
+         "ASSUMPTION (sweep: one load per cell): sessions per GPU, as a multiple of HBM-first's N* of the cell",
+         (0.0, _INF, False)),
+    Knob("user_delay_median_s", "s", _CLOCK.user_delay_median_s, "clock", (30.0, 600.0),
+         "§5.2 [12, 49, 54]: user delay ~ log-normal with median 120 s", (0.0, _INF, False)),
+    Knob("user_delay_sigma", "log-normal σ", _CLOCK.user_delay_sigma, "clock", (0.5, 1.5),
+         "ASSUMPTION (config.ReferenceClock.user_delay_sigma): the paper gives the median only", (0.0, _INF, True)),
+    Knob("tool_latency_scale", "×", 1.0, "clock", (0.1, 10.0),
+         "Appendix B [2]: every tool class's mean latency (config.TOOL_CLASSES) multiplied", (0.0, _INF, False)),
+    Knob("pe_cycles", "P/E cycles", float(_ENDURANCE.pe_cycles), "endurance", (3_000.0, 10_000.0, 30_000.0),
+         "§5.2 [41]: 100,000 at SLC density; MLC-class 10k and TLC-class 3k as alternatives", (0.0, _INF, False)),
+    Knob("write_amplification", "×", _ENDURANCE.write_amplification, "endurance", (1.5, 3.0),
+         "§5.2 [16, 23]: 1.02 for KV blocks written whole and in order", (1.0, _INF, True)),
+    Knob("hbf_write_bw_scale", f"× {HBF_STACK.write_bw / 1e9:g} GB/s per stack", 1.0, "memory", (0.5, 3.0),
+         "§5.2 [41]: 16 GB/s per HBF stack; 3× is Kyung et al.'s 48 GB/s [23]", (0.0, _INF, False)),
+    Knob("read_pricing", "", _field_default(MemoryConfig, "read_pricing"), "memory", ("per_tier",),
+         "§2.2, §5.2: reads over the aggregate bandwidth of all stacks; per_tier is Kyung et al.'s device",
+         ("aggregate", "per_tier")),
+    Knob("laden_close", "", "last_read", "point", ("arrival",),
+         "DESIGN §3: reasoning-laden KV freed at its last read; arrival = at the next user message",
+         LADEN_CLOSES),
+)}
+
+#: The knobs a ``Point.overrides`` pair may name.
+OVERRIDES = tuple(k for k, v in KNOBS.items() if v.acts_on in ("clock", "memory", "endurance"))
+
+
+def canonical(overrides: Mapping[str, Any] | Iterable[tuple[str, Any]] | None) -> tuple[tuple[str, Any], ...]:
+    """``overrides`` as a sorted tuple of (knob, canonical value) pairs; a ValueError naming a bad pair."""
+    if not overrides:
+        return ()
+    items = overrides.items() if isinstance(overrides, Mapping) else overrides
+    out: dict[str, Any] = {}
+    for pair in items:
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+            raise ValueError(f"overrides: expected (knob, value) pairs, got {pair!r}")
+        name, value = pair
+        if name not in OVERRIDES:
+            raise ValueError(f"overrides: unknown knob {name!r}; expected one of {list(OVERRIDES)}")
+        if name in out:
+            raise ValueError(f"overrides: knob {name!r} given twice")
+        out[name] = KNOBS[name].check(value)
+    return tuple(sorted(out.items()))
+
+
+def _of(overrides: tuple, acts_on: str) -> dict[str, Any]:
+    return {k: v for k, v in overrides if KNOBS[k].acts_on == acts_on}
+
+
+def clock_overrides(overrides: tuple) -> tuple[tuple[str, Any], ...]:
+    """The pairs that change the reference clock (they change the replay plan; the others do not)."""
+    return tuple((k, v) for k, v in overrides if KNOBS[k].acts_on == "clock")
+
+
+def apply_clock(clock: ReferenceClock, overrides: tuple) -> ReferenceClock:
+    """``clock`` with the clock knobs of ``overrides`` applied (tool scale multiplies every class mean)."""
+    o = _of(overrides, "clock")
+    if not o:
+        return clock
+    changes: dict[str, Any] = {k: o[k] for k in ("user_delay_median_s", "user_delay_sigma") if k in o}
+    if "tool_latency_scale" in o:
+        s = o["tool_latency_scale"]
+        changes["tool_classes"] = tuple(replace(tc, mean_latency_s=tc.mean_latency_s * s) for tc in clock.tool_classes)
+    return replace(clock, **changes)
+
+
+def apply_memory(memory: MemoryConfig, overrides: tuple) -> MemoryConfig:
+    """``memory`` with its HBF stacks' write bandwidth scaled and/or its read pricing set."""
+    o = _of(overrides, "memory")
+    if not o:
+        return memory
+    changes: dict[str, Any] = {}
+    if "hbf_write_bw_scale" in o:
+        changes["hbf"] = replace(memory.hbf, write_bw=memory.hbf.write_bw * o["hbf_write_bw_scale"])
+    if "read_pricing" in o:
+        changes["read_pricing"] = o["read_pricing"]
+    return replace(memory, **changes)
+
+
+def apply_endurance(endurance: Endurance, overrides: tuple) -> Endurance:
+    """``endurance`` with P/E cycles and/or write amplification set."""
+    o = _of(overrides, "endurance")
+    return replace(endurance, **o) if o else endurance
+
+
+def apply(cfg: Config, overrides: tuple) -> Config:
+    """``cfg`` with every override applied (clock, memory, endurance)."""
+    if not overrides:
+        return cfg
+    return cfg.with_(clock=apply_clock(cfg.clock, overrides), memory=apply_memory(cfg.memory, overrides),
+                     endurance=apply_endurance(cfg.endurance, overrides))
+
+
+def describe(overrides: tuple) -> str:
+    """A short label: ``"user_delay_median_s=600"``, or ``"paper"`` for no override."""
+    return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in overrides) or "paper"
+

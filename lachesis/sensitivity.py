@@ -1,0 +1,361 @@
+"""Sensitivity of the gains to what the paper leaves open: one knob at a time around the paper's setting.
+
+For a few representative cells (by default the multi-agent and τ³-bench traces at the tight SLO, with
+the smallest and a large HBM share; the notebook's parameters pick others) every policy the gains need
+runs at the cell's load, N* of HBM-first at the paper's
+setting (:data:`lachesis.sweep.LOAD_POLICY`, read from the grid's cache or searched once), while one
+knob (:data:`lachesis.knobs.KNOBS`) moves to each of its values.  The load is HELD FIXED while a
+parameter moves: the comparison is on the same number of sessions per GPU, and each row records
+whether the SLO is still met there (``slo_met``, judged as N* was).  The load itself is a knob
+(multiples of N*).
+
+Knobs that act on the endurance arithmetic only (P/E cycles, write amplification) need no run: a
+lifetime is ``stacks × 512 GB × P/E / (WA × rate)`` (§5.2 metric), so it is recomputed from the
+measured HBF write rate through :func:`lachesis.hbf.hbf_lifetime_years` with the knob's
+:class:`~lachesis.config.Endurance`.  Gains are invariant to them; device-years and the five-year
+warranty verdict are not.
+
+Every run goes through :mod:`lachesis.sweep`'s cache and runner (local processes or Dask); what is
+already cached is read without building a plan or simulating.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from lachesis import hbf, knobs, sweep
+from lachesis.capacity import SearchParams
+from lachesis.config import SLOS, Endurance
+from lachesis.knobs import KNOBS
+
+#: The cells of the study (ASSUMPTION, knob: the ``cells`` arguments): the paper's headline multi-agent
+#: and single-agent traces at the tight SLO, the smallest and a large HBM share of the split designs.
+MULTI_CELL = dict(workload="multi_agent", configs=("1/7", "4/4"))
+SINGLE_CELL = dict(workload="tau3", configs=("1/7", "4/4"))
+RATIOS = {"lachesis/hbm_first": ("lachesis", "hbm_first"), "deterministic/hbm_first": ("deterministic", "hbm_first")}
+ID = ["workload", "model", "slo", "memory"]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One knob at one value (the paper's setting: ``knob == "paper"``)."""
+
+    knob: str
+    value: Any = None
+
+    @property
+    def is_paper(self) -> bool:
+        return self.knob == "paper"
+
+    def point(self, p: sweep.Point) -> sweep.Point:
+        """``p`` with this knob set (the load knob leaves the point alone)."""
+        if self.is_paper or KNOBS[self.knob].acts_on == "load":
+            return p
+        if KNOBS[self.knob].acts_on == "point":
+            return replace(p, **{self.knob: self.value})
+        return replace(p, overrides=dict(p.overrides) | {self.knob: self.value})
+
+    def load(self, n_star: int) -> int:
+        """Sessions per GPU: the cell's N*, or a multiple of it for the load knob (at least 1)."""
+        if not self.is_paper and KNOBS[self.knob].acts_on == "load":
+            return load_at(float(self.value), n_star)
+        return int(n_star)
+
+    def label(self) -> str:
+        if self.is_paper:
+            return "paper"
+        return f"{self.value:g}" if isinstance(self.value, float) else str(self.value)
+
+
+def load_at(fraction: float, n_star: int) -> int:
+    """Sessions per GPU at ``fraction`` × N*, at least 1 (the rounding :func:`lachesis.sweep.load_curve` uses)."""
+    return max(1, int(round(fraction * n_star)))
+
+
+def study_cells(scale: float = 1.0, seed: int = 0, models: Sequence[str] = ("Llama-4-Maverick",),
+                slo: str = "tight", multi: dict | None = None, single: dict | None = None) -> list[list[sweep.Point]]:
+    """The study's cells, each a list of the points (policies) its gains need.
+
+    Multi-agent: HBM-first, w/o predictive path, Lachesis (§5.4); single-agent: HBM-first and Lachesis
+    (the deterministic path places every segment, §5.5).  ``multi``/``single``: ``dict(workload=…,
+    configs=…)``, default :data:`MULTI_CELL`/:data:`SINGLE_CELL`; an empty ``configs`` leaves that trace out.
+    """
+    multi, single = multi or MULTI_CELL, single or SINGLE_CELL
+    pts = []
+    if multi["configs"]:
+        pts += sweep.multi_agent_grid(scale, seed, configs=multi["configs"], models=models, slos=(slo,),
+                                      workloads=(multi["workload"],))
+    if single["configs"]:
+        pts += [replace(p, slo=slo) for p in sweep.single_agent_grid(scale, seed, configs=single["configs"],
+                                                                     models=models, workloads=(single["workload"],))]
+    cells: dict[tuple, list[sweep.Point]] = {}
+    for p in pts:
+        cells.setdefault(p.cell(), []).append(p)
+    return list(cells.values())
+
+
+def variants(names: Sequence[str] = tuple(KNOBS), values: dict[str, Sequence[Any]] | None = None) -> list[Variant]:
+    """The paper's setting, then each knob of ``names`` at each of its values (``values`` overrides the
+    registry's study values); a value equal to the paper's is the paper's setting and is not repeated."""
+    out = [Variant("paper")]
+    for name in names:
+        if name not in KNOBS:
+            raise ValueError(f"sensitivity: unknown knob {name!r}; expected one of {list(KNOBS)}")
+        k = KNOBS[name]
+        vals = (values or {}).get(name, k.values)
+        if not len(vals):
+            raise ValueError(f"sensitivity: knob {name!r} has no values")
+        for v in vals:
+            v = k.check(v)
+            if v != k.default:
+                out.append(Variant(name, v))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Running the study: cached rows first, the rest through sweep's runner, endurance knobs computed
+# ------------------------------------------------------------------------------------------------
+
+
+def _plan_key(p: sweep.Point) -> tuple:
+    """Points with the same key replay the same plan (a worker builds it once)."""
+    return (p.workload, p.scale, p.seed, p.trace, p.laden_close, knobs.clock_overrides(p.overrides))
+
+
+def _run_group(tasks: list[tuple[list[sweep.Point], int]], params: SearchParams, cache_dir: str | None) -> list[list[dict]]:
+    """Several (cell points, load) runs in one process, sharing the plans they have in common."""
+    return [sweep.evaluate_cell_at(pts, n, params, cache_dir) for pts, n in tasks]
+
+
+def _tag(row: dict, v: Variant, n_star: int) -> dict:
+    return dict(row, knob=v.knob, value=v.label(), n_star=n_star, simulated=True)
+
+
+def run(cells: Sequence[Sequence[sweep.Point]], names: Sequence[str] = tuple(KNOBS),
+        values: dict[str, Sequence[Any]] | None = None, params: SearchParams = SearchParams(),
+        cache_dir: str | os.PathLike | None = None, n_jobs: int | None = None, scheduler: Any = None,
+        progress: bool = True) -> pd.DataFrame:
+    """Every cell's policies at each variant (:func:`variants`), one row per (cell, knob, value, policy).
+
+    Columns: the cell (``workload, model, slo, memory``), ``policy``, ``knob``, ``value``, ``n_sessions``
+    (the load held fixed), ``n_star``, ``slo_met``, ``hbf_write_rate``, ``lifetime_years``,
+    ``simulated`` (False: an endurance knob, recomputed from the paper-setting run), the run's byte counts.
+    """
+    return _study(cells, names, values, params, cache_dir, True, n_jobs, scheduler, progress)[0]
+
+
+def cached(cells: Sequence[Sequence[sweep.Point]], names: Sequence[str] = tuple(KNOBS),
+           values: dict[str, Sequence[Any]] | None = None, params: SearchParams = SearchParams(),
+           cache_dir: str | os.PathLike | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """The rows of :func:`run` that the cache holds, and one line per (cell, variant) it lacks; never simulates."""
+    return _study(cells, names, values, params, cache_dir, False)
+
+
+def _study(cells: Sequence[Sequence[sweep.Point]], names: Sequence[str], values: dict[str, Sequence[Any]] | None,
+           params: SearchParams, cache_dir: str | os.PathLike | None, compute: bool, n_jobs: int | None = None,
+           scheduler: Any = None, progress: bool = True) -> tuple[pd.DataFrame, list[str]]:
+    cells = [list(c) for c in cells]
+    if not cells:
+        raise ValueError("sensitivity: no cells")
+    cache = str(cache_dir) if cache_dir else None
+    vs = variants(names, values)
+    base_pts = [p for c in cells for p in c]
+    base, missing = sweep.cached_results(base_pts, cache, params)
+    if missing and compute:  # the grid's own evaluation: N* searched once, cached for the grid too
+        base, missing = sweep.run_grid(base_pts, params, cache, n_jobs, scheduler, progress), []
+    lacking = [f"{c[0].label()}: the paper's setting (N*)" for c in cells if any(p in missing for p in c)]
+    rows: list[dict] = [dict(r, knob="paper", value="paper", simulated=True) for r in base.to_dict("records")]
+
+    todo: dict[tuple, list[tuple[list[sweep.Point], int, Variant, int]]] = {}
+    for c in cells:
+        if any(p in missing for p in c):
+            continue
+        ns = int(base.loc[_cell_mask(base, c[0]), "n_star"].iloc[0])
+        if ns <= 0:  # the SLO admits no load at the paper's setting: nothing to hold fixed
+            continue
+        for v in vs:
+            if v.is_paper or not KNOBS[v.knob].simulated:
+                continue
+            pts, n = [v.point(p) for p in c], v.load(ns)
+            hits = [sweep.cached_entry(p, cache, params, n) for p in pts]
+            if all(h is not None for h in hits):
+                rows += [_tag(h, v, ns) for h in hits]
+            else:
+                todo.setdefault(_plan_key(pts[0]), []).append((pts, n, v, ns))
+    if todo and not compute:
+        lacking += [f"{c.workload} {c.model} {c.slo} {c.memory}: {v.knob} = {v.label()}"
+                    for items in todo.values() for (c, *_), _, v, _ in items]
+    elif todo:
+        groups = _balanced(todo)
+        res = sweep.run_tasks(_run_group, [([(pts, n) for pts, n, _, _ in g], params, cache) for g in groups],
+                              [f"{g[0][0][0].label()} {g[0][2].knob} ({len(g)} cells)" for g in groups],
+                              n_jobs, scheduler, progress, desc="sensitivity")
+        for g, out in zip(groups, res):
+            for (_, _, v, ns), rs in zip(g, out):
+                rows += [_tag(r, v, ns) for r in rs]
+    if not rows:
+        return pd.DataFrame(columns=ID + ["policy", "knob", "value", "simulated", "lifetime_years"]), lacking
+    df = sweep.results_frame(rows)
+    df = pd.concat([df, _endurance_rows(df[df["knob"].eq("paper")], vs)], ignore_index=True)
+    return _ordered(df, vs), lacking
+
+
+def _cell_mask(df: pd.DataFrame, p: sweep.Point) -> pd.Series:
+    return df["workload"].eq(p.workload) & df["model"].eq(p.model) & df["slo"].eq(p.slo) & df["memory"].eq(p.memory)
+
+
+def _balanced(todo: dict[tuple, list]) -> list[list]:
+    """Tasks for the runner: one per plan (a worker builds a plan once per task), the paper plan's split
+    per variant so it does not serialize the study; the largest first, so the workers finish together."""
+    groups: list[list] = []
+    for key, items in todo.items():
+        if key[-1] or key[4] != sweep.Point.laden_close:  # a plan of its own (clock knob, free point)
+            groups.append(items)
+        else:
+            by: dict[Variant, list] = {}
+            for it in items:
+                by.setdefault(it[2], []).append(it)
+            groups += list(by.values())
+    return sorted(groups, key=lambda g: -sum(n * len(pts) for pts, n, _, _ in g))
+
+
+def _endurance_rows(paper: pd.DataFrame, vs: Sequence[Variant]) -> pd.DataFrame:
+    """The paper-setting rows, lifetime recomputed from their HBF write rate for each endurance variant."""
+    out = []
+    for v in vs:
+        if v.is_paper or KNOBS[v.knob].simulated:
+            continue
+        for r in paper.to_dict("records"):
+            cfg = sweep.Point(r["workload"], r["memory"], r["model"], r["slo"], r["policy"],
+                              overrides={v.knob: v.value}).config()
+            life = float(hbf.hbf_lifetime_years(cfg.memory, r.get("hbf_write_rate", math.nan), cfg.endurance))
+            out.append(dict(r, knob=v.knob, value=v.label(), lifetime_years=life, simulated=False))
+    return pd.DataFrame(out)
+
+
+def _ordered(df: pd.DataFrame, vs: Sequence[Variant]) -> pd.DataFrame:
+    """Rows in study order (cell, then the knobs and values as :func:`variants` lists them)."""
+    rank = {(v.knob, v.label()): i for i, v in enumerate(vs)}
+    df = df.assign(variant=[rank[(k, x)] for k, x in zip(df["knob"], df["value"])])
+    return df.sort_values(ID + ["variant", "policy"], kind="stable").reset_index(drop=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# What moved: gains per variant, the swing of each knob, a sentence per knob
+# ------------------------------------------------------------------------------------------------
+
+
+def gains(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per (cell, knob, value): lifetime per policy (``years_<policy>``), the gains over HBM-first,
+    the load, whether every policy meets the SLO there and the worst ``slo_margin`` (p99 TPOT or TTFT over
+    its bound, the larger; judged on a search-length window as N* was), and whether each policy outlasts
+    the warranty."""
+    idx = ID + ["variant", "knob", "value"]
+    slo = runs["slo"].map(SLOS)
+    runs = runs.assign(slo_margin=np.fmax(runs["slo_p99_tpot_s"] / slo.map(lambda s: s.p99_tpot_s),
+                                          runs["slo_p99_ttft_s"] / slo.map(lambda s: s.ttft_s)))
+    p = runs.set_index(idx + ["policy"])["lifetime_years"].unstack("policy")
+    out = p.add_prefix("years_")
+    for col, (num, den) in RATIOS.items():
+        if {num, den} <= set(p):
+            out[col] = p[num] / p[den]
+    g = runs.groupby(idx)
+    out["n_sessions"] = g["n_sessions"].first()
+    out["n_star"] = g["n_star"].first()
+    out["all_meet_slo"] = g["slo_met"].all()
+    out["simulated"] = g["simulated"].first()
+    out["slo_margin"] = g["slo_margin"].max()
+    for pol in p.columns:
+        out[f"outlasts_warranty_{pol}"] = p[pol] >= Endurance().warranty_years
+    return out.reset_index().sort_values(ID + ["variant"], kind="stable").reset_index(drop=True)
+
+
+def swings(g: pd.DataFrame, column: str = "lachesis/hbm_first") -> pd.DataFrame:
+    """Per (cell, knob): ``column`` at the paper's setting and its lowest and highest value over the knob's
+    values (with the values that gave them), the largest relative move, and the values at which a policy
+    misses the SLO."""
+    rows = []
+    for cid, d in g.groupby(ID, sort=False):
+        base = d[d["knob"].eq("paper")]
+        if not len(base) or column not in d:
+            continue
+        b = float(base[column].iloc[0])
+        for knob, k in d[~d["knob"].eq("paper")].groupby("knob", sort=False):
+            x = k[column].to_numpy(float)
+            ok = np.isfinite(x)
+            lo = int(np.nanargmin(x)) if ok.any() else 0
+            hi = int(np.nanargmax(x)) if ok.any() else 0
+            rel = (x / b - 1.0) if b and np.isfinite(b) else np.full_like(x, np.nan)
+            rows.append(dict(zip(ID, cid), knob=knob, column=column, paper=b,
+                             low=float(x[lo]), low_value=k["value"].iloc[lo], high=float(x[hi]),
+                             high_value=k["value"].iloc[hi], values=", ".join(k["value"]),
+                             moves_pct=float(np.nanmax(np.abs(rel)) * 100) if np.isfinite(rel).any() else np.nan,
+                             slo_missed_at=", ".join(k.loc[~k["all_meet_slo"].astype(bool), "value"])))
+    return pd.DataFrame(rows)
+
+
+def family(workload: str) -> str:
+    return "multi-agent" if workload in sweep.MULTI_WORKLOADS else "single-agent"
+
+
+def pol_name(column: str) -> str:
+    """"years_lachesis" -> "Lachesis" (the policy a years column belongs to, as the paper names it)."""
+    return {"lachesis": "Lachesis", "hbm_first": "HBM-first", "deterministic": "w/o predictive path"}.get(
+        column.removeprefix("years_"), column.removeprefix("years_"))
+
+
+def _span(x: pd.Series) -> str:
+    lo, hi = np.nanmin(x.to_numpy(float)), np.nanmax(x.to_numpy(float))
+    return f"{lo:.3g}" if f"{lo:.3g}" == f"{hi:.3g}" else f"{lo:.3g}–{hi:.3g}"
+
+
+def _num(x: float) -> str:
+    return f"{x:.3g}" if abs(x) < 100 else f"{x:,.0f}"
+
+
+def sentences(g: pd.DataFrame, column: str = "lachesis/hbm_first", years: str = "years_lachesis") -> list[str]:
+    """One sentence per knob, computed from :func:`gains`: how far the knob moves ``column`` in each cell
+    (values under 0.5% are "unchanged"), the span of ``years``, and where a policy misses the SLO."""
+    out = []
+    base = g[g["knob"].eq("paper")].set_index(ID)
+    for knob, d in g[~g["knob"].eq("paper")].groupby("knob", sort=False):
+        k = KNOBS[knob]
+        default = _num(k.default) if isinstance(k.default, float) else k.default
+        unit = k.unit if k.unit.startswith("×") else f" {k.unit}" if k.unit else ""
+        cells = []
+        for cid, c in d.groupby(ID, sort=False):
+            b = float(base.loc[cid, column]) if cid in base.index else np.nan
+            x = c[column].to_numpy(float)
+            where = f"{family(cid[0])} {cid[3]}"
+            if not np.isfinite(b):
+                continue
+            move = np.nanmax(np.abs(x / b - 1)) * 100 if np.isfinite(x).any() else np.nan
+            if move < 0.5:
+                cells.append(f"{where} unchanged at {b:.2f}×")
+            else:
+                at = ", ".join(f"{v:.2f}× at {lab}" for v, lab in zip(x, c["value"]))
+                cells.append(f"{where} {b:.2f}× → {at} (up to {move:.0f}% away)")
+        text = f"**{knob}** (paper {default}{unit}; tried {', '.join(dict.fromkeys(d['value']))}): gain " + "; ".join(cells)
+        if years in d:
+            text += (f". {pol_name(years)} device-years {_span(d[years])} over the values tried "
+                     f"({_span(base[years])} at the paper's setting)")
+        pol = years.removeprefix("years_")
+        if f"outlasts_warranty_{pol}" in d:
+            w, wb = d[f"outlasts_warranty_{pol}"].astype(bool), base[f"outlasts_warranty_{pol}"].astype(bool)
+            text += (f"; it outlasts the {Endurance().warranty_years:g}-year warranty in {int(w.sum())} of the "
+                     f"{len(w)} runs ({int(wb.sum())} of {len(wb)} at the paper's setting)")
+        if not d["simulated"].all():
+            text += "; no new run: lifetime recomputed from the measured write rate"
+        miss = d[~d["all_meet_slo"].astype(bool)]
+        if len(miss):
+            text += "; at the fixed load a policy misses the SLO at " + ", ".join(
+                f"{r.value} ({family(r.workload)} {r.memory}, p99 at {r.slo_margin:.1%} of its bound)"
+                for r in miss.itertuples())
+        out.append(text + ".")
+    return out
