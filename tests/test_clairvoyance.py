@@ -8,16 +8,12 @@ import pytest
 from lachesis import simulator as S
 from lachesis.clairvoyance import Clock, CloseTimes, Recorder, drift
 from lachesis.policies import Oracle
-from lachesis.segments import recover
-from sim_fixtures import multi_agent_trace
-from test_simulator import const_step, small_cfg
+from test_simulator import const_step, multi_plan, small_cfg  # noqa: F401  (multi_plan: a fixture)
 
 
 @pytest.fixture(scope="module")
-def plan():
-    tr = multi_agent_trace()
-    seg = recover(tr, seed=0)
-    return S.build_plan(tr, seg, S.rank_keys(tr, seg))
+def plan(multi_plan):  # noqa: F811
+    return multi_plan
 
 
 def test_recorder_keeps_offsets_by_session_occurrence_and_segment():
