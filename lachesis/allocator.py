@@ -681,6 +681,17 @@ class SegmentTable:
     def live_segments(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         return self._all_slots().live("close", "final", "blocks", "hbm")
 
+    def segment_ranking(self, segment_id: str) -> tuple[np.ndarray, ...]:
+        """The oracle's one-call form of :meth:`live_segments` + :meth:`segment_position`, without copies:
+        (close_s, final blocks, blocks, HBM blocks, alive) over every slot in open order (dead slots
+        included, ``alive`` False), and the segment's slot (read-only arrays)."""
+        row = self._live.get(segment_id)
+        if row is None:
+            raise KeyError(f"segment {segment_id!r} is not live in the segment table")
+        a = self._all_slots()
+        n = a.n
+        return a.close[:n], a.final[:n], a.blocks[:n], a.hbm[:n], a.alive[:n], row.aslot
+
     def segment_position(self, segment_id: str) -> int:
         row = self._live.get(segment_id)
         if row is None:

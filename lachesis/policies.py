@@ -262,16 +262,26 @@ class Oracle:
 
     def tier(self, seg: SegmentInfo, view: MemoryView) -> Tier:
         check_class(seg.segment_id, seg.seg_class)
-        close, final, blocks, hbm = view.live_segments()
-        me = view.segment_position(seg.segment_id)
-        todo = np.where(np.isnan(final), 0.0, np.maximum(final - blocks, 0.0))
-        todo[me] = max(todo[me], float(seg.new_blocks))
-        key = np.where(np.isnan(close), np.inf, close)
-        ahead = key < key[me]
-        ahead[:me] |= key[:me] == key[me]
-        ahead[me] = True
-        demand = float(hbm[ahead].sum()) + float(todo[ahead].sum())
-        return Tier.HBM if demand <= view.total(Tier.HBM) else Tier.HBF
+        ranking = getattr(view, "segment_ranking", None)  # the segment table's copy-free form of the two below
+        if ranking is not None:
+            close, final, blocks, hbm, alive, me = ranking(seg.segment_id)
+        else:
+            close, final, blocks, hbm = view.live_segments()
+            me, alive = view.segment_position(seg.segment_id), None
+        # demand of a segment: HBM blocks it holds + blocks it has still to write (fmax: unknown final -> 0)
+        demand = hbm + np.fmax(final - blocks, 0.0)
+        c = close[me]
+        if c == c:  # known close: the segments closing earlier, and those tied with it opened before it
+            ahead = close < c
+            ahead[:me] |= close[:me] == c
+        else:  # unknown close ranks last: every known one, and the unknown ones opened before it
+            ahead = close == close
+            ahead[:me] = True
+        ahead[me] = False
+        if alive is not None:
+            ahead &= alive
+        own = float(hbm[me]) + max(float(demand[me] - hbm[me]), float(seg.new_blocks))
+        return Tier.HBM if float(demand[ahead].sum()) + own <= view.total(Tier.HBM) else Tier.HBF
 
 
 POLICIES: dict[str, type] = {p.name: p for p in (HBMFirst, HBMFirstReclaim, DeterministicOnly, Lachesis,

@@ -50,6 +50,7 @@ import pandas as pd
 import simpy
 
 from lachesis import hbf
+from lachesis.clairvoyance import Clock, CloseTimes, Recorder
 from lachesis.config import Config, ModelSpec
 
 SIM_VERSION = "sim-2"
@@ -450,7 +451,7 @@ class OutOfMemory(RuntimeError):
 class Memory:
     """The segment table + tiered allocator as the simulator drives them (one per GPU)."""
 
-    def __init__(self, plan: Plan, cfg: Config, policy: Any):
+    def __init__(self, plan: Plan, cfg: Config, policy: Any, clairvoyance: Any = None, record_closes: bool = False):
         from lachesis.allocator import SegmentTable, TieredAllocator
         from lachesis.policies import as_policy
 
@@ -470,6 +471,16 @@ class Memory:
         self._final = plan.seg_tokens.tolist()  # a segment's total tokens (the oracle's clairvoyant size)
         self._reads = plan.seg_reads.tolist()  # a segment's decode-stage reads (Eq. 3), reported at its boundary
         self.events: list[tuple] | None = None  # set to [] to record the allocator event stream
+        # the oracle's close times (:class:`lachesis.clairvoyance.Clock`) and a run's record of its own
+        self.clock = None if clairvoyance is None else Clock(clairvoyance, plan.sessions, plan.fingerprint)
+        self.recorder = Recorder(plan.sessions, plan.fingerprint) if record_closes else None
+
+    def session_start(self, inst: int, session: str, t0: float) -> None:
+        """Instance ``inst`` replays ``session`` from ``t0`` (its virtual start, for a fast-forwarded one)."""
+        if self.clock is not None:
+            self.clock.started(inst, session, t0)
+        if self.recorder is not None:
+            self.recorder.started(inst, session, t0)
 
     def write(self, inst: int, s: int, tokens: int, now: float) -> tuple[int, int]:
         """Write ``tokens`` of segment ``s`` (session instance ``inst``); returns (HBM, HBF) tokens placed."""
@@ -482,7 +493,8 @@ class Memory:
             self.events.append((now, "write", sid, cls, int(tokens), str(inst), key))
         try:
             table.add_write(sid, tokens, now, seg_class=cls, session_id=str(inst), role=self._role[s], rank_key=key,
-                            final_tokens=self._final[s])
+                            final_tokens=self._final[s],
+                            close_s=math.nan if self.clock is None else self.clock.close_s(inst, s))
         except AllocationError as exc:
             raise OutOfMemory(str(exc)) from exc
         h1, f1 = table.tokens_written()
@@ -498,6 +510,8 @@ class Memory:
             if self.events is not None:
                 self.events.append((now, "read", sid, self._reads[s]))
                 self.events.append((now, "close", sid))
+            if self.recorder is not None:
+                self.recorder.closed(inst, s, now)
             self.table.close(sid, now)
 
     def session_end(self, inst: int, now: float) -> None:
@@ -566,6 +580,7 @@ class SimResult:
     series: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
     events: list | None = field(default=None, repr=False)  # allocator event stream (record_events=True)
     totals: Any = field(default=None, repr=False)  # the segment table's WriteTotals over the whole run
+    closes: CloseTimes | None = field(default=None, repr=False)  # segment closes so far (record_closes=True)
 
     def meets(self, slo: Any) -> bool:
         """Feasible at this SLO: p99 TPOT and p99 TTFT within bounds and memory never ran out.
@@ -576,7 +591,7 @@ class SimResult:
         return (not self.oom) and bool(self.p99_tpot_s <= slo.p99_tpot_s) and bool(self.p99_ttft_s <= slo.ttft_s)
 
     def to_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("series", "events", "totals")}
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("series", "events", "totals", "closes")}
         return d
 
 
@@ -602,24 +617,29 @@ class Window:
 def simulate(plan: Plan, cfg: Config, policy: Any, n_sessions: int, seed: int = 0,
              duration_s: float | None = None, warmup_s: float | None = None,
              n_samples: int = 200, step_fn: Callable[..., float] | None = None,
-             land: bool = True, record_events: bool = False) -> SimResult:
+             land: bool = True, record_events: bool = False, clairvoyance: CloseTimes | None = None,
+             record_closes: bool = False) -> SimResult:
     """Replay ``n_sessions`` concurrent sessions (closed loop) on one GPU for ``duration_s``.
 
     ``step_fn(batch, kv_hbm_bytes, kv_hbf_bytes, flush_bytes, hbm_write_bytes) -> s`` replaces
     :func:`lachesis.hbf.scalar_step_fn`'s decode step (e.g. a toy step in tests); ``land=False`` skips KV
-    landing delays.
+    landing delays.  ``record_closes`` keeps every segment close (``SimResult.closes``); ``clairvoyance``
+    (a baseline run's closes) gives each segment its close time at its first write, for the oracle
+    (:mod:`lachesis.clairvoyance`).
     """
     mean_s = plan.mean_session_s
     warmup_s = mean_s if warmup_s is None else warmup_s
     duration_s = warmup_s + 3 * mean_s if duration_s is None else duration_s
     runs = simulate_windows(plan, cfg, policy, n_sessions, [Window(duration_s, warmup_s, n_samples)], seed=seed,
-                            step_fn=step_fn, land=land, record_events=record_events)
+                            step_fn=step_fn, land=land, record_events=record_events, clairvoyance=clairvoyance,
+                            record_closes=record_closes)
     return next(runs)
 
 
 def simulate_windows(plan: Plan, cfg: Config, policy: Any, n_sessions: int, windows: Sequence[Window],
                      seed: int = 0, step_fn: Callable[..., float] | None = None,
-                     land: bool = True, record_events: bool = False) -> Iterator[SimResult]:
+                     land: bool = True, record_events: bool = False, clairvoyance: CloseTimes | None = None,
+                     record_closes: bool = False) -> Iterator[SimResult]:
     """One run observed through several windows of increasing length; yields one result per window.
 
     The run pauses after each window's result, so a caller that needs the longer windows only
@@ -637,7 +657,7 @@ def simulate_windows(plan: Plan, cfg: Config, policy: Any, n_sessions: int, wind
     land_on = land
     model: ModelSpec = cfg.model
     bpt = float(model.kv_bytes_per_token)
-    mem = Memory(plan, cfg, policy)
+    mem = Memory(plan, cfg, policy, clairvoyance, record_closes)
     if record_events:
         mem.events = []
     step_fn = step_fn or hbf.scalar_step_fn(cfg.memory, cfg.model, cfg.deployment)
@@ -728,8 +748,10 @@ def simulate_windows(plan: Plan, cfg: Config, policy: Any, n_sessions: int, wind
                 inst, s = counter["inst"], plan.sessions[first]
                 ff[inst] = phase
                 first_session = False
+                mem.session_start(inst, s, env.now - phase)
             else:
                 inst, s = next_session()
+                mem.session_start(inst, s, env.now)
             counter["live"] += 1
             yield env.all_of([env.process(run_agent(inst, a)) for a in plan.roots[s]])
             mem.session_end(inst, env.now)
@@ -814,4 +836,5 @@ def _result(plan, cfg, policy, n, now, warmup_s, engine, ttft, ttft_t, counter, 
         live_mean={"hbm": float(meas["live_hbm_bytes"].mean()) if len(meas) else float("nan"),
                    "hbf": float(meas["live_hbf_bytes"].mean()) if len(meas) else float("nan")},
         series=ser, events=mem.events, totals=mem.table.totals,
+        closes=mem.recorder.close_times() if mem.recorder is not None else None,
     )

@@ -1,6 +1,6 @@
-"""Evaluation sweeps (§5.2–§5.5): one load per cell, every policy's HBF lifetime at it, cached, in parallel.
+"""Evaluation sweeps (§5.2–§5.5): one load per cell, every policy's HBF lifetime at it, over seeds, cached, in parallel.
 
-A *cell* is (workload, model, SLO, memory configuration); a *point* is a cell and a placement
+A *cell* is (workload, model, SLO, memory configuration, seed); a *point* is a cell and a placement
 policy.  Per cell the capacity search (:mod:`lachesis.capacity`) finds N*, the sessions per GPU the
 SLO admits; every policy of the cell then runs at one load, and HBF lifetime is read from a LONGER
 run there (``warmup`` + ``measure`` mean session durations) once the HBF write traffic has settled
@@ -19,26 +19,50 @@ cell's policies, so every policy meets the SLO.  ``load="own"``: each policy at 
 per-policy capacity table; a placement's throughput is a side effect worth showing).
 :func:`load_curve` runs every policy at fractions of N* (gain versus load).
 
+ASSUMPTION (seeds replicate at a fixed load; knob ``seed_load``): a grid may hold several seeds of
+a cell (each seed draws its own corpus, reference clock and simulator streams).  ``"fixed"``
+(default): only the lowest seed searches N*; every other seed runs each policy at that seed's load.
+Reason: a deployment is sized once, and the replication then measures what varies at fixed
+provisioning (the corpus, the clock and the simulator's draws), not the capacity search's own
+resolution (``rel_tol`` on a noisy p99 TPOT, :mod:`lachesis.capacity`), which would otherwise
+enter every interval through the load (the gain depends strongly on load, :func:`load_curve`).  Each
+row records whether its policy meets the SLO at its own seed (``slo_met``).  ``"search"``: every
+seed searches its own N*.  :func:`seed_table` gives each lifetime and ratio as the median over seeds
+with its min–max; :func:`compare_intervals` judges the paper's ranges with those intervals.
+
+ASSUMPTION (the oracle's clairvoyance comes from the baseline run, no knob): the oracle
+(:class:`lachesis.policies.Oracle`) runs with the segment close times that the load policy's run
+at the same cell, load and seed recorded (:mod:`lachesis.clairvoyance`, which states why that is
+close to its own).  The baseline's record is cached beside its run, so the oracle never reruns it;
+the oracle's row carries the measured drift of its own close times from the record
+(``close_drift_*``).  The oracle is never capacity-searched: it runs at the cell's common load (at
+the load policy's N* under ``load="own"``).
+
 Every search and every run at a load is cached as JSON under ``cache_dir``, keyed by a hash of its
 inputs (trace fingerprint, point, configuration, search settings, load, code version), written
 atomically and checked when read: an entry whose stored key, code or package version differs, whose
 content digest does not match, or that does not parse is reported (a :class:`CacheWarning` naming
-its path) and recomputed.  Cells run on local processes (``concurrent.futures``; workers exit when
-their parent dies) or on a Dask cluster; one line per finished cell goes to the process's stderr
-(visible under papermill), beside a tqdm bar.
+its path) and recomputed.  The baseline's close record is a ``.closes.npz`` beside its entry
+(arrays only, read without pickle, checked against its own key and digest the same way).  Cells run
+on local processes (``concurrent.futures``; workers exit when their parent dies) or on a Dask
+cluster, a seed's replica as soon as its first seed's cell has finished; one line per finished
+task goes to the process's stderr (visible under papermill), beside a tqdm bar.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import os
 import sys
 import threading
 import time
 import warnings
-from concurrent.futures import ProcessPoolExecutor, as_completed
+import zipfile
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -51,12 +75,18 @@ import lachesis
 from lachesis import capacity, knobs
 from lachesis import simulator as sim
 from lachesis.capacity import SearchParams
+from lachesis.clairvoyance import CloseTimes, drift
 from lachesis.config import DEFAULT, MEMORY_CONFIGS, MODELS, SLOS, Config, memory_config
 from lachesis.trace import atomic_write
 
-CODE_VERSION = f"sweep-3/{sim.SIM_VERSION}"
-MULTI_POLICIES = ("hbm_first", "deterministic", "lachesis")
-SINGLE_POLICIES = ("hbm_first", "lachesis")
+CODE_VERSION = f"sweep-4/{sim.SIM_VERSION}"
+#: the placements the paper evaluates (§5.3–§5.5)
+PAPER_MULTI_POLICIES = ("hbm_first", "deterministic", "lachesis")
+PAPER_SINGLE_POLICIES = ("hbm_first", "lachesis")
+#: beyond the paper: a vLLM-style pool, reuse-based selection (Kyung et al.) and the clairvoyant oracle
+BASELINES = ("hbm_first_reclaim", "rho_threshold", "oracle")
+MULTI_POLICIES = PAPER_MULTI_POLICIES + BASELINES
+SINGLE_POLICIES = PAPER_SINGLE_POLICIES + BASELINES
 MULTI_WORKLOADS = ("multi_agent", "multi_agent_no_reviewer")
 SINGLE_WORKLOADS = ("tau3", "bfcl")
 CONFIG_LABELS = tuple(m.label for m in MEMORY_CONFIGS)
@@ -64,6 +94,18 @@ MODEL_NAMES = tuple(MODELS)
 #: the policy whose N* sets a cell's load under ``load="baseline"`` (module docstring)
 LOAD_POLICY = "hbm_first"
 LOADS = ("baseline", "min", "own")
+#: the policy that runs with the load policy's recorded close times (module docstring)
+CLAIRVOYANT = "oracle"
+SEED_LOADS = ("fixed", "search")
+CELL = ["workload", "model", "slo", "memory"]
+#: The grid's search and measurement settings: :class:`~lachesis.capacity.SearchParams` with a shorter
+#: lifetime run.  ASSUMPTION (lifetime window, knobs ``warmup``/``measure``): 0.25 + 1.0 mean session
+#: durations instead of 0.5 + 2.0.  Reason: every seed of a cell is a lifetime run of every policy,
+#: the grid's main cost; the settled rate is read over the window's second half, so each seed reads
+#: 0.5 mean session durations and three seeds 1.5, against 1.0 for one seed at the longer window.
+#: The change in gains and settling on a sample of cells is in ``benchmarks/RESULTS.md``
+#: (``benchmarks/lifetime_window.py``); the notebooks print the share of settled runs.
+PAPER = SearchParams(warmup=0.25, measure=1.0)
 
 
 class CacheWarning(UserWarning):
@@ -113,28 +155,52 @@ def _grid(name: str, **dims: Sequence[str]) -> None:
     for arg, vals in dims.items():
         if not len(vals):
             raise ValueError(f"{name}: {arg} is empty")
-        bad = [v for v in vals if arg in known and v not in known[arg]]
+        base = [v.partition(":")[0] if arg == "policies" else v for v in vals]  # a policy may carry knobs
+        bad = [v for v, b in zip(vals, base) if arg in known and b not in known[arg]]
         if bad:
             raise ValueError(f"{name}: {arg}: unknown {bad[0]!r}; expected one of {list(known[arg])}")
 
 
-def multi_agent_grid(scale: float = 1.0, seed: int = 0, configs: Sequence[str] = CONFIG_LABELS,
+def _seeds(name: str, seed: int | Sequence[int]) -> list[int]:
+    """One seed or several (each a replicate of every cell), as a list; a one-line error otherwise."""
+    seeds = [seed] if isinstance(seed, (int, np.integer)) else list(seed)
+    if not seeds or any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 0 for x in seeds):
+        raise ValueError(f"{name}: seed must be an integer >= 0 or a non-empty sequence of them, got {seed!r}")
+    return [int(x) for x in dict.fromkeys(seeds)]
+
+
+def multi_agent_grid(scale: float = 1.0, seed: int | Sequence[int] = 0, configs: Sequence[str] = CONFIG_LABELS,
                      models: Sequence[str] = MODEL_NAMES, slos: Sequence[str] = ("tight", "loose"),
                      policies: Sequence[str] = MULTI_POLICIES, workloads: Sequence[str] = MULTI_WORKLOADS,
-                     laden_close: str = "last_read") -> list[Point]:
-    """Fig. 9/10 grid: configs × models × SLOs × policies × (with, without reviewer)."""
+                     laden_close: str = "last_read",
+                     no_reviewer_policies: Sequence[str] | None = PAPER_MULTI_POLICIES) -> list[Point]:
+    """Fig. 9/10 grid: configs × models × SLOs × policies × (with, without reviewer) × seeds.
+
+    On the trace without the reviewer only ``policies`` that are also in ``no_reviewer_policies`` run
+    (None: all of them): the paper reads that trace only in its ablation (§5.2: "every result below is
+    read on the first unless it names the second (§5.4)"), which names HBM-first, w/o predictive path
+    and Lachesis.
+    """
     _grid("multi_agent_grid", configs=configs, models=models, slos=slos, policies=policies, workloads=workloads)
-    return [Point(w, c, m, s, p, scale, seed, laden_close=laden_close) for w in workloads for s in slos
-            for m in models for c in configs for p in policies]
+    seeds = _seeds("multi_agent_grid", seed)
+
+    def pols(w: str) -> list[str]:
+        if w != "multi_agent_no_reviewer" or no_reviewer_policies is None:
+            return list(policies)
+        return [p for p in policies if p in set(no_reviewer_policies)]
+
+    return [Point(w, c, m, s, p, scale, k, laden_close=laden_close) for k in seeds for w in workloads for s in slos
+            for m in models for c in configs for p in pols(w)]
 
 
-def single_agent_grid(scale: float = 1.0, seed: int = 0, configs: Sequence[str] = CONFIG_LABELS,
+def single_agent_grid(scale: float = 1.0, seed: int | Sequence[int] = 0, configs: Sequence[str] = CONFIG_LABELS,
                       models: Sequence[str] = MODEL_NAMES, policies: Sequence[str] = SINGLE_POLICIES,
                       workloads: Sequence[str] = SINGLE_WORKLOADS, laden_close: str = "last_read") -> list[Point]:
-    """Fig. 11/12 grid: τ³-bench and BFCLv4 at the tight SLO × configs × models × policies."""
+    """Fig. 11/12 grid: τ³-bench and BFCLv4 at the tight SLO × configs × models × policies × seeds."""
     _grid("single_agent_grid", configs=configs, models=models, policies=policies, workloads=workloads)
-    return [Point(w, c, m, "tight", p, scale, seed, laden_close=laden_close) for w in workloads for m in models
-            for c in configs for p in policies]
+    seeds = _seeds("single_agent_grid", seed)
+    return [Point(w, c, m, "tight", p, scale, k, laden_close=laden_close) for k in seeds for w in workloads
+            for m in models for c in configs for p in policies]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -218,6 +284,16 @@ def _cache_path(cache_dir: str | os.PathLike | None, key: str) -> Path | None:
     return Path(cache_dir) / f"{key}.json" if cache_dir else None
 
 
+def _foreign(entry: dict, key: str) -> str | None:
+    """Why a cache entry (or a close record's header) is not ``key``'s under this code, or None."""
+    if entry.get("key") != key:
+        return f"belongs to key {entry.get('key')!r}, not {key!r}"
+    if entry.get("code") != CODE_VERSION or entry.get("version") != lachesis.__version__:
+        return (f"written by code {entry.get('code')!r} / package {entry.get('version')!r}, "
+                f"not {CODE_VERSION!r} / {lachesis.__version__!r}")
+    return None
+
+
 def _cache_read(path: Path | None, key: str) -> dict | None:
     """The entry at ``path`` if it is intact and belongs to ``key``; else None (and a warning if it existed)."""
     if path is None or not path.exists():
@@ -228,12 +304,8 @@ def _cache_read(path: Path | None, key: str) -> dict | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         entry, problem = None, f"unreadable ({type(e).__name__}: {e})"
     if problem is None:
-        if entry.get("key") != key:
-            problem = f"belongs to key {entry.get('key')!r}, not {key!r}"
-        elif entry.get("code") != CODE_VERSION or entry.get("version") != lachesis.__version__:
-            problem = (f"written by code {entry.get('code')!r} / package {entry.get('version')!r}, "
-                       f"not {CODE_VERSION!r} / {lachesis.__version__!r}")
-        elif entry.get("digest") != _digest(entry):
+        problem = _foreign(entry, key)
+        if problem is None and entry.get("digest") != _digest(entry):
             problem = "its content does not match its digest (edited or truncated)"
     if problem is not None:
         warnings.warn(f"sweep cache entry {path}: {problem}; recomputing it", CacheWarning, stacklevel=3)
@@ -254,6 +326,60 @@ def _cache_write(path: Path | None, entry: dict) -> dict:
         text = json.dumps(dict(entry, digest=_digest(entry)), default=_json_default, indent=1)
         atomic_write(path, lambda tmp: tmp.write_text(text))
     return entry
+
+
+def _closes_path(cache_dir: str | os.PathLike | None, key: str) -> Path | None:
+    return Path(cache_dir) / f"{key}.closes.npz" if cache_dir else None
+
+
+def _arrays_digest(arrays: dict[str, np.ndarray]) -> str:
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        h.update(f"{name}:{a.dtype.str}:{a.shape}".encode() + a.tobytes())
+    return h.hexdigest()
+
+
+def _closes_write(path: Path | None, key: str, closes: CloseTimes) -> None:
+    """A baseline run's close record beside its entry: its arrays and a JSON header (key, versions, digest)."""
+    if path is None:
+        return
+    arrays = closes.arrays()
+    meta = dict(key=key, code=CODE_VERSION, version=lachesis.__version__, fingerprint=closes.fingerprint,
+                digest=_arrays_digest(arrays))
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as fh:  # a file object: np.savez would append ".npz" to a path
+            np.savez_compressed(fh, meta=np.array(json.dumps(meta, sort_keys=True)), **arrays)
+
+    atomic_write(path, write)
+
+
+def _closes_read(path: Path | None, key: str, fingerprint: str) -> CloseTimes | None:
+    """The close record at ``path`` if it is intact and belongs to ``key``; else None (a warning if it existed)."""
+    if path is None or not path.exists():
+        return None
+    problem, out = None, None
+    try:
+        with np.load(io.BytesIO(path.read_bytes()), allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        meta = json.loads(str(arrays.pop("meta")))
+        if not isinstance(meta, dict):
+            problem = "its header is not a JSON object"
+        elif (problem := _foreign(meta, key)) is not None:
+            pass
+        elif meta.get("digest") != _arrays_digest(arrays):
+            problem = "its arrays do not match their digest (edited or truncated)"
+        elif meta.get("fingerprint") != fingerprint:
+            problem = f"recorded on trace {meta.get('fingerprint')!r}, not {fingerprint!r}"
+        else:
+            out = CloseTimes.from_arrays(arrays, fingerprint)
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, json.JSONDecodeError) as e:
+        problem = f"unreadable ({type(e).__name__}: {e})"
+    if problem is not None:
+        warnings.warn(f"sweep cache entry {path}: {problem}; recomputing it", CacheWarning, stacklevel=3)
+        return None
+    return out
 
 
 def _canonical(o: Any) -> Any:
@@ -292,9 +418,19 @@ def _windows(plan: sim.Plan, params: SearchParams) -> list[sim.Window]:
     return [params.search_window(plan), params.lifetime_window(plan)]
 
 
-def evaluate_point(point: Point, params: SearchParams = SearchParams(), cache_dir: str | os.PathLike | None = None,
+def is_clairvoyant(policy: str) -> bool:
+    """Whether a policy (name, possibly with knobs) runs with the baseline's recorded close times."""
+    return policy.partition(":")[0] == CLAIRVOYANT
+
+
+def evaluate_point(point: Point, params: SearchParams = PAPER, cache_dir: str | os.PathLike | None = None,
                    plan: sim.Plan | None = None, hint: int | None = None) -> dict:
-    """Capacity search of the point's policy + lifetime run at its own N*; cached as JSON when ``cache_dir`` is set."""
+    """Capacity search of the point's policy + lifetime run at its own N*; cached as JSON when ``cache_dir`` is set.
+
+    The load policy's N* run also keeps its segment closes (the oracle's clairvoyance at that load)."""
+    if is_clairvoyant(point.policy):
+        raise ValueError(f"{point.policy!r} is not capacity-searched: it runs at the cell's load with the load "
+                         f"policy's close times (lachesis.sweep module docstring)")
     plan = plan or point_plan(point)
     key = point_key(point, plan.fingerprint, params)
     path = _cache_path(cache_dir, key)
@@ -302,13 +438,14 @@ def evaluate_point(point: Point, params: SearchParams = SearchParams(), cache_di
         return hit
     cfg = point.config()
     sw, lw = _windows(plan, params)
+    record = point.policy == LOAD_POLICY
 
     def probe(n: int):
         """A candidate's short run, paused so that N*'s run continues into the lifetime window."""
         if sw.duration_s > lw.duration_s:  # a search window longer than the lifetime run: nothing to continue
             return sim.simulate(plan, cfg, point.policy, n, seed=point.seed, duration_s=sw.duration_s,
                                 warmup_s=sw.warmup_s, n_samples=sw.n_samples), None
-        runs = sim.simulate_windows(plan, cfg, point.policy, n, [sw, lw], seed=point.seed)
+        runs = sim.simulate_windows(plan, cfg, point.policy, n, [sw, lw], seed=point.seed, record_closes=record)
         return next(runs), runs
 
     n_star, tried, cont = capacity.search(probe, cfg.slo, params, hint)
@@ -317,35 +454,65 @@ def evaluate_point(point: Point, params: SearchParams = SearchParams(), cache_di
     if n_star > 0:
         r = next(cont) if cont is not None else sim.simulate(plan, cfg, point.policy, n_star, seed=point.seed,
                                                              duration_s=lw.duration_s, warmup_s=lw.warmup_s,
-                                                             n_samples=lw.n_samples)
+                                                             n_samples=lw.n_samples, record_closes=record)
         capacity.close(cont)
         at = next(t for t in tried if t["n"] == n_star)
         out.update(_run_fields(r), slo_met=True, slo_p99_tpot_s=at["p99_tpot_s"], slo_p99_ttft_s=at["p99_ttft_s"])
+        if record:  # filed under the key of the run at N*, which this run is exactly
+            at_key = point_key(point, plan.fingerprint, params, n=n_star)
+            _closes_write(_closes_path(cache_dir, at_key), at_key, r.closes)
     else:
         out.update(lifetime_years=float("nan"), slo_met=False)
     return _cache_write(path, _cache_entry(out, key))
 
 
-def run_at_load(point: Point, n: int, params: SearchParams = SearchParams(),
+def run_at_load(point: Point, n: int, params: SearchParams = PAPER,
                 cache_dir: str | os.PathLike | None = None, plan: sim.Plan | None = None) -> dict:
     """The point's policy at ``n`` sessions per GPU: the lifetime run, and whether a search-length window
-    there meets the SLO (``slo_met``, the criterion N* was searched with); cached."""
+    there meets the SLO (``slo_met``, the criterion N* was searched with); cached.  The oracle runs with
+    the load policy's close times at the same load (:func:`baseline_closes`)."""
     plan = plan or point_plan(point)
     key = point_key(point, plan.fingerprint, params, n=int(n))
     path = _cache_path(cache_dir, key)
     if (hit := _cache_read(path, key)) is not None:
         return hit
+    clair = baseline_closes(point, n, params, cache_dir, plan) if is_clairvoyant(point.policy) else None
+    return _run_at_load(point, n, params, cache_dir, plan, clair)[0]
+
+
+def _run_at_load(point: Point, n: int, params: SearchParams, cache_dir: str | os.PathLike | None, plan: sim.Plan,
+                 clair: CloseTimes | None = None) -> tuple[dict, CloseTimes | None]:
+    """:func:`run_at_load` without the cache lookup: (its entry, written to the cache; the run's closes if kept)."""
+    key = point_key(point, plan.fingerprint, params, n=int(n))
     cfg = point.config()
     sw, lw = _windows(plan, params)
+    kw = dict(seed=point.seed, record_closes=point.policy == LOAD_POLICY or clair is not None, clairvoyance=clair)
     if sw.duration_s <= lw.duration_s:  # one run observed through both windows
-        short, long_ = sim.simulate_windows(plan, cfg, point.policy, int(n), [sw, lw], seed=point.seed)
+        short, long_ = sim.simulate_windows(plan, cfg, point.policy, int(n), [sw, lw], **kw)
     else:  # a search window longer than the lifetime run: two runs
-        short, long_ = (next(sim.simulate_windows(plan, cfg, point.policy, int(n), [w], seed=point.seed))
-                        for w in (sw, lw))
+        short, long_ = (next(sim.simulate_windows(plan, cfg, point.policy, int(n), [w], **kw)) for w in (sw, lw))
     out = dict(asdict(point), n_sessions=int(n), load="fixed", duration_s=lw.duration_s)
     out.update(_run_fields(long_), slo_met=bool(short.meets(cfg.slo)), slo_p99_tpot_s=short.p99_tpot_s,
                slo_p99_ttft_s=short.p99_ttft_s)
-    return _cache_write(path, _cache_entry(out, key))
+    if clair is not None:
+        out.update({f"close_drift_{k}": v for k, v in drift(clair, long_.closes).items()})
+    if point.policy == LOAD_POLICY:
+        _closes_write(_closes_path(cache_dir, key), key, long_.closes)
+    return _cache_write(_cache_path(cache_dir, key), _cache_entry(out, key)), long_.closes
+
+
+def baseline_closes(point: Point, n: int, params: SearchParams = PAPER,
+                    cache_dir: str | os.PathLike | None = None, plan: sim.Plan | None = None) -> CloseTimes:
+    """The segment closes of the load policy's run at the point's cell, ``n`` sessions per GPU and seed:
+    from the cache (written by that run), else by running it again (which caches it)."""
+    plan = plan or point_plan(point)
+    base = replace(point, policy=LOAD_POLICY)
+    key = point_key(base, plan.fingerprint, params, n=int(n))
+    if (hit := _closes_read(_closes_path(cache_dir, key), key, plan.fingerprint)) is not None:
+        return hit
+    closes = _run_at_load(base, n, params, cache_dir, plan)[1]
+    assert closes is not None  # the load policy's runs keep their closes
+    return closes
 
 
 def _at_own_n_star(entry: dict) -> dict:
@@ -358,20 +525,29 @@ def _no_load_row(point: Point) -> dict:
     return dict(asdict(point), n_sessions=0, lifetime_years=float("nan"), slo_met=False)
 
 
+def _at_loads(points: Sequence[Point], loads: dict[str, int], params: SearchParams, cache_dir: str | None,
+              searched: dict[str, dict] | None = None, plan: sim.Plan | None = None) -> list[dict]:
+    """Every point of one cell at its policy's load (a policy searched to exactly that load reuses that run).
+
+    The load policy runs before the oracle, so the oracle finds its close record in the cache."""
+    plan = plan or point_plan(points[0])
+    searched = searched or {}
+    rows: list[dict] = [{} for _ in points]
+    for i in sorted(range(len(points)), key=lambda i: is_clairvoyant(points[i].policy)):
+        p, n = points[i], int(loads[points[i].policy])
+        if n <= 0:
+            rows[i] = _no_load_row(p)
+        elif p.policy in searched and searched[p.policy]["n_star"] == n:
+            rows[i] = _at_own_n_star(searched[p.policy])
+        else:
+            rows[i] = run_at_load(p, n, params, cache_dir, plan)
+    return rows
+
+
 def evaluate_cell_at(points: Sequence[Point], n: int, params: SearchParams, cache_dir: str | None,
                      searched: dict[str, dict] | None = None, plan: sim.Plan | None = None) -> list[dict]:
     """Every point of one cell at ``n`` sessions per GPU (a policy searched to exactly ``n`` reuses that run)."""
-    plan = plan or point_plan(points[0])
-    searched = searched or {}
-    rows = []
-    for p in points:
-        if n <= 0:
-            rows.append(_no_load_row(p))
-        elif p.policy in searched and searched[p.policy]["n_star"] == n:
-            rows.append(_at_own_n_star(searched[p.policy]))
-        else:
-            rows.append(run_at_load(p, n, params, cache_dir, plan))
-    return rows
+    return _at_loads(points, {p.policy: n for p in points}, params, cache_dir, searched, plan)
 
 
 def search_cell(points: Sequence[Point], policies: Sequence[str], params: SearchParams, cache_dir: str | None,
@@ -400,16 +576,37 @@ def cell_load(searched: dict[str, dict], load: str) -> tuple[int, str]:
 
 def evaluate_cell(points: Sequence[Point], params: SearchParams, cache_dir: str | None,
                   load: str = "baseline") -> list[dict]:
-    """The rows of one cell's points under a ``load`` rule: "baseline", "min" or "own" (module docstring)."""
+    """The rows of one cell's points under a ``load`` rule: "baseline", "min" or "own" (module docstring).
+
+    The oracle is not searched: it runs at the cell's load (under "own", at the load policy's N*)."""
     plan = point_plan(points[0])
+    pols = list(dict.fromkeys(p.policy for p in points if not is_clairvoyant(p.policy)))
+    oracle = any(is_clairvoyant(p.policy) for p in points)
     if load == "own":
-        searched = search_cell(points, [p.policy for p in points], params, cache_dir, plan)
-        return [dict(_at_own_n_star(searched[p.policy]), load_policy=p.policy) for p in points]
-    pols = [LOAD_POLICY] if load == "baseline" else list(dict.fromkeys(p.policy for p in points))
-    searched = search_cell(points, pols, params, cache_dir, plan)
-    n, by = cell_load(searched, load)
-    return [dict(r, load=load, n_star=n, load_policy=by)
-            for r in evaluate_cell_at(points, n, params, cache_dir, searched, plan)]
+        searched = search_cell(points, pols + ([LOAD_POLICY] if oracle and LOAD_POLICY not in pols else []),
+                               params, cache_dir, plan)
+        by = {p.policy: LOAD_POLICY if is_clairvoyant(p.policy) else p.policy for p in points}
+        n = {pol: int(searched[b]["n_star"]) for pol, b in by.items()}
+        return [dict(r, load="own", n_star=n[p.policy], load_policy=by[p.policy], load_seed=p.seed)
+                for p, r in zip(points, _at_loads(points, n, params, cache_dir, searched, plan))]
+    searched = search_cell(points, [LOAD_POLICY] if load == "baseline" or not pols else pols, params, cache_dir, plan)
+    n_cell, by_cell = cell_load(searched, load)
+    return [dict(r, load=load, n_star=n_cell, load_policy=by_cell, load_seed=p.seed)
+            for p, r in zip(points, evaluate_cell_at(points, n_cell, params, cache_dir, searched, plan))]
+
+
+def replicate_cell(points: Sequence[Point], leader: Sequence[dict], params: SearchParams,
+                   cache_dir: str | None) -> list[dict]:
+    """The rows of one cell at another seed, each policy at the load its row of the first seed's cell
+    (``leader``, :func:`evaluate_cell`'s rows) ran at (``seed_load="fixed"``, module docstring)."""
+    first = {r["policy"]: r for r in leader}
+    missing = [p.policy for p in points if p.policy not in first]
+    if missing:
+        raise ValueError(f"replicate_cell: the first seed's cell has no row for policy {missing[0]!r}")
+    loads = {pol: int(r["n_sessions"]) for pol, r in first.items()}
+    keep = ("load", "n_star", "load_policy", "load_seed")
+    return [dict(r, **{k: first[p.policy].get(k) for k in keep})
+            for p, r in zip(points, _at_loads(points, loads, params, cache_dir))]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -509,21 +706,38 @@ def _timed(fn: Callable, args: tuple) -> tuple[Any, float]:
     return fn(*args), time.perf_counter() - t
 
 
+Followup = Callable[[int, Any], Sequence[tuple[Callable, tuple, str]]]
+
+
 def run_tasks(fn: Callable, args: Sequence[tuple], labels: Sequence[str], n_jobs: int | None = None,
-              scheduler: str | Any | None = None, progress: bool = True, desc: str = "sweep") -> list:
-    """``[fn(*a) for a in args]`` on local processes, a Dask cluster, or in-process; a line per finished task."""
+              scheduler: str | Any | None = None, progress: bool = True, desc: str = "sweep",
+              follow: Followup | None = None) -> list:
+    """``[fn(*a) for a in args]`` on local processes, a Dask cluster, or in-process; a line per finished task.
+
+    ``follow(k, result)`` may return more tasks, ``(fn, args, label)``, once task ``k`` has finished
+    (a seed's replica after its first seed's cell); they run on the same workers and their results
+    are appended to the returned list in the order they were returned."""
     from tqdm.auto import tqdm
 
-    out: list[Any] = [None] * len(args)
+    tasks: list[tuple[Callable, tuple, str]] = [(fn, a, lab) for a, lab in zip(args, labels)]
+    out: list[Any] = [None] * len(tasks)
     t0 = time.perf_counter()
-    bar = tqdm(total=len(args), disable=not progress, desc=desc)
+    bar = tqdm(total=len(tasks), disable=not progress, desc=desc)
 
-    def put(k: int, res: tuple[Any, float]) -> None:
+    def put(k: int, res: tuple[Any, float]) -> list[int]:
+        """Record task k's result; the indices of the tasks it adds."""
         out[k] = res[0]
         bar.update(1)
         if progress:
-            progress_line(f"[{desc}] {bar.n}/{len(args)} {labels[k]}: {res[1]:.1f} s "
+            progress_line(f"[{desc}] {bar.n}/{len(tasks)} {tasks[k][2]}: {res[1]:.1f} s "
                           f"(elapsed {time.perf_counter() - t0:.0f} s)")
+        more = list(follow(k, res[0])) if follow is not None else []
+        tasks.extend(more)
+        out.extend([None] * len(more))
+        if more:
+            bar.total = len(tasks)
+            bar.refresh()
+        return list(range(len(tasks) - len(more), len(tasks)))
 
     try:
         if scheduler is not None:
@@ -531,26 +745,38 @@ def run_tasks(fn: Callable, args: Sequence[tuple], labels: Sequence[str], n_jobs
 
             client = scheduler if hasattr(scheduler, "submit") else Client(scheduler)
             try:
-                futs = {client.submit(_timed, fn, a, pure=False): k for k, a in enumerate(args)}
-                for f in das_completed(list(futs)):
-                    put(futs[f], f.result())
+                def submit(k: int):
+                    f = client.submit(_timed, tasks[k][0], tasks[k][1], pure=False)
+                    futs[f] = k
+                    return f
+
+                futs: dict[Any, int] = {}
+                done = das_completed([submit(k) for k in range(len(tasks))])
+                for f in done:
+                    for k in put(futs[f], f.result()):
+                        done.add(submit(k))
             finally:
                 if client is not scheduler:
                     client.close()
-        elif (n_jobs or os.cpu_count() or 1) <= 1 or len(args) <= 1:
-            for k, a in enumerate(args):
-                put(k, _timed(fn, a))
+        elif (n_jobs or os.cpu_count() or 1) <= 1 or (len(tasks) <= 1 and follow is None):
+            todo = deque(range(len(tasks)))
+            while todo:
+                k = todo.popleft()
+                todo.extend(put(k, _timed(tasks[k][0], tasks[k][1])))
         else:
             with worker_pool(n_jobs or os.cpu_count() or 1) as ex:
-                futs = {ex.submit(_timed, fn, a): k for k, a in enumerate(args)}
-                for f in as_completed(futs):
-                    put(futs[f], f.result())
+                pending = {ex.submit(_timed, f_, a): k for k, (f_, a, _) in enumerate(tasks)}
+                while pending:
+                    finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    for f in finished:
+                        for k in put(pending.pop(f), f.result()):
+                            pending[ex.submit(_timed, tasks[k][0], tasks[k][1])] = k
     finally:
         bar.close()
     return out
 
 
-def _check_points(points: Sequence[Point], load: str = "baseline") -> None:
+def _check_points(points: Sequence[Point], load: str = "baseline", seed_load: str = "fixed") -> None:
     """Clear one-line errors before any process starts: empty grid, unknown load rule/policy, a model too big."""
     from lachesis.policies import get_policy
 
@@ -558,6 +784,8 @@ def _check_points(points: Sequence[Point], load: str = "baseline") -> None:
         raise ValueError("the grid is empty: no points to evaluate")
     if load not in LOADS:
         raise ValueError(f"load must be one of {LOADS}, got {load!r}")
+    if seed_load not in SEED_LOADS:
+        raise ValueError(f"seed_load must be one of {SEED_LOADS}, got {seed_load!r}")
     for pol in {p.policy for p in points}:
         get_policy(pol)
     for lc in {p.laden_close for p in points}:
@@ -571,22 +799,45 @@ def _cells(points: Sequence[Point]) -> list[list[int]]:
     groups: dict[tuple, list[int]] = {}
     for i, p in enumerate(points):
         groups.setdefault(p.cell(), []).append(i)
-    # cells of one workload next to each other, so a process builds a plan once
-    return sorted(groups.values(), key=lambda g: (points[g[0]].workload, points[g[0]].model))
+    # cells of one workload and seed next to each other, so a process builds a plan once
+    return sorted(groups.values(), key=lambda g: (points[g[0]].workload, points[g[0]].seed, points[g[0]].model))
 
 
-def run_grid(points: Sequence[Point], params: SearchParams = SearchParams(), cache_dir: str | os.PathLike | None = None,
+def _replicas(points: Sequence[Point], cells: Sequence[Sequence[int]]) -> list[list[int]]:
+    """Cells grouped as seeds of one cell (every field but the seed and the policy alike), lowest seed first."""
+    groups: dict[str, list[int]] = {}
+    for c, g in enumerate(cells):
+        p = points[g[0]]
+        groups.setdefault(json.dumps(asdict(replace(p, policy="", seed=0)), sort_keys=True, default=str), []).append(c)
+    return [sorted(cs, key=lambda c: points[cells[c][0]].seed) for cs in groups.values()]
+
+
+def run_grid(points: Sequence[Point], params: SearchParams = PAPER, cache_dir: str | os.PathLike | None = None,
              n_jobs: int | None = None, scheduler: str | Any | None = None, progress: bool = True,
-             load: str = "baseline") -> pd.DataFrame:
-    """Evaluate every point (cached) with one load per cell (``load``), in parallel; one row per point."""
+             load: str = "baseline", seed_load: str = "fixed") -> pd.DataFrame:
+    """Evaluate every point (cached) with one load per cell (``load``) and every seed of a cell at its first
+    seed's load (``seed_load="fixed"``; ``"search"``: each seed searches), in parallel; one row per point."""
     points = list(points)
-    _check_points(points, load)
+    _check_points(points, load, seed_load)
     cells = _cells(points)
-    args = [([points[i] for i in g], params, str(cache_dir) if cache_dir else None, load) for g in cells]
-    res = run_tasks(evaluate_cell, args, [points[g[0]].label() for g in cells], n_jobs, scheduler, progress)
+    cache = str(cache_dir) if cache_dir else None
+    groups = _replicas(points, cells) if seed_load == "fixed" else [[c] for c in range(len(cells))]
+    leaders = [g[0] for g in groups]
+    followers = {g[0]: g[1:] for g in groups}
+    label = {c: f"{points[cells[c][0]].label()} seed {points[cells[c][0]].seed}" for c in range(len(cells))}
+    pts = {c: [points[i] for i in cells[c]] for c in range(len(cells))}
+    order: list[int] = list(leaders)  # the cell of each task, in the order run_tasks returns them
+
+    def follow(k: int, rows: list[dict]) -> list[tuple[Callable, tuple, str]]:
+        more = followers.get(order[k], [])
+        order.extend(more)
+        return [(replicate_cell, (pts[c], rows, params, cache), label[c]) for c in more]
+
+    res = run_tasks(evaluate_cell, [(pts[c], params, cache, load) for c in leaders], [label[c] for c in leaders],
+                    n_jobs, scheduler, progress, follow=follow)
     results: list[dict] = [None] * len(points)  # type: ignore[list-item]
-    for g, rows in zip(cells, res):
-        for i, r in zip(g, rows):
+    for c, rows in zip(order, res):
+        for i, r in zip(cells[c], rows):
             results[i] = r
     return results_frame(results)
 
@@ -614,7 +865,7 @@ def results_frame(results: Iterable[dict]) -> pd.DataFrame:
 
 def load_curve_grid(scale: float = 1.0, seed: int = 0, configs: Sequence[str] = ("1/7", "4/4", "8/8*"),
                     models: Sequence[str] = MODEL_NAMES, slo: str = "tight", workloads: Sequence[str] = ("multi_agent",),
-                    policies: Sequence[str] = MULTI_POLICIES, laden_close: str = "last_read") -> list[Point]:
+                    policies: Sequence[str] = PAPER_MULTI_POLICIES, laden_close: str = "last_read") -> list[Point]:
     """The cells of the gain-versus-load figure (§5.3: Lachesis and w/o predictive path over HBM-first)."""
     return multi_agent_grid(scale, seed, configs, models, (slo,), policies, workloads, laden_close)
 
@@ -623,7 +874,7 @@ def _cell_searches(points: Sequence[Point], params: SearchParams, cache_dir: str
     return search_cell(points, [LOAD_POLICY], params, cache_dir)
 
 
-def load_curve(points: Sequence[Point], fractions: Sequence[float], params: SearchParams = SearchParams(),
+def load_curve(points: Sequence[Point], fractions: Sequence[float], params: SearchParams = PAPER,
                cache_dir: str | os.PathLike | None = None, n_jobs: int | None = None,
                scheduler: str | Any | None = None, progress: bool = True) -> pd.DataFrame:
     """Every point at loads ``fractions`` × its cell's N* (the load policy's, always including N* itself).
@@ -757,19 +1008,86 @@ def capacity_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------------------------------------
-# Derived tables (gains, write composition)
+# Derived tables (per cell and seed; seed intervals; write composition)
 # ------------------------------------------------------------------------------------------------
+
+#: Lifetime ratios reported per cell: the paper's three (§5.3–§5.5) and the baselines beyond it.
+RATIOS: dict[str, tuple[str, str]] = {
+    "lachesis/hbm_first": ("lachesis", "hbm_first"),
+    "deterministic/hbm_first": ("deterministic", "hbm_first"),
+    "lachesis/deterministic": ("lachesis", "deterministic"),
+    "hbm_first_reclaim/hbm_first": ("hbm_first_reclaim", "hbm_first"),
+    "lachesis/hbm_first_reclaim": ("lachesis", "hbm_first_reclaim"),
+    "rho_threshold/hbm_first": ("rho_threshold", "hbm_first"),
+    "lachesis/rho_threshold": ("lachesis", "rho_threshold"),
+    "oracle/hbm_first": ("oracle", "hbm_first"),
+}
+#: Lachesis's share of the oracle's gain over HBM-first: (Lachesis − HBM-first) / (oracle − HBM-first)
+ORACLE_SHARE = "lachesis_share_of_oracle_gain"
+
+
+def _by_seed(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with a ``seed`` column (a single-seed table from before seeds were recorded: seed 0)."""
+    return df if "seed" in df else df.assign(seed=0)
+
+
+def ratio_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Lifetime per policy and the :data:`RATIOS` its policies allow, one row per cell and seed;
+    :data:`ORACLE_SHARE` when Lachesis, the oracle and HBM-first all ran."""
+    idx = CELL + ["seed"]
+    p = _by_seed(df).pivot_table(index=idx, columns="policy", values="lifetime_years", aggfunc="first")
+    out = p.copy()
+    for name, (num, den) in RATIOS.items():
+        if {num, den} <= set(p):
+            out[name] = p[num] / p[den]
+    if {"lachesis", "oracle", LOAD_POLICY} <= set(p):
+        out[ORACLE_SHARE] = (p["lachesis"] - p[LOAD_POLICY]) / (p["oracle"] - p[LOAD_POLICY])
+    out.columns.name = None
+    return out.reset_index()
 
 
 def gains(df: pd.DataFrame, num: str = "lachesis", den: str = "hbm_first") -> pd.DataFrame:
-    """Lifetime ratio num/den per (workload, model, SLO, memory)."""
-    idx = ["workload", "model", "slo", "memory"]
-    p = df.pivot_table(index=idx, columns="policy", values="lifetime_years", aggfunc="first")
+    """Lifetime ratio num/den per (workload, model, SLO, memory, seed)."""
+    p = _by_seed(df).pivot_table(index=CELL + ["seed"], columns="policy", values="lifetime_years", aggfunc="first")
     return (p[num] / p[den]).rename(f"{num}_over_{den}").reset_index()
 
 
+def seed_table(table: pd.DataFrame, cols: Sequence[str] | None = None, by: Sequence[str] = tuple(CELL)) -> pd.DataFrame:
+    """Per ``by`` group, each of ``cols`` (default: every numeric column) as its median over seeds with
+    its min and max (``<col>``, ``<col>_min``, ``<col>_max``) and the number of seeds (``seeds``).
+
+    A ratio is taken per seed first (the policies of one seed ran on the same draws), then summarized."""
+    by = list(by)
+    t = _by_seed(table)
+    cols = list(cols) if cols is not None else [c for c in t.columns if c not in by + ["seed"]
+                                                and pd.api.types.is_numeric_dtype(t[c])]
+    g = t.groupby(by, sort=False)
+    parts = []
+    for c in cols:
+        parts += [g[c].median().rename(c), g[c].min().rename(f"{c}_min"), g[c].max().rename(f"{c}_max")]
+    return pd.concat(parts + [g["seed"].nunique().rename("seeds")], axis=1).reset_index()
+
+
+def interval_text(summary: pd.DataFrame, cols: Sequence[str], by: Sequence[str] = tuple(CELL),
+                  fmt: str = ".3g") -> pd.DataFrame:
+    """:func:`seed_table` columns as "median [min–max]" strings (one value when the seeds agree)."""
+    def cell(m: float, lo: float, hi: float) -> str:
+        if not np.isfinite(m):
+            return ""
+        if format(lo, fmt) == format(hi, fmt):
+            return format(m, fmt)
+        return f"{m:{fmt}} [{lo:{fmt}}–{hi:{fmt}}]"
+
+    out = summary[list(by)].copy()
+    for c in cols:
+        if c in summary:
+            out[c] = [cell(m, lo, hi) for m, lo, hi in zip(summary[c], summary[f"{c}_min"], summary[f"{c}_max"])]
+    return out
+
+
 def write_composition(df: pd.DataFrame) -> pd.DataFrame:
-    """Write bytes by (class, tier) as % of each run's total (Figs. 10 and 12)."""
+    """Write bytes by (class, tier) as % of each run's total (Figs. 10 and 12), per run (seed included)."""
+    df = _by_seed(df)
     cols = [c for c in df.columns if c.startswith("bytes_") and c.count("_") >= 2 and c not in ("bytes_hbm", "bytes_hbf")]
     rows = []
     for _, r in df.iterrows():
@@ -780,9 +1098,26 @@ def write_composition(df: pd.DataFrame) -> pd.DataFrame:
             if pd.isna(v):
                 continue
             rows.append(dict(workload=r["workload"], model=r["model"], slo=r["slo"], memory=r["memory"],
-                             policy=r["policy"], seg_class=cls, tier=tier, bytes=v,
+                             policy=r["policy"], seed=r["seed"], seg_class=cls, tier=tier, bytes=v,
                              pct=100.0 * v / tot if tot > 0 else np.nan))
     return pd.DataFrame(rows)
+
+
+def hbm_share(df: pd.DataFrame) -> pd.DataFrame:
+    """Share of each run's KV write bytes that HBM takes (Fig. 10/12 text)."""
+    d = _by_seed(df)
+    d = d.assign(hbm_share=d["bytes_hbm"] / (d["bytes_hbm"] + d["bytes_hbf"]))
+    return d[CELL + ["policy", "seed", "hbm_share"]]
+
+
+def class_to_flash(df: pd.DataFrame, seg_class: str) -> pd.DataFrame:
+    """Fraction of one class's write bytes that reaches HBF, per run."""
+    h, f = f"bytes_{seg_class}_hbm", f"bytes_{seg_class}_hbf"
+    if h not in df or f not in df:
+        return pd.DataFrame(columns=CELL + ["policy", "seed", "to_flash"])
+    d = _by_seed(df)
+    d = d.assign(to_flash=d[f] / (d[h] + d[f]))
+    return d[CELL + ["policy", "seed", "to_flash"]]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -804,10 +1139,11 @@ def cli_sweep(args: argparse.Namespace) -> int:
         if not Path(name).exists():
             raise FileNotFoundError(f"--trace {name!r}: not a workload name (multi_agent, single, tau3, bfcl, all) "
                                     f"nor an existing trace path")
-        pts = [replace(p, workload=Path(name).stem, trace=name) for p in multi_agent_grid(scale, seed, workloads=("x",))]
+        pts = [replace(p, workload=Path(name).stem, trace=name)
+               for p in multi_agent_grid(scale, seed, workloads=("x",), no_reviewer_policies=None)]
     out = Path(getattr(args, "out", "build/sweep.csv"))
     cache = out.parent / "sweep_cache"
-    df = run_grid(pts, cache_dir=cache, scheduler=getattr(args, "scheduler", None),
+    df = run_grid(pts, PAPER, cache_dir=cache, scheduler=getattr(args, "scheduler", None),
                   load=getattr(args, "load", "baseline"))
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(out, lambda tmp: df.to_csv(tmp, index=False))
@@ -816,14 +1152,14 @@ def cli_sweep(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------------------------------------
-# Presets and summaries for the Fig. 9–12 notebooks
+# Presets and the paper comparisons for the Fig. 9–12 notebooks
 # ------------------------------------------------------------------------------------------------
 
-#: Search/measurement presets.  "paper": the defaults (used by paper.yaml at scale 1); "ci": short
+#: Search/measurement presets.  "paper": :data:`PAPER` (used by paper.yaml at scale 1); "ci": short
 #: windows and a coarse capacity resolution so a reduced grid runs in CI-sized time.  Neither is
 #: tuned to any evaluation number.
 SEARCH_PRESETS: dict[str, SearchParams] = {
-    "paper": SearchParams(),
+    "paper": PAPER,
     "ci": SearchParams(search_warmup=0.05, search_measure=0.15, warmup=0.1, measure=0.4, rel_tol=0.25, n_samples=60),
 }
 
@@ -841,103 +1177,140 @@ def _range(x: pd.Series | None) -> tuple[float, float] | float:
     return lo if lo == hi else (lo, hi)
 
 
-def _present(rows: list[tuple[str, Any, Any]]) -> list[tuple[str, Any, Any]]:
-    """Drop statistics the (reduced) grid has no cells for."""
-    return [r for r in rows if not (isinstance(r[1], float) and np.isnan(r[1]))]
+#: A statistic the notebooks set beside the paper: its label, its values per cell and seed (a Series
+#: whose last index level is ``seed``), and the paper's value (a number, a (lo, hi) range, or text).
+Stat = tuple[str, pd.Series, Any]
+
+NOT_IN_PAPER = "— (not in the paper)"
 
 
-def ratio_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Lifetime per point with the policy ratios beside it (one row per workload/model/SLO/config)."""
-    idx = ["workload", "model", "slo", "memory"]
-    p = df.pivot_table(index=idx, columns="policy", values="lifetime_years", aggfunc="first")
-    out = p.copy()
-    if {"lachesis", "hbm_first"} <= set(p):
-        out["lachesis/hbm_first"] = p["lachesis"] / p["hbm_first"]
-    if {"deterministic", "hbm_first"} <= set(p):
-        out["deterministic/hbm_first"] = p["deterministic"] / p["hbm_first"]
-    if {"lachesis", "deterministic"} <= set(p):
-        out["lachesis/deterministic"] = p["lachesis"] / p["deterministic"]
-    return out.reset_index()
+def judge_interval(interval: tuple[float, float] | float, paper: Any) -> str:
+    """Whether a seed interval lies "inside" the paper's range, "overlaps" it, or is "disjoint" from it
+    ("" when either is not a number).  A point value of the paper is a range of one value."""
+    lo, hi = interval if isinstance(interval, tuple) else (interval, interval)
+    if isinstance(paper, tuple) and len(paper) == 2:
+        a, b = float(paper[0]), float(paper[1])
+    elif isinstance(paper, (int, float, np.integer, np.floating)) and not isinstance(paper, bool):
+        a = b = float(paper)
+    else:
+        return ""
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return ""
+    if a <= lo and hi <= b:
+        return "inside"
+    return "disjoint" if hi < a or lo > b else "overlaps"
 
 
-def hbm_share(df: pd.DataFrame) -> pd.DataFrame:
-    """Share of each run's KV write bytes that HBM takes (Fig. 10/12 text)."""
-    d = df.assign(hbm_share=df["bytes_hbm"] / (df["bytes_hbm"] + df["bytes_hbf"]))
-    return d[["workload", "model", "slo", "memory", "policy", "hbm_share"]]
+def compare_intervals(stats: Sequence[Stat], note: str = "") -> pd.DataFrame:
+    """The comparison table of a notebook: per statistic, ``ours`` = the range over cells of each cell's
+    median over seeds, ``interval`` = the range over cells and seeds (every seed's value), the paper's
+    value, whether our medians' range lies in the paper's (``in_paper_range``: yes/partly/no, as
+    :func:`lachesis.plotting.compare_table`) and whether the interval does (``interval_vs_paper``:
+    inside/overlaps/disjoint), and how many seeds and cells it rests on."""
+    from lachesis.plotting import compare_table
+
+    rows, extra = [], []
+    for label, values, paper in stats:
+        v = pd.Series(values, dtype=float).dropna() if values is not None else pd.Series(dtype=float)
+        if not len(v):
+            continue
+        levels = [n for n in v.index.names if n != "seed"]
+        med = v.groupby(level=levels).median() if levels else pd.Series([v.median()])
+        interval = _range(v)
+        rows.append((label, _range(med), paper))
+        seeds = v.index.get_level_values("seed").nunique() if "seed" in v.index.names else 1
+        extra.append(dict(interval=interval, interval_vs_paper=judge_interval(interval, paper), seeds=seeds,
+                          cells=len(med)))
+    table = compare_table(rows, note=note)
+    if not len(table):
+        return table
+    fmt = [f"{i[0]:g}–{i[1]:g}" if isinstance(i, tuple) else f"{i:g}" for i in (e["interval"] for e in extra)]
+    table.insert(2, "interval", fmt)
+    table.insert(5, "interval_vs_paper", [e["interval_vs_paper"] for e in extra])
+    table.insert(6, "seeds", [e["seeds"] for e in extra])
+    table.insert(7, "cells", [e["cells"] for e in extra])
+    return table
 
 
-def class_to_flash(df: pd.DataFrame, seg_class: str) -> pd.DataFrame:
-    """Fraction of one class's write bytes that reaches HBF, per run."""
-    h, f = f"bytes_{seg_class}_hbm", f"bytes_{seg_class}_hbf"
-    if h not in df or f not in df:
-        return pd.DataFrame(columns=["workload", "model", "slo", "memory", "policy", "to_flash"])
-    d = df.assign(to_flash=df[f] / (df[h] + df[f]))
-    return d[["workload", "model", "slo", "memory", "policy", "to_flash"]]
+def _select(table: pd.DataFrame, col: str, **where: Any) -> pd.Series | None:
+    """``col`` of a per-(cell, seed) table where each keyword's column equals (or, for a list, is in) its
+    value, indexed by cell and seed; None when the column is absent."""
+    if col not in table:
+        return None
+    m = pd.Series(True, index=table.index)
+    for k, v in where.items():
+        m &= table[k].isin(v) if isinstance(v, (list, tuple)) else table[k].eq(v)
+    return table.loc[m].set_index(CELL + ["seed"])[col]
 
 
-def multi_agent_comparison(df: pd.DataFrame) -> list[tuple[str, Any, Any]]:
-    """(statistic, ours, paper) rows for §5.3–§5.4 over whatever part of the grid was run."""
-    from lachesis import paper
-
-    r = ratio_table(df)
-    split = ~r["memory"].eq("8/8*")
-    wr = r["workload"].eq("multi_agent")
-    rows: list[tuple[str, Any, Any]] = []
-
-    def sel(**kw):
-        m = split & wr
-        for k, v in kw.items():
-            m &= r[k].eq(v)
-        return r[m]
-
-    if "lachesis/hbm_first" in r:
-        rows.append(("gain Lachesis/HBM-first, tight, 1/7–4/4", _range(sel(slo="tight")["lachesis/hbm_first"]),
-                     paper.MULTI_GAIN_TIGHT))
-        rows.append(("gain Lachesis/HBM-first, loose, 1/7–4/4", _range(sel(slo="loose")["lachesis/hbm_first"]),
-                     paper.MULTI_GAIN_LOOSE))
-        d = r[r["memory"].eq("8/8*") & wr]
-        rows.append(("gain on 8/8*, tight", _range(d[d["slo"].eq("tight")]["lachesis/hbm_first"]), paper.DAISY_GAIN_TIGHT))
-        rows.append(("gain on 8/8*, loose", _range(d[d["slo"].eq("loose")]["lachesis/hbm_first"]), paper.DAISY_GAIN_LOOSE))
-        rows.append(("Lachesis device-years, tight, 1/7–4/4", _range(sel(slo="tight").get("lachesis")),
-                     paper.MULTI_LACHESIS_YEARS_1_TO_4))
-        rows.append(("HBM-first device-years, tight, 1/7–4/4", _range(sel(slo="tight").get("hbm_first")),
-                     paper.MULTI_HBM_FIRST_YEARS_1_TO_4))
-    if "deterministic/hbm_first" in r:
-        rows.append(("w/o predictive path / HBM-first", _range(sel()["deterministic/hbm_first"]), paper.DETERMINISTIC_GAIN))
-        rows.append(("Lachesis / w/o predictive path, with reviewer", _range(sel()["lachesis/deterministic"]),
-                     paper.PREDICTIVE_GAIN_WITH_REVIEWER))
-        nr = r[split & r["workload"].eq("multi_agent_no_reviewer")]
-        rows.append(("Lachesis / w/o predictive path, no reviewer", _range(nr["lachesis/deterministic"]),
-                     paper.PREDICTIVE_GAIN_WITHOUT_REVIEWER))
-    hs = hbm_share(df)
-    hs = hs[hs["workload"].eq("multi_agent") & ~hs["memory"].eq("8/8*")]
-    rows.append(("HBM share of write bytes, Lachesis", _range(hs[hs["policy"].eq("lachesis")]["hbm_share"]),
-                 paper.HBM_WRITE_SHARE_LACHESIS))
-    rows.append(("HBM share of write bytes, HBM-first", _range(hs[hs["policy"].eq("hbm_first")]["hbm_share"]),
-                 paper.HBM_WRITE_SHARE_HBM_FIRST))
-    rv = class_to_flash(df, "reviewer")
-    rv = rv[rv["workload"].eq("multi_agent")]
-    rows.append(("reviewer bytes reaching flash, w/o predictive path",
-                 _range(rv[rv["policy"].eq("deterministic")]["to_flash"]), paper.REVIEWER_TO_FLASH_WO_PREDICTIVE))
-    rows.append(("reviewer bytes reaching flash, Lachesis", _range(rv[rv["policy"].eq("lachesis")]["to_flash"]),
-                 paper.REVIEWER_TO_FLASH_LACHESIS))
-    return _present(rows)
+#: The co-located configurations (the paper's "one to four of the eight slots"); 8/8* is H3's daisy chain.
+SPLIT = ["1/7", "2/6", "3/5", "4/4"]
 
 
-def single_agent_comparison(df: pd.DataFrame) -> list[tuple[str, Any, Any]]:
-    """(statistic, ours, paper) rows for §5.5 over whatever part of the grid was run."""
-    from lachesis import paper
-
-    r = ratio_table(df)
-    split = ~r["memory"].eq("8/8*")
-    rows: list[tuple[str, Any, Any]] = [
-        ("gain Lachesis/HBM-first, 1/7–4/4", _range(r[split]["lachesis/hbm_first"]), paper.SINGLE_GAIN),
-        ("Lachesis device-years, 1/7–4/4", _range(r[split]["lachesis"]), paper.SINGLE_LACHESIS_YEARS_1_TO_4),
-        ("HBM-first device-years, 1/7–4/4", _range(r[split]["hbm_first"]), paper.SINGLE_HBM_FIRST_YEARS_1_TO_4),
-        ("gain overall (any trace, 1/7–4/4)", _range(r[split]["lachesis/hbm_first"]), paper.GAIN_OVERALL),
+def _baseline_stats(r: pd.DataFrame, frame: str, **where: Any) -> list[Stat]:
+    """The rows for the baselines beyond the paper, over the cells ``where`` selects (``frame`` names them)."""
+    return [
+        (f"HBM-first with reclaim / HBM-first, {frame}", _select(r, "hbm_first_reclaim/hbm_first", **where), NOT_IN_PAPER),
+        (f"Lachesis / HBM-first with reclaim, {frame}", _select(r, "lachesis/hbm_first_reclaim", **where), NOT_IN_PAPER),
+        (f"ρR/W selection / HBM-first, {frame}", _select(r, "rho_threshold/hbm_first", **where), NOT_IN_PAPER),
+        (f"Lachesis / ρR/W selection, {frame}", _select(r, "lachesis/rho_threshold", **where), NOT_IN_PAPER),
+        (f"oracle / HBM-first, {frame}", _select(r, "oracle/hbm_first", **where), NOT_IN_PAPER),
+        (f"Lachesis share of the oracle's gain, {frame}", _select(r, ORACLE_SHARE, **where), NOT_IN_PAPER),
     ]
-    b = r[r["workload"].eq("bfcl")].set_index(["model", "memory"])["lachesis"] if "lachesis" in r else pd.Series(dtype=float)
-    loss = [1 - b[(m, "4/4")] / b[(m, "1/7")] for m in b.index.get_level_values(0).unique()
-            if (m, "4/4") in b.index and (m, "1/7") in b.index]
-    rows.append(("BFCLv4 Lachesis loss 4/4 vs 1/7", _range(pd.Series(loss)), paper.BFCL_4_4_VS_1_7_LOSS))
-    return _present(rows)
+
+
+def multi_agent_stats(df: pd.DataFrame) -> list[Stat]:
+    """The §5.3–§5.4 statistics per cell and seed, over whatever part of the grid was run."""
+    from lachesis import paper
+
+    r = ratio_table(df)
+    ma = dict(workload="multi_agent", memory=SPLIT)
+    hs, rv = hbm_share(df), class_to_flash(df, "reviewer")
+    out: list[Stat] = [
+        ("gain Lachesis/HBM-first, tight, 1/7–4/4", _select(r, "lachesis/hbm_first", slo="tight", **ma),
+         paper.MULTI_GAIN_TIGHT),
+        ("gain Lachesis/HBM-first, loose, 1/7–4/4", _select(r, "lachesis/hbm_first", slo="loose", **ma),
+         paper.MULTI_GAIN_LOOSE),
+        ("gain on 8/8*, tight", _select(r, "lachesis/hbm_first", workload="multi_agent", memory="8/8*", slo="tight"),
+         paper.DAISY_GAIN_TIGHT),
+        ("gain on 8/8*, loose", _select(r, "lachesis/hbm_first", workload="multi_agent", memory="8/8*", slo="loose"),
+         paper.DAISY_GAIN_LOOSE),
+        ("Lachesis device-years, tight, 1/7–4/4", _select(r, "lachesis", slo="tight", **ma),
+         paper.MULTI_LACHESIS_YEARS_1_TO_4),
+        ("HBM-first device-years, tight, 1/7–4/4", _select(r, "hbm_first", slo="tight", **ma),
+         paper.MULTI_HBM_FIRST_YEARS_1_TO_4),
+        ("w/o predictive path / HBM-first", _select(r, "deterministic/hbm_first", **ma), paper.DETERMINISTIC_GAIN),
+        ("Lachesis / w/o predictive path, with reviewer", _select(r, "lachesis/deterministic", **ma),
+         paper.PREDICTIVE_GAIN_WITH_REVIEWER),
+        ("Lachesis / w/o predictive path, no reviewer",
+         _select(r, "lachesis/deterministic", workload="multi_agent_no_reviewer", memory=SPLIT),
+         paper.PREDICTIVE_GAIN_WITHOUT_REVIEWER),
+        ("HBM share of write bytes, Lachesis", _select(hs, "hbm_share", policy="lachesis", **ma),
+         paper.HBM_WRITE_SHARE_LACHESIS),
+        ("HBM share of write bytes, HBM-first", _select(hs, "hbm_share", policy="hbm_first", **ma),
+         paper.HBM_WRITE_SHARE_HBM_FIRST),
+        ("reviewer bytes reaching flash, w/o predictive path",
+         _select(rv, "to_flash", policy="deterministic", workload="multi_agent"), paper.REVIEWER_TO_FLASH_WO_PREDICTIVE),
+        ("reviewer bytes reaching flash, Lachesis", _select(rv, "to_flash", policy="lachesis", workload="multi_agent"),
+         paper.REVIEWER_TO_FLASH_LACHESIS),
+    ]
+    return out + _baseline_stats(r, "tight, 1/7–4/4", slo="tight", **ma)
+
+
+def single_agent_stats(df: pd.DataFrame) -> list[Stat]:
+    """The §5.5 statistics per cell and seed, over whatever part of the grid was run."""
+    from lachesis import paper
+
+    r = ratio_table(df)
+    split = dict(memory=SPLIT)
+    out: list[Stat] = [
+        ("gain Lachesis/HBM-first, 1/7–4/4", _select(r, "lachesis/hbm_first", **split), paper.SINGLE_GAIN),
+        ("Lachesis device-years, 1/7–4/4", _select(r, "lachesis", **split), paper.SINGLE_LACHESIS_YEARS_1_TO_4),
+        ("HBM-first device-years, 1/7–4/4", _select(r, "hbm_first", **split), paper.SINGLE_HBM_FIRST_YEARS_1_TO_4),
+        ("gain overall (any trace, 1/7–4/4)", _select(r, "lachesis/hbm_first", **split), paper.GAIN_OVERALL),
+    ]
+    if "lachesis" in r:
+        b = r[r["workload"].eq("bfcl")].set_index(["model", "memory", "seed"])["lachesis"].unstack("memory")
+        if {"1/7", "4/4"} <= set(b.columns):
+            out.append(("BFCLv4 Lachesis loss 4/4 vs 1/7", 1 - b["4/4"] / b["1/7"], paper.BFCL_4_4_VS_1_7_LOSS))
+    return out + _baseline_stats(r, "1/7–4/4", **split)

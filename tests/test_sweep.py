@@ -30,9 +30,20 @@ def plan():
 
 
 def test_grid_shapes():
-    assert len(W.multi_agent_grid()) == 5 * 2 * 2 * 3 * 2
-    assert len(W.single_agent_grid()) == 2 * 5 * 2 * 2
+    # with reviewer: the paper's three policies and the three baselines; without: the ablation's three (§5.4)
+    assert len(W.multi_agent_grid()) == 5 * 2 * 2 * (6 + 3)
+    assert {p.policy for p in W.multi_agent_grid() if p.workload == "multi_agent_no_reviewer"} == set(W.PAPER_MULTI_POLICIES)
+    assert len(W.multi_agent_grid(no_reviewer_policies=None)) == 5 * 2 * 2 * 6 * 2
+    assert len(W.single_agent_grid()) == 2 * 5 * 2 * 5
     assert {p.slo for p in W.single_agent_grid()} == {"tight"}
+    three = W.single_agent_grid(seed=[0, 1, 2])
+    assert len(three) == 3 * len(W.single_agent_grid()) and {p.seed for p in three} == {0, 1, 2}
+    with pytest.raises(ValueError, match="seed must be an integer >= 0"):
+        W.multi_agent_grid(seed=[])
+    with pytest.raises(ValueError, match="seed must be an integer >= 0"):
+        W.single_agent_grid(seed=[0, -1])
+    assert {p.policy for p in W.single_agent_grid(policies=["rho_threshold:quantile=0.25"])} == {
+        "rho_threshold:quantile=0.25"}
 
 
 def test_point_cache_is_written_once_and_reused(plan, tmp_path, monkeypatch):
@@ -64,13 +75,19 @@ def test_run_grid_local_processes(tmp_path):
 
 
 def test_run_grid_on_dask_localcluster(tmp_path):
+    """The same grid on a Dask cluster: seeds replicate after their first seed's cell, the oracle reads the
+    baseline's record from the shared cache, and a local rerun reads every number back."""
     distributed = pytest.importorskip("dask.distributed")
+    pts = [W.Point("multi_agent", "4/4", "Qwen3-235B-A22B", "loose", p, scale=0.02, seed=k)
+           for k in (0, 1) for p in ("hbm_first", "oracle")]
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cl, \
             distributed.Client(cl) as client:
-        df = W.run_grid(_tiny_points(), TINY, tmp_path, scheduler=client, progress=False)
-    local = W.run_grid(_tiny_points(), TINY, tmp_path, n_jobs=1, progress=False)  # cached: same numbers
+        df = W.run_grid(pts, TINY, tmp_path, scheduler=client, progress=False)
+    local = W.run_grid(pts, TINY, tmp_path, n_jobs=1, progress=False)  # cached: same numbers
     np.testing.assert_equal(df["lifetime_years"].to_numpy(), local["lifetime_years"].to_numpy())
-    assert len(list(tmp_path.glob("*.json"))) == 2
+    assert df["n_sessions"].nunique() == 1 and set(df["load_seed"]) == {0}
+    # seed 0: the search and the oracle's run; seed 1: the baseline's and the oracle's runs at that load
+    assert len(list(tmp_path.glob("*.json"))) == 4 and len(list(tmp_path.glob("*.closes.npz"))) == 2
 
 
 # ------------------------------------------------------------------------------------------------
@@ -207,7 +224,7 @@ def test_model_too_big_for_the_memory_is_a_clear_error(monkeypatch):
 def test_progress_line_per_finished_cell(fixture_plan, tmp_path, capfd):
     W.run_grid(_cell(("hbm_first", "lachesis")), TINY, tmp_path, n_jobs=1, progress=True)
     err = capfd.readouterr().err
-    assert "[sweep] 1/1 fixture Llama-4-Maverick tight 1/7:" in err and "(elapsed" in err
+    assert "[sweep] 1/1 fixture Llama-4-Maverick tight 1/7 seed 0:" in err and "(elapsed" in err
 
 
 WATCH = """
@@ -312,3 +329,157 @@ def test_paper_load_sentences_come_from_the_curve():
     rows = [dict(r, **{"lachesis/hbm_first": 1.1}) for r in rows]
     found = W.paper_loads(pd.DataFrame(rows))
     assert any("not reached at 20–80 sessions/GPU" in t for t in found["sentence"])
+
+
+# ------------------------------------------------------------------------------------------------
+# The oracle: the baseline's close record, cached beside its run
+# ------------------------------------------------------------------------------------------------
+
+
+def _count_runs(monkeypatch) -> list[str]:
+    """Policies of every simulator run started from now on (a spy on simulate_windows)."""
+    seen: list[str] = []
+    real = S.simulate_windows
+
+    def spy(plan, cfg, policy, *a, **k):
+        seen.append(getattr(policy, "name", policy))
+        return real(plan, cfg, policy, *a, **k)
+
+    monkeypatch.setattr(S, "simulate_windows", spy)
+    return seen
+
+
+def test_oracle_runs_at_the_cells_load_with_the_baselines_close_record(fixture_plan, tmp_path, monkeypatch):
+    pts = _cell(("hbm_first", "lachesis", "oracle"))
+    rows = W.evaluate_cell(pts, TINY, str(tmp_path), load="baseline")
+    n = rows[0]["n_star"]
+    assert [r["n_sessions"] for r in rows] == [n] * 3 and rows[2]["load_policy"] == "hbm_first"
+    assert 0 < rows[2]["close_drift_matched"] <= 1 and rows[2]["close_drift_median_abs_s"] >= 0
+    assert "close_drift_matched" not in rows[1]
+    # the record is filed under the baseline's run at N* (its search run, continued)
+    base_key = W.point_key(pts[0], fixture_plan.fingerprint, TINY, n=n)
+    assert (tmp_path / f"{base_key}.closes.npz").exists()
+    closes = W.baseline_closes(pts[2], n, TINY, str(tmp_path), fixture_plan)
+    assert len(closes) > 0 and closes.fingerprint == fixture_plan.fingerprint
+    # the oracle alone, recomputed: it reads the record and never reruns the baseline
+    for f in tmp_path.glob("*.json"):
+        if json.loads(f.read_text())["policy"] == "oracle":
+            f.unlink()
+    seen = _count_runs(monkeypatch)
+    again = W.run_at_load(pts[2], n, TINY, str(tmp_path), fixture_plan)
+    assert seen == ["oracle"]
+    np.testing.assert_equal(again["lifetime_years"], rows[2]["lifetime_years"])
+    # without a cache the baseline is rerun for its record: the same numbers
+    seen.clear()
+    fresh = W.run_at_load(pts[2], n, TINY, None, fixture_plan)
+    assert seen == ["hbm_first", "oracle"]
+    np.testing.assert_equal(fresh["lifetime_years"], rows[2]["lifetime_years"])
+
+
+@pytest.mark.parametrize("damage", ["truncated", "edited", "foreign"])
+def test_a_bad_close_record_is_reported_and_the_baseline_rerun(fixture_plan, tmp_path, damage):
+    pts = _cell(("hbm_first", "oracle"))
+    W.evaluate_cell(pts, TINY, str(tmp_path))
+    (path,) = tmp_path.glob("*.closes.npz")
+    n = W.evaluate_point(pts[0], TINY, tmp_path, plan=fixture_plan)["n_star"]
+    good = W.baseline_closes(pts[1], n, TINY, str(tmp_path), fixture_plan)
+    if damage == "truncated":
+        path.write_bytes(path.read_bytes()[:100])
+    elif damage == "edited":
+        with np.load(path) as z:
+            arrays = {k: z[k] for k in z.files}
+        arrays["offset_s"] = arrays["offset_s"] + 1.0
+        with open(path, "wb") as fh:
+            np.savez_compressed(fh, **arrays)
+    else:  # another run's record under this name
+        other = tmp_path / "other"
+        W.run_at_load(pts[0], max(1, n - 1), TINY, str(other), fixture_plan)
+        path.write_bytes(next(other.glob("*.closes.npz")).read_bytes())
+    with pytest.warns(W.CacheWarning, match=path.name):
+        back = W.baseline_closes(pts[1], n, TINY, str(tmp_path), fixture_plan)
+    np.testing.assert_array_equal(back.offset_s, good.offset_s)
+    assert W.baseline_closes(pts[1], n, TINY, str(tmp_path), fixture_plan).offset_s.tolist() == good.offset_s.tolist()
+
+
+def test_the_oracle_is_never_searched(fixture_plan, tmp_path):
+    pts = _cell(("hbm_first", "lachesis", "oracle"))
+    with pytest.raises(ValueError, match="'oracle' is not capacity-searched"):
+        W.evaluate_point(pts[2], TINY, tmp_path, plan=fixture_plan)
+    own = W.evaluate_cell(pts, TINY, str(tmp_path), load="own")
+    assert own[2]["n_sessions"] == own[0]["n_star"] and own[2]["load_policy"] == "hbm_first"
+    low = W.evaluate_cell(pts, TINY, str(tmp_path), load="min")
+    assert own[2]["n_sessions"] >= low[2]["n_sessions"] == min(own[0]["n_star"], own[1]["n_star"])
+
+
+# ------------------------------------------------------------------------------------------------
+# Seeds: replicas at the first seed's load, intervals, and judging the paper's ranges with them
+# ------------------------------------------------------------------------------------------------
+
+
+def test_seeds_replicate_at_the_first_seeds_load(fixture_plan, tmp_path, monkeypatch):
+    pts = [W.Point("fixture", "1/7", "Llama-4-Maverick", "tight", p, 1.0, k)
+           for k in (2, 0, 1) for p in ("hbm_first", "lachesis", "oracle")]
+    searched: list[int] = []
+    real = W.evaluate_point
+    monkeypatch.setattr(W, "evaluate_point", lambda p, *a, **k: searched.append(p.seed) or real(p, *a, **k))
+    df = W.run_grid(pts, TINY, tmp_path, n_jobs=1, progress=False)
+    assert searched == [0]  # only the lowest seed searches N*
+    assert [(r.seed, r.policy) for r in df.itertuples()] == [(p.seed, p.policy) for p in pts]  # input order
+    n0 = int(df.loc[df.seed.eq(0), "n_sessions"].iloc[0])
+    assert (df["n_sessions"] == n0).all() and (df["n_star"] == n0).all() and (df["load_seed"] == 0).all()
+    assert df["slo_met"].map(type).eq(bool).all()
+    # a replica is the policy's run at that load and seed: the same numbers as a direct run
+    one = df[df.seed.eq(1) & df.policy.eq("lachesis")].iloc[0]
+    direct = W.run_at_load(replace_seed(pts[1], 1), n0, TINY, None, fixture_plan)
+    assert one["lifetime_years"] == direct["lifetime_years"]
+    assert df.groupby("seed")["lifetime_years"].apply(tuple).nunique() == 3  # the seeds draw differently
+    searched.clear()
+    again = W.run_grid(pts, TINY, tmp_path, n_jobs=1, progress=False, seed_load="search")
+    assert sorted(searched) == [0, 1, 2] and set(again["load_seed"]) == {0, 1, 2}
+    with pytest.raises(ValueError, match="seed_load must be one of"):
+        W.run_grid(pts, TINY, tmp_path, progress=False, seed_load="each")
+
+
+def replace_seed(p, seed):
+    from dataclasses import replace
+
+    return replace(p, seed=seed)
+
+
+def test_seed_table_and_intervals():
+    r = pd.DataFrame(dict(workload="w", model="m", slo="tight", memory=["1/7"] * 3 + ["4/4"] * 3,
+                          seed=[0, 1, 2] * 2, g=[1.0, 1.4, 1.2, 2.0, 2.0, 2.0]))
+    t = W.seed_table(r, ["g"])
+    assert t[["g", "g_min", "g_max", "seeds"]].values.tolist() == [[1.2, 1.0, 1.4, 3], [2.0, 2.0, 2.0, 3]]
+    assert W.interval_text(t, ["g"])["g"].tolist() == ["1.2 [1–1.4]", "2"]
+    assert W.judge_interval((1.0, 1.4), (0.5, 2.0)) == "inside"
+    assert W.judge_interval((1.0, 1.4), (1.3, 2.0)) == "overlaps"
+    assert W.judge_interval((1.0, 1.4), (1.5, 2.0)) == "disjoint"
+    assert W.judge_interval((1.0, 1.4), 1.2) == "overlaps" and W.judge_interval(1.2, 1.2) == "inside"
+    assert W.judge_interval((1.0, 1.4), W.NOT_IN_PAPER) == ""
+    v = r.set_index(W.CELL + ["seed"])["g"]
+    cmp = W.compare_intervals([("g", v, (1.1, 2.5)), ("absent", None, 1.0), ("new", v, W.NOT_IN_PAPER)], note="x")
+    one = cmp.iloc[0]
+    # medians 1.2 and 2.0 lie in the paper's range; every seed's value spans 1.0-2.0, which only overlaps it
+    assert (one["ours"], one["interval"], one["in_paper_range"], one["interval_vs_paper"]) == ("1.2–2", "1–2", "yes",
+                                                                                              "overlaps")
+    assert (one["seeds"], one["cells"]) == (3, 2) and list(cmp["statistic"]) == ["g", "new"]
+    assert cmp.iloc[1]["interval_vs_paper"] == "" and cmp.iloc[1]["in_paper_range"] == ""
+
+
+def test_ratio_table_per_seed_with_the_oracle_share():
+    rows = [dict(workload="w", model="m", slo="tight", memory="1/7", seed=s, policy=p, lifetime_years=v)
+            for s, vals in ((0, (2.0, 3.0, 4.0)), (1, (2.0, 2.5, 3.0))) for p, v in zip(("hbm_first", "lachesis", "oracle"), vals)]
+    r = W.ratio_table(pd.DataFrame(rows))
+    assert r["lachesis/hbm_first"].tolist() == [1.5, 1.25] and r["oracle/hbm_first"].tolist() == [2.0, 1.5]
+    assert r[W.ORACLE_SHARE].tolist() == [0.5, 0.5]
+    assert "deterministic/hbm_first" not in r  # only ratios whose policies ran
+
+
+def test_run_tasks_runs_followups_locally_and_in_process():
+    def follow(k, res):
+        return [(pow, (res, 2), f"sq {res}")] if res < 100 else []
+
+    for n_jobs in (1, 2):
+        out = W.run_tasks(pow, [(2, 1), (3, 1)], ["a", "b"], n_jobs=n_jobs, progress=False, follow=follow)
+        assert sorted(out) == [2, 3, 4, 9, 16, 81, 256, 6561] and out[:2] == [2, 3]
