@@ -48,6 +48,7 @@ ASSUMPTIONS (named):
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from dataclasses import dataclass, field
@@ -263,7 +264,7 @@ class _Row:
 
     __slots__ = ("segment_id", "seg_class", "session_id", "role", "rank_key", "boundary", "chunks",
                  "n_blocks", "n_hbm", "n_tokens", "last_tier", "last_use", "wslot", "aslot", "tier_pref",
-                 "reads", "close_s", "final_tokens", "final_blocks")
+                 "reads", "close_s", "final_tokens", "final_blocks", "rank")
 
     def __init__(self, segment_id: str, seg_class: str, session_id: str, role: str, rank_key: float, boundary: str) -> None:
         self.segment_id = segment_id
@@ -285,6 +286,7 @@ class _Row:
         self.close_s = math.nan  # clairvoyant close time (oracle)
         self.final_tokens = math.nan  # clairvoyant final size in tokens (oracle)
         self.final_blocks = math.nan  # the same in blocks
+        self.rank: tuple | None = None  # (rank key, NaN as +inf; open order; row): entry in the table's worker ranking
 
     def block_ids(self) -> np.ndarray:
         if not self.chunks:
@@ -401,8 +403,14 @@ class SegmentTable:
         self._n_closed = 0
         self._dead_blocks = [0, 0]  # cached dead blocks per tier [HBM, HBF]
         self._closed_ids: set[str] = set()
-        self._ws = _Slots("wslot")  # live workers (the predictive path's ranking)
-        self._as: _Slots | None = None  # every live segment, built the first time a policy asks
+        self._ws: _Slots | None = None  # live workers as numpy columns, built the first time a policy asks
+        self._as: _Slots | None = None  # every live segment, the same
+        # Live workers sorted by (rank key, NaN last; open order) and their HBM blocks: the predictive
+        # path's ranking kept current per open/close, so a decision reads a prefix instead of sorting.
+        self._ranked: list[tuple[float, int, _Row]] = []
+        self._worker_hbm = 0
+        self._reviewer_hbm = 0
+        self._n_opened = 0
 
     @property
     def view(self) -> "SegmentTable":
@@ -450,9 +458,14 @@ class SegmentTable:
         row.last_use = float(now)
         self._live[segment_id] = row
         self._by_session.setdefault(row.session_id, {})[segment_id] = None
+        self._n_opened += 1
         if seg_class == "worker":
             self._workers[segment_id] = row
-            self._ws.add(row)
+            if self._ws is not None:
+                self._ws.add(row)
+            key = row.rank_key
+            row.rank = (math.inf if key != key else key, self._n_opened, row)
+            bisect.insort(self._ranked, row.rank)
         elif seg_class == "reviewer":
             self._reviewers[segment_id] = row
         if self._as is not None:
@@ -518,9 +531,13 @@ class SegmentTable:
         row.n_blocks += nb
         row.n_hbm += n_hbm
         row.last_tier = last
-        if row.wslot >= 0:
-            self._ws.blocks[row.wslot] += nb
-            self._ws.hbm[row.wslot] += n_hbm
+        if row.rank is not None:
+            self._worker_hbm += n_hbm
+            if row.wslot >= 0:
+                self._ws.blocks[row.wslot] += nb  # type: ignore[union-attr]
+                self._ws.hbm[row.wslot] += n_hbm  # type: ignore[union-attr]
+        elif n_hbm and row.seg_class == "reviewer":
+            self._reviewer_hbm += n_hbm
         if row.aslot >= 0:
             self._as.blocks[row.aslot] += nb  # type: ignore[union-attr]
             self._as.hbm[row.aslot] += n_hbm  # type: ignore[union-attr]
@@ -550,10 +567,16 @@ class SegmentTable:
         if not mine:
             del self._by_session[row.session_id]
         if self._workers.pop(segment_id, None) is not None:
-            self._ws.remove(row)
+            if row.wslot >= 0:
+                self._ws.remove(row)  # type: ignore[union-attr]
+            ranked = self._ranked
+            del ranked[bisect.bisect_left(ranked, row.rank)]
+            row.rank = None
+            self._worker_hbm -= row.n_hbm
         if row.aslot >= 0:
             self._as.remove(row)  # type: ignore[union-attr]
-        self._reviewers.pop(segment_id, None)
+        if self._reviewers.pop(segment_id, None) is not None:
+            self._reviewer_hbm -= row.n_hbm
         self._closed_ids.add(segment_id)
         self.stats.closed(row.seg_class, row.n_blocks, row.session_id, row.n_tokens, row.reads)
         row.last_use = float(now if last_use is None else last_use)
@@ -657,20 +680,27 @@ class SegmentTable:
         return int(self._dead_blocks[as_tier(tier)])
 
     def live_workers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        return self._ws.live("ids", "key", "blocks", "hbm")
+        return self._worker_slots().live("ids", "key", "blocks", "hbm")
 
     def worker_position(self, segment_id: str) -> int:
-        return self._ws.position(self._worker_row(segment_id))
-
-    def worker_ranking(self, segment_id: str) -> tuple[np.ndarray, np.ndarray, int, int]:
-        """(rank keys, blocks, total HBM blocks) of the live workers in open order, and one worker's
-        position: :meth:`live_workers` + :meth:`worker_position` in one call (read-only arrays)."""
         row = self._worker_row(segment_id)
-        ws, n = self._ws, self._ws.n
-        if ws.dead:
-            m = ws.alive[:n]
-            return ws.key[:n][m], ws.blocks[:n][m], int(ws.hbm[:n][m].sum()), int(m[: row.wslot].sum())
-        return ws.key[:n], ws.blocks[:n], int(ws.hbm[:n].sum()), row.wslot  # every slot is alive
+        return self._worker_slots().position(row)
+
+    def _worker_slots(self) -> _Slots:
+        """The live-worker arrays, built from the rows the first time a policy asks, then kept current."""
+        if self._ws is None:
+            self._ws = _Slots("wslot")
+            for row in self._workers.values():
+                self._ws.add(row)
+        return self._ws
+
+    def workers_ahead(self, segment_id: str) -> tuple[list[int], int, int]:
+        """Blocks held by the live workers ranked before one worker (rank key ascending, NaN last, ties
+        in open order), in rank order; the worker's own blocks; and the HBM blocks all live workers hold."""
+        row = self._worker_row(segment_id)
+        ranked = self._ranked
+        i = bisect.bisect_left(ranked, row.rank)
+        return [r.n_blocks for _, _, r in ranked[:i]], row.n_blocks, self._worker_hbm
 
     def _worker_row(self, segment_id: str) -> _Row:
         row = self._workers.get(segment_id)
@@ -696,7 +726,7 @@ class SegmentTable:
         return self._as
 
     def live_reviewer_hbm_blocks(self) -> int:
-        return sum(r.n_hbm for r in self._reviewers.values())
+        return self._reviewer_hbm
 
     # -- inspection ------------------------------------------------------------------------------
     def __contains__(self, segment_id: object) -> bool:

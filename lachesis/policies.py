@@ -175,13 +175,12 @@ class Lachesis:
     @staticmethod
     def admitted(seg: SegmentInfo, view: MemoryView) -> bool:
         """Whether the worker is within the first k of the node's live-worker ranking right now."""
-        ranking = getattr(view, "worker_ranking", None)  # the segment table's one-call form of the two below
-        if ranking is not None:
-            keys, blocks, hbm_live_workers, me = ranking(seg.segment_id)
-        else:
-            _, keys, blocks, hbm_blocks = view.live_workers()
-            me = view.worker_position(seg.segment_id)
-            hbm_live_workers = int(hbm_blocks.sum())
+        ahead = getattr(view, "workers_ahead", None)  # the segment table keeps the ranking sorted
+        if ahead is not None:
+            return Lachesis._admitted_ranked(seg, view, *ahead(seg.segment_id))
+        _, keys, blocks, hbm_blocks = view.live_workers()
+        me = view.worker_position(seg.segment_id)
+        hbm_live_workers = int(hbm_blocks.sum())
         stats = view.stats
         mean = stats.mean_worker_blocks
         est = np.maximum(blocks.astype(np.float64), mean)
@@ -197,6 +196,25 @@ class Lachesis:
         # worker is within the first k exactly when the running sum up to and including it fits.
         pos = int(np.flatnonzero(order == me)[0])
         return bool(np.cumsum(est[order[: pos + 1]])[-1] <= budget + 1e-9)
+
+    @staticmethod
+    def _admitted_ranked(seg: SegmentInfo, view: MemoryView, ahead: list[int], mine: int,
+                         hbm_live_workers: int) -> bool:
+        """:meth:`admitted` from the blocks of the workers ranked before this one (in rank order): the
+        same estimates summed in the same order, stopping once the sum exceeds the budget (it only grows)."""
+        stats = view.stats
+        mean = stats.mean_worker_blocks
+        pinned = view.used(Tier.HBM) - hbm_live_workers
+        reserve = stats.reviewer_reserve(view.live_reviewer_hbm_blocks())
+        limit = view.total(Tier.HBM) - pinned - reserve + 1e-9
+        acc = 0.0
+        for b in ahead:
+            acc += b if b > mean else mean
+            if acc > limit:
+                return False
+        b = mine + seg.new_blocks
+        acc += b if b > mean else mean
+        return acc <= limit
 
 
 class ReuseThreshold:

@@ -352,6 +352,7 @@ class DecodeEngine:
         self.tpot_w: list[float] = []
         self.tpot_t: list[float] = []  # end time of each recorded interval (windows filter on it)
         self.max_batch = 0
+        self._args: tuple = ()  # the step inputs behind ``tau`` (batch aside)
 
     def _grow(self) -> None:
         n = len(self.rem)
@@ -381,7 +382,8 @@ class DecodeEngine:
         if self.n > self.max_batch:
             self.max_batch = self.n
         h, f, fl, hw = self.sums
-        self.tau = self.step_fn(self.n, max(h, 0.0), max(f, 0.0), max(fl, 0.0), max(hw, 0.0))
+        args = self._args = (max(h, 0.0), max(f, 0.0), max(fl, 0.0), max(hw, 0.0))
+        self.tau = self.step_fn(self.n, *args)
         dt = max(float(self.rem.min()), 0.0) * self.tau
         g = self.gen
         self.env.timeout(dt).callbacks.append(lambda _e, g=g: self._on_timer(g))
@@ -412,6 +414,19 @@ class DecodeEngine:
         h, f, fl, hw = self.sums
         return self.step_fn(self.n + 1, max(h, 0.0) + extra_hbm, max(f, 0.0) + extra_hbf, max(fl, 0.0) + extra_flush,
                             max(hw, 0.0) + extra_hbmw)
+
+    def join_measured(self, tokens: float, hbm_bytes: float, hbf_bytes: float, flush_bytes: float,
+                      hbm_write_bytes: float = 0.0) -> tuple[simpy.Event, float]:
+        """:meth:`join`, and the :meth:`current_step` it was joined at (for TTFT): the new step time when
+        the step inputs after joining equal those, so a request pays one step-model call, not two."""
+        h, f, fl, hw = self.sums
+        first = (max(h, 0.0) + hbm_bytes, max(f, 0.0) + hbf_bytes, max(fl, 0.0) + flush_bytes,
+                 max(hw, 0.0) + hbm_write_bytes)
+        n = self.n + 1
+        ev = self.join(tokens, hbm_bytes, hbf_bytes, flush_bytes, hbm_write_bytes)
+        if self.n == n and self._args == first:
+            return ev, self.tau
+        return ev, self.step_fn(n, *first)
 
     def join(self, tokens: float, hbm_bytes: float, hbf_bytes: float, flush_bytes: float,
              hbm_write_bytes: float = 0.0) -> simpy.Event:
@@ -702,9 +717,12 @@ def simulate_windows(plan: Plan, cfg: Config, policy: Any, n_sessions: int, wind
                 ff[inst] = max(ff[inst] - out * NOMINAL_TPOT_S, 0.0)
             else:
                 if env.now > first_warmup:
-                    ttft.append(ttft_ref + land + engine.current_step(ctx_h, ctx_f, flush, hbmw))
+                    ev, step = engine.join_measured(out, ctx_h, ctx_f, flush, hbmw)
+                    ttft.append(ttft_ref + land + step)
                     ttft_t.append(env.now)
-                yield engine.join(out, ctx_h, ctx_f, flush, hbmw)
+                else:
+                    ev = engine.join(out, ctx_h, ctx_f, flush, hbmw)
+                yield ev
             counter["req"] += 1
             for s in c_end[q]:
                 mem.close(inst, s, env.now)
