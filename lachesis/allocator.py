@@ -52,7 +52,8 @@ import bisect
 import heapq
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from itertools import islice
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -135,15 +136,19 @@ class TieredAllocator:
             raise AllocationError(
                 f"alloc({t.name}, {n}): only {self._top[Tier.HBM]} HBM + {self._top[Tier.HBF]} HBF blocks free"
             )
-        take = min(n, self._top[t])
-        if take == 0 and n:  # the tier is full: everything from the other tier
-            return self._pop(other, n)
-        first = self._pop(t, take)
-        if take == n:
-            return first
-        return np.concatenate([first, self._pop(other, n - take)])
+        return self._alloc(t, n)[0]
 
-    def _pop(self, t: Tier, k: int) -> np.ndarray:
+    def _alloc(self, t: Tier, n: int) -> tuple[np.ndarray, int]:
+        """:meth:`alloc` of n free blocks (not checked), and how many of them came from ``t``."""
+        take = min(n, self._top[t])
+        if take == n:
+            return self._pop(t, n), n
+        other = 1 - t
+        if take == 0:  # the tier is full: everything from the other tier
+            return self._pop(other, n), 0
+        return np.concatenate([self._pop(t, take), self._pop(other, n - take)]), take
+
+    def _pop(self, t: Tier | int, k: int) -> np.ndarray:
         top = self._top[t]
         ids = self._free[t][top - k : top][::-1].copy()
         self._top[t] = top - k
@@ -500,7 +505,7 @@ class SegmentTable:
             info = SegmentInfo(row.segment_id, row.seg_class, row.session_id, row.role, row.rank_key, row.boundary,
                                row.n_blocks, row.n_tokens, nb, row.reads, row.close_s, row.final_tokens)
             want = as_tier(self.policy.tier(info, self))
-            ids = self._allocate(want, nb)
+            ids, n_hbm, last = self._allocate(want, nb)
             row.tier_pref = want
         row.last_use = float(now)
         row.n_tokens += n
@@ -511,10 +516,7 @@ class SegmentTable:
             by_class[row.last_tier] += fill
         if ids is None:
             return _EMPTY
-        hbm = self.allocator.hbm_blocks
-        n_hbm = int(np.count_nonzero(ids < hbm)) if nb > 1 else int(ids[0] < hbm)
         n_hbf = nb - n_hbm
-        last = 0 if ids[-1] < hbm else 1
         short = bt - (rest - (nb - 1) * bt)  # empty slots of the last new block
         th, tf = n_hbm * bt, n_hbf * bt
         if last:
@@ -606,9 +608,11 @@ class SegmentTable:
         return ids
 
     # -- eviction ------------------------------------------------------------------------------
-    def _allocate(self, want: Tier, nb: int) -> np.ndarray:
+    def _allocate(self, want: Tier, nb: int) -> tuple[np.ndarray, int, int]:
+        """nb block ids for a write, ``want`` first, evicting cached dead blocks when none are free;
+        also how many are HBM blocks and the tier of the last one (known from where each came)."""
         a = self.allocator
-        free_total = a.free_blocks(Tier.HBM) + a.free_blocks(Tier.HBF)
+        free_total = a._top[0] + a._top[1]
         cached = self._dead_blocks[0] + self._dead_blocks[1]
         if nb > free_total + cached:
             raise AllocationError(
@@ -622,12 +626,21 @@ class SegmentTable:
                 a._free_owned(self._evict(k, Tier.HBM))
                 free_total += k
         if nb <= free_total:
-            return a.alloc(want, nb)
+            return self._take(want, nb)
         deficit = nb - free_total
-        first = a.alloc(want, free_total) if free_total else None
+        first = self._take(want, free_total) if free_total else None
         a._free_owned(self._evict(deficit))
-        rest = a.alloc(want, deficit)
-        return rest if first is None else np.concatenate([first, rest])
+        rest = self._take(want, deficit)
+        if first is None:
+            return rest
+        return np.concatenate([first[0], rest[0]]), first[1] + rest[1], rest[2]
+
+    def _take(self, want: Tier, n: int) -> tuple[np.ndarray, int, int]:
+        """n >= 1 free blocks, ``want`` first (the allocator's fallback); (ids, HBM blocks, last block's tier)."""
+        ids, k = self.allocator._alloc(want, n)
+        if want == Tier.HBM:
+            return ids, k, 0 if k == n else 1
+        return ids, n - k, 1 if k == n else 0
 
     def _evict(self, k: int, tier: Tier | None = None) -> np.ndarray:
         """Take k blocks from dead segments (of ``tier`` only, if given), least recently used segment
@@ -694,13 +707,14 @@ class SegmentTable:
                 self._ws.add(row)
         return self._ws
 
-    def workers_ahead(self, segment_id: str) -> tuple[list[int], int, int]:
+    def workers_ahead(self, segment_id: str) -> tuple[Iterator[int], int, int]:
         """Blocks held by the live workers ranked before one worker (rank key ascending, NaN last, ties
-        in open order), in rank order; the worker's own blocks; and the HBM blocks all live workers hold."""
+        in open order), lazily in rank order; the worker's own blocks; the HBM blocks all live workers hold.
+        Consume the iterator before the table changes."""
         row = self._worker_row(segment_id)
         ranked = self._ranked
         i = bisect.bisect_left(ranked, row.rank)
-        return [r.n_blocks for _, _, r in ranked[:i]], row.n_blocks, self._worker_hbm
+        return (r.n_blocks for _, _, r in islice(ranked, i)), row.n_blocks, self._worker_hbm
 
     def _worker_row(self, segment_id: str) -> _Row:
         row = self._workers.get(segment_id)

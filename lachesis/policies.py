@@ -79,7 +79,7 @@ are reserved for "before it counts k", not the arithmetic):
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -198,7 +198,7 @@ class Lachesis:
         return bool(np.cumsum(est[order[: pos + 1]])[-1] <= budget + 1e-9)
 
     @staticmethod
-    def _admitted_ranked(seg: SegmentInfo, view: MemoryView, ahead: list[int], mine: int,
+    def _admitted_ranked(seg: SegmentInfo, view: MemoryView, ahead: Iterable[int], mine: int,
                          hbm_live_workers: int) -> bool:
         """:meth:`admitted` from the blocks of the workers ranked before this one (in rank order): the
         same estimates summed in the same order, stopping once the sum exceeds the budget (it only grows)."""

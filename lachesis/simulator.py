@@ -53,6 +53,7 @@ from lachesis import hbf
 from lachesis.config import Config, ModelSpec
 
 SIM_VERSION = "sim-2"
+_min_reduce = np.minimum.reduce  # ndarray.min() without the method's Python overhead
 NOMINAL_TPOT_S = 0.05  # unit of simulated time, see Plan.mean_session_s
 
 
@@ -167,6 +168,10 @@ class Plan:
                 seg_class=[str(x) for x in self.seg_class], seg_role=[str(x) for x in self.seg_role],
                 seg_key=[float(x) for x in self.seg_key],
             )
+            L = self._lists
+            # one tuple per request, in the order the event loop reads it
+            L["request"] = list(zip(L["t_user"], L["close_arrival"], L["writes"], L["reads"], L["out"],
+                                    L["close_end"], L["t_tools"], L["t_obs"]))
         return self._lists
 
     @property
@@ -384,7 +389,7 @@ class DecodeEngine:
         h, f, fl, hw = self.sums
         args = self._args = (max(h, 0.0), max(f, 0.0), max(fl, 0.0), max(hw, 0.0))
         self.tau = self.step_fn(self.n, *args)
-        dt = max(float(self.rem.min()), 0.0) * self.tau
+        dt = max(float(_min_reduce(self.rem)), 0.0) * self.tau
         g = self.gen
         self.env.timeout(dt).callbacks.append(lambda _e, g=g: self._on_timer(g))
 
@@ -392,7 +397,7 @@ class DecodeEngine:
         if g != self.gen:
             return
         self._advance()
-        done = np.flatnonzero(self.rem <= 1e-7)
+        done = (self.rem <= 1e-7).nonzero()[0]
         sums, rows = self.sums, self.rows
         for i in done.tolist():
             self.rem[i] = np.inf
@@ -501,6 +506,14 @@ class Memory:
         except AllocationError as exc:
             raise OutOfMemory(str(exc)) from exc
         h1, f1 = table.tokens_written()
+        return h1 - h0, f1 - f0
+
+    def write_request(self, inst: int, writes: list[tuple[int, int]], now: float) -> tuple[int, int]:
+        """:meth:`write` of each (segment, tokens) of one request, in order; returns the (HBM, HBF) tokens placed."""
+        h0, f0 = self.table.tokens_written()
+        for s, t in writes:
+            self.write(inst, s, t, now)
+        h1, f1 = self.table.tokens_written()
         return h1 - h0, f1 - f0
 
     def close(self, inst: int, s: int, now: float) -> None:
@@ -670,9 +683,7 @@ def simulate_windows(plan: Plan, cfg: Config, policy: Any, n_sessions: int, wind
         counter["inst"] += 1
         return counter["inst"], s
 
-    L = plan.lists()
-    t_user, t_tools, t_obs, out_tok = L["t_user"], L["t_tools"], L["t_obs"], L["out"]
-    writes, reads, c_arr, c_end = L["writes"], L["reads"], L["close_arrival"], L["close_end"]
+    per_request = plan.lists()["request"]
     ttft_ref = cfg.clock.ttft_ref_s
     landing = hbf.landing_fn(cfg.memory, cfg.model)
 
@@ -689,23 +700,20 @@ def simulate_windows(plan: Plan, cfg: Config, policy: Any, n_sessions: int, wind
 
     def run_agent(inst: int, a: AgentPlan):
         for q in a.requests_list:
-            if t_user[q] > 0 and (w := wait(inst, t_user[q])) is not None:
+            t_user, c_arr, writes, reads, out, c_end, t_tools, t_obs = per_request[q]
+            if t_user > 0 and (w := wait(inst, t_user)) is not None:
                 yield w
-            for s in c_arr[q]:
-                mem.close(inst, s, env.now)
+            now = env.now
+            for s in c_arr:
+                mem.close(inst, s, now)
             # admission: this request's writes go through the policy and the allocator
-            h_w = f_w = 0
-            for s, t in writes[q]:
-                h, f = mem.write(inst, s, t, env.now)
-                h_w += h
-                f_w += f
+            h_w, f_w = mem.write_request(inst, writes, now) if writes else (0, 0)
             ctx_h = ctx_f = 0.0
-            if reads[q]:
-                rs, rt, rt_sum = reads[q]
+            if reads:
+                rs, rt, rt_sum = reads
                 frac = mem.hbm_fraction(inst, rs)
                 ctx_h = float(rt @ frac) * bpt
                 ctx_f = rt_sum * bpt - ctx_h
-            out = out_tok[q]
             tot = h_w + f_w
             hbf_share = f_w / tot if tot > 0 else 0.0
             pre = max(tot - out, 0)
@@ -724,16 +732,18 @@ def simulate_windows(plan: Plan, cfg: Config, policy: Any, n_sessions: int, wind
                     ev = engine.join(out, ctx_h, ctx_f, flush, hbmw)
                 yield ev
             counter["req"] += 1
-            for s in c_end[q]:
-                mem.close(inst, s, env.now)
-            kids = [env.process(run_agent(inst, c)) for c in a.children.get(q, [])]
+            now = env.now
+            for s in c_end:
+                mem.close(inst, s, now)
+            kids = a.children.get(q)
             if kids:  # the reference clock's rule: tools, then wait for the sub-agents this request spawned
-                if t_tools[q] > 0 and (w := wait(inst, t_tools[q])) is not None:
+                kids = [env.process(run_agent(inst, c)) for c in kids]
+                if t_tools > 0 and (w := wait(inst, t_tools)) is not None:
                     yield w
                 yield env.all_of(kids)
-                if t_obs[q] > 0 and (w := wait(inst, t_obs[q])) is not None:
+                if t_obs > 0 and (w := wait(inst, t_obs)) is not None:
                     yield w
-            elif t_tools[q] + t_obs[q] > 0 and (w := wait(inst, t_tools[q] + t_obs[q])) is not None:
+            elif t_tools + t_obs > 0 and (w := wait(inst, t_tools + t_obs)) is not None:
                 yield w
 
     spans = plan.session_spans(NOMINAL_TPOT_S)

@@ -596,8 +596,9 @@ def test_reference_drives_policy_objects_like_the_fast_path():
                 me = fast_table.worker_position(ev[2])
                 order = np.argsort(np.where(np.isnan(keys), np.inf, keys), kind="stable")
                 pos = int(np.flatnonzero(order == me)[0])
-                assert fast_table.workers_ahead(ev[2]) == (blocks[order[:pos]].tolist(), int(blocks[me]),
-                                                           int(hbm.sum()))
+                ahead, mine, hbm_workers = fast_table.workers_ahead(ev[2])
+                assert (list(ahead), mine, hbm_workers) == (blocks[order[:pos]].tolist(), int(blocks[me]),
+                                                            int(hbm.sum()))
         else:
             n_slots = fast_table._ws.n
             fast_table.close(ev[2])
