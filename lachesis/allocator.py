@@ -175,21 +175,28 @@ class TieredAllocator:
             raise AllocationError(f"free: block id(s) {np.unique(dup)[:5].tolist()} given more than once (double free)")
         self._release(ids, lo, hi)
 
-    def _free_owned(self, ids: np.ndarray) -> None:
+    def _free_owned(self, ids: np.ndarray, n_hbm: int | None = None) -> None:
         """``free`` for the segment table's own block ids (int64, distinct by construction: every id
-        came from ``alloc`` and a row drops the ids it gives back), so only the allocation state is checked."""
+        came from ``alloc`` and a row drops the ids it gives back), so only the allocation state is
+        checked.  ``n_hbm``: how many are HBM blocks, when the caller knows (saves the range scan)."""
         if ids.size:
-            self._release(ids, int(ids.min()), int(ids.max()))
+            if n_hbm is None:
+                self._release(ids, int(ids.min()), int(ids.max()))
+            else:
+                self._release(ids, all_hbm=n_hbm == ids.size, all_hbf=n_hbm == 0)
 
-    def _release(self, ids: np.ndarray, lo: int, hi: int) -> None:
+    def _release(self, ids: np.ndarray, lo: int = 0, hi: int = 0, *, all_hbm: bool | None = None,
+                 all_hbf: bool | None = None) -> None:
         if not self._state[ids].all():
             not_used = self._state[ids] == 0
             raise AllocationError(f"free: block id(s) {ids[not_used][:5].tolist()} are not allocated (double free)")
         self._state[ids] = 0
         hbm = self.hbm_blocks
-        if hi < hbm:
+        if all_hbm is None:
+            all_hbm, all_hbf = hi < hbm, lo >= hbm
+        if all_hbm:
             parts = ((Tier.HBM, ids),)
-        elif lo >= hbm:
+        elif all_hbf:
             parts = ((Tier.HBF, ids),)
         else:
             is_hbf = ids >= hbm
@@ -584,7 +591,7 @@ class SegmentTable:
         row.last_use = float(now if last_use is None else last_use)
         self._n_closed += 1
         if self.policy.frees_at_boundary:
-            self.allocator._free_owned(row.block_ids())
+            self.allocator._free_owned(row.block_ids(), row.n_hbm)
             row.chunks = []
         elif row.n_blocks:
             self._dead[segment_id] = row
@@ -623,13 +630,13 @@ class SegmentTable:
             # Cached HBM blocks count as free for HBM placement: evict LRU dead HBM blocks first.
             k = min(nb - a.free_blocks(Tier.HBM), int(self._dead_blocks[0]))
             if k > 0:
-                a._free_owned(self._evict(k, Tier.HBM))
+                a._free_owned(*self._evict(k, Tier.HBM))
                 free_total += k
         if nb <= free_total:
             return self._take(want, nb)
         deficit = nb - free_total
         first = self._take(want, free_total) if free_total else None
-        a._free_owned(self._evict(deficit))
+        a._free_owned(*self._evict(deficit))
         rest = self._take(want, deficit)
         if first is None:
             return rest
@@ -642,15 +649,18 @@ class SegmentTable:
             return ids, k, 0 if k == n else 1
         return ids, n - k, 1 if k == n else 0
 
-    def _evict(self, k: int, tier: Tier | None = None) -> np.ndarray:
+    def _evict(self, k: int, tier: Tier | None = None) -> tuple[np.ndarray, int]:
         """Take k blocks from dead segments (of ``tier`` only, if given), least recently used segment
-        first, tail blocks first within a segment.  Heaps hold stale entries, skipped lazily."""
+        first, tail blocks first within a segment; returns them and how many are HBM blocks.  Heaps
+        hold stale entries, skipped lazily."""
         out: list[np.ndarray] = []
         hbm = self.allocator.hbm_blocks
         heap = self._dead_heap if tier is None else self._dead_heap_tier[tier]
+        dead = self._dead
+        n_hbm_all = 0
         while k > 0:
             sid = heap[0][2]
-            row = self._dead.get(sid)
+            row = dead.get(sid)
             n_t = 0 if row is None else (row.n_blocks if tier is None else
                                          row.n_hbm if tier == Tier.HBM else row.n_blocks - row.n_hbm)
             if n_t == 0:
@@ -658,26 +668,30 @@ class SegmentTable:
                 continue
             ids = row.block_ids()
             take = min(k, n_t)
-            if tier is None:
+            if take == row.n_blocks:  # the whole segment goes (its HBM count is known)
+                ev, keep, n_hbm = ids[::-1], None, row.n_hbm
+            elif tier is None:
                 ev = ids[ids.size - take :][::-1]
                 keep = ids[: ids.size - take]
+                n_hbm = int(np.count_nonzero(ev < hbm))
             else:
                 pos = np.flatnonzero((ids >= hbm) == bool(tier))[::-1][:take]
                 ev = ids[pos]
                 keep = np.delete(ids, pos)
+                n_hbm = take if tier == Tier.HBM else 0
             out.append(ev)
-            n_hbm = int((ev < hbm).sum())
+            n_hbm_all += n_hbm
             self._dead_blocks[0] -= n_hbm
             self._dead_blocks[1] -= take - n_hbm
             row.n_hbm -= n_hbm
             row.n_blocks -= take
-            row.chunks = [keep] if keep.size else []
+            row.chunks = [keep] if keep is not None and keep.size else []
             if row.n_blocks == 0:
-                del self._dead[sid]
+                del dead[sid]
             k -= take
-        ev = np.concatenate(out)
+        ev = out[0] if len(out) == 1 else np.concatenate(out)
         self._evicted += int(ev.size)
-        return ev
+        return ev, n_hbm_all
 
     # -- MemoryView ----------------------------------------------------------------------------------
     def total(self, tier: Tier) -> int:
