@@ -86,6 +86,7 @@ __all__ = [
 ]
 
 _TIERS = (Tier.HBM, Tier.HBF)
+_sum = np.add.reduce
 _EMPTY = np.zeros(0, dtype=np.int64)
 _EMPTY.flags.writeable = False
 
@@ -300,6 +301,11 @@ class _Row:
         self.final_blocks = math.nan  # the same in blocks
         self.rank: tuple | None = None  # (rank key, NaN as +inf; open order; row): entry in the table's worker ranking
 
+    def blocks_to_write(self) -> int:
+        """Blocks the segment has still to write by its clairvoyant final size (0 when unknown)."""
+        f = self.final_blocks
+        return 0 if f != f or f <= self.n_blocks else int(f) - self.n_blocks
+
     def block_ids(self) -> np.ndarray:
         if not self.chunks:
             return np.zeros(0, dtype=np.int64)
@@ -312,7 +318,8 @@ class _Slots:
     """Live rows as parallel numpy columns in open order (vectorized rankings); a closed row's slot
     is masked and the columns are compacted once most slots are dead."""
 
-    __slots__ = ("attr", "n", "dead", "ids", "key", "close", "final", "blocks", "hbm", "alive", "rows")
+    __slots__ = ("attr", "n", "dead", "ids", "key", "close", "final", "blocks", "hbm", "alive", "rows",
+                 "rclose", "demand")
 
     def __init__(self, attr: str) -> None:
         self.attr = attr  # the _Row attribute holding a row's slot
@@ -325,9 +332,11 @@ class _Slots:
         self.blocks = np.zeros(64, dtype=np.int64)
         self.hbm = np.zeros(64, dtype=np.int64)
         self.alive = np.zeros(64, dtype=bool)
+        self.rclose = np.empty(64, dtype=np.float64)  # close time as the oracle ranks it (unknown: +inf)
+        self.demand = np.zeros(64, dtype=np.int64)  # HBM blocks held + blocks still to write (0 once dead)
         self.rows: list[_Row | None] = []
 
-    _COLS = ("ids", "key", "close", "final", "blocks", "hbm", "alive")
+    _COLS = ("ids", "key", "close", "final", "blocks", "hbm", "rclose", "demand", "alive")  # alive last: compact masks by it
 
     def add(self, row: _Row) -> None:
         if self.n == self.ids.size:
@@ -342,6 +351,8 @@ class _Slots:
         self.blocks[i] = row.n_blocks
         self.hbm[i] = row.n_hbm
         self.alive[i] = True
+        self.rclose[i] = math.inf if row.close_s != row.close_s else row.close_s
+        self.demand[i] = row.n_hbm + row.blocks_to_write()
         self.rows.append(row)
         setattr(row, self.attr, i)
         self.n += 1
@@ -349,6 +360,7 @@ class _Slots:
     def remove(self, row: _Row) -> None:
         i = getattr(row, self.attr)
         self.alive[i] = False
+        self.demand[i] = 0
         self.rows[i] = None
         setattr(row, self.attr, -1)
         self.dead += 1
@@ -550,6 +562,7 @@ class SegmentTable:
         if row.aslot >= 0:
             self._as.blocks[row.aslot] += nb  # type: ignore[union-attr]
             self._as.hbm[row.aslot] += n_hbm  # type: ignore[union-attr]
+            self._as.demand[row.aslot] = row.n_hbm + row.blocks_to_write()  # type: ignore[union-attr]
         return ids
 
     def add_reads(self, segment_id: str, read_tokens: int) -> None:
@@ -744,6 +757,21 @@ class SegmentTable:
         if row is None:
             raise KeyError(f"segment {segment_id!r} is not live in the segment table")
         return self._all_slots().position(row)
+
+    def demand_ahead(self, segment_id: str) -> tuple[int, int, int]:
+        """The oracle's ranking read in place: the HBM blocks held plus the blocks still to write (by
+        final size; 0 when unknown) of the live segments that close before one segment (unknown close
+        last, ties in open order), then that segment's own HBM blocks and blocks still to write.
+        Integer sums, so their order does not matter; closed slots count zero, so none is masked."""
+        row = self._live.get(segment_id)
+        if row is None:
+            raise KeyError(f"segment {segment_id!r} is not live in the segment table")
+        slots = self._all_slots()
+        i, n = row.aslot, slots.n
+        key, demand = slots.rclose, slots.demand
+        k = key[i]
+        ahead = int(_sum(demand[:i][key[:i] <= k])) + int(_sum(demand[i + 1 : n][key[i + 1 : n] < k]))
+        return ahead, row.n_hbm, row.blocks_to_write()
 
     def _all_slots(self) -> _Slots:
         """The live-segment arrays, built from the rows the first time a policy asks, then kept current."""

@@ -280,6 +280,11 @@ class Oracle:
 
     def tier(self, seg: SegmentInfo, view: MemoryView) -> Tier:
         check_class(seg.segment_id, seg.seg_class)
+        ahead = getattr(view, "demand_ahead", None)  # the segment table's in-place form of the rule below
+        if ahead is not None:
+            others, hbm_me, todo_me = ahead(seg.segment_id)
+            demand = others + hbm_me + max(todo_me, seg.new_blocks)
+            return Tier.HBM if demand <= view.total(Tier.HBM) else Tier.HBF
         close, final, blocks, hbm = view.live_segments()
         me = view.segment_position(seg.segment_id)
         todo = np.where(np.isnan(final), 0.0, np.maximum(final - blocks, 0.0))
