@@ -108,8 +108,13 @@ class TieredAllocator:
             np.arange(self.n_blocks - 1, self.hbm_blocks - 1, -1, dtype=np.int64),
         ]
         self._top = [self.hbm_blocks, self.hbf_blocks]  # free count per tier
-        #: Cumulative blocks handed out per tier (index by :class:`Tier`).
-        self.blocks_written = np.zeros(2, dtype=np.int64)
+        self._cap = (self.hbm_blocks, self.hbf_blocks)
+        self._written = [0, 0]
+
+    @property
+    def blocks_written(self) -> np.ndarray:
+        """Cumulative blocks handed out per tier (index by :class:`Tier`)."""
+        return np.array(self._written, dtype=np.int64)
 
     # -- counters ------------------------------------------------------------------------------
     def free_blocks(self, tier: Tier | int) -> int:
@@ -119,7 +124,7 @@ class TieredAllocator:
     def used_blocks(self, tier: Tier | int) -> int:
         """Blocks of the tier currently allocated."""
         t = as_tier(tier)
-        return int(self.capacity[t]) - self._top[t]
+        return self._cap[t] - self._top[t]
 
     def tier_of(self, block_ids: np.ndarray) -> np.ndarray:
         """Tier (0 HBM, 1 HBF) of each block id, as uint8."""
@@ -139,22 +144,22 @@ class TieredAllocator:
             )
         return self._alloc(t, n)[0]
 
-    def _alloc(self, t: Tier, n: int) -> tuple[np.ndarray, int]:
-        """:meth:`alloc` of n free blocks (not checked), and how many of them came from ``t``."""
-        take = min(n, self._top[t])
-        if take == n:
-            return self._pop(t, n), n
+    def _alloc(self, t: int, n: int) -> tuple[np.ndarray, int, int]:
+        """:meth:`alloc` of n >= 1 free blocks (not checked), with how many are HBM blocks and the tier
+        of the last one (known from where each came, no scan of the ids)."""
+        if n <= self._top[t]:
+            return self._pop(t, n), (n if t == 0 else 0), t
         other = 1 - t
-        if take == 0:  # the tier is full: everything from the other tier
-            return self._pop(other, n), 0
-        return np.concatenate([self._pop(t, take), self._pop(other, n - take)]), take
+        take = self._top[t]
+        ids = self._pop(other, n) if take == 0 else np.concatenate([self._pop(t, take), self._pop(other, n - take)])
+        return ids, (take if t == 0 else n - take), other
 
     def _pop(self, t: Tier | int, k: int) -> np.ndarray:
         top = self._top[t]
         ids = self._free[t][top - k : top][::-1].copy()
         self._top[t] = top - k
         self._state[ids] = 1
-        self.blocks_written[t] += k
+        self._written[t] += k
         return ids
 
     def free(self, block_ids: Sequence[int] | np.ndarray) -> None:
@@ -646,21 +651,14 @@ class SegmentTable:
                 a._free_owned(*self._evict(k, Tier.HBM))
                 free_total += k
         if nb <= free_total:
-            return self._take(want, nb)
+            return a._alloc(want, nb)
         deficit = nb - free_total
-        first = self._take(want, free_total) if free_total else None
+        first = a._alloc(want, free_total) if free_total else None
         a._free_owned(*self._evict(deficit))
-        rest = self._take(want, deficit)
+        rest = a._alloc(want, deficit)
         if first is None:
             return rest
         return np.concatenate([first[0], rest[0]]), first[1] + rest[1], rest[2]
-
-    def _take(self, want: Tier, n: int) -> tuple[np.ndarray, int, int]:
-        """n >= 1 free blocks, ``want`` first (the allocator's fallback); (ids, HBM blocks, last block's tier)."""
-        ids, k = self.allocator._alloc(want, n)
-        if want == Tier.HBM:
-            return ids, k, 0 if k == n else 1
-        return ids, n - k, 1 if k == n else 0
 
     def _evict(self, k: int, tier: Tier | None = None) -> tuple[np.ndarray, int]:
         """Take k blocks from dead segments (of ``tier`` only, if given), least recently used segment
@@ -708,7 +706,7 @@ class SegmentTable:
 
     # -- MemoryView ----------------------------------------------------------------------------------
     def total(self, tier: Tier) -> int:
-        return int(self.allocator.capacity[as_tier(tier)])
+        return self.allocator._cap[as_tier(tier)]
 
     def free(self, tier: Tier) -> int:
         return self.allocator.free_blocks(tier)
