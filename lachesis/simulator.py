@@ -51,6 +51,7 @@ import simpy
 
 from lachesis import hbf
 from lachesis.config import Config, ModelSpec
+from lachesis.kv import AllocationError
 
 SIM_VERSION = "sim-2"
 _min_reduce = np.minimum.reduce  # ndarray.min() without the method's Python overhead
@@ -467,6 +468,18 @@ class OutOfMemory(RuntimeError):
     """Live KV exceeded HBM + HBF (minus weights): the load is infeasible."""
 
 
+class _SegmentIds(dict):
+    """Segment -> table id ("inst:segment") of one session instance, formatted on first use."""
+
+    def __init__(self, inst: int) -> None:
+        super().__init__()
+        self.inst, self.session = inst, str(inst)
+
+    def __missing__(self, s: int) -> str:
+        sid = self[s] = f"{self.inst}:{s}"
+        return sid
+
+
 class Memory:
     """The segment table + tiered allocator as the simulator drives them (one per GPU)."""
 
@@ -490,35 +503,44 @@ class Memory:
         self._final = plan.seg_tokens.tolist()  # a segment's total tokens (the oracle's clairvoyant size)
         self._reads = plan.seg_reads.tolist()  # a segment's decode-stage reads (Eq. 3), reported at its boundary
         self.events: list[tuple] | None = None  # set to [] to record the allocator event stream
+        self._ids: dict[int, dict[int, str]] = {}  # session instance -> segment -> its id in the table
+
+    def _sids(self, inst: int) -> dict[int, str]:
+        """The instance's segment ids ("inst:segment"), formatted once per segment rather than per call."""
+        sids = self._ids.get(inst)
+        if sids is None:
+            sids = self._ids[inst] = _SegmentIds(inst)
+        return sids
 
     def write(self, inst: int, s: int, tokens: int, now: float) -> tuple[int, int]:
         """Write ``tokens`` of segment ``s`` (session instance ``inst``); returns (HBM, HBF) tokens placed."""
-        from lachesis.allocator import AllocationError
+        h0, f0 = self.table.tokens_written()
+        self._write(self._sids(inst), inst, s, tokens, now)
+        h1, f1 = self.table.tokens_written()
+        return h1 - h0, f1 - f0
 
-        table = self.table
-        h0, f0 = table.tokens_written()
-        sid, cls, key = f"{inst}:{s}", self._cls[s], self._key[s]
+    def _write(self, sids: dict[int, str], inst: int, s: int, tokens: int, now: float) -> None:
+        sid, cls, key = sids[s], self._cls[s], self._key[s]
         if self.events is not None:
             self.events.append((now, "write", sid, cls, int(tokens), str(inst), key))
         try:
-            table.add_write(sid, tokens, now, seg_class=cls, session_id=str(inst), role=self._role[s], rank_key=key,
-                            final_tokens=self._final[s])
+            self.table.add_write(sid, tokens, now, seg_class=cls, session_id=sids.session, role=self._role[s],
+                                 rank_key=key, final_tokens=self._final[s])
         except AllocationError as exc:
             raise OutOfMemory(str(exc)) from exc
-        h1, f1 = table.tokens_written()
-        return h1 - h0, f1 - f0
 
     def write_request(self, inst: int, writes: list[tuple[int, int]], now: float) -> tuple[int, int]:
         """:meth:`write` of each (segment, tokens) of one request, in order; returns the (HBM, HBF) tokens placed."""
         h0, f0 = self.table.tokens_written()
+        sids = self._sids(inst)
         for s, t in writes:
-            self.write(inst, s, t, now)
+            self._write(sids, inst, s, t, now)
         h1, f1 = self.table.tokens_written()
         return h1 - h0, f1 - f0
 
     def close(self, inst: int, s: int, now: float) -> None:
         """Report segment ``s``'s boundary (frees, or caches under a boundary-unaware policy)."""
-        sid = f"{inst}:{s}"
+        sid = self._sids(inst)[s]
         if self.table.is_live(sid):
             # Every read of a segment happens before its boundary, so its Eq. 3 reads are reported there
             # (only closed segments' realized ρR/W inform a placement).
@@ -533,10 +555,12 @@ class Memory:
         if self.events is not None:
             self.events.append((now, "session_end", str(inst)))
         self.table.end_session(str(inst), now)
+        self._ids.pop(inst, None)
 
-    def hbm_fraction(self, inst: int, segs: np.ndarray) -> np.ndarray:
+    def hbm_fraction(self, inst: int, segs: Sequence[int]) -> np.ndarray:
         """Fraction of each segment's blocks that sit in HBM (0 for a segment holding no blocks)."""
-        return self.table.hbm_fraction([f"{inst}:{s}" for s in segs])
+        sids = self._sids(inst)
+        return self.table.hbm_fraction([sids[s] for s in segs])
 
     def snapshot(self) -> tuple[float, ...]:
         """(live HBM, live HBF, cached HBM, cached HBF, cumulative HBM written, cumulative HBF written) bytes."""
