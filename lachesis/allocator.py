@@ -476,9 +476,9 @@ class SegmentTable:
                    float(rank_key) if rank_key is not None else math.nan,
                    boundary or DEFAULT_BOUNDARY[seg_class])
         if close_s is not None:
-            row.close_s = _as_float(close_s, segment_id, "close_s")
+            row.close_s = close_s if type(close_s) is float else _as_float(close_s, segment_id, "close_s")
         if final_tokens is not None:
-            final = _as_float(final_tokens, segment_id, "final_tokens")
+            final = final_tokens if type(final_tokens) is float else _as_float(final_tokens, segment_id, "final_tokens")
             if final == final:
                 if not (final >= 0 and math.isfinite(final)):
                     raise ValueError(f"segment {segment_id!r}: final_tokens must be a finite number >= 0 (or NaN), got {final_tokens!r}")
@@ -516,19 +516,21 @@ class SegmentTable:
             self.open(segment_id, seg_class, session_id, role, rank_key, now=now, close_s=close_s,
                       final_tokens=final_tokens)
             row = self._live[segment_id]
-        n = int(n_tokens)
+        n = n_tokens if type(n_tokens) is int else int(n_tokens)
         if n < 0:
             raise ValueError(f"add_write: segment {segment_id!r}: n_tokens must be >= 0, got {n_tokens}")
         bt = self.block_tokens
         room = row.n_blocks * bt - row.n_tokens
-        fill = min(room, n)
+        fill = room if room < n else n
         rest = n - fill
         nb = -(-rest // bt)
         ids = None
         if nb:  # decide and allocate before touching any counter, so a failed write changes nothing
             info = SegmentInfo(row.segment_id, row.seg_class, row.session_id, row.role, row.rank_key, row.boundary,
                                row.n_blocks, row.n_tokens, nb, row.reads, row.close_s, row.final_tokens)
-            want = as_tier(self.policy.tier(info, self))
+            want = self.policy.tier(info, self)
+            if want.__class__ is not Tier:
+                want = as_tier(want)
             ids, n_hbm, last = self._allocate(want, nb)
             row.tier_pref = want
         row.last_use = float(now)
@@ -577,7 +579,8 @@ class SegmentTable:
         row = self._live.get(segment_id)
         if row is None:
             raise KeyError(f"add_reads: segment {segment_id!r} is not open")
-        if isinstance(read_tokens, (bool, np.bool_)) or not isinstance(read_tokens, (int, np.integer)) or read_tokens < 0:
+        if type(read_tokens) is not int and (isinstance(read_tokens, (bool, np.bool_))
+                                             or not isinstance(read_tokens, (int, np.integer))) or read_tokens < 0:
             raise ValueError(f"add_reads: segment {segment_id!r}: read_tokens must be an integer >= 0, got {read_tokens!r}")
         row.reads += int(read_tokens)
 
@@ -593,7 +596,8 @@ class SegmentTable:
         del mine[segment_id]
         if not mine:
             del self._by_session[row.session_id]
-        if self._workers.pop(segment_id, None) is not None:
+        if row.rank is not None:  # a live worker
+            del self._workers[segment_id]
             if row.wslot >= 0:
                 self._ws.remove(row)  # type: ignore[union-attr]
             ranked = self._ranked
@@ -602,7 +606,8 @@ class SegmentTable:
             self._worker_hbm -= row.n_hbm
         if row.aslot >= 0:
             self._as.remove(row)  # type: ignore[union-attr]
-        if self._reviewers.pop(segment_id, None) is not None:
+        if row.seg_class == "reviewer":
+            del self._reviewers[segment_id]
             self._reviewer_hbm -= row.n_hbm
         self._closed_ids.add(segment_id)
         self.stats.closed(row.seg_class, row.n_blocks, row.session_id, row.n_tokens, row.reads)
