@@ -406,7 +406,7 @@ def landing_fn(memory: MemoryConfig, model: ModelSpec):
             return float(max(t1, t2))
         t1 = hbm_tokens * kb / bw_hbm if hbm_tokens else 0.0
         t2 = hbf_tokens * kb / bw_hbf if hbf_tokens else 0.0
-        return float(max(t1, t2))
+        return t2 if t2 > t1 else t1  # max(t1, t2), both floats
 
     return land
 

@@ -353,7 +353,7 @@ class DecodeEngine:
         self.free_slots = list(range(capacity - 1, -1, -1))
         self.t_last = 0.0
         self.tau = 0.0
-        self.gen = 0
+        self._timer: simpy.Event | None = None  # the pending finish timer; earlier ones are stale
         self.tpot: list[float] = []
         self.tpot_w: list[float] = []
         self.tpot_t: list[float] = []  # end time of each recorded interval (windows filter on it)
@@ -370,32 +370,36 @@ class DecodeEngine:
     def _advance(self) -> None:
         now = self.env.now
         dt = now - self.t_last
-        if dt > 0 and self.tau > 0 and self.n:
-            steps = dt / self.tau
+        tau = self.tau
+        if dt > 0 and tau > 0 and self.n:
+            steps = dt / tau
             self.rem -= steps
             if now > self.record_from:
-                self.tpot.append(self.tau)
+                self.tpot.append(tau)
                 self.tpot_w.append(steps * self.n)
                 self.tpot_t.append(now)
         self.t_last = now
 
     def _reschedule(self) -> None:
-        self.gen += 1
-        if not self.n:
+        n = self.n
+        if not n:
             self.tau = 0.0
             self.sums = [0.0, 0.0, 0.0, 0.0]  # clear float drift
+            self._timer = None
             return
-        if self.n > self.max_batch:
-            self.max_batch = self.n
+        if n > self.max_batch:
+            self.max_batch = n
         h, f, fl, hw = self.sums
-        args = self._args = (max(h, 0.0), max(f, 0.0), max(fl, 0.0), max(hw, 0.0))
-        self.tau = self.step_fn(self.n, *args)
-        dt = max(float(_min_reduce(self.rem)), 0.0) * self.tau
-        g = self.gen
-        self.env.timeout(dt).callbacks.append(lambda _e, g=g: self._on_timer(g))
+        # max(x, 0.0) spelled out (the same value, NaN and -0.0 included): float drift is clamped at zero
+        args = self._args = (0.0 if h < 0.0 else h, 0.0 if f < 0.0 else f, 0.0 if fl < 0.0 else fl,
+                             0.0 if hw < 0.0 else hw)
+        tau = self.tau = self.step_fn(n, *args)
+        first = float(_min_reduce(self.rem))
+        timer = self._timer = simpy.events.Timeout(self.env, (0.0 if first < 0.0 else first) * tau)
+        timer.callbacks.append(self._on_timer)
 
-    def _on_timer(self, g: int) -> None:
-        if g != self.gen:
+    def _on_timer(self, timer: simpy.Event) -> None:
+        if timer is not self._timer:  # superseded by a later join or finish
             return
         self._advance()
         done = (self.rem <= 1e-7).nonzero()[0]
@@ -426,8 +430,8 @@ class DecodeEngine:
         """:meth:`join`, and the :meth:`current_step` it was joined at (for TTFT): the new step time when
         the step inputs after joining equal those, so a request pays one step-model call, not two."""
         h, f, fl, hw = self.sums
-        first = (max(h, 0.0) + hbm_bytes, max(f, 0.0) + hbf_bytes, max(fl, 0.0) + flush_bytes,
-                 max(hw, 0.0) + hbm_write_bytes)
+        first = ((0.0 if h < 0.0 else h) + hbm_bytes, (0.0 if f < 0.0 else f) + hbf_bytes,
+                 (0.0 if fl < 0.0 else fl) + flush_bytes, (0.0 if hw < 0.0 else hw) + hbm_write_bytes)
         n = self.n + 1
         ev = self.join(tokens, hbm_bytes, hbf_bytes, flush_bytes, hbm_write_bytes)
         if self.n == n and self._args == first:
@@ -437,7 +441,7 @@ class DecodeEngine:
     def join(self, tokens: float, hbm_bytes: float, hbf_bytes: float, flush_bytes: float,
              hbm_write_bytes: float = 0.0) -> simpy.Event:
         """Start decoding ``tokens`` output tokens; the event fires when the last one is generated."""
-        ev = self.env.event()
+        ev = simpy.Event(self.env)
         if tokens <= 0:
             ev.succeed()
             return ev
@@ -712,6 +716,7 @@ def simulate_windows(plan: Plan, cfg: Config, policy: Any, n_sessions: int, wind
     landing = hbf.landing_fn(cfg.memory, cfg.model)
 
     ff: dict[int, float] = {}  # session instance -> fast-forward seconds left (steady-state start)
+    timeout = simpy.events.Timeout  # env.timeout without its descriptor
 
     def wait(inst: int, d: float):
         """A timeout of ``d`` s, of which the instance's remaining fast-forward is skipped."""
@@ -720,7 +725,7 @@ def simulate_windows(plan: Plan, cfg: Config, policy: Any, n_sessions: int, wind
             skip = min(left, d)
             ff[inst] = left - skip
             d -= skip
-        return env.timeout(d) if d > 0 else None
+        return timeout(env, d) if d > 0 else None
 
     def run_agent(inst: int, a: AgentPlan):
         for q in a.requests_list:
@@ -743,7 +748,7 @@ def simulate_windows(plan: Plan, cfg: Config, policy: Any, n_sessions: int, wind
             pre = max(tot - out, 0)
             land = landing(pre * (1 - hbf_share), pre * hbf_share) if land_on and pre else 0.0
             if land > 0:
-                yield env.timeout(land)
+                yield timeout(env, land)
             flush, hbmw = hbf_share * bpt, (1 - hbf_share) * bpt if tot > 0 else 0.0
             if ff.get(inst, 0.0) > 0:  # fast-forward: this request's decode happened before the start
                 ff[inst] = max(ff[inst] - out * NOMINAL_TPOT_S, 0.0)
