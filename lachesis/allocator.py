@@ -614,7 +614,8 @@ class SegmentTable:
         row.last_use = float(now if last_use is None else last_use)
         self._n_closed += 1
         if self.policy.frees_at_boundary:
-            self.allocator._free_owned(row.block_ids(), row.n_hbm)
+            if row.n_blocks:
+                self.allocator._release(row.block_ids(), all_hbm=row.n_hbm == row.n_blocks, all_hbf=not row.n_hbm)
             row.chunks = []
         elif row.n_blocks:
             self._dead[segment_id] = row
@@ -655,6 +656,8 @@ class SegmentTable:
             if k > 0:
                 a._free_owned(*self._evict(k, Tier.HBM))
                 free_total += k
+        if nb <= a._top[want]:  # the common case, inline: every block from the tier asked for
+            return a._pop(want, nb), (nb if want == 0 else 0), want
         if nb <= free_total:
             return a._alloc(want, nb)
         deficit = nb - free_total

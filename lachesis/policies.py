@@ -87,6 +87,7 @@ from lachesis.kv import (
     EMA_ALPHA,
     LONG_LIVED_CLASSES,
     RHO_WINDOW,
+    SEG_CLASSES,
     SHORT_LIVED_CLASSES,
     MemoryView,
     PlacementStats,
@@ -118,10 +119,15 @@ __all__ = [
 ]
 
 
+_DETERMINISTIC = {c: Tier.HBM if c in SHORT_LIVED_CLASSES else Tier.HBF for c in SEG_CLASSES}
+
+
 def _deterministic(seg: SegmentInfo) -> Tier:
     """§4's deterministic path: HBM for a short-lived class, HBF for a long-lived one."""
-    check_class(seg.segment_id, seg.seg_class)
-    return Tier.HBM if seg.seg_class in SHORT_LIVED_CLASSES else Tier.HBF
+    tier = _DETERMINISTIC.get(seg.seg_class)
+    if tier is None:
+        check_class(seg.segment_id, seg.seg_class)  # raises: not a segment class
+    return tier
 
 
 class HBMFirst:

@@ -535,11 +535,12 @@ class Memory:
 
     def write_request(self, inst: int, writes: list[tuple[int, int]], now: float) -> tuple[int, int]:
         """:meth:`write` of each (segment, tokens) of one request, in order; returns the (HBM, HBF) tokens placed."""
-        h0, f0 = self.table.tokens_written()
+        table = self.table
+        h0, f0 = table.tokens_written()
         sids = self._sids(inst)
         for s, t in writes:
             self._write(sids, inst, s, t, now)
-        h1, f1 = self.table.tokens_written()
+        h1, f1 = table.tokens_written()
         return h1 - h0, f1 - f0
 
     def close(self, inst: int, s: int, now: float) -> None:
