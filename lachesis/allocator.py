@@ -467,6 +467,11 @@ class SegmentTable:
         """Register a segment (at its spawn / first write); a closed id cannot be reopened.
 
         ``close_s``/``final_tokens``: clairvoyant facts for the oracle policy (NaN when unknown)."""
+        self._open(segment_id, seg_class, session_id, role, rank_key, boundary, now, close_s, final_tokens)
+
+    def _open(self, segment_id: str, seg_class: str, session_id: str, role: str, rank_key: float,
+              boundary: str | None, now: float, close_s: float, final_tokens: float) -> _Row:
+        """:meth:`open`, returning the new row."""
         if segment_id in self._live:
             raise ValueError(f"segment {segment_id!r} is already open")
         if segment_id in self._closed_ids:
@@ -486,7 +491,10 @@ class SegmentTable:
                 row.final_blocks = float(math.ceil(final / self.block_tokens))
         row.last_use = float(now)
         self._live[segment_id] = row
-        self._by_session.setdefault(row.session_id, {})[segment_id] = None
+        mine = self._by_session.get(row.session_id)
+        if mine is None:
+            mine = self._by_session[row.session_id] = {}
+        mine[segment_id] = None
         self._n_opened += 1
         if seg_class == "worker":
             self._workers[segment_id] = row
@@ -499,8 +507,10 @@ class SegmentTable:
             self._reviewers[segment_id] = row
         if self._as is not None:
             self._as.add(row)
-        self._tok_class.setdefault(seg_class, [0, 0])
+        if seg_class not in self._tok_class:
+            self._tok_class[seg_class] = [0, 0]
         self.stats.opened(seg_class, len(self._reviewers))
+        return row
 
     def add_write(self, segment_id: str, n_tokens: int, now: float = 0.0, *, seg_class: str | None = None,
                   session_id: str = "", role: str = "", rank_key: float = math.nan,
@@ -513,48 +523,43 @@ class SegmentTable:
         if row is None:
             if seg_class is None:
                 raise KeyError(f"add_write: segment {segment_id!r} is not open (pass seg_class= to open it)")
-            self.open(segment_id, seg_class, session_id, role, rank_key, now=now, close_s=close_s,
-                      final_tokens=final_tokens)
-            row = self._live[segment_id]
+            row = self._open(segment_id, seg_class, session_id, role, rank_key, None, now, close_s, final_tokens)
         n = n_tokens if type(n_tokens) is int else int(n_tokens)
         if n < 0:
             raise ValueError(f"add_write: segment {segment_id!r}: n_tokens must be >= 0, got {n_tokens}")
         bt = self.block_tokens
-        room = row.n_blocks * bt - row.n_tokens
+        have = row.n_tokens
+        room = row.n_blocks * bt - have
         fill = room if room < n else n
         rest = n - fill
         nb = -(-rest // bt)
-        ids = None
         if nb:  # decide and allocate before touching any counter, so a failed write changes nothing
-            info = SegmentInfo(row.segment_id, row.seg_class, row.session_id, row.role, row.rank_key, row.boundary,
-                               row.n_blocks, row.n_tokens, nb, row.reads, row.close_s, row.final_tokens)
+            info = SegmentInfo(segment_id, row.seg_class, row.session_id, row.role, row.rank_key, row.boundary,
+                               row.n_blocks, have, nb, row.reads, row.close_s, row.final_tokens)
             want = self.policy.tier(info, self)
             if want.__class__ is not Tier:
                 want = as_tier(want)
             ids, n_hbm, last = self._allocate(want, nb)
             row.tier_pref = want
         row.last_use = float(now)
-        row.n_tokens += n
+        row.n_tokens = have + n
         tok = self._tok
         by_class = self._tok_class[row.seg_class]
         if fill:
             tok[row.last_tier] += fill
             by_class[row.last_tier] += fill
-        if ids is None:
+        if not nb:
             return _EMPTY
         n_hbf = nb - n_hbm
-        short = bt - (rest - (nb - 1) * bt)  # empty slots of the last new block
-        th, tf = n_hbm * bt, n_hbf * bt
-        if last:
-            tf -= short
-        else:
-            th -= short
+        slack = nb * bt - rest  # empty slots of the last new block
+        th, tf = (n_hbm * bt, n_hbf * bt - slack) if last else (n_hbm * bt - slack, n_hbf * bt)
         tok[0] += th
         tok[1] += tf
         by_class[0] += th
         by_class[1] += tf
-        self._blk[0] += n_hbm
-        self._blk[1] += n_hbf
+        blk = self._blk
+        blk[0] += n_hbm
+        blk[1] += n_hbf
         row.chunks.append(ids)
         row.n_blocks += nb
         row.n_hbm += n_hbm
