@@ -154,6 +154,19 @@ class TieredAllocator:
         ids = self._pop(other, n) if take == 0 else np.concatenate([self._pop(t, take), self._pop(other, n - take)])
         return ids, (take if t == 0 else n - take), other
 
+    def _reissue(self, ids: np.ndarray, n_hbm: int, want: int) -> tuple[np.ndarray, int, int]:
+        """Blocks just evicted, handed straight to the write that needed them while both free lists are
+        empty: what freeing them and allocating as many would return (``want``'s blocks first, each tier
+        in release order), with :meth:`_alloc`'s counts, without the round trip through the free lists."""
+        n = ids.size
+        self._written[0] += n_hbm
+        self._written[1] += n - n_hbm
+        if n_hbm == n or n_hbm == 0:  # one tier: the order they were released in
+            return ids.copy(), n_hbm, 0 if n_hbm else 1
+        is_hbm = ids < self.hbm_blocks
+        first, second = (is_hbm, ~is_hbm) if want == 0 else (~is_hbm, is_hbm)
+        return np.concatenate([ids[first], ids[second]]), n_hbm, 1 - want
+
     def _pop(self, t: Tier | int, k: int) -> np.ndarray:
         top = self._top[t]
         ids = self._free[t][top - k : top][::-1].copy()
@@ -666,9 +679,8 @@ class SegmentTable:
         if nb <= free_total:
             return a._alloc(want, nb)
         deficit = nb - free_total
-        first = a._alloc(want, free_total) if free_total else None
-        a._free_owned(*self._evict(deficit))
-        rest = a._alloc(want, deficit)
+        first = a._alloc(want, free_total) if free_total else None  # every free block; both lists are now empty
+        rest = a._reissue(*self._evict(deficit), want)
         if first is None:
             return rest
         return np.concatenate([first[0], rest[0]]), first[1] + rest[1], rest[2]
