@@ -835,6 +835,15 @@ class SegmentTable:
             out.append(row.n_hbm / row.n_blocks if row is not None and row.n_blocks else 0.0)
         return np.array(out, dtype=np.float64)
 
+    def hbm_blocks(self, segment_ids: Iterable[str]) -> list[tuple[int, int]]:
+        """Per segment id, (HBM blocks, blocks) it holds; (0, 0) for a segment that is not live."""
+        live = self._live
+        out = []
+        for sid in segment_ids:
+            row = live.get(sid)
+            out.append((0, 0) if row is None else (row.n_hbm, row.n_blocks))
+        return out
+
     def blocks_of(self, segment_id: str) -> np.ndarray:
         """Block ids a live (or cached dead) segment holds, in write order."""
         row = self._live.get(segment_id) or self._dead.get(segment_id)

@@ -158,7 +158,7 @@ class Plan:
                 if b <= a:
                     return None
                 rt = self.r_tok[a:b].astype(float)
-                return self.r_seg[a:b].tolist(), rt, float(rt.sum())
+                return self.r_seg[a:b].tolist(), rt, float(rt.sum()), self.r_tok[a:b].tolist()
 
             self._lists = dict(
                 t_user=self.t_user.tolist(), t_tools=self.t_tools.tolist(), t_obs=self.t_obs.tolist(),
@@ -567,6 +567,19 @@ class Memory:
         sids = self._sids(inst)
         return self.table.hbm_fraction([sids[s] for s in segs])
 
+    def hbm_tokens(self, inst: int, segs: Sequence[int], tokens: np.ndarray, tokens_int: Sequence[int]) -> float:
+        """Σ tokens × HBM fraction over segments (a request's context in HBM, in tokens): ``tokens @
+        fractions``.  When every segment lies wholly in one tier the products are whole numbers, so the
+        float dot product is exact and equals this integer sum, which is taken instead."""
+        sids = self._sids(inst)
+        acc = 0
+        for (hbm, blocks), t in zip(self.table.hbm_blocks([sids[s] for s in segs]), tokens_int):
+            if hbm == blocks:
+                acc += t if blocks else 0
+            elif hbm:  # split across tiers: the dot product itself
+                return float(tokens @ self.hbm_fraction(inst, segs))
+        return float(acc)
+
     def snapshot(self) -> tuple[float, ...]:
         """(live HBM, live HBF, cached HBM, cached HBF, cumulative HBM written, cumulative HBF written) bytes."""
         from lachesis.allocator import Tier
@@ -740,9 +753,8 @@ def simulate_windows(plan: Plan, cfg: Config, policy: Any, n_sessions: int, wind
             h_w, f_w = mem.write_request(inst, writes, now) if writes else (0, 0)
             ctx_h = ctx_f = 0.0
             if reads:
-                rs, rt, rt_sum = reads
-                frac = mem.hbm_fraction(inst, rs)
-                ctx_h = float(rt @ frac) * bpt
+                rs, rt, rt_sum, rt_int = reads
+                ctx_h = mem.hbm_tokens(inst, rs, rt, rt_int) * bpt
                 ctx_f = rt_sum * bpt - ctx_h
             tot = h_w + f_w
             hbf_share = f_w / tot if tot > 0 else 0.0
