@@ -835,14 +835,18 @@ class SegmentTable:
             out.append(row.n_hbm / row.n_blocks if row is not None and row.n_blocks else 0.0)
         return np.array(out, dtype=np.float64)
 
-    def hbm_blocks(self, segment_ids: Iterable[str]) -> list[tuple[int, int]]:
-        """Per segment id, (HBM blocks, blocks) it holds; (0, 0) for a segment that is not live."""
+    def hbm_share(self, segment_ids: Iterable[str], weights: Iterable[int]) -> int | None:
+        """Σ weight over the segments lying wholly in HBM (one not live or holding no block counts 0);
+        None when a segment's blocks are split across the tiers (then :meth:`hbm_fraction` is needed)."""
         live = self._live
-        out = []
-        for sid in segment_ids:
+        acc = 0
+        for sid, w in zip(segment_ids, weights):
             row = live.get(sid)
-            out.append((0, 0) if row is None else (row.n_hbm, row.n_blocks))
-        return out
+            if row is not None and row.n_hbm:
+                if row.n_hbm != row.n_blocks:
+                    return None
+                acc += w
+        return acc
 
     def blocks_of(self, segment_id: str) -> np.ndarray:
         """Block ids a live (or cached dead) segment holds, in write order."""

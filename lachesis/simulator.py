@@ -572,13 +572,9 @@ class Memory:
         fractions``.  When every segment lies wholly in one tier the products are whole numbers, so the
         float dot product is exact and equals this integer sum, which is taken instead."""
         sids = self._sids(inst)
-        acc = 0
-        for (hbm, blocks), t in zip(self.table.hbm_blocks([sids[s] for s in segs]), tokens_int):
-            if hbm == blocks:
-                acc += t if blocks else 0
-            elif hbm:  # split across tiers: the dot product itself
-                return float(tokens @ self.hbm_fraction(inst, segs))
-        return float(acc)
+        ids = [sids[s] for s in segs]
+        acc = self.table.hbm_share(ids, tokens_int)
+        return float(acc) if acc is not None else float(tokens @ self.table.hbm_fraction(ids))
 
     def snapshot(self) -> tuple[float, ...]:
         """(live HBM, live HBF, cached HBM, cached HBF, cumulative HBM written, cumulative HBF written) bytes."""
