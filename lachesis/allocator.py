@@ -709,7 +709,8 @@ class SegmentTable:
             elif tier is None:
                 ev = ids[ids.size - take :][::-1]
                 keep = ids[: ids.size - take]
-                n_hbm = int(np.count_nonzero(ev < hbm))
+                held = row.n_hbm  # a segment wholly in one tier needs no scan of its tail
+                n_hbm = take if held == row.n_blocks else int(np.count_nonzero(ev < hbm)) if held else 0
             else:
                 pos = np.flatnonzero((ids >= hbm) == bool(tier))[::-1][:take]
                 ev = ids[pos]
