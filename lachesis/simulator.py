@@ -150,22 +150,23 @@ class Plan:
     def lists(self) -> dict:
         """Per-request Python lists for the event loop (numpy scalar indexing is slow per event)."""
         if self._lists is None:
-            def groups(ptr, *cols):
-                return [list(zip(*(c[ptr[q]:ptr[q + 1]].tolist() for c in cols))) for q in range(self.n_req)]
+            def split(ptr, col):  # per request, the CSR rows of one column as a Python list
+                p, c = ptr.tolist(), col.tolist()
+                return [c[p[q]:p[q + 1]] for q in range(self.n_req)]
 
-            def rd(q):
-                a, b = self.r_ptr[q], self.r_ptr[q + 1]
-                if b <= a:
-                    return None
-                rt = self.r_tok[a:b].astype(float)
-                return self.r_seg[a:b].tolist(), rt, float(rt.sum()), self.r_tok[a:b].tolist()
+            r_tok = self.r_tok.astype(float)
+            r_seg, r_int, r_ptr = split(self.r_ptr, self.r_seg), split(self.r_ptr, self.r_tok), self.r_ptr.tolist()
+
+            def rd(q):  # segments read, tokens (float64 for the dot product, ints), total tokens (exact: whole numbers)
+                a, b = r_ptr[q], r_ptr[q + 1]
+                return (r_seg[q], r_tok[a:b], float(sum(r_int[q])), r_int[q]) if b > a else None
 
             self._lists = dict(
                 t_user=self.t_user.tolist(), t_tools=self.t_tools.tolist(), t_obs=self.t_obs.tolist(),
-                out=self.out_tokens.tolist(), writes=groups(self.w_ptr, self.w_seg, self.w_tok),
+                out=self.out_tokens.tolist(),
+                writes=[list(zip(s, t)) for s, t in zip(split(self.w_ptr, self.w_seg), split(self.w_ptr, self.w_tok))],
                 reads=[rd(q) for q in range(self.n_req)],
-                close_arrival=[self.ca_seg[self.ca_ptr[q]:self.ca_ptr[q + 1]].tolist() for q in range(self.n_req)],
-                close_end=[self.ce_seg[self.ce_ptr[q]:self.ce_ptr[q + 1]].tolist() for q in range(self.n_req)],
+                close_arrival=split(self.ca_ptr, self.ca_seg), close_end=split(self.ce_ptr, self.ce_seg),
                 seg_class=[str(x) for x in self.seg_class], seg_role=[str(x) for x in self.seg_role],
                 seg_key=[float(x) for x in self.seg_key],
             )
@@ -289,12 +290,21 @@ def build_plan(trace: Any, segments: Any, keys: pd.Series | None = None, laden_c
     keys = keys if keys is not None else pd.Series(dtype=float)
     seg_key = sg["agent_id"].map(keys).to_numpy(float) if len(keys) else np.full(len(sg), np.nan)
 
-    # Agents and the spawn structure.
+    # Agents (groups of (session, agent) in order of first appearance; a group's rows ascending) and
+    # the spawn structure.
+    group = r.groupby(["session_id", "agent_id"], sort=False).ngroup().to_numpy()
+    n_groups = int(group.max()) + 1 if n else 0
+    rows_of = np.argsort(group, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(group, minlength=n_groups))])
+    end_max = np.fmax.reduceat(r["t_decode_end_s"].to_numpy(float)[rows_of], bounds[:-1]) if n else []
+    agent_of, role_of, session_of = r["agent_id"].tolist(), r["role"].tolist(), r["session_id"].tolist()
     agents: dict[str, AgentPlan] = {}
-    for (sess, ag), grp in r.groupby(["session_id", "agent_id"], sort=False):
-        a = AgentPlan(str(ag), str(grp["role"].iloc[0]), grp.index.to_numpy(np.int64), grp.index.tolist())
-        a.ref_end_s = float(grp["t_decode_end_s"].max())
-        agents[ag] = a
+    for k in range(n_groups):
+        rows = rows_of[bounds[k]:bounds[k + 1]]
+        first = int(rows[0])
+        a = AgentPlan(str(agent_of[first]), str(role_of[first]), rows, rows.tolist())
+        a.ref_end_s = float(end_max[k])
+        agents[agent_of[first]] = a
     parent_req: dict[str, int] = {}
     sp = trace.spawns if trace.spawns is not None else pd.DataFrame()
     for row in sp.itertuples(index=False):
@@ -303,13 +313,12 @@ def build_plan(trace: Any, segments: Any, keys: pd.Series | None = None, laden_c
         if row.spawn_request_id not in rid:
             raise ValueError(f"spawns: record {row.agent_id}: field 'spawn_request_id': unknown request {row.spawn_request_id!r}")
         parent_req[row.agent_id] = rid[row.spawn_request_id]
-        agents[r.at[rid[row.spawn_request_id], "agent_id"]].children.setdefault(rid[row.spawn_request_id], []).append(agents[row.agent_id])
+        agents[agent_of[rid[row.spawn_request_id]]].children.setdefault(rid[row.spawn_request_id], []).append(agents[row.agent_id])
 
     roots: dict[str, list[AgentPlan]] = {}
     for ag, a in agents.items():
         if ag not in parent_req:
-            sess = r.at[int(a.requests[0]), "session_id"]
-            roots.setdefault(str(sess), []).append(a)
+            roots.setdefault(str(session_of[a.requests_list[0]]), []).append(a)
     ses_ref = (r.groupby("session_id")["t_decode_end_s"].max() - r.groupby("session_id")["t_start_s"].min()
                + r.groupby("session_id")["t_user_s"].first()).to_dict()
 

@@ -45,8 +45,8 @@ def platform_key() -> dict:
     try:
         from threadpoolctl import threadpool_info
 
-        blas = sorted(f"{i.get('internal_api')} {i.get('version')} {i.get('architecture')}"
-                      for i in threadpool_info() if i.get("user_api") == "blas")
+        blas = sorted(f"{i.get('internal_api')} {i.get('version')} {i.get('architecture')}" for i in threadpool_info()
+                      if i.get("user_api") == "blas" and "numpy" in i.get("filepath", ""))  # numpy's own BLAS
     except Exception:  # pragma: no cover - threadpoolctl comes with scikit-learn
         blas = []
     return dict(numpy=np.__version__, blas=blas, machine=platform.machine(), python=platform.python_version())
