@@ -145,8 +145,8 @@ class TieredAllocator:
         return self._alloc(t, n)[0]
 
     def _alloc(self, t: int, n: int) -> tuple[np.ndarray, int, int]:
-        """:meth:`alloc` of n >= 1 free blocks (not checked), with how many are HBM blocks and the tier
-        of the last one (known from where each came, no scan of the ids)."""
+        """:meth:`alloc` of n free blocks (not checked), with how many are HBM blocks and the tier of the
+        last one (known from where each came, no scan of the ids)."""
         if n <= self._top[t]:
             return self._pop(t, n), (n if t == 0 else 0), t
         other = 1 - t
