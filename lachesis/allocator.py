@@ -48,10 +48,12 @@ ASSUMPTIONS (named):
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from itertools import islice
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -84,6 +86,7 @@ __all__ = [
 ]
 
 _TIERS = (Tier.HBM, Tier.HBF)
+_sum = np.add.reduce
 _EMPTY = np.zeros(0, dtype=np.int64)
 _EMPTY.flags.writeable = False
 
@@ -105,8 +108,13 @@ class TieredAllocator:
             np.arange(self.n_blocks - 1, self.hbm_blocks - 1, -1, dtype=np.int64),
         ]
         self._top = [self.hbm_blocks, self.hbf_blocks]  # free count per tier
-        #: Cumulative blocks handed out per tier (index by :class:`Tier`).
-        self.blocks_written = np.zeros(2, dtype=np.int64)
+        self._cap = (self.hbm_blocks, self.hbf_blocks)
+        self._written = [0, 0]
+
+    @property
+    def blocks_written(self) -> np.ndarray:
+        """Cumulative blocks handed out per tier (index by :class:`Tier`)."""
+        return np.array(self._written, dtype=np.int64)
 
     # -- counters ------------------------------------------------------------------------------
     def free_blocks(self, tier: Tier | int) -> int:
@@ -116,7 +124,7 @@ class TieredAllocator:
     def used_blocks(self, tier: Tier | int) -> int:
         """Blocks of the tier currently allocated."""
         t = as_tier(tier)
-        return int(self.capacity[t]) - self._top[t]
+        return self._cap[t] - self._top[t]
 
     def tier_of(self, block_ids: np.ndarray) -> np.ndarray:
         """Tier (0 HBM, 1 HBF) of each block id, as uint8."""
@@ -134,20 +142,37 @@ class TieredAllocator:
             raise AllocationError(
                 f"alloc({t.name}, {n}): only {self._top[Tier.HBM]} HBM + {self._top[Tier.HBF]} HBF blocks free"
             )
-        take = min(n, self._top[t])
-        if take == 0 and n:  # the tier is full: everything from the other tier
-            return self._pop(other, n)
-        first = self._pop(t, take)
-        if take == n:
-            return first
-        return np.concatenate([first, self._pop(other, n - take)])
+        return self._alloc(t, n)[0]
 
-    def _pop(self, t: Tier, k: int) -> np.ndarray:
+    def _alloc(self, t: int, n: int) -> tuple[np.ndarray, int, int]:
+        """:meth:`alloc` of n free blocks (not checked), with how many are HBM blocks and the tier of the
+        last one (known from where each came, no scan of the ids)."""
+        if n <= self._top[t]:
+            return self._pop(t, n), (n if t == 0 else 0), t
+        other = 1 - t
+        take = self._top[t]
+        ids = self._pop(other, n) if take == 0 else np.concatenate([self._pop(t, take), self._pop(other, n - take)])
+        return ids, (take if t == 0 else n - take), other
+
+    def _reissue(self, ids: np.ndarray, n_hbm: int, want: int) -> tuple[np.ndarray, int, int]:
+        """Blocks just evicted, handed straight to the write that needed them while both free lists are
+        empty: what freeing them and allocating as many would return (``want``'s blocks first, each tier
+        in release order), with :meth:`_alloc`'s counts, without the round trip through the free lists."""
+        n = ids.size
+        self._written[0] += n_hbm
+        self._written[1] += n - n_hbm
+        if n_hbm == n or n_hbm == 0:  # one tier: the order they were released in
+            return ids.copy(), n_hbm, 0 if n_hbm else 1
+        is_hbm = ids < self.hbm_blocks
+        first, second = (is_hbm, ~is_hbm) if want == 0 else (~is_hbm, is_hbm)
+        return np.concatenate([ids[first], ids[second]]), n_hbm, 1 - want
+
+    def _pop(self, t: Tier | int, k: int) -> np.ndarray:
         top = self._top[t]
         ids = self._free[t][top - k : top][::-1].copy()
         self._top[t] = top - k
         self._state[ids] = 1
-        self.blocks_written[t] += k
+        self._written[t] += k
         return ids
 
     def free(self, block_ids: Sequence[int] | np.ndarray) -> None:
@@ -169,21 +194,28 @@ class TieredAllocator:
             raise AllocationError(f"free: block id(s) {np.unique(dup)[:5].tolist()} given more than once (double free)")
         self._release(ids, lo, hi)
 
-    def _free_owned(self, ids: np.ndarray) -> None:
+    def _free_owned(self, ids: np.ndarray, n_hbm: int | None = None) -> None:
         """``free`` for the segment table's own block ids (int64, distinct by construction: every id
-        came from ``alloc`` and a row drops the ids it gives back), so only the allocation state is checked."""
+        came from ``alloc`` and a row drops the ids it gives back), so only the allocation state is
+        checked.  ``n_hbm``: how many are HBM blocks, when the caller knows (saves the range scan)."""
         if ids.size:
-            self._release(ids, int(ids.min()), int(ids.max()))
+            if n_hbm is None:
+                self._release(ids, int(ids.min()), int(ids.max()))
+            else:
+                self._release(ids, all_hbm=n_hbm == ids.size, all_hbf=n_hbm == 0)
 
-    def _release(self, ids: np.ndarray, lo: int, hi: int) -> None:
+    def _release(self, ids: np.ndarray, lo: int = 0, hi: int = 0, *, all_hbm: bool | None = None,
+                 all_hbf: bool | None = None) -> None:
         if not self._state[ids].all():
             not_used = self._state[ids] == 0
             raise AllocationError(f"free: block id(s) {ids[not_used][:5].tolist()} are not allocated (double free)")
         self._state[ids] = 0
         hbm = self.hbm_blocks
-        if hi < hbm:
+        if all_hbm is None:
+            all_hbm, all_hbf = hi < hbm, lo >= hbm
+        if all_hbm:
             parts = ((Tier.HBM, ids),)
-        elif lo >= hbm:
+        elif all_hbf:
             parts = ((Tier.HBF, ids),)
         else:
             is_hbf = ids >= hbm
@@ -263,7 +295,7 @@ class _Row:
 
     __slots__ = ("segment_id", "seg_class", "session_id", "role", "rank_key", "boundary", "chunks",
                  "n_blocks", "n_hbm", "n_tokens", "last_tier", "last_use", "wslot", "aslot", "tier_pref",
-                 "reads", "close_s", "final_tokens", "final_blocks")
+                 "reads", "close_s", "final_tokens", "final_blocks", "rank")
 
     def __init__(self, segment_id: str, seg_class: str, session_id: str, role: str, rank_key: float, boundary: str) -> None:
         self.segment_id = segment_id
@@ -285,6 +317,12 @@ class _Row:
         self.close_s = math.nan  # clairvoyant close time (oracle)
         self.final_tokens = math.nan  # clairvoyant final size in tokens (oracle)
         self.final_blocks = math.nan  # the same in blocks
+        self.rank: tuple | None = None  # (rank key, NaN as +inf; open order; row): entry in the table's worker ranking
+
+    def blocks_to_write(self) -> int:
+        """Blocks the segment has still to write by its clairvoyant final size (0 when unknown)."""
+        f = self.final_blocks
+        return 0 if f != f or f <= self.n_blocks else int(f) - self.n_blocks
 
     def block_ids(self) -> np.ndarray:
         if not self.chunks:
@@ -298,7 +336,8 @@ class _Slots:
     """Live rows as parallel numpy columns in open order (vectorized rankings); a closed row's slot
     is masked and the columns are compacted once most slots are dead."""
 
-    __slots__ = ("attr", "n", "dead", "ids", "key", "close", "final", "blocks", "hbm", "alive", "rows")
+    __slots__ = ("attr", "n", "dead", "ids", "key", "close", "final", "blocks", "hbm", "alive", "rows",
+                 "rclose", "demand")
 
     def __init__(self, attr: str) -> None:
         self.attr = attr  # the _Row attribute holding a row's slot
@@ -311,9 +350,11 @@ class _Slots:
         self.blocks = np.zeros(64, dtype=np.int64)
         self.hbm = np.zeros(64, dtype=np.int64)
         self.alive = np.zeros(64, dtype=bool)
+        self.rclose = np.empty(64, dtype=np.float64)  # close time as the oracle ranks it (unknown: +inf)
+        self.demand = np.zeros(64, dtype=np.int64)  # HBM blocks held + blocks still to write (0 once dead)
         self.rows: list[_Row | None] = []
 
-    _COLS = ("ids", "key", "close", "final", "blocks", "hbm", "alive")
+    _COLS = ("ids", "key", "close", "final", "blocks", "hbm", "rclose", "demand", "alive")  # alive last: compact masks by it
 
     def add(self, row: _Row) -> None:
         if self.n == self.ids.size:
@@ -328,6 +369,8 @@ class _Slots:
         self.blocks[i] = row.n_blocks
         self.hbm[i] = row.n_hbm
         self.alive[i] = True
+        self.rclose[i] = math.inf if row.close_s != row.close_s else row.close_s
+        self.demand[i] = row.n_hbm + row.blocks_to_write()
         self.rows.append(row)
         setattr(row, self.attr, i)
         self.n += 1
@@ -335,6 +378,7 @@ class _Slots:
     def remove(self, row: _Row) -> None:
         i = getattr(row, self.attr)
         self.alive[i] = False
+        self.demand[i] = 0
         self.rows[i] = None
         setattr(row, self.attr, -1)
         self.dead += 1
@@ -401,8 +445,14 @@ class SegmentTable:
         self._n_closed = 0
         self._dead_blocks = [0, 0]  # cached dead blocks per tier [HBM, HBF]
         self._closed_ids: set[str] = set()
-        self._ws = _Slots("wslot")  # live workers (the predictive path's ranking)
-        self._as: _Slots | None = None  # every live segment, built the first time a policy asks
+        self._ws: _Slots | None = None  # live workers as numpy columns, built the first time a policy asks
+        self._as: _Slots | None = None  # every live segment, the same
+        # Live workers sorted by (rank key, NaN last; open order) and their HBM blocks: the predictive
+        # path's ranking kept current per open/close, so a decision reads a prefix instead of sorting.
+        self._ranked: list[tuple[float, int, _Row]] = []
+        self._worker_hbm = 0
+        self._reviewer_hbm = 0
+        self._n_opened = 0
 
     @property
     def view(self) -> "SegmentTable":
@@ -430,6 +480,11 @@ class SegmentTable:
         """Register a segment (at its spawn / first write); a closed id cannot be reopened.
 
         ``close_s``/``final_tokens``: clairvoyant facts for the oracle policy (NaN when unknown)."""
+        self._open(segment_id, seg_class, session_id, role, rank_key, boundary, now, close_s, final_tokens)
+
+    def _open(self, segment_id: str, seg_class: str, session_id: str, role: str, rank_key: float,
+              boundary: str | None, now: float, close_s: float, final_tokens: float) -> _Row:
+        """:meth:`open`, returning the new row."""
         if segment_id in self._live:
             raise ValueError(f"segment {segment_id!r} is already open")
         if segment_id in self._closed_ids:
@@ -439,9 +494,9 @@ class SegmentTable:
                    float(rank_key) if rank_key is not None else math.nan,
                    boundary or DEFAULT_BOUNDARY[seg_class])
         if close_s is not None:
-            row.close_s = _as_float(close_s, segment_id, "close_s")
+            row.close_s = close_s if type(close_s) is float else _as_float(close_s, segment_id, "close_s")
         if final_tokens is not None:
-            final = _as_float(final_tokens, segment_id, "final_tokens")
+            final = final_tokens if type(final_tokens) is float else _as_float(final_tokens, segment_id, "final_tokens")
             if final == final:
                 if not (final >= 0 and math.isfinite(final)):
                     raise ValueError(f"segment {segment_id!r}: final_tokens must be a finite number >= 0 (or NaN), got {final_tokens!r}")
@@ -449,16 +504,26 @@ class SegmentTable:
                 row.final_blocks = float(math.ceil(final / self.block_tokens))
         row.last_use = float(now)
         self._live[segment_id] = row
-        self._by_session.setdefault(row.session_id, {})[segment_id] = None
+        mine = self._by_session.get(row.session_id)
+        if mine is None:
+            mine = self._by_session[row.session_id] = {}
+        mine[segment_id] = None
+        self._n_opened += 1
         if seg_class == "worker":
             self._workers[segment_id] = row
-            self._ws.add(row)
+            if self._ws is not None:
+                self._ws.add(row)
+            key = row.rank_key
+            row.rank = (math.inf if key != key else key, self._n_opened, row)
+            bisect.insort(self._ranked, row.rank)
         elif seg_class == "reviewer":
             self._reviewers[segment_id] = row
         if self._as is not None:
             self._as.add(row)
-        self._tok_class.setdefault(seg_class, [0, 0])
+        if seg_class not in self._tok_class:
+            self._tok_class[seg_class] = [0, 0]
         self.stats.opened(seg_class, len(self._reviewers))
+        return row
 
     def add_write(self, segment_id: str, n_tokens: int, now: float = 0.0, *, seg_class: str | None = None,
                   session_id: str = "", role: str = "", rank_key: float = math.nan,
@@ -471,59 +536,58 @@ class SegmentTable:
         if row is None:
             if seg_class is None:
                 raise KeyError(f"add_write: segment {segment_id!r} is not open (pass seg_class= to open it)")
-            self.open(segment_id, seg_class, session_id, role, rank_key, now=now, close_s=close_s,
-                      final_tokens=final_tokens)
-            row = self._live[segment_id]
-        n = int(n_tokens)
+            row = self._open(segment_id, seg_class, session_id, role, rank_key, None, now, close_s, final_tokens)
+        n = n_tokens if type(n_tokens) is int else int(n_tokens)
         if n < 0:
             raise ValueError(f"add_write: segment {segment_id!r}: n_tokens must be >= 0, got {n_tokens}")
         bt = self.block_tokens
-        room = row.n_blocks * bt - row.n_tokens
-        fill = min(room, n)
+        have = row.n_tokens
+        room = row.n_blocks * bt - have
+        fill = room if room < n else n
         rest = n - fill
         nb = -(-rest // bt)
-        ids = None
         if nb:  # decide and allocate before touching any counter, so a failed write changes nothing
-            info = SegmentInfo(row.segment_id, row.seg_class, row.session_id, row.role, row.rank_key, row.boundary,
-                               row.n_blocks, row.n_tokens, nb, row.reads, row.close_s, row.final_tokens)
-            want = as_tier(self.policy.tier(info, self))
-            ids = self._allocate(want, nb)
+            info = SegmentInfo(segment_id, row.seg_class, row.session_id, row.role, row.rank_key, row.boundary,
+                               row.n_blocks, have, nb, row.reads, row.close_s, row.final_tokens)
+            want = self.policy.tier(info, self)
+            if want.__class__ is not Tier:
+                want = as_tier(want)
+            ids, n_hbm, last = self._allocate(want, nb)
             row.tier_pref = want
         row.last_use = float(now)
-        row.n_tokens += n
+        row.n_tokens = have + n
         tok = self._tok
         by_class = self._tok_class[row.seg_class]
         if fill:
             tok[row.last_tier] += fill
             by_class[row.last_tier] += fill
-        if ids is None:
+        if not nb:
             return _EMPTY
-        hbm = self.allocator.hbm_blocks
-        n_hbm = int(np.count_nonzero(ids < hbm)) if nb > 1 else int(ids[0] < hbm)
         n_hbf = nb - n_hbm
-        last = 0 if ids[-1] < hbm else 1
-        short = bt - (rest - (nb - 1) * bt)  # empty slots of the last new block
-        th, tf = n_hbm * bt, n_hbf * bt
-        if last:
-            tf -= short
-        else:
-            th -= short
+        slack = nb * bt - rest  # empty slots of the last new block
+        th, tf = (n_hbm * bt, n_hbf * bt - slack) if last else (n_hbm * bt - slack, n_hbf * bt)
         tok[0] += th
         tok[1] += tf
         by_class[0] += th
         by_class[1] += tf
-        self._blk[0] += n_hbm
-        self._blk[1] += n_hbf
+        blk = self._blk
+        blk[0] += n_hbm
+        blk[1] += n_hbf
         row.chunks.append(ids)
         row.n_blocks += nb
         row.n_hbm += n_hbm
         row.last_tier = last
-        if row.wslot >= 0:
-            self._ws.blocks[row.wslot] += nb
-            self._ws.hbm[row.wslot] += n_hbm
+        if row.rank is not None:
+            self._worker_hbm += n_hbm
+            if row.wslot >= 0:
+                self._ws.blocks[row.wslot] += nb  # type: ignore[union-attr]
+                self._ws.hbm[row.wslot] += n_hbm  # type: ignore[union-attr]
+        elif n_hbm and row.seg_class == "reviewer":
+            self._reviewer_hbm += n_hbm
         if row.aslot >= 0:
             self._as.blocks[row.aslot] += nb  # type: ignore[union-attr]
             self._as.hbm[row.aslot] += n_hbm  # type: ignore[union-attr]
+            self._as.demand[row.aslot] = row.n_hbm + row.blocks_to_write()  # type: ignore[union-attr]
         return ids
 
     def add_reads(self, segment_id: str, read_tokens: int) -> None:
@@ -533,7 +597,8 @@ class SegmentTable:
         row = self._live.get(segment_id)
         if row is None:
             raise KeyError(f"add_reads: segment {segment_id!r} is not open")
-        if isinstance(read_tokens, (bool, np.bool_)) or not isinstance(read_tokens, (int, np.integer)) or read_tokens < 0:
+        if type(read_tokens) is not int and (isinstance(read_tokens, (bool, np.bool_))
+                                             or not isinstance(read_tokens, (int, np.integer))) or read_tokens < 0:
             raise ValueError(f"add_reads: segment {segment_id!r}: read_tokens must be an integer >= 0, got {read_tokens!r}")
         row.reads += int(read_tokens)
 
@@ -549,17 +614,26 @@ class SegmentTable:
         del mine[segment_id]
         if not mine:
             del self._by_session[row.session_id]
-        if self._workers.pop(segment_id, None) is not None:
-            self._ws.remove(row)
+        if row.rank is not None:  # a live worker
+            del self._workers[segment_id]
+            if row.wslot >= 0:
+                self._ws.remove(row)  # type: ignore[union-attr]
+            ranked = self._ranked
+            del ranked[bisect.bisect_left(ranked, row.rank)]
+            row.rank = None
+            self._worker_hbm -= row.n_hbm
         if row.aslot >= 0:
             self._as.remove(row)  # type: ignore[union-attr]
-        self._reviewers.pop(segment_id, None)
+        if row.seg_class == "reviewer":
+            del self._reviewers[segment_id]
+            self._reviewer_hbm -= row.n_hbm
         self._closed_ids.add(segment_id)
         self.stats.closed(row.seg_class, row.n_blocks, row.session_id, row.n_tokens, row.reads)
         row.last_use = float(now if last_use is None else last_use)
         self._n_closed += 1
         if self.policy.frees_at_boundary:
-            self.allocator._free_owned(row.block_ids())
+            if row.n_blocks:
+                self.allocator._release(row.block_ids(), all_hbm=row.n_hbm == row.n_blocks, all_hbf=not row.n_hbm)
             row.chunks = []
         elif row.n_blocks:
             self._dead[segment_id] = row
@@ -583,9 +657,11 @@ class SegmentTable:
         return ids
 
     # -- eviction ------------------------------------------------------------------------------
-    def _allocate(self, want: Tier, nb: int) -> np.ndarray:
+    def _allocate(self, want: Tier, nb: int) -> tuple[np.ndarray, int, int]:
+        """nb block ids for a write, ``want`` first, evicting cached dead blocks when none are free;
+        also how many are HBM blocks and the tier of the last one (known from where each came)."""
         a = self.allocator
-        free_total = a.free_blocks(Tier.HBM) + a.free_blocks(Tier.HBF)
+        free_total = a._top[0] + a._top[1]
         cached = self._dead_blocks[0] + self._dead_blocks[1]
         if nb > free_total + cached:
             raise AllocationError(
@@ -596,25 +672,31 @@ class SegmentTable:
             # Cached HBM blocks count as free for HBM placement: evict LRU dead HBM blocks first.
             k = min(nb - a.free_blocks(Tier.HBM), int(self._dead_blocks[0]))
             if k > 0:
-                a._free_owned(self._evict(k, Tier.HBM))
+                a._free_owned(*self._evict(k, Tier.HBM))
                 free_total += k
+        if nb <= a._top[want]:  # the common case, inline: every block from the tier asked for
+            return a._pop(want, nb), (nb if want == 0 else 0), want
         if nb <= free_total:
-            return a.alloc(want, nb)
+            return a._alloc(want, nb)
         deficit = nb - free_total
-        first = a.alloc(want, free_total) if free_total else None
-        a._free_owned(self._evict(deficit))
-        rest = a.alloc(want, deficit)
-        return rest if first is None else np.concatenate([first, rest])
+        first = a._alloc(want, free_total) if free_total else None  # every free block; both lists are now empty
+        rest = a._reissue(*self._evict(deficit), want)
+        if first is None:
+            return rest
+        return np.concatenate([first[0], rest[0]]), first[1] + rest[1], rest[2]
 
-    def _evict(self, k: int, tier: Tier | None = None) -> np.ndarray:
+    def _evict(self, k: int, tier: Tier | None = None) -> tuple[np.ndarray, int]:
         """Take k blocks from dead segments (of ``tier`` only, if given), least recently used segment
-        first, tail blocks first within a segment.  Heaps hold stale entries, skipped lazily."""
+        first, tail blocks first within a segment; returns them and how many are HBM blocks.  Heaps
+        hold stale entries, skipped lazily."""
         out: list[np.ndarray] = []
         hbm = self.allocator.hbm_blocks
         heap = self._dead_heap if tier is None else self._dead_heap_tier[tier]
+        dead = self._dead
+        n_hbm_all = 0
         while k > 0:
             sid = heap[0][2]
-            row = self._dead.get(sid)
+            row = dead.get(sid)
             n_t = 0 if row is None else (row.n_blocks if tier is None else
                                          row.n_hbm if tier == Tier.HBM else row.n_blocks - row.n_hbm)
             if n_t == 0:
@@ -622,30 +704,35 @@ class SegmentTable:
                 continue
             ids = row.block_ids()
             take = min(k, n_t)
-            if tier is None:
+            if take == row.n_blocks:  # the whole segment goes (its HBM count is known)
+                ev, keep, n_hbm = ids[::-1], None, row.n_hbm
+            elif tier is None:
                 ev = ids[ids.size - take :][::-1]
                 keep = ids[: ids.size - take]
+                held = row.n_hbm  # a segment wholly in one tier needs no scan of its tail
+                n_hbm = take if held == row.n_blocks else int(np.count_nonzero(ev < hbm)) if held else 0
             else:
                 pos = np.flatnonzero((ids >= hbm) == bool(tier))[::-1][:take]
                 ev = ids[pos]
                 keep = np.delete(ids, pos)
+                n_hbm = take if tier == Tier.HBM else 0
             out.append(ev)
-            n_hbm = int((ev < hbm).sum())
+            n_hbm_all += n_hbm
             self._dead_blocks[0] -= n_hbm
             self._dead_blocks[1] -= take - n_hbm
             row.n_hbm -= n_hbm
             row.n_blocks -= take
-            row.chunks = [keep] if keep.size else []
+            row.chunks = [keep] if keep is not None and keep.size else []
             if row.n_blocks == 0:
-                del self._dead[sid]
+                del dead[sid]
             k -= take
-        ev = np.concatenate(out)
+        ev = out[0] if len(out) == 1 else np.concatenate(out)
         self._evicted += int(ev.size)
-        return ev
+        return ev, n_hbm_all
 
     # -- MemoryView ----------------------------------------------------------------------------------
     def total(self, tier: Tier) -> int:
-        return int(self.allocator.capacity[as_tier(tier)])
+        return self.allocator._cap[as_tier(tier)]
 
     def free(self, tier: Tier) -> int:
         return self.allocator.free_blocks(tier)
@@ -657,20 +744,28 @@ class SegmentTable:
         return int(self._dead_blocks[as_tier(tier)])
 
     def live_workers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        return self._ws.live("ids", "key", "blocks", "hbm")
+        return self._worker_slots().live("ids", "key", "blocks", "hbm")
 
     def worker_position(self, segment_id: str) -> int:
-        return self._ws.position(self._worker_row(segment_id))
-
-    def worker_ranking(self, segment_id: str) -> tuple[np.ndarray, np.ndarray, int, int]:
-        """(rank keys, blocks, total HBM blocks) of the live workers in open order, and one worker's
-        position: :meth:`live_workers` + :meth:`worker_position` in one call (read-only arrays)."""
         row = self._worker_row(segment_id)
-        ws, n = self._ws, self._ws.n
-        if ws.dead:
-            m = ws.alive[:n]
-            return ws.key[:n][m], ws.blocks[:n][m], int(ws.hbm[:n][m].sum()), int(m[: row.wslot].sum())
-        return ws.key[:n], ws.blocks[:n], int(ws.hbm[:n].sum()), row.wslot  # every slot is alive
+        return self._worker_slots().position(row)
+
+    def _worker_slots(self) -> _Slots:
+        """The live-worker arrays, built from the rows the first time a policy asks, then kept current."""
+        if self._ws is None:
+            self._ws = _Slots("wslot")
+            for row in self._workers.values():
+                self._ws.add(row)
+        return self._ws
+
+    def workers_ahead(self, segment_id: str) -> tuple[Iterator[int], int, int]:
+        """Blocks held by the live workers ranked before one worker (rank key ascending, NaN last, ties
+        in open order), lazily in rank order; the worker's own blocks; the HBM blocks all live workers hold.
+        Consume the iterator before the table changes."""
+        row = self._worker_row(segment_id)
+        ranked = self._ranked
+        i = bisect.bisect_left(ranked, row.rank)
+        return (r.n_blocks for _, _, r in islice(ranked, i)), row.n_blocks, self._worker_hbm
 
     def _worker_row(self, segment_id: str) -> _Row:
         row = self._workers.get(segment_id)
@@ -681,22 +776,26 @@ class SegmentTable:
     def live_segments(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         return self._all_slots().live("close", "final", "blocks", "hbm")
 
-    def segment_ranking(self, segment_id: str) -> tuple[np.ndarray, ...]:
-        """The oracle's one-call form of :meth:`live_segments` + :meth:`segment_position`, without copies:
-        (close_s, final blocks, blocks, HBM blocks, alive) over every slot in open order (dead slots
-        included, ``alive`` False), and the segment's slot (read-only arrays)."""
-        row = self._live.get(segment_id)
-        if row is None:
-            raise KeyError(f"segment {segment_id!r} is not live in the segment table")
-        a = self._all_slots()
-        n = a.n
-        return a.close[:n], a.final[:n], a.blocks[:n], a.hbm[:n], a.alive[:n], row.aslot
-
     def segment_position(self, segment_id: str) -> int:
         row = self._live.get(segment_id)
         if row is None:
             raise KeyError(f"segment {segment_id!r} is not live in the segment table")
         return self._all_slots().position(row)
+
+    def demand_ahead(self, segment_id: str) -> tuple[int, int, int]:
+        """The oracle's ranking read in place: the HBM blocks held plus the blocks still to write (by
+        final size; 0 when unknown) of the live segments that close before one segment (unknown close
+        last, ties in open order), then that segment's own HBM blocks and blocks still to write.
+        Integer sums, so their order does not matter; closed slots count zero, so none is masked."""
+        row = self._live.get(segment_id)
+        if row is None:
+            raise KeyError(f"segment {segment_id!r} is not live in the segment table")
+        slots = self._all_slots()
+        i, n = row.aslot, slots.n
+        key, demand = slots.rclose, slots.demand
+        k = key[i]
+        ahead = int(_sum(demand[:i][key[:i] <= k])) + int(_sum(demand[i + 1 : n][key[i + 1 : n] < k]))
+        return ahead, row.n_hbm, row.blocks_to_write()
 
     def _all_slots(self) -> _Slots:
         """The live-segment arrays, built from the rows the first time a policy asks, then kept current."""
@@ -707,7 +806,7 @@ class SegmentTable:
         return self._as
 
     def live_reviewer_hbm_blocks(self) -> int:
-        return sum(r.n_hbm for r in self._reviewers.values())
+        return self._reviewer_hbm
 
     # -- inspection ------------------------------------------------------------------------------
     def __contains__(self, segment_id: object) -> bool:
@@ -736,6 +835,19 @@ class SegmentTable:
             row = live.get(sid)
             out.append(row.n_hbm / row.n_blocks if row is not None and row.n_blocks else 0.0)
         return np.array(out, dtype=np.float64)
+
+    def hbm_share(self, segment_ids: Iterable[str], weights: Iterable[int]) -> int | None:
+        """Σ weight over the segments lying wholly in HBM (one not live or holding no block counts 0);
+        None when a segment's blocks are split across the tiers (then :meth:`hbm_fraction` is needed)."""
+        live = self._live
+        acc = 0
+        for sid, w in zip(segment_ids, weights):
+            row = live.get(sid)
+            if row is not None and row.n_hbm:
+                if row.n_hbm != row.n_blocks:
+                    return None
+                acc += w
+        return acc
 
     def blocks_of(self, segment_id: str) -> np.ndarray:
         """Block ids a live (or cached dead) segment holds, in write order."""

@@ -52,7 +52,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal, NamedTuple
+from typing import Callable, Literal, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -60,6 +60,7 @@ import pandas as pd
 from lachesis.config import SECONDS_PER_YEAR, Deployment, Endurance, MemoryConfig, ModelSpec
 
 ArrayLike = float | int | np.ndarray
+_add_reduce, _maximum = np.add.reduce, np.maximum  # ndarray.sum() and the lane maximum without method overhead
 _SCALARS = (int, float, np.integer, np.floating)
 
 __all__ = [
@@ -262,6 +263,7 @@ class StepModel:
         padded = np.array([r + [np.zeros(len(_INPUTS))] * (width - len(r)) for r in rows])  # (ops, lanes, inputs)
         self._coef = padded.transpose(1, 0, 2).reshape(-1, len(_INPUTS))  # lane-major rows
         self._flush_per_byte = 1.0 / memory.hbf_write_bw if memory.hbf_write_bw > 0 else 0.0
+        self._n_ops = len(ops)
         m, dep = model, deployment
         self._n_local = m.n_experts / dep.n_gpus if m.moe_layers else 0.0
         k_over_e = m.experts_per_token / m.n_experts if m.moe_layers else 0.0
@@ -314,7 +316,34 @@ class StepModel:
         if self._forbidden:
             self._check_tiers(h, f, fl, hw)
         x = np.array((1.0 if b > 0 else 0.0, b, h, f, hw, self._experts(b)))
-        return float(self._op_times(x).sum()) + fl * self._flush_per_byte
+        if self._lanes == 2:  # one np.maximum for the two lanes: the same products, maxima and sum, less overhead
+            t = self._coef @ x
+            n = self._n_ops
+            return float(_add_reduce(_maximum(t[:n], t[n:]))) + fl * self._flush_per_byte
+        return float(_add_reduce(self._op_times(x))) + fl * self._flush_per_byte
+
+    def scalar_fn(self) -> Callable[..., float]:
+        """:meth:`scalar` as a function with its own input and result buffers, so a call allocates no
+        array (the same products, maxima and sum).  One per simulation run: not for sharing across threads."""
+        if self._lanes != 2:
+            return self.scalar
+        coef, n, per_byte, experts, forbidden = self._coef, self._n_ops, self._flush_per_byte, self._experts, self._forbidden
+        x, t, m = np.zeros(len(_INPUTS)), np.zeros(2 * n), np.zeros(n)
+        lane0, lane1 = t[:n], t[n:]
+        matmul, inf = np.matmul, math.inf
+
+        def step(batch: float, kv_hbm: float, kv_hbf: float, flush: float, hbm_write: float = 0.0) -> float:
+            b, h, f, fl, hw = float(batch), float(kv_hbm), float(kv_hbf), float(flush), float(hbm_write)
+            if not (0.0 <= b < inf and 0.0 <= h < inf and 0.0 <= f < inf and 0.0 <= fl < inf and 0.0 <= hw < inf):
+                return self.scalar(b, h, f, fl, hw)  # raises, naming the argument
+            if forbidden:
+                self._check_tiers(h, f, fl, hw)
+            x[0], x[1], x[2], x[3], x[4], x[5] = 1.0 if b > 0 else 0.0, b, h, f, hw, experts(b)
+            matmul(coef, x, out=t)
+            _maximum(lane0, lane1, out=m)
+            return float(_add_reduce(m)) + fl * per_byte
+
+        return step
 
     def __call__(self, batch: ArrayLike, kv_hbm: ArrayLike, kv_hbf: ArrayLike, flush: ArrayLike,
                  hbm_write: ArrayLike = 0.0) -> float | np.ndarray:
@@ -343,8 +372,9 @@ def step_model(memory: MemoryConfig, model: ModelSpec, deployment: Deployment) -
 
 
 def scalar_step_fn(memory: MemoryConfig, model: ModelSpec, deployment: Deployment):
-    """``f(batch, kv_hbm, kv_hbf, flush, hbm_write) -> step s`` for Python floats: :meth:`StepModel.scalar`."""
-    return step_model(memory, model, deployment).scalar
+    """``f(batch, kv_hbm, kv_hbf, flush, hbm_write) -> step s`` for Python floats: :meth:`StepModel.scalar`
+    (a fresh :meth:`StepModel.scalar_fn` per call, for one simulation run)."""
+    return step_model(memory, model, deployment).scalar_fn()
 
 
 def decode_step_time(batch: ArrayLike, kv_hbm_bytes: ArrayLike, kv_hbf_bytes: ArrayLike,
@@ -400,7 +430,7 @@ def landing_fn(memory: MemoryConfig, model: ModelSpec):
             return float(max(t1, t2))
         t1 = hbm_tokens * kb / bw_hbm if hbm_tokens else 0.0
         t2 = hbf_tokens * kb / bw_hbf if hbf_tokens else 0.0
-        return float(max(t1, t2))
+        return t2 if t2 > t1 else t1  # max(t1, t2), both floats
 
     return land
 

@@ -79,7 +79,7 @@ are reserved for "before it counts k", not the arithmetic):
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -87,6 +87,7 @@ from lachesis.kv import (
     EMA_ALPHA,
     LONG_LIVED_CLASSES,
     RHO_WINDOW,
+    SEG_CLASSES,
     SHORT_LIVED_CLASSES,
     MemoryView,
     PlacementStats,
@@ -118,10 +119,15 @@ __all__ = [
 ]
 
 
+_DETERMINISTIC = {c: Tier.HBM if c in SHORT_LIVED_CLASSES else Tier.HBF for c in SEG_CLASSES}
+
+
 def _deterministic(seg: SegmentInfo) -> Tier:
     """§4's deterministic path: HBM for a short-lived class, HBF for a long-lived one."""
-    check_class(seg.segment_id, seg.seg_class)
-    return Tier.HBM if seg.seg_class in SHORT_LIVED_CLASSES else Tier.HBF
+    tier = _DETERMINISTIC.get(seg.seg_class)
+    if tier is None:
+        check_class(seg.segment_id, seg.seg_class)  # raises: not a segment class
+    return tier
 
 
 class HBMFirst:
@@ -175,13 +181,12 @@ class Lachesis:
     @staticmethod
     def admitted(seg: SegmentInfo, view: MemoryView) -> bool:
         """Whether the worker is within the first k of the node's live-worker ranking right now."""
-        ranking = getattr(view, "worker_ranking", None)  # the segment table's one-call form of the two below
-        if ranking is not None:
-            keys, blocks, hbm_live_workers, me = ranking(seg.segment_id)
-        else:
-            _, keys, blocks, hbm_blocks = view.live_workers()
-            me = view.worker_position(seg.segment_id)
-            hbm_live_workers = int(hbm_blocks.sum())
+        ahead = getattr(view, "workers_ahead", None)  # the segment table keeps the ranking sorted
+        if ahead is not None:
+            return Lachesis._admitted_ranked(seg, view, *ahead(seg.segment_id))
+        _, keys, blocks, hbm_blocks = view.live_workers()
+        me = view.worker_position(seg.segment_id)
+        hbm_live_workers = int(hbm_blocks.sum())
         stats = view.stats
         mean = stats.mean_worker_blocks
         est = np.maximum(blocks.astype(np.float64), mean)
@@ -197,6 +202,25 @@ class Lachesis:
         # worker is within the first k exactly when the running sum up to and including it fits.
         pos = int(np.flatnonzero(order == me)[0])
         return bool(np.cumsum(est[order[: pos + 1]])[-1] <= budget + 1e-9)
+
+    @staticmethod
+    def _admitted_ranked(seg: SegmentInfo, view: MemoryView, ahead: Iterable[int], mine: int,
+                         hbm_live_workers: int) -> bool:
+        """:meth:`admitted` from the blocks of the workers ranked before this one (in rank order): the
+        same estimates summed in the same order, stopping once the sum exceeds the budget (it only grows)."""
+        stats = view.stats
+        mean = stats.mean_worker_blocks
+        pinned = view.used(Tier.HBM) - hbm_live_workers
+        reserve = stats.reviewer_reserve(view.live_reviewer_hbm_blocks())
+        limit = view.total(Tier.HBM) - pinned - reserve + 1e-9
+        acc = 0.0
+        for b in ahead:
+            acc += b if b > mean else mean
+            if acc > limit:
+                return False
+        b = mine + seg.new_blocks
+        acc += b if b > mean else mean
+        return acc <= limit
 
 
 class ReuseThreshold:
@@ -262,26 +286,21 @@ class Oracle:
 
     def tier(self, seg: SegmentInfo, view: MemoryView) -> Tier:
         check_class(seg.segment_id, seg.seg_class)
-        ranking = getattr(view, "segment_ranking", None)  # the segment table's copy-free form of the two below
-        if ranking is not None:
-            close, final, blocks, hbm, alive, me = ranking(seg.segment_id)
-        else:
-            close, final, blocks, hbm = view.live_segments()
-            me, alive = view.segment_position(seg.segment_id), None
-        # demand of a segment: HBM blocks it holds + blocks it has still to write (fmax: unknown final -> 0)
-        demand = hbm + np.fmax(final - blocks, 0.0)
-        c = close[me]
-        if c == c:  # known close: the segments closing earlier, and those tied with it opened before it
-            ahead = close < c
-            ahead[:me] |= close[:me] == c
-        else:  # unknown close ranks last: every known one, and the unknown ones opened before it
-            ahead = close == close
-            ahead[:me] = True
-        ahead[me] = False
-        if alive is not None:
-            ahead &= alive
-        own = float(hbm[me]) + max(float(demand[me] - hbm[me]), float(seg.new_blocks))
-        return Tier.HBM if float(demand[ahead].sum()) + own <= view.total(Tier.HBM) else Tier.HBF
+        ahead = getattr(view, "demand_ahead", None)  # the segment table's in-place form of the rule below
+        if ahead is not None:
+            others, hbm_me, todo_me = ahead(seg.segment_id)
+            demand = others + hbm_me + max(todo_me, seg.new_blocks)
+            return Tier.HBM if demand <= view.total(Tier.HBM) else Tier.HBF
+        close, final, blocks, hbm = view.live_segments()
+        me = view.segment_position(seg.segment_id)
+        todo = np.where(np.isnan(final), 0.0, np.maximum(final - blocks, 0.0))
+        todo[me] = max(todo[me], float(seg.new_blocks))
+        key = np.where(np.isnan(close), np.inf, close)
+        ahead = key < key[me]
+        ahead[:me] |= key[:me] == key[me]
+        ahead[me] = True
+        demand = float(hbm[ahead].sum()) + float(todo[ahead].sum())
+        return Tier.HBM if demand <= view.total(Tier.HBM) else Tier.HBF
 
 
 POLICIES: dict[str, type] = {p.name: p for p in (HBMFirst, HBMFirstReclaim, DeterministicOnly, Lachesis,

@@ -52,8 +52,10 @@ import simpy
 from lachesis import hbf
 from lachesis.clairvoyance import Clock, CloseTimes, Recorder
 from lachesis.config import Config, ModelSpec
+from lachesis.kv import AllocationError
 
 SIM_VERSION = "sim-2"
+_min_reduce = np.minimum.reduce  # ndarray.min() without the method's Python overhead
 NOMINAL_TPOT_S = 0.05  # unit of simulated time, see Plan.mean_session_s
 
 
@@ -149,25 +151,30 @@ class Plan:
     def lists(self) -> dict:
         """Per-request Python lists for the event loop (numpy scalar indexing is slow per event)."""
         if self._lists is None:
-            def groups(ptr, *cols):
-                return [list(zip(*(c[ptr[q]:ptr[q + 1]].tolist() for c in cols))) for q in range(self.n_req)]
+            def split(ptr, col):  # per request, the CSR rows of one column as a Python list
+                p, c = ptr.tolist(), col.tolist()
+                return [c[p[q]:p[q + 1]] for q in range(self.n_req)]
 
-            def rd(q):
-                a, b = self.r_ptr[q], self.r_ptr[q + 1]
-                if b <= a:
-                    return None
-                rt = self.r_tok[a:b].astype(float)
-                return self.r_seg[a:b].tolist(), rt, float(rt.sum())
+            r_tok = self.r_tok.astype(float)
+            r_seg, r_int, r_ptr = split(self.r_ptr, self.r_seg), split(self.r_ptr, self.r_tok), self.r_ptr.tolist()
+
+            def rd(q):  # segments read, tokens (float64 for the dot product, ints), total tokens (exact: whole numbers)
+                a, b = r_ptr[q], r_ptr[q + 1]
+                return (r_seg[q], r_tok[a:b], float(sum(r_int[q])), r_int[q]) if b > a else None
 
             self._lists = dict(
                 t_user=self.t_user.tolist(), t_tools=self.t_tools.tolist(), t_obs=self.t_obs.tolist(),
-                out=self.out_tokens.tolist(), writes=groups(self.w_ptr, self.w_seg, self.w_tok),
+                out=self.out_tokens.tolist(),
+                writes=[list(zip(s, t)) for s, t in zip(split(self.w_ptr, self.w_seg), split(self.w_ptr, self.w_tok))],
                 reads=[rd(q) for q in range(self.n_req)],
-                close_arrival=[self.ca_seg[self.ca_ptr[q]:self.ca_ptr[q + 1]].tolist() for q in range(self.n_req)],
-                close_end=[self.ce_seg[self.ce_ptr[q]:self.ce_ptr[q + 1]].tolist() for q in range(self.n_req)],
+                close_arrival=split(self.ca_ptr, self.ca_seg), close_end=split(self.ce_ptr, self.ce_seg),
                 seg_class=[str(x) for x in self.seg_class], seg_role=[str(x) for x in self.seg_role],
                 seg_key=[float(x) for x in self.seg_key],
             )
+            L = self._lists
+            # one tuple per request, in the order the event loop reads it
+            L["request"] = list(zip(L["t_user"], L["close_arrival"], L["writes"], L["reads"], L["out"],
+                                    L["close_end"], L["t_tools"], L["t_obs"]))
         return self._lists
 
     @property
@@ -284,12 +291,21 @@ def build_plan(trace: Any, segments: Any, keys: pd.Series | None = None, laden_c
     keys = keys if keys is not None else pd.Series(dtype=float)
     seg_key = sg["agent_id"].map(keys).to_numpy(float) if len(keys) else np.full(len(sg), np.nan)
 
-    # Agents and the spawn structure.
+    # Agents (groups of (session, agent) in order of first appearance; a group's rows ascending) and
+    # the spawn structure.
+    group = r.groupby(["session_id", "agent_id"], sort=False).ngroup().to_numpy()
+    n_groups = int(group.max()) + 1 if n else 0
+    rows_of = np.argsort(group, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(group, minlength=n_groups))])
+    end_max = np.fmax.reduceat(r["t_decode_end_s"].to_numpy(float)[rows_of], bounds[:-1]) if n else []
+    agent_of, role_of, session_of = r["agent_id"].tolist(), r["role"].tolist(), r["session_id"].tolist()
     agents: dict[str, AgentPlan] = {}
-    for (sess, ag), grp in r.groupby(["session_id", "agent_id"], sort=False):
-        a = AgentPlan(str(ag), str(grp["role"].iloc[0]), grp.index.to_numpy(np.int64), grp.index.tolist())
-        a.ref_end_s = float(grp["t_decode_end_s"].max())
-        agents[ag] = a
+    for k in range(n_groups):
+        rows = rows_of[bounds[k]:bounds[k + 1]]
+        first = int(rows[0])
+        a = AgentPlan(str(agent_of[first]), str(role_of[first]), rows, rows.tolist())
+        a.ref_end_s = float(end_max[k])
+        agents[agent_of[first]] = a
     parent_req: dict[str, int] = {}
     sp = trace.spawns if trace.spawns is not None else pd.DataFrame()
     for row in sp.itertuples(index=False):
@@ -298,13 +314,12 @@ def build_plan(trace: Any, segments: Any, keys: pd.Series | None = None, laden_c
         if row.spawn_request_id not in rid:
             raise ValueError(f"spawns: record {row.agent_id}: field 'spawn_request_id': unknown request {row.spawn_request_id!r}")
         parent_req[row.agent_id] = rid[row.spawn_request_id]
-        agents[r.at[rid[row.spawn_request_id], "agent_id"]].children.setdefault(rid[row.spawn_request_id], []).append(agents[row.agent_id])
+        agents[agent_of[rid[row.spawn_request_id]]].children.setdefault(rid[row.spawn_request_id], []).append(agents[row.agent_id])
 
     roots: dict[str, list[AgentPlan]] = {}
     for ag, a in agents.items():
         if ag not in parent_req:
-            sess = r.at[int(a.requests[0]), "session_id"]
-            roots.setdefault(str(sess), []).append(a)
+            roots.setdefault(str(session_of[a.requests_list[0]]), []).append(a)
     ses_ref = (r.groupby("session_id")["t_decode_end_s"].max() - r.groupby("session_id")["t_start_s"].min()
                + r.groupby("session_id")["t_user_s"].first()).to_dict()
 
@@ -348,11 +363,12 @@ class DecodeEngine:
         self.free_slots = list(range(capacity - 1, -1, -1))
         self.t_last = 0.0
         self.tau = 0.0
-        self.gen = 0
+        self._timer: simpy.Event | None = None  # the pending finish timer; earlier ones are stale
         self.tpot: list[float] = []
         self.tpot_w: list[float] = []
         self.tpot_t: list[float] = []  # end time of each recorded interval (windows filter on it)
         self.max_batch = 0
+        self._args: tuple = ()  # the step inputs behind ``tau`` (batch aside)
 
     def _grow(self) -> None:
         n = len(self.rem)
@@ -364,34 +380,39 @@ class DecodeEngine:
     def _advance(self) -> None:
         now = self.env.now
         dt = now - self.t_last
-        if dt > 0 and self.tau > 0 and self.n:
-            steps = dt / self.tau
+        tau = self.tau
+        if dt > 0 and tau > 0 and self.n:
+            steps = dt / tau
             self.rem -= steps
             if now > self.record_from:
-                self.tpot.append(self.tau)
+                self.tpot.append(tau)
                 self.tpot_w.append(steps * self.n)
                 self.tpot_t.append(now)
         self.t_last = now
 
     def _reschedule(self) -> None:
-        self.gen += 1
-        if not self.n:
+        n = self.n
+        if not n:
             self.tau = 0.0
             self.sums = [0.0, 0.0, 0.0, 0.0]  # clear float drift
+            self._timer = None
             return
-        if self.n > self.max_batch:
-            self.max_batch = self.n
+        if n > self.max_batch:
+            self.max_batch = n
         h, f, fl, hw = self.sums
-        self.tau = self.step_fn(self.n, max(h, 0.0), max(f, 0.0), max(fl, 0.0), max(hw, 0.0))
-        dt = max(float(self.rem.min()), 0.0) * self.tau
-        g = self.gen
-        self.env.timeout(dt).callbacks.append(lambda _e, g=g: self._on_timer(g))
+        # max(x, 0.0) spelled out (the same value, NaN and -0.0 included): float drift is clamped at zero
+        args = self._args = (0.0 if h < 0.0 else h, 0.0 if f < 0.0 else f, 0.0 if fl < 0.0 else fl,
+                             0.0 if hw < 0.0 else hw)
+        tau = self.tau = self.step_fn(n, *args)
+        first = float(_min_reduce(self.rem))
+        timer = self._timer = simpy.events.Timeout(self.env, (0.0 if first < 0.0 else first) * tau)
+        timer.callbacks.append(self._on_timer)
 
-    def _on_timer(self, g: int) -> None:
-        if g != self.gen:
+    def _on_timer(self, timer: simpy.Event) -> None:
+        if timer is not self._timer:  # superseded by a later join or finish
             return
         self._advance()
-        done = np.flatnonzero(self.rem <= 1e-7)
+        done = (self.rem <= 1e-7).nonzero()[0]
         sums, rows = self.sums, self.rows
         for i in done.tolist():
             self.rem[i] = np.inf
@@ -414,10 +435,23 @@ class DecodeEngine:
         return self.step_fn(self.n + 1, max(h, 0.0) + extra_hbm, max(f, 0.0) + extra_hbf, max(fl, 0.0) + extra_flush,
                             max(hw, 0.0) + extra_hbmw)
 
+    def join_measured(self, tokens: float, hbm_bytes: float, hbf_bytes: float, flush_bytes: float,
+                      hbm_write_bytes: float = 0.0) -> tuple[simpy.Event, float]:
+        """:meth:`join`, and the :meth:`current_step` it was joined at (for TTFT): the new step time when
+        the step inputs after joining equal those, so a request pays one step-model call, not two."""
+        h, f, fl, hw = self.sums
+        first = ((0.0 if h < 0.0 else h) + hbm_bytes, (0.0 if f < 0.0 else f) + hbf_bytes,
+                 (0.0 if fl < 0.0 else fl) + flush_bytes, (0.0 if hw < 0.0 else hw) + hbm_write_bytes)
+        n = self.n + 1
+        ev = self.join(tokens, hbm_bytes, hbf_bytes, flush_bytes, hbm_write_bytes)
+        if self.n == n and self._args == first:
+            return ev, self.tau
+        return ev, self.step_fn(n, *first)
+
     def join(self, tokens: float, hbm_bytes: float, hbf_bytes: float, flush_bytes: float,
              hbm_write_bytes: float = 0.0) -> simpy.Event:
         """Start decoding ``tokens`` output tokens; the event fires when the last one is generated."""
-        ev = self.env.event()
+        ev = simpy.Event(self.env)
         if tokens <= 0:
             ev.succeed()
             return ev
@@ -448,6 +482,18 @@ class OutOfMemory(RuntimeError):
     """Live KV exceeded HBM + HBF (minus weights): the load is infeasible."""
 
 
+class _SegmentIds(dict):
+    """Segment -> table id ("inst:segment") of one session instance, formatted on first use."""
+
+    def __init__(self, inst: int) -> None:
+        super().__init__()
+        self.inst, self.session = inst, str(inst)
+
+    def __missing__(self, s: int) -> str:
+        sid = self[s] = f"{self.inst}:{s}"
+        return sid
+
+
 class Memory:
     """The segment table + tiered allocator as the simulator drives them (one per GPU)."""
 
@@ -474,6 +520,7 @@ class Memory:
         # the oracle's close times (:class:`lachesis.clairvoyance.Clock`) and a run's record of its own
         self.clock = None if clairvoyance is None else Clock(clairvoyance, plan.sessions, plan.fingerprint)
         self.recorder = Recorder(plan.sessions, plan.fingerprint) if record_closes else None
+        self._ids: dict[int, dict[int, str]] = {}  # session instance -> segment -> its id in the table
 
     def session_start(self, inst: int, session: str, t0: float) -> None:
         """Instance ``inst`` replays ``session`` from ``t0`` (its virtual start, for a fast-forwarded one)."""
@@ -482,27 +529,44 @@ class Memory:
         if self.recorder is not None:
             self.recorder.started(inst, session, t0)
 
+    def _sids(self, inst: int) -> dict[int, str]:
+        """The instance's segment ids ("inst:segment"), formatted once per segment rather than per call."""
+        sids = self._ids.get(inst)
+        if sids is None:
+            sids = self._ids[inst] = _SegmentIds(inst)
+        return sids
+
     def write(self, inst: int, s: int, tokens: int, now: float) -> tuple[int, int]:
         """Write ``tokens`` of segment ``s`` (session instance ``inst``); returns (HBM, HBF) tokens placed."""
-        from lachesis.allocator import AllocationError
+        h0, f0 = self.table.tokens_written()
+        self._write(self._sids(inst), inst, s, tokens, now)
+        h1, f1 = self.table.tokens_written()
+        return h1 - h0, f1 - f0
 
-        table = self.table
-        h0, f0 = table.tokens_written()
-        sid, cls, key = f"{inst}:{s}", self._cls[s], self._key[s]
+    def _write(self, sids: dict[int, str], inst: int, s: int, tokens: int, now: float) -> None:
+        sid, cls, key = sids[s], self._cls[s], self._key[s]
         if self.events is not None:
             self.events.append((now, "write", sid, cls, int(tokens), str(inst), key))
         try:
-            table.add_write(sid, tokens, now, seg_class=cls, session_id=str(inst), role=self._role[s], rank_key=key,
-                            final_tokens=self._final[s],
-                            close_s=math.nan if self.clock is None else self.clock.close_s(inst, s))
+            self.table.add_write(sid, tokens, now, seg_class=cls, session_id=sids.session, role=self._role[s],
+                                 rank_key=key, final_tokens=self._final[s],
+                                 close_s=math.nan if self.clock is None else self.clock.close_s(inst, s))
         except AllocationError as exc:
             raise OutOfMemory(str(exc)) from exc
+
+    def write_request(self, inst: int, writes: list[tuple[int, int]], now: float) -> tuple[int, int]:
+        """:meth:`write` of each (segment, tokens) of one request, in order; returns the (HBM, HBF) tokens placed."""
+        table = self.table
+        h0, f0 = table.tokens_written()
+        sids = self._sids(inst)
+        for s, t in writes:
+            self._write(sids, inst, s, t, now)
         h1, f1 = table.tokens_written()
         return h1 - h0, f1 - f0
 
     def close(self, inst: int, s: int, now: float) -> None:
         """Report segment ``s``'s boundary (frees, or caches under a boundary-unaware policy)."""
-        sid = f"{inst}:{s}"
+        sid = self._sids(inst)[s]
         if self.table.is_live(sid):
             # Every read of a segment happens before its boundary, so its Eq. 3 reads are reported there
             # (only closed segments' realized ρR/W inform a placement).
@@ -519,10 +583,21 @@ class Memory:
         if self.events is not None:
             self.events.append((now, "session_end", str(inst)))
         self.table.end_session(str(inst), now)
+        self._ids.pop(inst, None)
 
-    def hbm_fraction(self, inst: int, segs: np.ndarray) -> np.ndarray:
+    def hbm_fraction(self, inst: int, segs: Sequence[int]) -> np.ndarray:
         """Fraction of each segment's blocks that sit in HBM (0 for a segment holding no blocks)."""
-        return self.table.hbm_fraction([f"{inst}:{s}" for s in segs])
+        sids = self._sids(inst)
+        return self.table.hbm_fraction([sids[s] for s in segs])
+
+    def hbm_tokens(self, inst: int, segs: Sequence[int], tokens: np.ndarray, tokens_int: Sequence[int]) -> float:
+        """Σ tokens × HBM fraction over segments (a request's context in HBM, in tokens): ``tokens @
+        fractions``.  When every segment lies wholly in one tier the products are whole numbers, so the
+        float dot product is exact and equals this integer sum, which is taken instead."""
+        sids = self._sids(inst)
+        ids = [sids[s] for s in segs]
+        acc = self.table.hbm_share(ids, tokens_int)
+        return float(acc) if acc is not None else float(tokens @ self.table.hbm_fraction(ids))
 
     def snapshot(self) -> tuple[float, ...]:
         """(live HBM, live HBF, cached HBM, cached HBF, cumulative HBM written, cumulative HBF written) bytes."""
@@ -675,13 +750,12 @@ def simulate_windows(plan: Plan, cfg: Config, policy: Any, n_sessions: int, wind
         counter["inst"] += 1
         return counter["inst"], s
 
-    L = plan.lists()
-    t_user, t_tools, t_obs, out_tok = L["t_user"], L["t_tools"], L["t_obs"], L["out"]
-    writes, reads, c_arr, c_end = L["writes"], L["reads"], L["close_arrival"], L["close_end"]
+    per_request = plan.lists()["request"]
     ttft_ref = cfg.clock.ttft_ref_s
     landing = hbf.landing_fn(cfg.memory, cfg.model)
 
     ff: dict[int, float] = {}  # session instance -> fast-forward seconds left (steady-state start)
+    timeout = simpy.events.Timeout  # env.timeout without its descriptor
 
     def wait(inst: int, d: float):
         """A timeout of ``d`` s, of which the instance's remaining fast-forward is skipped."""
@@ -690,52 +764,53 @@ def simulate_windows(plan: Plan, cfg: Config, policy: Any, n_sessions: int, wind
             skip = min(left, d)
             ff[inst] = left - skip
             d -= skip
-        return env.timeout(d) if d > 0 else None
+        return timeout(env, d) if d > 0 else None
 
     def run_agent(inst: int, a: AgentPlan):
         for q in a.requests_list:
-            if t_user[q] > 0 and (w := wait(inst, t_user[q])) is not None:
+            t_user, c_arr, writes, reads, out, c_end, t_tools, t_obs = per_request[q]
+            if t_user > 0 and (w := wait(inst, t_user)) is not None:
                 yield w
-            for s in c_arr[q]:
-                mem.close(inst, s, env.now)
+            now = env.now
+            for s in c_arr:
+                mem.close(inst, s, now)
             # admission: this request's writes go through the policy and the allocator
-            h_w = f_w = 0
-            for s, t in writes[q]:
-                h, f = mem.write(inst, s, t, env.now)
-                h_w += h
-                f_w += f
+            h_w, f_w = mem.write_request(inst, writes, now) if writes else (0, 0)
             ctx_h = ctx_f = 0.0
-            if reads[q]:
-                rs, rt, rt_sum = reads[q]
-                frac = mem.hbm_fraction(inst, rs)
-                ctx_h = float(rt @ frac) * bpt
+            if reads:
+                rs, rt, rt_sum, rt_int = reads
+                ctx_h = mem.hbm_tokens(inst, rs, rt, rt_int) * bpt
                 ctx_f = rt_sum * bpt - ctx_h
-            out = out_tok[q]
             tot = h_w + f_w
             hbf_share = f_w / tot if tot > 0 else 0.0
             pre = max(tot - out, 0)
             land = landing(pre * (1 - hbf_share), pre * hbf_share) if land_on and pre else 0.0
             if land > 0:
-                yield env.timeout(land)
+                yield timeout(env, land)
             flush, hbmw = hbf_share * bpt, (1 - hbf_share) * bpt if tot > 0 else 0.0
             if ff.get(inst, 0.0) > 0:  # fast-forward: this request's decode happened before the start
                 ff[inst] = max(ff[inst] - out * NOMINAL_TPOT_S, 0.0)
             else:
                 if env.now > first_warmup:
-                    ttft.append(ttft_ref + land + engine.current_step(ctx_h, ctx_f, flush, hbmw))
+                    ev, step = engine.join_measured(out, ctx_h, ctx_f, flush, hbmw)
+                    ttft.append(ttft_ref + land + step)
                     ttft_t.append(env.now)
-                yield engine.join(out, ctx_h, ctx_f, flush, hbmw)
+                else:
+                    ev = engine.join(out, ctx_h, ctx_f, flush, hbmw)
+                yield ev
             counter["req"] += 1
-            for s in c_end[q]:
-                mem.close(inst, s, env.now)
-            kids = [env.process(run_agent(inst, c)) for c in a.children.get(q, [])]
+            now = env.now
+            for s in c_end:
+                mem.close(inst, s, now)
+            kids = a.children.get(q)
             if kids:  # the reference clock's rule: tools, then wait for the sub-agents this request spawned
-                if t_tools[q] > 0 and (w := wait(inst, t_tools[q])) is not None:
+                kids = [env.process(run_agent(inst, c)) for c in kids]
+                if t_tools > 0 and (w := wait(inst, t_tools)) is not None:
                     yield w
                 yield env.all_of(kids)
-                if t_obs[q] > 0 and (w := wait(inst, t_obs[q])) is not None:
+                if t_obs > 0 and (w := wait(inst, t_obs)) is not None:
                     yield w
-            elif t_tools[q] + t_obs[q] > 0 and (w := wait(inst, t_tools[q] + t_obs[q])) is not None:
+            elif t_tools + t_obs > 0 and (w := wait(inst, t_tools + t_obs)) is not None:
                 yield w
 
     spans = plan.session_spans(NOMINAL_TPOT_S)

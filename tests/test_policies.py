@@ -585,15 +585,26 @@ def test_reference_drives_policy_objects_like_the_fast_path():
     fast_table = SegmentTable(TieredAllocator(20, 600), Lachesis(), block_tokens=4)
     from lachesis.allocator import parse_event
 
+    fast_table.live_workers()  # builds the live-worker arrays, kept current from here on
     compacted = False
     for raw in events:
         ev = parse_event(raw)
         if ev[1] == "write":
             fast_table.add_write(ev[2], ev[4], seg_class=ev[3], session_id=ev[5], rank_key=ev[6])
+            if ev[3] == "worker":  # the sorted ranking the policy reads = the arrays ranked as the protocol says
+                _, keys, blocks, hbm = fast_table.live_workers()
+                me = fast_table.worker_position(ev[2])
+                order = np.argsort(np.where(np.isnan(keys), np.inf, keys), kind="stable")
+                pos = int(np.flatnonzero(order == me)[0])
+                ahead, mine, hbm_workers = fast_table.workers_ahead(ev[2])
+                assert (list(ahead), mine, hbm_workers) == (blocks[order[:pos]].tolist(), int(blocks[me]),
+                                                            int(hbm.sum()))
         else:
             n_slots = fast_table._ws.n
             fast_table.close(ev[2])
             compacted |= fast_table._ws.n < n_slots
+        rows = fast_table.rows()  # the running HBM counters the predictive path reads
+        assert fast_table.live_reviewer_hbm_blocks() == sum(r["n_hbm"] for r in rows if r["seg_class"] == "reviewer")
     c = fast_table.totals
     assert compacted
     assert a.as_dict() == b.as_dict() == c.as_dict()
