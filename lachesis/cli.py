@@ -17,8 +17,11 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Callable, NoReturn, Sequence
+from typing import TYPE_CHECKING, Callable, NoReturn, Sequence
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from lachesis.explorer import Selection
 
 DESCRIPTION = """\
 Lachesis: lifetime-aware KV cache placement across HBM and high-bandwidth flash (HBF).
@@ -168,6 +171,24 @@ def params_file(text: str) -> Path:
     return p
 
 
+def seeds(text: str) -> tuple[int, ...]:
+    """Comma-separated whole numbers >= 0 (``--seeds 0,1,2``)."""
+    vals = tuple(seed(x.strip()) for x in text.split(",") if x.strip())
+    if not vals:
+        raise argparse.ArgumentTypeError(f"expected seeds like 0,1,2, got {text!r}")
+    return vals
+
+
+def names(text: str) -> list[str]:
+    """Comma-separated names (empty entries dropped)."""
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def fractions(text: str) -> list[float]:
+    """Comma-separated numbers > 0 (``--fractions 0.25,0.5``)."""
+    return [positive_float(x) for x in names(text)]
+
+
 def scheduler(text: str) -> str:
     """A Dask scheduler address, ``tcp://host:port`` (or ``host:port``, ``tls://``, ``inproc://``, ``ucx://``)."""
     url = text if "://" in text else "tcp://" + text
@@ -266,6 +287,47 @@ def _sweep(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
+def _explore(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("explore", help="compute what the explorer lacks for one selection into a sweep cache "
+                                       "(the grid cell over seeds, the load curve, the sensitivity study)")
+    p.add_argument("--cache-dir", type=out_folder, required=True, help="the sweep cache the notebooks read")
+    for k in ("workload", "model", "slo", "memory", "policy"):
+        p.add_argument(f"--{k}", default=None, help="default: lachesis.explorer.Selection's")
+    p.add_argument("--search", default=None, help="search preset: paper (default) or ci")
+    p.add_argument("--scale", type=positive_float, default=None, help="corpus scale (default 1)")
+    p.add_argument("--seeds", type=seeds, default=None, help="comma-separated (default 0); the lowest sizes the load")
+    p.add_argument("--parts", type=names, default=None, help="some of grid,load,sensitivity (default: all)")
+    p.add_argument("--fractions", type=fractions, default=[], help="of N*, for the load curve (e.g. 0.25,0.5)")
+    p.add_argument("--knobs", type=names, default=None, help="of the sensitivity study (default: every knob)")
+    p.add_argument("--jobs", type=int, default=None, help="worker processes (default: one per core)")
+
+    def run(a: argparse.Namespace) -> int:
+        from lachesis.explorer import PARTS, Selection
+
+        given = {k: getattr(a, k) for k in ("workload", "model", "slo", "memory", "policy", "scale", "seeds", "search")
+                 if getattr(a, k) is not None}
+        return explore(Selection(**given), a.cache_dir, a.parts or PARTS, a.fractions, a.knobs, a.jobs)
+    p.set_defaults(run=run)
+
+
+def explore(sel: "Selection", cache_dir: Path, parts: Sequence[str], fractions: Sequence[float] = (),
+            knobs: Sequence[str] | None = None, jobs: int | None = None) -> int:
+    """``lachesis explore``: :func:`lachesis.explorer.compute` for one selection, then what the cache holds."""
+    from lachesis import explorer
+    from lachesis.knobs import KNOBS
+
+    bad = [x for x in parts if x not in explorer.PARTS]
+    if bad:
+        raise ValueError(f"--parts: unknown part {bad[0]!r}; expected some of {','.join(explorer.PARTS)}")
+    kn = list(knobs) if knobs else list(KNOBS)
+    if unknown := [k for k in kn if k not in KNOBS]:
+        raise ValueError(f"--knobs: unknown knob {unknown[0]!r}; expected some of {','.join(KNOBS)}")
+    explorer.compute(sel, cache_dir, parts, fractions, kn, n_jobs=jobs)
+    v = explorer.view(sel, cache_dir, fractions if "load" in parts else (), kn if "sensitivity" in parts else ())
+    print(explorer.headline(v))
+    return 0
+
+
 def show_segments(trace: Path, seed: int = 0, out: Path | None = None) -> int:
     """``lachesis segments``: the per-class summary of a trace's segments (:func:`lachesis.segments.prepare`:
     the same clock and numbers as ``recover(read_trace(trace), seed=seed)``); ``out``: the segment table."""
@@ -361,7 +423,7 @@ def _reproduce(sub: argparse._SubParsersAction) -> None:
 
 
 SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
-    _corpus, _segments, _datasets, _adapt, _sweep, _reproduce)
+    _corpus, _segments, _datasets, _adapt, _sweep, _explore, _reproduce)
 
 
 def build_parser() -> argparse.ArgumentParser:

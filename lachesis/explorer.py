@@ -1,17 +1,18 @@
-"""Explorer of the cached evaluation: one selection's lifetimes, gains, write composition and N*.
+"""Explorer of the cached evaluation: one selection's lifetimes, gains, write composition and N*, over seeds.
 
-A *selection* is a cell (workload, model, SLO, memory configuration) and a policy.  :func:`view`
-reads what the sweep cache holds for it — the Figs. 9–12 grid row (every policy at HBM-first's N*),
-each policy's own N* when it was searched, the gain-versus-load runs at fractions of N*, and the
-sensitivity study of the cell — through the cache-only readers (:func:`lachesis.sweep.cached_results`,
-:func:`lachesis.sensitivity.cached`), so nothing is simulated.  What the cache lacks is listed with
-the command that computes it (:func:`command`, ``python -m lachesis.explorer``), which runs the
-same sweep functions the notebooks run, into the same cache.
+A *selection* is a cell (workload, model, SLO, memory configuration), a policy and the seeds to show.
+:func:`view` reads what the sweep cache holds for it — the Figs. 9–12 grid rows (every grid policy at
+HBM-first's N*, each seed after the first at the first seed's load), each policy's own N* when it was
+searched, the gain-versus-load runs at fractions of N* and the sensitivity study of the cell (both at
+the first seed) — through the cache-only readers (:func:`lachesis.sweep.cached_results`,
+:func:`lachesis.sensitivity.cached`), so nothing is simulated.  Every number over seeds is shown as
+the median with its min–max.  What the cache lacks is listed with the command that computes it
+(:func:`command`, ``lachesis explore``), which runs :func:`compute`: the same sweep functions the
+notebooks run, into the same cache.
 """
 
 from __future__ import annotations
 
-import argparse
 import shlex
 import sys
 from dataclasses import dataclass, field, replace
@@ -24,13 +25,16 @@ import pandas as pd
 from lachesis import sensitivity, sweep
 from lachesis.config import SLOS, Endurance
 from lachesis.knobs import KNOBS
+from lachesis.policies import get_policy
 
 PARTS = ("grid", "load", "sensitivity")
 
 
 @dataclass(frozen=True)
 class Selection:
-    """What the user picked, and the corpus and search preset the cache was built with."""
+    """What the user picked, and the corpus, seeds and search preset the cache was built with.
+
+    ``seeds``: one seed or several (stored sorted); the lowest sized the cell's load, as in the grid."""
 
     workload: str = "multi_agent"
     model: str = "Llama-4-Maverick"
@@ -38,24 +42,37 @@ class Selection:
     memory: str = "1/7"
     policy: str = "lachesis"
     scale: float = 1.0
-    seed: int = 0
+    seeds: tuple[int, ...] | int = (0,)
     search: str = "paper"
 
     def __post_init__(self) -> None:
         if self.search not in sweep.SEARCH_PRESETS:
             raise ValueError(f"explorer: search must be one of {list(sweep.SEARCH_PRESETS)}, got {self.search!r}")
-        if self.slo not in SLOS:
-            raise ValueError(f"explorer: slo must be one of {list(SLOS)}, got {self.slo!r}")
+        for k, allowed in choices().items():
+            if k != "policy" and getattr(self, k) not in allowed:
+                raise ValueError(f"explorer: {k} must be one of {list(allowed)}, got {getattr(self, k)!r}")
+        get_policy(self.policy)  # a registered name, possibly with knobs: a one-line error otherwise
+        object.__setattr__(self, "seeds", tuple(sorted(sweep._seeds("explorer", self.seeds))))
 
     @property
     def params(self) -> sweep.SearchParams:
         return sweep.SEARCH_PRESETS[self.search]
 
-    def points(self) -> list[sweep.Point]:
-        """The cell's grid policies (Figs. 9–12) and the selected one."""
-        grid = sweep.MULTI_POLICIES if self.workload in sweep.MULTI_WORKLOADS else sweep.SINGLE_POLICIES
-        return [sweep.Point(self.workload, self.memory, self.model, self.slo, p, self.scale, self.seed)
-                for p in dict.fromkeys((*grid, self.policy))]
+    def points(self, policies: Sequence[str] | None = None, seeds: Sequence[int] | None = None) -> list[sweep.Point]:
+        """The cell's points: ``policies`` (default: the grid's, :func:`lachesis.sweep.grid_policies`, and
+        the selected one) at ``seeds`` (default: every selected seed)."""
+        pols = policies if policies is not None else (*sweep.grid_policies(self.workload), self.policy)
+        return [sweep.Point(self.workload, self.memory, self.model, self.slo, p, self.scale, k)
+                for k in (seeds if seeds is not None else self.seeds) for p in dict.fromkeys(pols)]
+
+    def curve_points(self) -> list[sweep.Point]:
+        """The load curve's points: the paper's policies of the family (as ``gain_vs_load`` runs them) and
+        the selected one, at the first seed."""
+        return self.points((*sensitivity.policies(self.workload), self.policy), self.seeds[:1])
+
+    def study_points(self) -> list[sweep.Point]:
+        """The sensitivity study's points (:func:`lachesis.sensitivity.policies`), at the first seed."""
+        return self.points(sensitivity.policies(self.workload), self.seeds[:1])
 
 
 @dataclass
@@ -75,12 +92,14 @@ def view(sel: Selection, cache_dir: str | Path, fractions: Sequence[float] = (),
     """Read a selection from the cache (``fractions`` of N* for the load curve, ``knobs`` of the study)."""
     pts, cache = sel.points(), str(cache_dir)
     grid, miss = sweep.cached_results(pts, cache, sel.params)
-    own = pd.DataFrame([dict(policy=p.policy, n_star=e["n_star"]) for p in pts
-                        if (e := sweep.cached_entry(p, cache, sel.params)) is not None])
-    missing = {"grid": [f"{p.label()} {p.policy}" for p in miss]}
-    curve, lack = _curve(pts, grid, cache, sel.params, fractions)
+    own = pd.DataFrame([dict(policy=p.policy, n_star=e["n_star"]) for p in sel.points(seeds=sel.seeds[:1])
+                        if not sweep.is_clairvoyant(p.policy)
+                        and (e := sweep.cached_entry(p, cache, sel.params)) is not None])
+    missing = {"grid": [f"{p.label()} {p.policy} seed {p.seed}" for p in miss]}
+    first = grid[grid["seed"].eq(sel.seeds[0])] if not grid.empty else grid
+    curve, lack = _curve(sel.curve_points(), first, cache, sel.params, fractions)
     missing["load"] = lack
-    sens, lack = sensitivity.cached([pts], knobs, None, sel.params, cache)
+    sens, lack = sensitivity.cached([sel.study_points()], knobs, None, sel.params, cache)
     missing["sensitivity"] = lack
     return View(sel, grid, own, curve, sens, {k: v for k, v in missing.items() if v})
 
@@ -113,31 +132,50 @@ def _curve(pts: list[sweep.Point], grid: pd.DataFrame, cache: str, params: sweep
 # ------------------------------------------------------------------------------------------------
 
 
-def summary(v: View) -> pd.DataFrame:
-    """One row per policy of the cell: N* (the cell's and its own), load, SLO, device-years, gains, HBM share."""
-    g = v.grid
-    if g.empty:
-        return pd.DataFrame()
-    years = g.set_index("policy")["lifetime_years"]
-    out = g[["policy", "n_star", "n_sessions", "slo_met", "lifetime_years"]].copy()
-    if not v.own.empty:
-        out = out.merge(v.own.rename(columns={"n_star": "own_n_star"}), on="policy", how="left")
+def _per_seed(v: View) -> pd.DataFrame:
+    """The grid rows with, per seed, each policy's lifetime over HBM-first's, over w/o predictive path's,
+    and the selected policy's over it, and its HBM share of the write bytes."""
+    g = v.grid.copy()
+    years = g.pivot_table(index="seed", columns="policy", values="lifetime_years", aggfunc="first")
     for den in ("hbm_first", "deterministic"):
         if den in years:
-            out[f"over_{den}"] = out["lifetime_years"] / years[den]
-    out["outlasts_warranty"] = out["lifetime_years"] >= Endurance().warranty_years
+            g[f"over_{den}"] = g["lifetime_years"] / g["seed"].map(years[den])
+    if v.selection.policy in years:
+        g["selected_over"] = g["seed"].map(years[v.selection.policy]) / g["lifetime_years"]
     if {"bytes_hbm", "bytes_hbf"} <= set(g):
-        out["hbm_share_of_writes"] = (g["bytes_hbm"] / (g["bytes_hbm"] + g["bytes_hbf"])).to_numpy()
+        g["hbm_share_of_writes"] = g["bytes_hbm"] / (g["bytes_hbm"] + g["bytes_hbf"])
+    return g
+
+
+def summary(v: View) -> pd.DataFrame:
+    """One row per policy of the cell: the cell's load (N* of HBM-first at the first seed) and the policy's
+    own N*, at how many seeds it meets the SLO there, and device-years, gains (over HBM-first, over w/o
+    predictive path, the selected policy's over it) and HBM share as the median over seeds (``<col>``) with
+    ``<col>_min``/``<col>_max``."""
+    if v.grid.empty:
+        return pd.DataFrame()
+    g = _per_seed(v)
+    cols = [c for c in ("lifetime_years", "over_hbm_first", "over_deterministic", "selected_over",
+                        "hbm_share_of_writes") if c in g]
+    out = sweep.seed_table(g, cols, by=["policy"])
+    first = g[g["seed"].eq(g["seed"].min())].set_index("policy")
+    by = g.groupby("policy", sort=False)
+    out.insert(1, "n_star", out["policy"].map(first["n_star"]))
+    out.insert(2, "n_sessions", out["policy"].map(first["n_sessions"]))
+    out.insert(3, "slo_met_seeds", out["policy"].map(by["slo_met"].apply(lambda x: int(x.astype(bool).sum()))))
+    if not v.own.empty:
+        out = out.merge(v.own.rename(columns={"n_star": "own_n_star"}), on="policy", how="left")
+    out["outlasts_warranty"] = out["lifetime_years"] >= Endurance().warranty_years
     out["selected"] = out["policy"].eq(v.selection.policy)
     return out
 
 
 def composition(v: View) -> pd.DataFrame:
-    """Write bytes by segment class and tier, % of each policy's run (Figs. 10 and 12)."""
+    """Write bytes by segment class and tier, % of each policy's run, mean over seeds (Figs. 10 and 12)."""
     if v.grid.empty:
         return pd.DataFrame()
     return sweep.write_composition(v.grid).pivot_table(index=["policy", "seg_class"], columns="tier", values="pct",
-                                                       aggfunc="first").reset_index()
+                                                       aggfunc="mean", sort=False).reset_index()
 
 
 def curve_table(v: View) -> pd.DataFrame:
@@ -158,9 +196,10 @@ def sensitivity_table(v: View) -> pd.DataFrame:
 
 def command(sel: Selection, cache_dir: str | Path, parts: Sequence[str], fractions: Sequence[float] = (),
             knobs: Sequence[str] = tuple(KNOBS)) -> str:
-    """The shell command that computes ``parts`` of a selection into ``cache_dir`` (run from anywhere)."""
-    args = [sys.executable or "python", "-m", "lachesis.explorer", "--cache-dir", str(Path(cache_dir).resolve()),
-            "--search", sel.search, "--scale", f"{sel.scale:g}", "--seed", str(sel.seed),
+    """The shell command (``lachesis explore``, through this interpreter) that computes ``parts`` of a
+    selection into ``cache_dir``, from any folder."""
+    args = [sys.executable or "python", "-m", "lachesis", "explore", "--cache-dir", str(Path(cache_dir).resolve()),
+            "--search", sel.search, "--scale", f"{sel.scale:g}", "--seeds", ",".join(map(str, sel.seeds)),
             "--workload", sel.workload, "--model", sel.model, "--slo", sel.slo, "--memory", sel.memory,
             "--policy", sel.policy, "--parts", ",".join(parts)]
     if "load" in parts and len(fractions):
@@ -176,13 +215,15 @@ def compute(sel: Selection, cache_dir: str | Path, parts: Sequence[str] = PARTS,
     bad = [p for p in parts if p not in PARTS]
     if bad:
         raise ValueError(f"explorer: unknown part {bad[0]!r}; expected some of {list(PARTS)}")
-    pts, cache = sel.points(), str(cache_dir)
+    cache = str(cache_dir)
     if "grid" in parts:
-        sweep.run_grid(pts, sel.params, cache, n_jobs, progress=progress)
+        sweep.run_grid(sel.points(), sel.params, cache, n_jobs, progress=progress)
     if "load" in parts and len(fractions):
-        sweep.load_curve(pts, [float(f) for f in fractions], sel.params, cache, n_jobs, progress=progress)
+        sweep.load_curve(sel.curve_points(), [float(f) for f in fractions], sel.params, cache, n_jobs,
+                         progress=progress)
     if "sensitivity" in parts:
-        sensitivity.run([pts], knobs, params=sel.params, cache_dir=cache, n_jobs=n_jobs, progress=progress)
+        sensitivity.run([sel.study_points()], knobs, params=sel.params, cache_dir=cache, n_jobs=n_jobs,
+                        progress=progress)
 
 
 def missing_text(v: View, cache_dir: str | Path, fractions: Sequence[float] = (),
@@ -198,6 +239,14 @@ def missing_text(v: View, cache_dir: str | Path, fractions: Sequence[float] = ()
                       f"```\n{cmd}\n```"])
 
 
+def _interval(r: pd.Series, col: str, fmt: str = ".2f", unit: str = "") -> str:
+    """A summary value as "median" or "median (min–max)" when the seeds differ."""
+    m, lo, hi = r[col], r[f"{col}_min"], r[f"{col}_max"]
+    if format(lo, fmt) == format(hi, fmt):
+        return f"{m:{fmt}}{unit}"
+    return f"{m:{fmt}}{unit} ({lo:{fmt}}–{hi:{fmt}})"
+
+
 def headline(v: View) -> str:
     """One sentence on the selected policy at the cell's load, computed from the cached rows."""
     s, sel = summary(v), v.selection
@@ -207,13 +256,18 @@ def headline(v: View) -> str:
     r = row.iloc[0]
     if not r["n_sessions"] or not np.isfinite(r["lifetime_years"]):
         return f"The SLO admits no load at this cell (N* = {int(r['n_star'])}): no lifetime."
-    gains = ", ".join(f"{r[f'over_{d}']:.2f}× {sensitivity.pol_name(d)}" for d in ("hbm_first", "deterministic")
-                      if f"over_{d}" in r and d != sel.policy and np.isfinite(r[f"over_{d}"]))
+    name = sensitivity.pol_name
+    over = s.set_index("policy")
+    gains = ", ".join(f"{_interval(o, 'selected_over', unit='×')} {name(p)}" for p, o in over.iterrows()
+                      if p != sel.policy and "selected_over" in o and np.isfinite(o["selected_over"]))
+    seeds = f"seed {sel.seeds[0]}" if len(sel.seeds) == 1 else \
+        f"the median over seeds {', '.join(map(str, sel.seeds))} (min–max in brackets)"
     own = f"; its own N* is {int(r['own_n_star'])}" if "own_n_star" in r and np.isfinite(r["own_n_star"]) else ""
-    return (f"At {int(r['n_sessions'])} sessions per GPU (N* of {sensitivity.pol_name(sweep.LOAD_POLICY)}), "
-            f"{sensitivity.pol_name(sel.policy)} lasts {r['lifetime_years']:.2f} device-years"
-            + (f" ({gains})" if gains else "") + f" and {'meets' if r['slo_met'] else 'misses'} the SLO there{own}; "
-            f"it {'outlasts' if r['outlasts_warranty'] else 'does not outlast'} the "
+    return (f"At {int(r['n_sessions'])} sessions per GPU (N* of {name(sweep.LOAD_POLICY)} at seed {sel.seeds[0]}), "
+            f"{name(sel.policy)} lasts {_interval(r, 'lifetime_years')} device-years"
+            + (f", {gains}" if gains else "") + f" ({seeds}); it meets the SLO there at {int(r['slo_met_seeds'])} "
+            f"of {int(r['seeds'])} seeds{own}; its median "
+            f"{'outlasts' if r['outlasts_warranty'] else 'does not outlast'} the "
             f"{Endurance().warranty_years:g}-year warranty.")
 
 
@@ -227,23 +281,31 @@ def figure(v: View) -> Any:
     if s.empty:
         return None
     n = 3 if not v.curve.empty else 2
-    fig, ax = plt.subplots(1, n, figsize=(4.2 * n, 3.2))
+    fig, ax = plt.subplots(1, n, figsize=(4.6 * n, 3.6))
+    names = [sensitivity.pol_name(p) for p in s["policy"]]
     colors = ["#08519c" if x else "#9ecae1" for x in s["selected"]]
-    ax[0].bar(s["policy"], s["lifetime_years"], color=colors)
+    err = np.vstack([s["lifetime_years"] - s["lifetime_years_min"], s["lifetime_years_max"] - s["lifetime_years"]])
+    ax[0].bar(names, s["lifetime_years"], color=colors, yerr=np.nan_to_num(err), capsize=3, ecolor="0.3")
     warranty_line(ax[0], Endurance().warranty_years)
     ax[0].set_ylabel("HBF lifetime (device-years)")
-    ax[0].set_title(f"at {int(s['n_sessions'].iloc[0])} sessions/GPU", fontsize=9)
+    seeds = v.selection.seeds
+    ax[0].set_title(f"at {int(s['n_sessions'].iloc[0])} sessions/GPU"
+                    + (f"; median, min–max over {len(seeds)} seeds" if len(seeds) > 1 else ""), fontsize=9)
     c = composition(v)
     if not c.empty:
         bottom = np.zeros(len(s))
         for i, cls in enumerate(dict.fromkeys(c["seg_class"])):
             for tier in [t for t in ("hbm", "hbf") if t in c]:
                 vals = np.array([c.loc[c["policy"].eq(p) & c["seg_class"].eq(cls), tier].sum() for p in s["policy"]])
-                ax[1].bar(s["policy"], vals, bottom=bottom, label=f"{cls} → {tier.upper()}", color=f"C{i}",
+                ax[1].bar(names, vals, bottom=bottom, label=f"{cls} → {tier.upper()}", color=f"C{i}",
                           alpha=1.0 if tier == "hbm" else 0.45, hatch="" if tier == "hbm" else "//", edgecolor="white")
                 bottom += np.nan_to_num(vals)
-        ax[1].set_ylabel("% of KV write bytes")
+        ax[1].set_ylabel("% of KV write bytes" + (" (mean over seeds)" if len(seeds) > 1 else ""))
         ax[1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    for a in ax[:2]:
+        a.tick_params(axis="x", labelsize=7, labelrotation=30)
+        for t in a.get_xticklabels():
+            t.set_horizontalalignment("right")
     if n == 3:
         for pol, d in v.curve.groupby("policy"):
             d = d.sort_values("n_sessions")
@@ -254,7 +316,8 @@ def figure(v: View) -> Any:
         ax[2].set_ylabel("device-years")
         ax[2].legend(fontsize=7)
     sel = v.selection
-    fig.suptitle(f"{sel.workload}, {sel.model}, {sel.slo} SLO, {sel.memory}", fontsize=10)
+    fig.suptitle(f"{sel.workload}, {sel.model}, {sel.slo} SLO, {sel.memory}, seed{'s' if len(seeds) > 1 else ''} "
+                 f"{', '.join(map(str, seeds))}", fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -274,10 +337,12 @@ def show(sel: Selection, cache_dir: str | Path, fractions: Sequence[float] = (),
         display(Markdown(f"**{sel_txt}**: {e}"))
         return None
     display(Markdown(f"### {sel_txt}\n\n{headline(v)}"))
-    for title, table in (("Every policy at the cell's load", summary(v)),
-                         ("Write composition (% of each run's KV write bytes)", composition(v)),
-                         ("Lifetime against sessions per GPU", curve_table(v)),
-                         ("Sensitivity at the cell's fixed load", sensitivity_table(v))):
+    over = f", median and min–max over seeds {', '.join(map(str, sel.seeds))}" if len(sel.seeds) > 1 else ""
+    for title, table in ((f"Every policy at the cell's load{over}", summary(v)),
+                         (f"Write composition (% of each run's KV write bytes{over and ', mean over seeds'})",
+                          composition(v)),
+                         (f"Lifetime against sessions per GPU (seed {sel.seeds[0]})", curve_table(v)),
+                         (f"Sensitivity at the cell's fixed load (seed {sel.seeds[0]})", sensitivity_table(v))):
         if not table.empty:
             display(Markdown(f"**{title}**"))
             display(table)
@@ -297,7 +362,7 @@ def show(sel: Selection, cache_dir: str | Path, fractions: Sequence[float] = (),
 
 
 def choices() -> dict[str, tuple[str, ...]]:
-    """The values each dropdown offers."""
+    """The values each dropdown offers (a selection's values must be among them; a policy may carry knobs)."""
     from lachesis.policies import POLICIES
 
     return dict(workload=sweep.MULTI_WORKLOADS + sweep.SINGLE_WORKLOADS, model=sweep.MODEL_NAMES, slo=tuple(SLOS),
@@ -325,38 +390,3 @@ def widget(initial: Selection, show: Any) -> Any:
     box = w.VBox([w.HBox(list(drops.values())[:3]), w.HBox(list(drops.values())[3:]), out])
     box.redraw = redraw  # for tests and scripts: render the current selection
     return box
-
-
-# ------------------------------------------------------------------------------------------------
-# Command line: compute what a selection lacks
-# ------------------------------------------------------------------------------------------------
-
-
-def _floats(s: str) -> list[float]:
-    return [float(x) for x in sweep._csv(s)]
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lachesis.explorer", description=compute.__doc__)
-    d = Selection()
-    ap.add_argument("--cache-dir", required=True)
-    for k in ("workload", "model", "slo", "memory", "policy", "search"):
-        ap.add_argument(f"--{k}", default=getattr(d, k))
-    ap.add_argument("--scale", type=float, default=d.scale)
-    ap.add_argument("--seed", type=int, default=d.seed)
-    ap.add_argument("--parts", default=",".join(PARTS))
-    ap.add_argument("--fractions", default="")
-    ap.add_argument("--knobs", default=",".join(KNOBS))
-    ap.add_argument("--jobs", type=int, default=None)
-    a = ap.parse_args(argv)
-    try:
-        sel = Selection(a.workload, a.model, a.slo, a.memory, a.policy, a.scale, a.seed, a.search)
-        compute(sel, a.cache_dir, sweep._csv(a.parts), _floats(a.fractions), sweep._csv(a.knobs), a.jobs)
-    except (ValueError, KeyError) as e:
-        print(f"{ap.prog}: error: {e}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -78,22 +78,29 @@ def load_at(fraction: float, n_star: int) -> int:
     return max(1, int(round(fraction * n_star)))
 
 
+def policies(workload: str) -> tuple[str, ...]:
+    """The policies the study's gains (:data:`RATIOS`) need on a workload: multi-agent HBM-first, w/o
+    predictive path and Lachesis (§5.4); single-agent HBM-first and Lachesis (the deterministic path places
+    every segment, §5.5)."""
+    return sweep.PAPER_MULTI_POLICIES if workload in sweep.MULTI_WORKLOADS else sweep.PAPER_SINGLE_POLICIES
+
+
 def study_cells(scale: float = 1.0, seed: int = 0, models: Sequence[str] = ("Llama-4-Maverick",),
                 slo: str = "tight", multi: dict | None = None, single: dict | None = None) -> list[list[sweep.Point]]:
-    """The study's cells, each a list of the points (policies) its gains need.
+    """The study's cells, each a list of the points (:func:`policies`) its gains need.
 
-    Multi-agent: HBM-first, w/o predictive path, Lachesis (§5.4); single-agent: HBM-first and Lachesis
-    (the deterministic path places every segment, §5.5).  ``multi``/``single``: ``dict(workload=…,
+    ``multi``/``single``: ``dict(workload=…,
     configs=…)``, default :data:`MULTI_CELL`/:data:`SINGLE_CELL`; an empty ``configs`` leaves that trace out.
     """
     multi, single = multi or MULTI_CELL, single or SINGLE_CELL
     pts = []
     if multi["configs"]:
         pts += sweep.multi_agent_grid(scale, seed, configs=multi["configs"], models=models, slos=(slo,),
-                                      workloads=(multi["workload"],))
+                                      policies=policies(multi["workload"]), workloads=(multi["workload"],))
     if single["configs"]:
-        pts += [replace(p, slo=slo) for p in sweep.single_agent_grid(scale, seed, configs=single["configs"],
-                                                                     models=models, workloads=(single["workload"],))]
+        pts += [replace(p, slo=slo) for p in sweep.single_agent_grid(
+            scale, seed, configs=single["configs"], models=models, policies=policies(single["workload"]),
+            workloads=(single["workload"],))]
     cells: dict[tuple, list[sweep.Point]] = {}
     for p in pts:
         cells.setdefault(p.cell(), []).append(p)
@@ -306,8 +313,8 @@ def family(workload: str) -> str:
 
 def pol_name(column: str) -> str:
     """"years_lachesis" -> "Lachesis" (the policy a years column belongs to, as the paper names it)."""
-    return {"lachesis": "Lachesis", "hbm_first": "HBM-first", "deterministic": "w/o predictive path"}.get(
-        column.removeprefix("years_"), column.removeprefix("years_"))
+    pol = column.removeprefix("years_")
+    return sweep.POLICY_NAMES.get(pol, pol)
 
 
 def _span(x: pd.Series) -> str:

@@ -87,6 +87,9 @@ PAPER_SINGLE_POLICIES = ("hbm_first", "lachesis")
 BASELINES = ("hbm_first_reclaim", "rho_threshold", "oracle")
 MULTI_POLICIES = PAPER_MULTI_POLICIES + BASELINES
 SINGLE_POLICIES = PAPER_SINGLE_POLICIES + BASELINES
+#: how the text names each grid policy (the paper's names; the baselines as the README introduces them)
+POLICY_NAMES = {"hbm_first": "HBM-first", "deterministic": "w/o predictive path", "lachesis": "Lachesis",
+                "hbm_first_reclaim": "HBM-first with reclaim", "rho_threshold": "ρR/W selection", "oracle": "oracle"}
 MULTI_WORKLOADS = ("multi_agent", "multi_agent_no_reviewer")
 SINGLE_WORKLOADS = ("tau3", "bfcl")
 CONFIG_LABELS = tuple(m.label for m in MEMORY_CONFIGS)
@@ -145,6 +148,14 @@ class Point:
     def label(self) -> str:
         return f"{self.workload} {self.model} {self.slo} {self.memory}" + (
             f" [{knobs.describe(self.overrides)}]" if self.overrides else "")
+
+
+def grid_policies(workload: str) -> tuple[str, ...]:
+    """The policies the Figs. 9–12 grid runs on a workload (the defaults of :func:`multi_agent_grid` and
+    :func:`single_agent_grid`): the ablation's three on the trace without the reviewer."""
+    if workload == "multi_agent_no_reviewer":
+        return PAPER_MULTI_POLICIES
+    return MULTI_POLICIES if workload in MULTI_WORKLOADS else SINGLE_POLICIES
 
 
 def _grid(name: str, **dims: Sequence[str]) -> None:
@@ -525,14 +536,13 @@ def _no_load_row(point: Point) -> dict:
     return dict(asdict(point), n_sessions=0, lifetime_years=float("nan"), slo_met=False)
 
 
-def _at_loads(points: Sequence[Point], loads: dict[str, int], params: SearchParams, cache_dir: str | None,
-              searched: dict[str, dict] | None = None, plan: sim.Plan | None = None) -> list[dict]:
-    """Every point of one cell at its policy's load (a policy searched to exactly that load reuses that run).
+def _rows_at(points: Sequence[Point], loads: dict[str, int], searched: dict[str, dict],
+             fetch: Callable[[Point, int], dict | None]) -> list[dict | None]:
+    """Every point of one cell at its policy's load: no row when the load is 0, a policy searched to
+    exactly that load reuses that run, any other comes from ``fetch(point, n)`` (a run or a cache read).
 
-    The load policy runs before the oracle, so the oracle finds its close record in the cache."""
-    plan = plan or point_plan(points[0])
-    searched = searched or {}
-    rows: list[dict] = [{} for _ in points]
+    The load policy is fetched before the oracle, so a run of the oracle finds its close record."""
+    rows: list[dict | None] = [None] * len(points)
     for i in sorted(range(len(points)), key=lambda i: is_clairvoyant(points[i].policy)):
         p, n = points[i], int(loads[points[i].policy])
         if n <= 0:
@@ -540,8 +550,15 @@ def _at_loads(points: Sequence[Point], loads: dict[str, int], params: SearchPara
         elif p.policy in searched and searched[p.policy]["n_star"] == n:
             rows[i] = _at_own_n_star(searched[p.policy])
         else:
-            rows[i] = run_at_load(p, n, params, cache_dir, plan)
+            rows[i] = fetch(p, n)
     return rows
+
+
+def _at_loads(points: Sequence[Point], loads: dict[str, int], params: SearchParams, cache_dir: str | None,
+              searched: dict[str, dict] | None = None, plan: sim.Plan | None = None) -> list[dict]:
+    """Every point of one cell at its policy's load, run (or read from the cache) as :func:`run_at_load`."""
+    plan = plan or point_plan(points[0])
+    return _rows_at(points, loads, searched or {}, lambda p, n: run_at_load(p, n, params, cache_dir, plan))
 
 
 def evaluate_cell_at(points: Sequence[Point], n: int, params: SearchParams, cache_dir: str | None,
@@ -574,38 +591,63 @@ def cell_load(searched: dict[str, dict], load: str) -> tuple[int, str]:
     return int(searched[pol]["n_star"]), pol
 
 
+def _searched_policies(points: Sequence[Point], load: str) -> list[str]:
+    """The policies whose N* a cell's ``load`` rule needs (the oracle is never searched: under "own" it
+    needs the load policy's)."""
+    pols = list(dict.fromkeys(p.policy for p in points if not is_clairvoyant(p.policy)))
+    if load == "own":
+        oracle = any(is_clairvoyant(p.policy) for p in points)
+        return pols + ([LOAD_POLICY] if oracle and LOAD_POLICY not in pols else [])
+    return [LOAD_POLICY] if load == "baseline" or not pols else pols
+
+
+def _cell_loads(points: Sequence[Point], searched: dict[str, dict], load: str) -> dict[str, tuple[int, str]]:
+    """Per policy of a cell: (its sessions per GPU, the policy whose N* that is) under a ``load`` rule."""
+    if load == "own":
+        by = {p.policy: LOAD_POLICY if is_clairvoyant(p.policy) else p.policy for p in points}
+        return {pol: (int(searched[b]["n_star"]), b) for pol, b in by.items()}
+    n, by_cell = cell_load(searched, load)
+    return {p.policy: (n, by_cell) for p in points}
+
+
+def _tag_cell(points: Sequence[Point], rows: Sequence[dict | None], at: dict[str, tuple[int, str]],
+              load: str) -> list[dict | None]:
+    """A cell's rows with the load they ran at: the rule, N*, the policy it is N* of, and the seed that sized it."""
+    return [None if r is None else dict(r, load=load, n_star=at[p.policy][0], load_policy=at[p.policy][1],
+                                        load_seed=p.seed) for p, r in zip(points, rows)]
+
+
 def evaluate_cell(points: Sequence[Point], params: SearchParams, cache_dir: str | None,
                   load: str = "baseline") -> list[dict]:
     """The rows of one cell's points under a ``load`` rule: "baseline", "min" or "own" (module docstring).
 
     The oracle is not searched: it runs at the cell's load (under "own", at the load policy's N*)."""
     plan = point_plan(points[0])
-    pols = list(dict.fromkeys(p.policy for p in points if not is_clairvoyant(p.policy)))
-    oracle = any(is_clairvoyant(p.policy) for p in points)
-    if load == "own":
-        searched = search_cell(points, pols + ([LOAD_POLICY] if oracle and LOAD_POLICY not in pols else []),
-                               params, cache_dir, plan)
-        by = {p.policy: LOAD_POLICY if is_clairvoyant(p.policy) else p.policy for p in points}
-        n = {pol: int(searched[b]["n_star"]) for pol, b in by.items()}
-        return [dict(r, load="own", n_star=n[p.policy], load_policy=by[p.policy], load_seed=p.seed)
-                for p, r in zip(points, _at_loads(points, n, params, cache_dir, searched, plan))]
-    searched = search_cell(points, [LOAD_POLICY] if load == "baseline" or not pols else pols, params, cache_dir, plan)
-    n_cell, by_cell = cell_load(searched, load)
-    return [dict(r, load=load, n_star=n_cell, load_policy=by_cell, load_seed=p.seed)
-            for p, r in zip(points, evaluate_cell_at(points, n_cell, params, cache_dir, searched, plan))]
+    searched = search_cell(points, _searched_policies(points, load), params, cache_dir, plan)
+    at = _cell_loads(points, searched, load)
+    rows = _at_loads(points, {pol: n for pol, (n, _) in at.items()}, params, cache_dir, searched, plan)
+    return _tag_cell(points, rows, at, load)  # type: ignore[return-value]
+
+
+#: the fields a seed's replica takes from its first seed's row (the load it ran at)
+_LOAD_FIELDS = ("load", "n_star", "load_policy", "load_seed")
+
+
+def _first_rows(leader: Sequence[dict | None]) -> dict[str, dict]:
+    """The first seed's row per policy of a cell (``leader``; a None row is left out)."""
+    return {r["policy"]: r for r in leader if r is not None}
 
 
 def replicate_cell(points: Sequence[Point], leader: Sequence[dict], params: SearchParams,
                    cache_dir: str | None) -> list[dict]:
     """The rows of one cell at another seed, each policy at the load its row of the first seed's cell
     (``leader``, :func:`evaluate_cell`'s rows) ran at (``seed_load="fixed"``, module docstring)."""
-    first = {r["policy"]: r for r in leader}
+    first = _first_rows(leader)
     missing = [p.policy for p in points if p.policy not in first]
     if missing:
         raise ValueError(f"replicate_cell: the first seed's cell has no row for policy {missing[0]!r}")
     loads = {pol: int(r["n_sessions"]) for pol, r in first.items()}
-    keep = ("load", "n_star", "load_policy", "load_seed")
-    return [dict(r, **{k: first[p.policy].get(k) for k in keep})
+    return [dict(r, **{k: first[p.policy].get(k) for k in _LOAD_FIELDS})
             for p, r in zip(points, _at_loads(points, loads, params, cache_dir))]
 
 
@@ -633,44 +675,52 @@ def cached_entry(point: Point, cache_dir: str | os.PathLike | None, params: Sear
     return _cache_read(_cache_path(cache_dir, key), key)
 
 
-def cached_results(points: Sequence[Point], cache_dir: str | os.PathLike | None,
-                   params: SearchParams = SearchParams(), load: str = "baseline") -> tuple[pd.DataFrame, list[Point]]:
-    """The rows :func:`run_grid` would return for ``points`` that the cache holds, and the points it lacks.
+def _cached_cell(points: Sequence[Point], cache_dir: str | os.PathLike | None, params: SearchParams,
+                 load: str) -> list[dict | None] | None:
+    """:func:`evaluate_cell`'s rows as far as the cache holds them (None per missing point); None when a
+    search the ``load`` rule needs is missing."""
+    searched = {pol: cached_entry(replace(points[0], policy=pol), cache_dir, params)
+                for pol in _searched_policies(points, load)}
+    if any(e is None for e in searched.values()):
+        return None
+    at = _cell_loads(points, searched, load)  # type: ignore[arg-type]
+    rows = _rows_at(points, {pol: n for pol, (n, _) in at.items()}, searched,  # type: ignore[arg-type]
+                    lambda p, n: cached_entry(p, cache_dir, params, n))
+    return _tag_cell(points, rows, at, load)
 
-    A cell whose load-setting search (``load``: module docstring) is not cached lacks every point.
-    Never simulates: a user sees what is there and runs :func:`run_grid` for the rest.
+
+def cached_results(points: Sequence[Point], cache_dir: str | os.PathLike | None,
+                   params: SearchParams = SearchParams(), load: str = "baseline",
+                   seed_load: str = "fixed") -> tuple[pd.DataFrame, list[Point]]:
+    """The rows :func:`run_grid` would return for ``points`` that the cache holds (in their order), and
+    the points it lacks.
+
+    A cell whose load-setting search (``load``: module docstring) is not cached lacks every point, and
+    so, under ``seed_load="fixed"``, do its other seeds.  Never simulates: a user sees what is there and
+    runs :func:`run_grid` for the rest.
     """
     points = list(points)
     if points:
-        _check_points(points, load)
-    rows, missing = [], []
-    for g in _cells(points):
-        cell = [points[i] for i in g]
-        if load == "own":
-            for p in cell:
-                if (e := cached_entry(p, cache_dir, params)) is None:
-                    missing.append(p)
-                else:
-                    rows.append(dict(_at_own_n_star(e), load_policy=p.policy))
+        _check_points(points, load, seed_load)
+    cells = _cells(points)
+    groups = _replicas(points, cells) if seed_load == "fixed" else [[c] for c in range(len(cells))]
+    rows: list[dict | None] = [None] * len(points)
+    for g in groups:
+        lead = [points[i] for i in cells[g[0]]]
+        got = _cached_cell(lead, cache_dir, params, load)
+        if got is None:
             continue
-        pols = [LOAD_POLICY] if load == "baseline" else list(dict.fromkeys(p.policy for p in cell))
-        searched = {pol: cached_entry(replace(cell[0], policy=pol), cache_dir, params) for pol in pols}
-        if any(e is None for e in searched.values()):
-            missing += cell
-            continue
-        n, by = cell_load(searched, load)  # type: ignore[arg-type]
-        for p in cell:
-            if n <= 0:
-                r = _no_load_row(p)
-            elif p.policy in searched and searched[p.policy]["n_star"] == n:  # type: ignore[index]
-                r = _at_own_n_star(searched[p.policy])  # type: ignore[arg-type]
-            else:
-                r = cached_entry(p, cache_dir, params, n)
-            if r is None:
-                missing.append(p)
-            else:
-                rows.append(dict(r, load=load, n_star=n, load_policy=by))
-    return results_frame(rows), missing
+        for i, r in zip(cells[g[0]], got):
+            rows[i] = r
+        first = _first_rows(got)
+        for c in g[1:]:
+            for i in cells[c]:
+                p = points[i]
+                f = first.get(p.policy)
+                r = None if f is None else _rows_at([p], {p.policy: int(f["n_sessions"])}, {},
+                                                    lambda q, n: cached_entry(q, cache_dir, params, n))[0]
+                rows[i] = None if r is None else dict(r, **{k: f.get(k) for k in _LOAD_FIELDS})  # type: ignore[union-attr]
+    return results_frame([r for r in rows if r is not None]), [p for p, r in zip(points, rows) if r is None]
 
 
 # ------------------------------------------------------------------------------------------------

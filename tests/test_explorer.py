@@ -4,19 +4,31 @@ command that computes it."""
 from __future__ import annotations
 
 import shlex
+from dataclasses import replace
+from functools import lru_cache
 
+import numpy as np
 import pytest
 
-from lachesis import explorer, sweep
+from lachesis import cli, explorer, sweep
 from lachesis import simulator as S
 from sens_fixtures import KNOBS, SCALE, tiny_study
 
 SEL = explorer.Selection("multi_agent", "Llama-4-Maverick", "tight", "1/7", "lachesis", SCALE, 0, "ci")
+SEEDS = replace(SEL, seeds=(0, 1))
+
+
+@lru_cache(maxsize=1)
+def explored():
+    """The tiny study's cache with the explorer's grid cell computed at seeds 0 and 1 (every grid policy)."""
+    d, _ = tiny_study()
+    explorer.compute(SEEDS, d, ["grid"], n_jobs=1, progress=False)
+    return d
 
 
 @pytest.fixture
 def no_simulation(monkeypatch):
-    tiny_study()  # the shared cache is built before the simulator is taken away
+    explored()  # the shared cache is built before the simulator is taken away
     def boom(*a, **k):
         raise AssertionError("the explorer simulated or built a plan")
 
@@ -26,50 +38,84 @@ def no_simulation(monkeypatch):
 
 
 def test_a_cached_selection_is_shown_without_simulating(no_simulation) -> None:
-    d, _ = tiny_study()
+    d = explored()
     v = explorer.view(SEL, d, fractions=(0.5,), knobs=KNOBS)
     # the study ran a subset of the registry's values (sens_fixtures.VALUES): the others are named, not run
     assert v.missing == {"sensitivity": ["multi_agent Llama-4-Maverick tight 1/7: load = 1.5",
                                          "multi_agent Llama-4-Maverick tight 1/7: user_delay_median_s = 30"]}
     s = explorer.summary(v)
-    assert s["policy"].tolist() == list(sweep.MULTI_POLICIES) and s["selected"].tolist() == [False, False, True]
+    assert s["policy"].tolist() == list(sweep.MULTI_POLICIES)
+    assert s["selected"].tolist() == [p == "lachesis" for p in sweep.MULTI_POLICIES]
     assert s.loc[s["policy"].eq("hbm_first"), "over_hbm_first"].iloc[0] == 1.0
     assert s["n_star"].nunique() == 1 and s["own_n_star"].notna().iloc[0]  # HBM-first's N* is the cell's load
+    assert s["seeds"].eq(1).all()
     c = explorer.composition(v)
     assert set(c["policy"]) == set(sweep.MULTI_POLICIES)
-    assert c.groupby("policy")[["hbm", "hbf"]].sum().sum(axis=1).tolist() == pytest.approx([100.0] * 3)
+    assert c.groupby("policy")[["hbm", "hbf"]].sum().sum(axis=1).tolist() == pytest.approx(
+        [100.0] * len(sweep.MULTI_POLICIES))
     assert sorted(explorer.curve_table(v)["n_sessions"]) == sorted({int(s["n_star"].iloc[0]),
                                                                   round(0.5 * int(s["n_star"].iloc[0]))})
     assert set(explorer.sensitivity_table(v)["knob"]) == {"paper", *KNOBS}
-    assert "device-years" in explorer.headline(v) and "Lachesis" in explorer.headline(v)
+    head = explorer.headline(v)
+    assert "device-years" in head and "Lachesis" in head
+    assert all(sweep.POLICY_NAMES[p] in head for p in sweep.MULTI_POLICIES)  # its gain over every other policy
     assert "--parts sensitivity" in explorer.missing_text(v, d)
     assert "nothing is missing" in explorer.missing_text(explorer.View(SEL, v.grid, v.own, v.curve, v.sensitivity), d)
 
 
-def test_a_missing_selection_is_listed_with_the_command_that_computes_it(no_simulation, monkeypatch) -> None:
-    d, _ = tiny_study()
-    sel = explorer.Selection("multi_agent", "Llama-4-Maverick", "loose", "4/4", "lachesis", SCALE, 0, "ci")
+def test_seeds_show_as_the_median_and_its_range(no_simulation) -> None:
+    d = explored()
+    v = explorer.view(SEEDS, d)
+    assert "grid" not in v.missing and sorted(set(v.grid["seed"])) == [0, 1]
+    # the second seed ran every policy at the first seed's load, as the grid does
+    assert v.grid.groupby("policy")["n_sessions"].nunique().eq(1).all() and v.grid["load_seed"].eq(0).all()
+    assert len(v.grid) == 2 * len(sweep.MULTI_POLICIES)
+    s = explorer.summary(v).set_index("policy")
+    assert s["seeds"].eq(2).all()
+    years = v.grid.pivot_table(index="seed", columns="policy", values="lifetime_years")
+    for pol in sweep.MULTI_POLICIES:
+        assert s.loc[pol, "lifetime_years"] == pytest.approx(years[pol].median())
+        assert (s.loc[pol, "lifetime_years_min"], s.loc[pol, "lifetime_years_max"]) == (years[pol].min(),
+                                                                                       years[pol].max())
+        gain = years["lachesis"] / years[pol]  # a ratio per seed first, then its median and range
+        assert s.loc[pol, "selected_over"] == pytest.approx(gain.median())
+        assert s.loc[pol, "selected_over_min"] == pytest.approx(gain.min())
+    assert np.isclose(s.loc["hbm_first", "over_hbm_first"], 1.0)
+    assert "median over seeds 0, 1" in explorer.headline(v)
+
+
+def test_a_missing_selection_is_listed_with_the_command_that_computes_it(no_simulation, monkeypatch, capsys) -> None:
+    d = explored()
+    sel = explorer.Selection("multi_agent", "Llama-4-Maverick", "loose", "4/4", "lachesis", SCALE, (0, 2), "ci")
     v = explorer.view(sel, d, fractions=(0.25,), knobs=("pe_cycles",))
     assert set(v.missing) == {"grid", "load", "sensitivity"} and v.grid.empty
-    assert len(v.missing["grid"]) == 3
+    assert len(v.missing["grid"]) == 2 * len(sweep.MULTI_POLICIES)  # every grid policy at both seeds
     text = explorer.missing_text(v, d, (0.25,), ("pe_cycles",))
     cmd = text.split("```")[1].strip()
     args = shlex.split(cmd)
-    assert args[1:3] == ["-m", "lachesis.explorer"]  # args[0]: this interpreter
+    assert args[1:4] == ["-m", "lachesis", "explore"]  # args[0]: this interpreter
     seen = {}
     monkeypatch.setattr(explorer, "compute", lambda *a, **k: seen.update(args=a))
-    assert explorer.main(args[3:]) == 0
-    got_sel, cache, parts, fractions, knobs, _ = seen["args"]
+    assert cli.main(args[3:]) == 0
+    got_sel, cache, parts, fractions, knobs = seen["args"]
     assert got_sel == sel and str(cache) == str(d.resolve()) and parts == ["grid", "load", "sensitivity"]
     assert fractions == [0.25] and knobs == ["pe_cycles"]
+    assert "not in the cache" in capsys.readouterr().out
 
 
-def test_bad_selections_fail_in_one_line() -> None:
+def test_bad_selections_fail_in_one_line(tmp_path, capsys) -> None:
     with pytest.raises(ValueError, match="search must be one of"):
         explorer.Selection(search="fast")
     with pytest.raises(ValueError, match="slo must be one of"):
         explorer.Selection(slo="medium")
-    assert explorer.main(["--cache-dir", "x", "--parts", "grid,plots"]) == 2
+    with pytest.raises(ValueError, match="memory must be one of"):
+        explorer.Selection(memory="5/3")
+    for bad, what in ((["--parts", "grid,plots"], "unknown part 'plots'"), (["--seeds", "0,x"], "--seeds"),
+                      (["--workload", "chat"], "workload must be one of"), (["--knobs", "nope"], "unknown knob"),
+                      (["--policy", "lru"], "unknown policy")):
+        assert cli.main(["explore", "--cache-dir", str(tmp_path), *bad]) == 2
+        err = capsys.readouterr().err
+        assert what in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_the_widget_redraws_the_picked_selection(no_simulation) -> None:
