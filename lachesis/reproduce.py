@@ -65,18 +65,20 @@ def load_spec(params_file: Path) -> dict[str, Any]:
 
 
 def plan(params_file: Path, only: list[str] | None = None) -> list[tuple[str, Path, dict[str, Any]]]:
-    """(name, source notebook, parameters) per notebook to run, in order.  Unknown names in ``only``
+    """(name, source notebook, parameters) per notebook to run: those the file's ``order:`` names first, then
+    the others by name, so none is skipped.  Unknown names in ``only``
     or in the file's ``order:``/``notebooks:`` fail before anything runs, listing the valid names."""
     spec = load_spec(params_file)
     nb_dir = project_root(params_file) / "notebooks"
     available = sorted(p.stem for p in nb_dir.glob("*.ipynb"))
-    order = list(spec.get("order") or available)
+    order = list(spec.get("order") or [])
     for what, names in (("--only", only or []), (f"{params_file} order:", order),
                         (f"{params_file} notebooks:", list((spec.get("notebooks") or {}).keys()))):
         unknown = [n for n in names if n not in available]
         if unknown:
             raise ValueError(f"{what} names no notebook {', '.join(map(repr, unknown))}; "
                              f"valid names: {', '.join(available)}")
+    order += [n for n in available if n not in order]  # an order names the first ones; the rest follow, sorted
     out = []
     for name in order:
         if only and name not in only:

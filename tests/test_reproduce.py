@@ -110,3 +110,15 @@ def test_prefixed_stream_marks_every_line() -> None:
     w.write("a\nb")
     w.write("c\r 50%\r100%\n")
     assert buf.getvalue() == "> a\n> bc\r>  50%\r> 100%\n"
+
+
+def test_an_order_runs_its_names_first_and_never_skips_the_rest(project) -> None:
+    p = project / "notebooks" / "params" / "ordered.yaml"
+    p.write_text(yaml.safe_dump({"order": ["real_traces", "b_fails"]}))
+    assert [name for name, _, _ in reproduce.plan(p)] == ["real_traces", "b_fails", "a_ok"]
+
+
+def test_the_paper_params_run_the_gain_table_before_the_grid_that_reads_it() -> None:
+    names = [name for name, _, _ in reproduce.plan(Path(__file__).parents[1] / "notebooks/params/paper.yaml")]
+    assert sorted(names) == sorted(p.stem for p in (Path(__file__).parents[1] / "notebooks").glob("*.ipynb"))
+    assert names.index("gain_vs_load") < names.index("fig09_fig10_multi_agent") < names.index("explorer")
