@@ -119,6 +119,7 @@ class Outcome:
     ran: list[tuple[str, float]] = field(default_factory=list)  # (notebook, seconds)
     failed: list[tuple[str, str]] = field(default_factory=list)  # (notebook, last line of its error)
     missing_sources: list[str] = field(default_factory=list)
+    glance: Path | None = None  # the results-at-a-glance table written from the figures
 
     @property
     def ok(self) -> bool:
@@ -191,6 +192,11 @@ def run_notebooks(params_file: Path, only: list[str] | None = None, build: Path 
         print(f"[reproduce {i}/{len(todo)}] {name} done in {dt:.1f} s", file=log, flush=True)
     if real_out is not None or only is None:
         result.missing_sources = missing_sources(real_out, t_real, real_local)
+    if result.ran:
+        from lachesis import glance
+
+        figures = nb_dir / str((load_spec(params_file).get("common") or {}).get("out_dir", "../build/figures"))
+        result.glance = glance.write(figures)
     return result
 
 
@@ -202,6 +208,8 @@ def summary(result: Outcome) -> str:
         lines.append(f"  ran     {name} ({seconds:.1f} s)")
     for name, err in result.failed:
         lines.append(f"  FAILED  {name}: {err}")
+    if result.glance is not None:
+        lines.append(f"  results at a glance (the README's table): {result.glance}")
     if result.missing_sources:
         lines.append(f"  missing {', '.join(result.missing_sources)} (not downloaded and no offline copy; "
                      "their rows are absent from figures/real_traces)")

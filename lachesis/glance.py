@@ -1,0 +1,207 @@
+"""Results at a glance: the README's summary table, built from the comparison tables in ``figures/``.
+
+Every row reads the ``*_compare.csv`` (or summary JSON) a notebook wrote and spans the statistics it
+names, so the README never carries a hand-typed number: ``lachesis reproduce`` writes the table to
+``figures/results_at_a_glance.md`` and a test checks that the README's copy matches the figures.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from lachesis.io import write_text
+
+GLANCE_FILE = "results_at_a_glance.md"
+_RANGE = re.compile(r"^\s*(-?[\d.]+(?:e[-+]?\d+)?)\s*[–-]\s*(-?[\d.]+(?:e[-+]?\d+)?)\s*$")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: the statistics of ``source`` (a compare table's stem) whose name matches
+    ``pattern`` (a regular expression, searched), spanned over every match.
+
+    ``kind``: ``span`` (our range over the matches, and the seed interval where the table has one),
+    ``rel_error`` (the largest |ours / paper − 1| over the matches) or ``kyung`` (the validation summary)."""
+
+    label: str
+    source: str
+    pattern: str = ""
+    kind: str = "span"
+    unit: str = ""
+    percent: bool = False
+
+
+ROWS: tuple[Row, ...] = (
+    Row("Table 3: requests per workload, largest deviation", "table3_corpus_compare", r": requests$", "rel_error"),
+    Row("Table 3: tokens written per workload, largest deviation", "table3_corpus_compare", r": tokens written$",
+        "rel_error"),
+    Row("stripped/laden median T_norm (Fig. 4)", "fig04_temporal_compare", r"^\w+: stripped/laden median T_norm$",
+        unit="×"),
+    Row("laden share of a turn's writes (Fig. 4)", "fig04_temporal_compare", r"^\w+: laden share of turn writes$"),
+    Row("lead/worker median T_norm (Fig. 5)", "fig05_structural_compare", r": lead/worker median T_norm$", unit="×"),
+    Row("lead waiting share (Fig. 5)", "fig05_structural_compare", r": lead waiting share$"),
+    Row("worker T_norm p90/p10 (Fig. 6)", "fig06_worker_heterogeneity_compare", r": worker T_norm p90/p10$", unit="×"),
+    Row("spawn-time ranker, out-of-fold Kendall τ (Fig. 7)", "fig07_spawn_prediction_compare",
+        r"^ridge: Kendall τ \(out of fold\)$"),
+    Row("multi-agent Lachesis/HBM-first, tight, 1/7–4/4 (Fig. 9)", "fig09_fig10_compare",
+        r"^gain Lachesis/HBM-first, tight, 1/7–4/4$", unit="×"),
+    Row("multi-agent Lachesis/HBM-first, loose, 1/7–4/4 (Fig. 9)", "fig09_fig10_compare",
+        r"^gain Lachesis/HBM-first, loose, 1/7–4/4$", unit="×"),
+    Row("multi-agent Lachesis device-years, tight, 1/7–4/4 (Fig. 9)", "fig09_fig10_compare",
+        r"^Lachesis device-years, tight, 1/7–4/4$"),
+    Row("multi-agent HBM-first device-years, tight, 1/7–4/4 (Fig. 9)", "fig09_fig10_compare",
+        r"^HBM-first device-years, tight, 1/7–4/4$"),
+    Row("H3 daisy chain 8/8*, tight (Fig. 9)", "fig09_fig10_compare", r"^gain on 8/8\*, tight$", unit="×"),
+    Row("w/o predictive path / HBM-first, 1/7–4/4 (Fig. 9, §5.4)", "fig09_fig10_compare",
+        r"^w/o predictive path / HBM-first", unit="×"),
+    Row("HBM share of write bytes, Lachesis (Fig. 10)", "fig09_fig10_compare", r"^HBM share of write bytes, Lachesis$",
+        percent=True),
+    Row("HBM share of write bytes, HBM-first (Fig. 10)", "fig09_fig10_compare",
+        r"^HBM share of write bytes, HBM-first$", percent=True),
+    Row("single-agent Lachesis/HBM-first, 1/7–4/4 (Fig. 11)", "fig11_fig12_compare",
+        r"^gain Lachesis/HBM-first, 1/7–4/4$", unit="×"),
+    Row("BFCLv4 Lachesis lifetime loss, 4/4 vs 1/7 (§5.5)", "fig11_fig12_compare", r"^BFCLv4 Lachesis loss 4/4 vs 1/7$",
+        percent=True),
+    Row("Lachesis / HBM-first with reclaim (vLLM-style pool), multi-agent tight", "fig09_fig10_compare",
+        r"^Lachesis / HBM-first with reclaim, tight", unit="×"),
+    Row("Lachesis / HBM-first with reclaim, single-agent", "fig11_fig12_compare",
+        r"^Lachesis / HBM-first with reclaim, 1/7", unit="×"),
+    Row("Lachesis / ρR/W selection (Kyung et al.'s criterion), multi-agent tight", "fig09_fig10_compare",
+        r"^Lachesis / ρR/W selection, tight", unit="×"),
+    Row("Lachesis / ρR/W selection, single-agent", "fig11_fig12_compare", r"^Lachesis / ρR/W selection, 1/7",
+        unit="×"),
+    Row("clairvoyant oracle / HBM-first, multi-agent tight", "fig09_fig10_compare", r"^oracle / HBM-first, tight",
+        unit="×"),
+    Row("clairvoyant oracle / HBM-first, single-agent", "fig11_fig12_compare", r"^oracle / HBM-first, 1/7", unit="×"),
+    Row("Lachesis's share of the oracle's gain over HBM-first, multi-agent tight", "fig09_fig10_compare",
+        r"^Lachesis share of the oracle's gain, tight"),
+    Row("Lachesis's share of the oracle's gain over HBM-first, single-agent", "fig11_fig12_compare",
+        r"^Lachesis share of the oracle's gain, 1/7"),
+    Row("offline bound / HBM-first, multi-agent tight", "fig09_fig10_compare", r"^offline bound / HBM-first, tight",
+        unit="×"),
+    Row("offline bound / HBM-first, single-agent", "fig11_fig12_compare", r"^offline bound / HBM-first, 1/7",
+        unit="×"),
+    Row("Lachesis's share of the offline bound's gain, multi-agent tight", "fig09_fig10_compare",
+        r"^Lachesis share of the bound's gain, tight"),
+    Row("Lachesis's share of the offline bound's gain, single-agent", "fig11_fig12_compare",
+        r"^Lachesis share of the bound's gain, 1/7"),
+    Row("HBF model vs Kyung et al. Fig. 4 (lifetime; TPOT)", "kyung_validation_summary", kind="kyung"),
+)
+
+
+def _number(v: object) -> tuple[float, float] | None:
+    """A compare-table cell as a (lo, hi) range: a number, a ``lo–hi`` string, or None (text, blank)."""
+    if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool):
+        return (float(v), float(v)) if np.isfinite(v) else None
+    s = str(v).strip()
+    if m := _RANGE.match(s):
+        return float(m.group(1)), float(m.group(2))
+    try:
+        x = float(s)
+    except ValueError:
+        return None
+    return (x, x) if np.isfinite(x) else None
+
+
+def _span(values: list[tuple[float, float] | None]) -> tuple[float, float] | None:
+    got = [v for v in values if v is not None]
+    return (min(v[0] for v in got), max(v[1] for v in got)) if got else None
+
+
+def _fmt(r: tuple[float, float] | None, row: Row) -> str:
+    """A range to three significant digits (more where three would print two different ends alike)."""
+    if r is None:
+        return "—"
+    scale, unit = (100.0, "%") if row.percent else (1.0, row.unit)
+    lo, hi = scale * r[0], scale * r[1]
+    for digits in (3, 4, 5):
+        a, b = f"{lo:.{digits}g}", f"{hi:.{digits}g}"
+        if a != b or lo == hi:
+            break
+    return (a if a == b else f"{a}–{b}").replace("-", "−") + unit
+
+
+class MissingStatistic(LookupError):
+    """A row's source file or statistic is not in the figures folder."""
+
+
+def _matches(figures: Path, row: Row) -> pd.DataFrame:
+    path = figures / f"{row.source}.csv"
+    if not path.exists():
+        raise MissingStatistic(f"{path}: not found (the notebook that writes it has not run)")
+    table = pd.read_csv(path, dtype={"ours": str, "paper": str, "interval": str})
+    hit = table[table["statistic"].astype(str).str.contains(row.pattern, regex=True)]
+    if hit.empty:
+        raise MissingStatistic(f"{path}: no statistic matches {row.pattern!r}")
+    return hit
+
+
+def cells(figures: str | Path, row: Row) -> tuple[str, str]:
+    """(ours, paper) as the table prints them, read from ``figures``."""
+    figures = Path(figures)
+    if row.kind == "kyung":
+        path = figures / f"{row.source}.json"
+        if not path.exists():
+            raise MissingStatistic(f"{path}: not found (the notebook that writes it has not run)")
+        s = json.loads(path.read_text(encoding="utf-8"))
+        pct = lambda x: f"{100 * x:+.1f}%".replace("-", "−")  # noqa: E731
+        return (f"{int(s['within_tol'])}/{int(s['cells'])} lifetimes within ±{100 * s['tol']:.0f}%, median "
+                f"{pct(s['life_err_median'])}; TPOT {int(s['tpot_within_tol'])}/{int(s['cells'])}, median "
+                f"{pct(s['tpot_err_median'])}"), "— (their Fig. 4 is the reference)"
+    hit = _matches(figures, row)
+    if row.kind == "rel_error":
+        ours = np.array([_number(v)[0] for v in hit["ours"]])
+        paper = np.array([_number(v)[0] for v in hit["paper"]])
+        return f"within ±{100 * np.max(np.abs(ours / paper - 1)):.1f}% ({len(hit)} workloads)", "—"
+    ours = _fmt(_span([_number(v) for v in hit["ours"]]), row)
+    if "interval" in hit:
+        interval = _span([_number(v) for v in hit["interval"]])
+        if interval is not None:
+            ours += f" [{_fmt(interval, row)}]"
+    return ours, _fmt(_span([_number(v) for v in hit["paper"]]), row)
+
+
+def table(figures: str | Path) -> str:
+    """The markdown table of :data:`ROWS` read from ``figures`` (rows whose source is absent are left out
+    and named in a closing note)."""
+    lines = ["| statistic | ours | paper |", "|---|---|---|"]
+    missing = []
+    for row in ROWS:
+        try:
+            ours, paper = cells(figures, row)
+        except MissingStatistic:
+            missing.append(f"{row.label} (`{row.source}`)")
+            continue
+        lines.append(f"| {row.label} | {ours} | {paper} |")
+    text = "\n".join(lines) + "\n"
+    if missing:
+        text += "\nNot in these figures (the notebook that writes the row has not run since it was added): " + \
+            "; ".join(missing) + "\n"
+    return text
+
+
+def write(figures: str | Path) -> Path:
+    """Write :func:`table` to ``figures/results_at_a_glance.md``."""
+    return write_text(Path(figures) / GLANCE_FILE, table(figures))
+
+
+START, END = "<!-- results-at-a-glance: start -->", "<!-- results-at-a-glance: end -->"
+
+
+def readme_table(readme_text: str) -> str:
+    """The table between the README's glance markers (what :func:`table` must equal)."""
+    if START not in readme_text or END not in readme_text:
+        raise ValueError(f"README: no {START!r} … {END!r} block")
+    return readme_text.split(START, 1)[1].split(END, 1)[0].strip("\n") + "\n"
+
+
+def with_table(readme_text: str, figures: str | Path) -> str:
+    """The README text with its glance block replaced by :func:`table` of ``figures``."""
+    head, rest = readme_text.split(START, 1)
+    return f"{head}{START}\n{table(figures)}{END}{rest.split(END, 1)[1]}"
