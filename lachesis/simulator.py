@@ -727,46 +727,129 @@ def simulate_windows(plan: Plan, cfg: Config, policy: Any, n_sessions: int, wind
         raise ValueError("simulate_windows: need at least one window, in non-decreasing duration_s")
     for w in windows:
         _check_run_args(n_sessions, seed, w.duration_s, w.warmup_s, w.n_samples)
-    first_warmup = min(w.warmup_s for w in windows)
-    env = simpy.Environment()
-    land_on = land
-    model: ModelSpec = cfg.model
-    bpt = float(model.kv_bytes_per_token)
-    mem = Memory(plan, cfg, policy, clairvoyance, record_closes)
-    if record_events:
-        mem.events = []
-    step_fn = step_fn or hbf.scalar_step_fn(cfg.memory, cfg.model, cfg.deployment)
-    engine = DecodeEngine(env, step_fn, record_from=first_warmup)
-    rng = np.random.default_rng([seed, n_sessions, zlib.crc32(plan.fingerprint.encode())])
-    order = rng.permutation(len(plan.sessions))
-    counter = {"next": 0, "inst": 0, "req": 0, "sess": 0, "live": 0}
-    ttft: list[float] = []
-    ttft_t: list[float] = []  # admission time of each TTFT (windows filter on it)
-    state = {"oom": False}
+    run = _Run(plan, cfg, policy, n_sessions, seed, min(w.warmup_s for w in windows), step_fn, land,
+               record_events, clairvoyance, record_closes)
+    observers = run.start(windows)
+    stops = [_stop_at(run.env, w.duration_s) for w in windows]
+    for obs, stop in zip(observers, stops):
+        run.run_until(stop)
+        obs.samples.append(run.sample())
+        yield obs.result(run)
 
-    def next_session() -> tuple[int, str]:
-        s = plan.sessions[order[counter["next"] % len(order)]]
-        counter["next"] += 1
-        counter["inst"] += 1
-        return counter["inst"], s
 
-    per_request = plan.lists()["request"]
-    ttft_ref = cfg.clock.ttft_ref_s
-    landing = hbf.landing_fn(cfg.memory, cfg.model)
+@dataclass
+class _Counts:
+    """What a run has done so far (the results read it; the slots and agents advance it)."""
 
-    ff: dict[int, float] = {}  # session instance -> fast-forward seconds left (steady-state start)
-    timeout = simpy.events.Timeout  # env.timeout without its descriptor
+    drawn: int = 0  # sessions taken from the cycling order
+    instances: int = 0  # session instances started (each slot's first one included)
+    requests: int = 0  # requests finished
+    sessions: int = 0  # sessions finished
+    live: int = 0  # sessions in progress
+    oom: bool = False  # memory ran out (the run stopped there)
 
-    def wait(inst: int, d: float):
+
+class _Run:
+    """One closed-loop run on one GPU: the simpy environment, the memory, the decode engine and the
+    explicit state its processes share (counts, TTFT samples, fast-forward budgets).
+
+    Its processes are one :meth:`slot` per concurrent session, which replays sessions one after
+    another, each through :meth:`agent` processes (one per agent, sub-agents concurrent).
+    """
+
+    def __init__(self, plan: Plan, cfg: Config, policy: Any, n_sessions: int, seed: int, first_warmup: float,
+                 step_fn: Callable[..., float] | None, land: bool, record_events: bool,
+                 clairvoyance: CloseTimes | None, record_closes: bool) -> None:
+        self.plan, self.cfg, self.n_sessions = plan, cfg, n_sessions
+        self.policy_name = getattr(policy, "name", str(policy))
+        self.env = simpy.Environment()
+        self.bpt = float(cfg.model.kv_bytes_per_token)
+        self.mem = Memory(plan, cfg, policy, clairvoyance, record_closes)
+        if record_events:
+            self.mem.events = []
+        step_fn = step_fn or hbf.scalar_step_fn(cfg.memory, cfg.model, cfg.deployment)
+        self.first_warmup = first_warmup
+        self.engine = DecodeEngine(self.env, step_fn, record_from=first_warmup)
+        self.rng = np.random.default_rng([seed, n_sessions, zlib.crc32(plan.fingerprint.encode())])
+        self.order = self.rng.permutation(len(plan.sessions))  # the closed loop's cycle of sessions
+        self.counts = _Counts()
+        self.ttft: list[float] = []
+        self.ttft_t: list[float] = []  # admission time of each TTFT (windows filter on it)
+        self.per_request = plan.lists()["request"]
+        self.ttft_ref = cfg.clock.ttft_ref_s
+        self.land = land
+        self.landing = hbf.landing_fn(cfg.memory, cfg.model)
+        self.ff: dict[int, float] = {}  # session instance -> fast-forward seconds left (steady-state start)
+
+    def start(self, windows: Sequence[Window]) -> list["_Observer"]:
+        """Schedule the windows' markers, the slots and the windows' samplers (in this order)."""
+        env, plan, rng = self.env, self.plan, self.rng
+        observers = [_Observer(k, w) for k, w in enumerate(windows)]
+        for obs in observers:
+            env.process(obs.marker(self))
+        # Steady-state start: in a closed loop a slot is found in a session with probability
+        # proportional to its span, at a uniform phase of it; each slot's first session is drawn so and
+        # fast-forwarded (its KV written, no decode, no waiting) to that phase.
+        spans = plan.session_spans(NOMINAL_TPOT_S)
+        firsts = rng.choice(len(plan.sessions), size=self.n_sessions, p=spans / spans.sum())
+        for i in range(self.n_sessions):
+            env.process(self.slot(int(firsts[i]), float(rng.uniform(0, spans[firsts[i]]))))
+        for obs in observers:
+            env.process(obs.sampler(self))
+        return observers
+
+    def run_until(self, stop: simpy.Event) -> None:
+        """Advance to ``stop`` unless memory already ran out; running out ends the run (``counts.oom``)."""
+        if not self.counts.oom:
+            try:
+                self.env.run(until=stop)
+            except OutOfMemory:
+                self.counts.oom = True
+
+    def sample(self) -> tuple:
+        """(time, sessions live) + :meth:`Memory.snapshot`."""
+        return (self.env.now, self.counts.live) + self.mem.snapshot()
+
+    def wait(self, inst: int, d: float) -> simpy.Event | None:
         """A timeout of ``d`` s, of which the instance's remaining fast-forward is skipped."""
+        ff = self.ff
         left = ff.get(inst, 0.0)
         if left > 0:
             skip = min(left, d)
             ff[inst] = left - skip
             d -= skip
-        return timeout(env, d) if d > 0 else None
+        return simpy.events.Timeout(self.env, d) if d > 0 else None
 
-    def run_agent(inst: int, a: AgentPlan):
+    def slot(self, first: int, phase: float):
+        """One concurrent session slot: session ``first`` from ``phase`` on, then the cycle's next ones."""
+        env, plan, mem, counts = self.env, self.plan, self.mem, self.counts
+        first_session = True
+        while True:
+            if first_session:
+                counts.instances += 1
+                inst, s = counts.instances, plan.sessions[first]
+                self.ff[inst] = phase
+                first_session = False
+                mem.session_start(inst, s, env.now - phase)
+            else:
+                s = plan.sessions[self.order[counts.drawn % len(self.order)]]
+                counts.drawn += 1
+                counts.instances += 1
+                inst = counts.instances
+                mem.session_start(inst, s, env.now)
+            counts.live += 1
+            yield env.all_of([env.process(self.agent(inst, a)) for a in plan.roots[s]])
+            mem.session_end(inst, env.now)
+            self.ff.pop(inst, None)
+            counts.sessions += 1
+            counts.live -= 1
+
+    def agent(self, inst: int, a: AgentPlan):
+        """One agent's requests in order: user delay, closes, writes, landing, decode, tools and sub-agents."""
+        env, mem, engine, counts, ff, wait = self.env, self.mem, self.engine, self.counts, self.ff, self.wait
+        per_request, bpt, landing, land_on = self.per_request, self.bpt, self.landing, self.land
+        first_warmup, ttft, ttft_t, ttft_ref = self.first_warmup, self.ttft, self.ttft_t, self.ttft_ref
+        timeout = simpy.events.Timeout  # env.timeout without its descriptor
         for q in a.requests_list:
             t_user, c_arr, writes, reads, out, c_end, t_tools, t_obs = per_request[q]
             if t_user > 0 and (w := wait(inst, t_user)) is not None:
@@ -798,13 +881,13 @@ def simulate_windows(plan: Plan, cfg: Config, policy: Any, n_sessions: int, wind
                 else:
                     ev = engine.join(out, ctx_h, ctx_f, flush, hbmw)
                 yield ev
-            counter["req"] += 1
+            counts.requests += 1
             now = env.now
             for s in c_end:
                 mem.close(inst, s, now)
             kids = a.children.get(q)
             if kids:  # the reference clock's rule: tools, then wait for the sub-agents this request spawned
-                kids = [env.process(run_agent(inst, c)) for c in kids]
+                kids = [env.process(self.agent(inst, c)) for c in kids]
                 if t_tools > 0 and (w := wait(inst, t_tools)) is not None:
                     yield w
                 yield env.all_of(kids)
@@ -813,60 +896,64 @@ def simulate_windows(plan: Plan, cfg: Config, policy: Any, n_sessions: int, wind
             elif t_tools + t_obs > 0 and (w := wait(inst, t_tools + t_obs)) is not None:
                 yield w
 
-    spans = plan.session_spans(NOMINAL_TPOT_S)
 
-    def slot(first: int, phase: float):
-        first_session = True
+SERIES_COLUMNS = ["t_s", "sessions_live", "live_hbm_bytes", "live_hbf_bytes", "cached_hbm_bytes",
+                  "cached_hbf_bytes", "hbm_written_bytes", "hbf_written_bytes"]
+
+
+@dataclass
+class _Observer:
+    """One window's view of a run: marks the end of its warm-up, samples memory ``n_samples`` times
+    over its duration, and turns what the run measured after its warm-up into a :class:`SimResult`."""
+
+    k: int  # the window's index (the memory's mark of its warm-up end)
+    window: Window
+    samples: list[tuple] = field(default_factory=list)
+
+    def marker(self, run: _Run):
+        yield run.env.timeout(self.window.warmup_s)
+        run.mem.mark(self.k)
+
+    def sampler(self, run: _Run):
+        dt = self.window.duration_s / self.window.n_samples
         while True:
-            if first_session:
-                counter["inst"] += 1
-                inst, s = counter["inst"], plan.sessions[first]
-                ff[inst] = phase
-                first_session = False
-                mem.session_start(inst, s, env.now - phase)
-            else:
-                inst, s = next_session()
-                mem.session_start(inst, s, env.now)
-            counter["live"] += 1
-            yield env.all_of([env.process(run_agent(inst, a)) for a in plan.roots[s]])
-            mem.session_end(inst, env.now)
-            ff.pop(inst, None)
-            counter["sess"] += 1
-            counter["live"] -= 1
+            self.samples.append(run.sample())
+            yield run.env.timeout(dt)
 
-    samples: list[list[tuple]] = [[] for _ in windows]
-
-    def sampler(k: int):
-        dt = windows[k].duration_s / windows[k].n_samples
-        out = samples[k]
-        while True:
-            out.append((env.now, counter["live"]) + mem.snapshot())
-            yield env.timeout(dt)
-
-    def marker(k: int):
-        yield env.timeout(windows[k].warmup_s)
-        mem.mark(k)
-
-    for k in range(len(windows)):
-        env.process(marker(k))
-    # Steady-state start: in a closed loop a slot is found in a session with probability
-    # proportional to its span, at a uniform phase of it; each slot's first session is drawn so and
-    # fast-forwarded (its KV written, no decode, no waiting) to that phase.
-    firsts = rng.choice(len(plan.sessions), size=n_sessions, p=spans / spans.sum())
-    for i in range(n_sessions):
-        env.process(slot(int(firsts[i]), float(rng.uniform(0, spans[firsts[i]]))))
-    for k in range(len(windows)):
-        env.process(sampler(k))
-    stops = [_stop_at(env, w.duration_s) for w in windows]
-    for k, w in enumerate(windows):
-        if not state["oom"]:
-            try:
-                env.run(until=stops[k])
-            except OutOfMemory:
-                state["oom"] = True
-        samples[k].append((env.now, counter["live"]) + mem.snapshot())
-        yield _result(plan, cfg, policy, n_sessions, env.now, w.warmup_s, engine, ttft, ttft_t, counter, state,
-                      samples[k], mem, k)
+    def result(self, run: _Run) -> SimResult:
+        warmup_s, engine, counts, mem = self.window.warmup_s, run.engine, run.counts, run.mem
+        ser = pd.DataFrame(self.samples, columns=SERIES_COLUMNS)
+        tp, tw = np.asarray(engine.tpot), np.asarray(engine.tpot_w)
+        ttft = run.ttft
+        if engine.record_from < warmup_s:  # a later window of a multi-window run: its own measurement span
+            keep = np.asarray(engine.tpot_t) > warmup_s
+            tp, tw = tp[keep], tw[keep]
+            ttft = [v for v, t in zip(ttft, run.ttft_t) if t > warmup_s]
+        ser = ser.drop_duplicates("t_s", keep="last").reset_index(drop=True)
+        meas = ser[ser["t_s"] >= warmup_s]
+        p99_tpot = weighted_quantile(tp, tw, 0.99)
+        # No lifetime for a run that ran out of memory or finished no decode step in its window (infeasible).
+        if len(meas) >= 4 and not counts.oom and np.isfinite(p99_tpot):
+            rate, settled, t_set = hbf.settled_rate(meas["t_s"].to_numpy(), meas["hbf_written_bytes"].to_numpy())
+        else:
+            rate, settled, t_set = float("nan"), False, float("nan")
+        cfg = run.cfg
+        life = float(hbf.hbf_lifetime_years(cfg.memory, rate, cfg.endurance)) if np.isfinite(rate) else float("nan")
+        by_ct = mem.bytes_by_class_tier(self.k)
+        tiers = {"hbm": sum(v["hbm"] for v in by_ct.values()), "hbf": sum(v["hbf"] for v in by_ct.values())}
+        return SimResult(
+            n_sessions=run.n_sessions, policy=run.policy_name, sim_s=float(run.env.now), warmup_s=float(warmup_s),
+            p99_tpot_s=p99_tpot, mean_tpot_s=float((tp * tw).sum() / tw.sum()) if tw.sum() else float("nan"),
+            p99_ttft_s=float(np.quantile(ttft, 0.99)) if ttft else float("nan"), oom=bool(counts.oom),
+            requests_done=int(counts.requests), sessions_done=int(counts.sessions), max_batch=int(engine.max_batch),
+            hbf_write_rate=float(rate), settled=bool(settled), settled_at_s=float(t_set), lifetime_years=life,
+            bytes_by_tier=tiers, bytes_by_class_tier=by_ct,
+            live_peak={"hbm": float(ser["live_hbm_bytes"].max()), "hbf": float(ser["live_hbf_bytes"].max())},
+            live_mean={"hbm": float(meas["live_hbm_bytes"].mean()) if len(meas) else float("nan"),
+                       "hbf": float(meas["live_hbf_bytes"].mean()) if len(meas) else float("nan")},
+            series=ser, events=mem.events, totals=mem.table.totals,
+            closes=mem.recorder.close_times() if mem.recorder is not None else None,
+        )
 
 
 def _stop_at(env: simpy.Environment, t: float) -> simpy.Event:
@@ -877,39 +964,3 @@ def _stop_at(env: simpy.Environment, t: float) -> simpy.Event:
     ev._ok, ev._value = True, None  # a triggered event, as simpy builds its own ``until`` event
     env.schedule(ev, simpy.core.URGENT, t - env.now)
     return ev
-
-
-def _result(plan, cfg, policy, n, now, warmup_s, engine, ttft, ttft_t, counter, state, samples, mem,
-            window: int) -> SimResult:
-    ser = pd.DataFrame(samples, columns=["t_s", "sessions_live", "live_hbm_bytes", "live_hbf_bytes",
-                                         "cached_hbm_bytes", "cached_hbf_bytes", "hbm_written_bytes",
-                                         "hbf_written_bytes"])
-    tp, tw = np.asarray(engine.tpot), np.asarray(engine.tpot_w)
-    if engine.record_from < warmup_s:  # a later window of a multi-window run: its own measurement span
-        keep = np.asarray(engine.tpot_t) > warmup_s
-        tp, tw = tp[keep], tw[keep]
-        ttft = [v for v, t in zip(ttft, ttft_t) if t > warmup_s]
-    ser = ser.drop_duplicates("t_s", keep="last").reset_index(drop=True)
-    meas = ser[ser["t_s"] >= warmup_s]
-    p99_tpot = weighted_quantile(tp, tw, 0.99)
-    # No lifetime for a run that ran out of memory or finished no decode step in its window (infeasible).
-    if len(meas) >= 4 and not state["oom"] and np.isfinite(p99_tpot):
-        rate, settled, t_set = hbf.settled_rate(meas["t_s"].to_numpy(), meas["hbf_written_bytes"].to_numpy())
-    else:
-        rate, settled, t_set = float("nan"), False, float("nan")
-    life = float(hbf.hbf_lifetime_years(cfg.memory, rate, cfg.endurance)) if np.isfinite(rate) else float("nan")
-    by_ct = mem.bytes_by_class_tier(window)
-    tiers = {"hbm": sum(v["hbm"] for v in by_ct.values()), "hbf": sum(v["hbf"] for v in by_ct.values())}
-    return SimResult(
-        n_sessions=n, policy=getattr(policy, "name", str(policy)), sim_s=float(now), warmup_s=float(warmup_s),
-        p99_tpot_s=p99_tpot, mean_tpot_s=float((tp * tw).sum() / tw.sum()) if tw.sum() else float("nan"),
-        p99_ttft_s=float(np.quantile(ttft, 0.99)) if ttft else float("nan"), oom=bool(state["oom"]),
-        requests_done=int(counter["req"]), sessions_done=int(counter["sess"]), max_batch=int(engine.max_batch),
-        hbf_write_rate=float(rate), settled=bool(settled), settled_at_s=float(t_set), lifetime_years=life,
-        bytes_by_tier=tiers, bytes_by_class_tier=by_ct,
-        live_peak={"hbm": float(ser["live_hbm_bytes"].max()), "hbf": float(ser["live_hbf_bytes"].max())},
-        live_mean={"hbm": float(meas["live_hbm_bytes"].mean()) if len(meas) else float("nan"),
-                   "hbf": float(meas["live_hbf_bytes"].mean()) if len(meas) else float("nan")},
-        series=ser, events=mem.events, totals=mem.table.totals,
-        closes=mem.recorder.close_times() if mem.recorder is not None else None,
-    )
