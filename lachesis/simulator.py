@@ -220,13 +220,14 @@ class Plan:
         return self._mean_span
 
 
-def rank_keys(trace: Any, segments: Any, seed: int = 0) -> pd.Series:
-    """Out-of-fold predicted rank key per worker agent (lower = shorter-lived; :mod:`lachesis.ranker`)."""
-    if trace.spawns is None or len(trace.spawns) == 0 or not (trace.requests["role"] == "worker").any():
-        return pd.Series(dtype=float, name="pred")
-    from lachesis.ranker import oof_predictions
+def __getattr__(name: str) -> Any:
+    """``rank_keys`` is :func:`lachesis.ranker.rank_keys` (the keys :func:`build_plan` takes), imported on
+    first use so that importing the simulator does not load scikit-learn."""
+    if name == "rank_keys":
+        from lachesis.ranker import rank_keys
 
-    return oof_predictions(trace, segments, seed)
+        return rank_keys
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def trace_fingerprint(trace: Any) -> str:
