@@ -293,13 +293,13 @@ def build_plan(trace: Any, segments: Any, keys: pd.Series | None = None, laden_c
     seg_key = sg["agent_id"].map(keys).to_numpy(float) if len(keys) else np.full(len(sg), np.nan)
 
     # Agents (groups of (session, agent) in order of first appearance; a group's rows ascending) and
-    # the spawn structure.
+    # the spawn structure, read from the trace's validated spawn tree (trace rows -> rows of ``r``).
     group = r.groupby(["session_id", "agent_id"], sort=False).ngroup().to_numpy()
     n_groups = int(group.max()) + 1 if n else 0
     rows_of = np.argsort(group, kind="stable")
     bounds = np.concatenate([[0], np.cumsum(np.bincount(group, minlength=n_groups))])
     end_max = np.fmax.reduceat(r["t_decode_end_s"].to_numpy(float)[rows_of], bounds[:-1]) if n else []
-    agent_of, role_of, session_of = r["agent_id"].tolist(), r["role"].tolist(), r["session_id"].tolist()
+    agent_of, role_of = r["agent_id"].tolist(), r["role"].tolist()
     agents: dict[str, AgentPlan] = {}
     for k in range(n_groups):
         rows = rows_of[bounds[k]:bounds[k + 1]]
@@ -307,20 +307,12 @@ def build_plan(trace: Any, segments: Any, keys: pd.Series | None = None, laden_c
         a = AgentPlan(str(agent_of[first]), str(role_of[first]), rows, rows.tolist())
         a.ref_end_s = float(end_max[k])
         agents[agent_of[first]] = a
-    parent_req: dict[str, int] = {}
-    sp = trace.spawns if trace.spawns is not None else pd.DataFrame()
-    for row in sp.itertuples(index=False):
-        if row.agent_id not in agents:
-            continue
-        if row.spawn_request_id not in rid:
-            raise ValueError(f"spawns: record {row.agent_id}: field 'spawn_request_id': unknown request {row.spawn_request_id!r}")
-        parent_req[row.agent_id] = rid[row.spawn_request_id]
-        agents[agent_of[rid[row.spawn_request_id]]].children.setdefault(rid[row.spawn_request_id], []).append(agents[row.agent_id])
-
-    roots: dict[str, list[AgentPlan]] = {}
-    for ag, a in agents.items():
-        if ag not in parent_req:
-            roots.setdefault(str(session_of[a.requests_list[0]]), []).append(a)
+    tree = trace.spawn_tree()
+    trace_rid = req["request_id"].tolist()
+    for p, kids in tree.children.items():
+        q = rid[trace_rid[p]]
+        agents[agent_of[q]].children[q] = [agents[k] for k in kids]
+    roots = {str(s): [agents[tree.roots[s]]] for s in pd.unique(r["session_id"])}
     ses_ref = (r.groupby("session_id")["t_decode_end_s"].max() - r.groupby("session_id")["t_start_s"].min()
                + r.groupby("session_id")["t_user_s"].first()).to_dict()
 
