@@ -110,7 +110,6 @@ class AgentPlan:
     requests: np.ndarray  # global request indices in reference-clock order
     requests_list: list[int] = field(default_factory=list)
     children: dict[int, list["AgentPlan"]] = field(default_factory=dict)  # request idx -> spawned
-    ref_end_s: float = 0.0
 
 
 @dataclass
@@ -132,16 +131,14 @@ class Plan:
     ca_seg: np.ndarray
     ce_ptr: np.ndarray  # closes at end of request
     ce_seg: np.ndarray
-    seg_ids: np.ndarray
+    seg_ids: np.ndarray  # segment index -> its id in the segment table
     seg_class: np.ndarray
     seg_role: np.ndarray
-    seg_boundary: np.ndarray
     seg_tokens: np.ndarray
     seg_reads: np.ndarray  # decode-stage reads per segment (Eq. 3, tokens), from segment recovery
     seg_key: np.ndarray  # ranker key (workers), NaN otherwise
     sessions: list[str]
     roots: dict[str, list[AgentPlan]]
-    session_ref_s: dict[str, float]
     fingerprint: str  # the trace's (the simulator's random streams derive from it)
     laden_close: str = "last_read"  # see build_plan
     _mean_span: float | None = None
@@ -176,15 +173,6 @@ class Plan:
             L["request"] = list(zip(L["t_user"], L["close_arrival"], L["writes"], L["reads"], L["out"],
                                     L["close_end"], L["t_tools"], L["t_obs"]))
         return self._lists
-
-    @property
-    def n_seg(self) -> int:
-        return len(self.seg_ids)
-
-    @property
-    def mean_session_ref_s(self) -> float:
-        """Mean session duration on the reference clock (TPOT_ref = 0.2 s)."""
-        return float(np.mean(list(self.session_ref_s.values())))
 
     def session_span_s(self, session: str, tpot_s: float) -> float:
         """Critical-path duration of one session when every token takes ``tpot_s`` (same delays)."""
@@ -259,7 +247,7 @@ def build_plan(trace: Any, segments: Any, keys: pd.Series | None = None, laden_c
     missing = set(req["request_id"]) - set(sched.index)
     if missing:
         raise ValueError(f"segments.schedule: field 'request_id': no schedule row for requests {sorted(missing)[:5]}")
-    r = req.set_index("request_id").join(sched[["t_start_s", "t_decode_end_s", "t_tools_s", "t_obs_s", "t_user_s"]])
+    r = req.set_index("request_id").join(sched[["t_start_s", "t_tools_s", "t_obs_s", "t_user_s"]])
     r = r.reset_index()
     r = r.sort_values(["session_id", "t_start_s"], kind="stable").reset_index(drop=True)
     rid = {x: i for i, x in enumerate(r["request_id"])}
@@ -298,23 +286,18 @@ def build_plan(trace: Any, segments: Any, keys: pd.Series | None = None, laden_c
     n_groups = int(group.max()) + 1 if n else 0
     rows_of = np.argsort(group, kind="stable")
     bounds = np.concatenate([[0], np.cumsum(np.bincount(group, minlength=n_groups))])
-    end_max = np.fmax.reduceat(r["t_decode_end_s"].to_numpy(float)[rows_of], bounds[:-1]) if n else []
     agent_of, role_of = r["agent_id"].tolist(), r["role"].tolist()
     agents: dict[str, AgentPlan] = {}
     for k in range(n_groups):
         rows = rows_of[bounds[k]:bounds[k + 1]]
         first = int(rows[0])
-        a = AgentPlan(str(agent_of[first]), str(role_of[first]), rows, rows.tolist())
-        a.ref_end_s = float(end_max[k])
-        agents[agent_of[first]] = a
+        agents[agent_of[first]] = AgentPlan(str(agent_of[first]), str(role_of[first]), rows, rows.tolist())
     tree = trace.spawn_tree()
     trace_rid = req["request_id"].tolist()
     for p, kids in tree.children.items():
         q = rid[trace_rid[p]]
         agents[agent_of[q]].children[q] = [agents[k] for k in kids]
     roots = {str(s): [agents[tree.roots[s]]] for s in pd.unique(r["session_id"])}
-    ses_ref = (r.groupby("session_id")["t_decode_end_s"].max() - r.groupby("session_id")["t_start_s"].min()
-               + r.groupby("session_id")["t_user_s"].first()).to_dict()
 
     return Plan(
         n_req=n, out_tokens=r["output_tokens"].to_numpy(np.int64),
@@ -323,10 +306,9 @@ def build_plan(trace: Any, segments: Any, keys: pd.Series | None = None, laden_c
         ca_ptr=ca_ptr, ca_seg=ca_seg, ce_ptr=ce_ptr, ce_seg=ce_seg,
         seg_ids=sg["segment_id"].to_numpy(object), seg_class=sg["seg_class"].to_numpy(object),
         seg_role=sg["role"].to_numpy(object) if "role" in sg else sg["seg_class"].to_numpy(object),
-        seg_boundary=sg["boundary"].to_numpy(object), seg_tokens=sg["tokens_written"].to_numpy(np.int64),
+        seg_tokens=sg["tokens_written"].to_numpy(np.int64),
         seg_reads=np.rint(sg["read_tokens"].to_numpy(float)).astype(np.int64),
         seg_key=seg_key, sessions=[str(s) for s in roots], roots=roots,
-        session_ref_s={str(k): float(v) for k, v in ses_ref.items()},
         fingerprint=trace_fingerprint(trace), laden_close=laden_close,
     )
 
@@ -422,16 +404,11 @@ class DecodeEngine:
             ev.succeed()
         self._reschedule()
 
-    def current_step(self, extra_hbm: float, extra_hbf: float, extra_flush: float, extra_hbmw: float) -> float:
-        """Step time if one more decoder with these bytes joined now (for TTFT)."""
-        h, f, fl, hw = self.sums
-        return self.step_fn(self.n + 1, max(h, 0.0) + extra_hbm, max(f, 0.0) + extra_hbf, max(fl, 0.0) + extra_flush,
-                            max(hw, 0.0) + extra_hbmw)
-
     def join_measured(self, tokens: float, hbm_bytes: float, hbf_bytes: float, flush_bytes: float,
                       hbm_write_bytes: float = 0.0) -> tuple[simpy.Event, float]:
-        """:meth:`join`, and the :meth:`current_step` it was joined at (for TTFT): the new step time when
-        the step inputs after joining equal those, so a request pays one step-model call, not two."""
+        """:meth:`join`, and the step time with this decoder added to the batch as it stood (its first step,
+        for TTFT): the new step time when the step inputs after joining equal those, so a request pays one
+        step-model call, not two."""
         h, f, fl, hw = self.sums
         first = ((0.0 if h < 0.0 else h) + hbm_bytes, (0.0 if f < 0.0 else f) + hbf_bytes,
                  (0.0 if fl < 0.0 else fl) + flush_bytes, (0.0 if hw < 0.0 else hw) + hbm_write_bytes)
