@@ -27,9 +27,10 @@ growth during one request's decode is not re-priced.
 ASSUMPTION (TTFT): TTFT = the prefill node's time, provisioned to the reference point
 (``clock.ttft_ref_s``, Appendix B), + landing time + the first decode step.
 ASSUMPTION (landing): landing does not stall other requests' decode steps (the landing write and
-the step flush are not serialized against each other); it delays only its own request.  Landings
-occupy a few percent of a GPU's time at N* (``benchmarks/RESULTS.md``); stalling the own rank would
-lengthen steps by about that much, and a node-wide expert-parallel barrier up to eight times that.
+the step flush are not serialized against each other); it delays only its own request.  Stalling
+the own rank would lengthen steps by the share of a GPU's time that landings occupy at N* (measured
+in ``benchmarks/RESULTS.md``, "Landings at N*"), a node-wide expert-parallel barrier by up to
+eight times that share.
 ASSUMPTION (steady-state start): in a closed loop a slot is found inside a session with probability
 proportional to the session's span, at a uniform phase of it.  Each slot's first session is drawn
 that way and fast-forwarded to its phase (its KV up to the phase is written through the allocator,
