@@ -15,8 +15,8 @@ memory, NaN) the steps fall back to doubling and bisection.
 ASSUMPTION (monotone capacity): feasibility is taken to be monotone in N (more sessions ⇒ larger
 batches and more live KV), which bracketing needs; the search records every candidate it ran so a
 non-monotone case is visible in the cached JSON.  It is monotone only in expectation: p99 TPOT of a
-short run is noisy by a few percent near N*, so two valid candidate sequences can settle on different
-N* within the noise (``benchmarks/RESULTS.md`` and ``benchmarks/seed_spread.py`` give its size).
+short run is noisy near N*, so two valid candidate sequences can settle on different N* within the
+noise (its size: ``benchmarks/RESULTS.md``, "Capacity search" and "Seed spread").
 ASSUMPTION (durations): simulated time is counted in mean session durations of the workload
 (:attr:`lachesis.simulator.Plan.mean_session_s`), so the same settings cover short single-agent and
 long multi-agent sessions.

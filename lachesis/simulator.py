@@ -27,9 +27,10 @@ growth during one request's decode is not re-priced.
 ASSUMPTION (TTFT): TTFT = the prefill node's time, provisioned to the reference point
 (``clock.ttft_ref_s``, Appendix B), + landing time + the first decode step.
 ASSUMPTION (landing): landing does not stall other requests' decode steps (the landing write and
-the step flush are not serialized against each other); it delays only its own request.  Landings
-occupy a few percent of a GPU's time at N* (``benchmarks/RESULTS.md``); stalling the own rank would
-lengthen steps by about that much, and a node-wide expert-parallel barrier up to eight times that.
+the step flush are not serialized against each other); it delays only its own request.  Stalling
+the own rank would lengthen steps by the share of a GPU's time that landings occupy at N* (measured
+in ``benchmarks/RESULTS.md``, "Landings at N*"), a node-wide expert-parallel barrier by up to
+eight times that share.
 ASSUMPTION (steady-state start): in a closed loop a slot is found inside a session with probability
 proportional to the session's span, at a uniform phase of it.  Each slot's first session is drawn
 that way and fast-forwarded to its phase (its KV up to the phase is written through the allocator,
@@ -110,7 +111,6 @@ class AgentPlan:
     requests: np.ndarray  # global request indices in reference-clock order
     requests_list: list[int] = field(default_factory=list)
     children: dict[int, list["AgentPlan"]] = field(default_factory=dict)  # request idx -> spawned
-    ref_end_s: float = 0.0
 
 
 @dataclass
@@ -132,16 +132,14 @@ class Plan:
     ca_seg: np.ndarray
     ce_ptr: np.ndarray  # closes at end of request
     ce_seg: np.ndarray
-    seg_ids: np.ndarray
+    seg_ids: np.ndarray  # segment index -> its id in the segment table
     seg_class: np.ndarray
     seg_role: np.ndarray
-    seg_boundary: np.ndarray
     seg_tokens: np.ndarray
     seg_reads: np.ndarray  # decode-stage reads per segment (Eq. 3, tokens), from segment recovery
     seg_key: np.ndarray  # ranker key (workers), NaN otherwise
     sessions: list[str]
     roots: dict[str, list[AgentPlan]]
-    session_ref_s: dict[str, float]
     fingerprint: str  # the trace's (the simulator's random streams derive from it)
     laden_close: str = "last_read"  # see build_plan
     _mean_span: float | None = None
@@ -177,15 +175,6 @@ class Plan:
                                     L["close_end"], L["t_tools"], L["t_obs"]))
         return self._lists
 
-    @property
-    def n_seg(self) -> int:
-        return len(self.seg_ids)
-
-    @property
-    def mean_session_ref_s(self) -> float:
-        """Mean session duration on the reference clock (TPOT_ref = 0.2 s)."""
-        return float(np.mean(list(self.session_ref_s.values())))
-
     def session_span_s(self, session: str, tpot_s: float) -> float:
         """Critical-path duration of one session when every token takes ``tpot_s`` (same delays)."""
         def agent(a: AgentPlan) -> float:
@@ -220,13 +209,14 @@ class Plan:
         return self._mean_span
 
 
-def rank_keys(trace: Any, segments: Any, seed: int = 0) -> pd.Series:
-    """Out-of-fold predicted rank key per worker agent (lower = shorter-lived; :mod:`lachesis.ranker`)."""
-    if trace.spawns is None or len(trace.spawns) == 0 or not (trace.requests["role"] == "worker").any():
-        return pd.Series(dtype=float, name="pred")
-    from lachesis.ranker import oof_predictions
+def __getattr__(name: str) -> Any:
+    """``rank_keys`` is :func:`lachesis.ranker.rank_keys` (the keys :func:`build_plan` takes), imported on
+    first use so that importing the simulator does not load scikit-learn."""
+    if name == "rank_keys":
+        from lachesis.ranker import rank_keys
 
-    return oof_predictions(trace, segments, seed)
+        return rank_keys
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def trace_fingerprint(trace: Any) -> str:
@@ -258,7 +248,7 @@ def build_plan(trace: Any, segments: Any, keys: pd.Series | None = None, laden_c
     missing = set(req["request_id"]) - set(sched.index)
     if missing:
         raise ValueError(f"segments.schedule: field 'request_id': no schedule row for requests {sorted(missing)[:5]}")
-    r = req.set_index("request_id").join(sched[["t_start_s", "t_decode_end_s", "t_tools_s", "t_obs_s", "t_user_s"]])
+    r = req.set_index("request_id").join(sched[["t_start_s", "t_tools_s", "t_obs_s", "t_user_s"]])
     r = r.reset_index()
     r = r.sort_values(["session_id", "t_start_s"], kind="stable").reset_index(drop=True)
     rid = {x: i for i, x in enumerate(r["request_id"])}
@@ -292,36 +282,23 @@ def build_plan(trace: Any, segments: Any, keys: pd.Series | None = None, laden_c
     seg_key = sg["agent_id"].map(keys).to_numpy(float) if len(keys) else np.full(len(sg), np.nan)
 
     # Agents (groups of (session, agent) in order of first appearance; a group's rows ascending) and
-    # the spawn structure.
+    # the spawn structure, read from the trace's validated spawn tree (trace rows -> rows of ``r``).
     group = r.groupby(["session_id", "agent_id"], sort=False).ngroup().to_numpy()
     n_groups = int(group.max()) + 1 if n else 0
     rows_of = np.argsort(group, kind="stable")
     bounds = np.concatenate([[0], np.cumsum(np.bincount(group, minlength=n_groups))])
-    end_max = np.fmax.reduceat(r["t_decode_end_s"].to_numpy(float)[rows_of], bounds[:-1]) if n else []
-    agent_of, role_of, session_of = r["agent_id"].tolist(), r["role"].tolist(), r["session_id"].tolist()
+    agent_of, role_of = r["agent_id"].tolist(), r["role"].tolist()
     agents: dict[str, AgentPlan] = {}
     for k in range(n_groups):
         rows = rows_of[bounds[k]:bounds[k + 1]]
         first = int(rows[0])
-        a = AgentPlan(str(agent_of[first]), str(role_of[first]), rows, rows.tolist())
-        a.ref_end_s = float(end_max[k])
-        agents[agent_of[first]] = a
-    parent_req: dict[str, int] = {}
-    sp = trace.spawns if trace.spawns is not None else pd.DataFrame()
-    for row in sp.itertuples(index=False):
-        if row.agent_id not in agents:
-            continue
-        if row.spawn_request_id not in rid:
-            raise ValueError(f"spawns: record {row.agent_id}: field 'spawn_request_id': unknown request {row.spawn_request_id!r}")
-        parent_req[row.agent_id] = rid[row.spawn_request_id]
-        agents[agent_of[rid[row.spawn_request_id]]].children.setdefault(rid[row.spawn_request_id], []).append(agents[row.agent_id])
-
-    roots: dict[str, list[AgentPlan]] = {}
-    for ag, a in agents.items():
-        if ag not in parent_req:
-            roots.setdefault(str(session_of[a.requests_list[0]]), []).append(a)
-    ses_ref = (r.groupby("session_id")["t_decode_end_s"].max() - r.groupby("session_id")["t_start_s"].min()
-               + r.groupby("session_id")["t_user_s"].first()).to_dict()
+        agents[agent_of[first]] = AgentPlan(str(agent_of[first]), str(role_of[first]), rows, rows.tolist())
+    tree = trace.spawn_tree()
+    trace_rid = req["request_id"].tolist()
+    for p, kids in tree.children.items():
+        q = rid[trace_rid[p]]
+        agents[agent_of[q]].children[q] = [agents[k] for k in kids]
+    roots = {str(s): [agents[tree.roots[s]]] for s in pd.unique(r["session_id"])}
 
     return Plan(
         n_req=n, out_tokens=r["output_tokens"].to_numpy(np.int64),
@@ -330,10 +307,9 @@ def build_plan(trace: Any, segments: Any, keys: pd.Series | None = None, laden_c
         ca_ptr=ca_ptr, ca_seg=ca_seg, ce_ptr=ce_ptr, ce_seg=ce_seg,
         seg_ids=sg["segment_id"].to_numpy(object), seg_class=sg["seg_class"].to_numpy(object),
         seg_role=sg["role"].to_numpy(object) if "role" in sg else sg["seg_class"].to_numpy(object),
-        seg_boundary=sg["boundary"].to_numpy(object), seg_tokens=sg["tokens_written"].to_numpy(np.int64),
+        seg_tokens=sg["tokens_written"].to_numpy(np.int64),
         seg_reads=np.rint(sg["read_tokens"].to_numpy(float)).astype(np.int64),
         seg_key=seg_key, sessions=[str(s) for s in roots], roots=roots,
-        session_ref_s={str(k): float(v) for k, v in ses_ref.items()},
         fingerprint=trace_fingerprint(trace), laden_close=laden_close,
     )
 
@@ -429,16 +405,11 @@ class DecodeEngine:
             ev.succeed()
         self._reschedule()
 
-    def current_step(self, extra_hbm: float, extra_hbf: float, extra_flush: float, extra_hbmw: float) -> float:
-        """Step time if one more decoder with these bytes joined now (for TTFT)."""
-        h, f, fl, hw = self.sums
-        return self.step_fn(self.n + 1, max(h, 0.0) + extra_hbm, max(f, 0.0) + extra_hbf, max(fl, 0.0) + extra_flush,
-                            max(hw, 0.0) + extra_hbmw)
-
     def join_measured(self, tokens: float, hbm_bytes: float, hbf_bytes: float, flush_bytes: float,
                       hbm_write_bytes: float = 0.0) -> tuple[simpy.Event, float]:
-        """:meth:`join`, and the :meth:`current_step` it was joined at (for TTFT): the new step time when
-        the step inputs after joining equal those, so a request pays one step-model call, not two."""
+        """:meth:`join`, and the step time with this decoder added to the batch as it stood (its first step,
+        for TTFT): the new step time when the step inputs after joining equal those, so a request pays one
+        step-model call, not two."""
         h, f, fl, hw = self.sums
         first = ((0.0 if h < 0.0 else h) + hbm_bytes, (0.0 if f < 0.0 else f) + hbf_bytes,
                  (0.0 if fl < 0.0 else fl) + flush_bytes, (0.0 if hw < 0.0 else hw) + hbm_write_bytes)
@@ -727,46 +698,129 @@ def simulate_windows(plan: Plan, cfg: Config, policy: Any, n_sessions: int, wind
         raise ValueError("simulate_windows: need at least one window, in non-decreasing duration_s")
     for w in windows:
         _check_run_args(n_sessions, seed, w.duration_s, w.warmup_s, w.n_samples)
-    first_warmup = min(w.warmup_s for w in windows)
-    env = simpy.Environment()
-    land_on = land
-    model: ModelSpec = cfg.model
-    bpt = float(model.kv_bytes_per_token)
-    mem = Memory(plan, cfg, policy, clairvoyance, record_closes)
-    if record_events:
-        mem.events = []
-    step_fn = step_fn or hbf.scalar_step_fn(cfg.memory, cfg.model, cfg.deployment)
-    engine = DecodeEngine(env, step_fn, record_from=first_warmup)
-    rng = np.random.default_rng([seed, n_sessions, zlib.crc32(plan.fingerprint.encode())])
-    order = rng.permutation(len(plan.sessions))
-    counter = {"next": 0, "inst": 0, "req": 0, "sess": 0, "live": 0}
-    ttft: list[float] = []
-    ttft_t: list[float] = []  # admission time of each TTFT (windows filter on it)
-    state = {"oom": False}
+    run = _Run(plan, cfg, policy, n_sessions, seed, min(w.warmup_s for w in windows), step_fn, land,
+               record_events, clairvoyance, record_closes)
+    observers = run.start(windows)
+    stops = [_stop_at(run.env, w.duration_s) for w in windows]
+    for obs, stop in zip(observers, stops):
+        run.run_until(stop)
+        obs.samples.append(run.sample())
+        yield obs.result(run)
 
-    def next_session() -> tuple[int, str]:
-        s = plan.sessions[order[counter["next"] % len(order)]]
-        counter["next"] += 1
-        counter["inst"] += 1
-        return counter["inst"], s
 
-    per_request = plan.lists()["request"]
-    ttft_ref = cfg.clock.ttft_ref_s
-    landing = hbf.landing_fn(cfg.memory, cfg.model)
+@dataclass
+class _Counts:
+    """What a run has done so far (the results read it; the slots and agents advance it)."""
 
-    ff: dict[int, float] = {}  # session instance -> fast-forward seconds left (steady-state start)
-    timeout = simpy.events.Timeout  # env.timeout without its descriptor
+    drawn: int = 0  # sessions taken from the cycling order
+    instances: int = 0  # session instances started (each slot's first one included)
+    requests: int = 0  # requests finished
+    sessions: int = 0  # sessions finished
+    live: int = 0  # sessions in progress
+    oom: bool = False  # memory ran out (the run stopped there)
 
-    def wait(inst: int, d: float):
+
+class _Run:
+    """One closed-loop run on one GPU: the simpy environment, the memory, the decode engine and the
+    explicit state its processes share (counts, TTFT samples, fast-forward budgets).
+
+    Its processes are one :meth:`slot` per concurrent session, which replays sessions one after
+    another, each through :meth:`agent` processes (one per agent, sub-agents concurrent).
+    """
+
+    def __init__(self, plan: Plan, cfg: Config, policy: Any, n_sessions: int, seed: int, first_warmup: float,
+                 step_fn: Callable[..., float] | None, land: bool, record_events: bool,
+                 clairvoyance: CloseTimes | None, record_closes: bool) -> None:
+        self.plan, self.cfg, self.n_sessions = plan, cfg, n_sessions
+        self.policy_name = getattr(policy, "name", str(policy))
+        self.env = simpy.Environment()
+        self.bpt = float(cfg.model.kv_bytes_per_token)
+        self.mem = Memory(plan, cfg, policy, clairvoyance, record_closes)
+        if record_events:
+            self.mem.events = []
+        step_fn = step_fn or hbf.scalar_step_fn(cfg.memory, cfg.model, cfg.deployment)
+        self.first_warmup = first_warmup
+        self.engine = DecodeEngine(self.env, step_fn, record_from=first_warmup)
+        self.rng = np.random.default_rng([seed, n_sessions, zlib.crc32(plan.fingerprint.encode())])
+        self.order = self.rng.permutation(len(plan.sessions))  # the closed loop's cycle of sessions
+        self.counts = _Counts()
+        self.ttft: list[float] = []
+        self.ttft_t: list[float] = []  # admission time of each TTFT (windows filter on it)
+        self.per_request = plan.lists()["request"]
+        self.ttft_ref = cfg.clock.ttft_ref_s
+        self.land = land
+        self.landing = hbf.landing_fn(cfg.memory, cfg.model)
+        self.ff: dict[int, float] = {}  # session instance -> fast-forward seconds left (steady-state start)
+
+    def start(self, windows: Sequence[Window]) -> list["_Observer"]:
+        """Schedule the windows' markers, the slots and the windows' samplers (in this order)."""
+        env, plan, rng = self.env, self.plan, self.rng
+        observers = [_Observer(k, w) for k, w in enumerate(windows)]
+        for obs in observers:
+            env.process(obs.marker(self))
+        # Steady-state start: in a closed loop a slot is found in a session with probability
+        # proportional to its span, at a uniform phase of it; each slot's first session is drawn so and
+        # fast-forwarded (its KV written, no decode, no waiting) to that phase.
+        spans = plan.session_spans(NOMINAL_TPOT_S)
+        firsts = rng.choice(len(plan.sessions), size=self.n_sessions, p=spans / spans.sum())
+        for i in range(self.n_sessions):
+            env.process(self.slot(int(firsts[i]), float(rng.uniform(0, spans[firsts[i]]))))
+        for obs in observers:
+            env.process(obs.sampler(self))
+        return observers
+
+    def run_until(self, stop: simpy.Event) -> None:
+        """Advance to ``stop`` unless memory already ran out; running out ends the run (``counts.oom``)."""
+        if not self.counts.oom:
+            try:
+                self.env.run(until=stop)
+            except OutOfMemory:
+                self.counts.oom = True
+
+    def sample(self) -> tuple:
+        """(time, sessions live) + :meth:`Memory.snapshot`."""
+        return (self.env.now, self.counts.live) + self.mem.snapshot()
+
+    def wait(self, inst: int, d: float) -> simpy.Event | None:
         """A timeout of ``d`` s, of which the instance's remaining fast-forward is skipped."""
+        ff = self.ff
         left = ff.get(inst, 0.0)
         if left > 0:
             skip = min(left, d)
             ff[inst] = left - skip
             d -= skip
-        return timeout(env, d) if d > 0 else None
+        return simpy.events.Timeout(self.env, d) if d > 0 else None
 
-    def run_agent(inst: int, a: AgentPlan):
+    def slot(self, first: int, phase: float):
+        """One concurrent session slot: session ``first`` from ``phase`` on, then the cycle's next ones."""
+        env, plan, mem, counts = self.env, self.plan, self.mem, self.counts
+        first_session = True
+        while True:
+            if first_session:
+                counts.instances += 1
+                inst, s = counts.instances, plan.sessions[first]
+                self.ff[inst] = phase
+                first_session = False
+                mem.session_start(inst, s, env.now - phase)
+            else:
+                s = plan.sessions[self.order[counts.drawn % len(self.order)]]
+                counts.drawn += 1
+                counts.instances += 1
+                inst = counts.instances
+                mem.session_start(inst, s, env.now)
+            counts.live += 1
+            yield env.all_of([env.process(self.agent(inst, a)) for a in plan.roots[s]])
+            mem.session_end(inst, env.now)
+            self.ff.pop(inst, None)
+            counts.sessions += 1
+            counts.live -= 1
+
+    def agent(self, inst: int, a: AgentPlan):
+        """One agent's requests in order: user delay, closes, writes, landing, decode, tools and sub-agents."""
+        env, mem, engine, counts, ff, wait = self.env, self.mem, self.engine, self.counts, self.ff, self.wait
+        per_request, bpt, landing, land_on = self.per_request, self.bpt, self.landing, self.land
+        first_warmup, ttft, ttft_t, ttft_ref = self.first_warmup, self.ttft, self.ttft_t, self.ttft_ref
+        timeout = simpy.events.Timeout  # env.timeout without its descriptor
         for q in a.requests_list:
             t_user, c_arr, writes, reads, out, c_end, t_tools, t_obs = per_request[q]
             if t_user > 0 and (w := wait(inst, t_user)) is not None:
@@ -798,13 +852,13 @@ def simulate_windows(plan: Plan, cfg: Config, policy: Any, n_sessions: int, wind
                 else:
                     ev = engine.join(out, ctx_h, ctx_f, flush, hbmw)
                 yield ev
-            counter["req"] += 1
+            counts.requests += 1
             now = env.now
             for s in c_end:
                 mem.close(inst, s, now)
             kids = a.children.get(q)
             if kids:  # the reference clock's rule: tools, then wait for the sub-agents this request spawned
-                kids = [env.process(run_agent(inst, c)) for c in kids]
+                kids = [env.process(self.agent(inst, c)) for c in kids]
                 if t_tools > 0 and (w := wait(inst, t_tools)) is not None:
                     yield w
                 yield env.all_of(kids)
@@ -813,60 +867,64 @@ def simulate_windows(plan: Plan, cfg: Config, policy: Any, n_sessions: int, wind
             elif t_tools + t_obs > 0 and (w := wait(inst, t_tools + t_obs)) is not None:
                 yield w
 
-    spans = plan.session_spans(NOMINAL_TPOT_S)
 
-    def slot(first: int, phase: float):
-        first_session = True
+SERIES_COLUMNS = ["t_s", "sessions_live", "live_hbm_bytes", "live_hbf_bytes", "cached_hbm_bytes",
+                  "cached_hbf_bytes", "hbm_written_bytes", "hbf_written_bytes"]
+
+
+@dataclass
+class _Observer:
+    """One window's view of a run: marks the end of its warm-up, samples memory ``n_samples`` times
+    over its duration, and turns what the run measured after its warm-up into a :class:`SimResult`."""
+
+    k: int  # the window's index (the memory's mark of its warm-up end)
+    window: Window
+    samples: list[tuple] = field(default_factory=list)
+
+    def marker(self, run: _Run):
+        yield run.env.timeout(self.window.warmup_s)
+        run.mem.mark(self.k)
+
+    def sampler(self, run: _Run):
+        dt = self.window.duration_s / self.window.n_samples
         while True:
-            if first_session:
-                counter["inst"] += 1
-                inst, s = counter["inst"], plan.sessions[first]
-                ff[inst] = phase
-                first_session = False
-                mem.session_start(inst, s, env.now - phase)
-            else:
-                inst, s = next_session()
-                mem.session_start(inst, s, env.now)
-            counter["live"] += 1
-            yield env.all_of([env.process(run_agent(inst, a)) for a in plan.roots[s]])
-            mem.session_end(inst, env.now)
-            ff.pop(inst, None)
-            counter["sess"] += 1
-            counter["live"] -= 1
+            self.samples.append(run.sample())
+            yield run.env.timeout(dt)
 
-    samples: list[list[tuple]] = [[] for _ in windows]
-
-    def sampler(k: int):
-        dt = windows[k].duration_s / windows[k].n_samples
-        out = samples[k]
-        while True:
-            out.append((env.now, counter["live"]) + mem.snapshot())
-            yield env.timeout(dt)
-
-    def marker(k: int):
-        yield env.timeout(windows[k].warmup_s)
-        mem.mark(k)
-
-    for k in range(len(windows)):
-        env.process(marker(k))
-    # Steady-state start: in a closed loop a slot is found in a session with probability
-    # proportional to its span, at a uniform phase of it; each slot's first session is drawn so and
-    # fast-forwarded (its KV written, no decode, no waiting) to that phase.
-    firsts = rng.choice(len(plan.sessions), size=n_sessions, p=spans / spans.sum())
-    for i in range(n_sessions):
-        env.process(slot(int(firsts[i]), float(rng.uniform(0, spans[firsts[i]]))))
-    for k in range(len(windows)):
-        env.process(sampler(k))
-    stops = [_stop_at(env, w.duration_s) for w in windows]
-    for k, w in enumerate(windows):
-        if not state["oom"]:
-            try:
-                env.run(until=stops[k])
-            except OutOfMemory:
-                state["oom"] = True
-        samples[k].append((env.now, counter["live"]) + mem.snapshot())
-        yield _result(plan, cfg, policy, n_sessions, env.now, w.warmup_s, engine, ttft, ttft_t, counter, state,
-                      samples[k], mem, k)
+    def result(self, run: _Run) -> SimResult:
+        warmup_s, engine, counts, mem = self.window.warmup_s, run.engine, run.counts, run.mem
+        ser = pd.DataFrame(self.samples, columns=SERIES_COLUMNS)
+        tp, tw = np.asarray(engine.tpot), np.asarray(engine.tpot_w)
+        ttft = run.ttft
+        if engine.record_from < warmup_s:  # a later window of a multi-window run: its own measurement span
+            keep = np.asarray(engine.tpot_t) > warmup_s
+            tp, tw = tp[keep], tw[keep]
+            ttft = [v for v, t in zip(ttft, run.ttft_t) if t > warmup_s]
+        ser = ser.drop_duplicates("t_s", keep="last").reset_index(drop=True)
+        meas = ser[ser["t_s"] >= warmup_s]
+        p99_tpot = weighted_quantile(tp, tw, 0.99)
+        # No lifetime for a run that ran out of memory or finished no decode step in its window (infeasible).
+        if len(meas) >= 4 and not counts.oom and np.isfinite(p99_tpot):
+            rate, settled, t_set = hbf.settled_rate(meas["t_s"].to_numpy(), meas["hbf_written_bytes"].to_numpy())
+        else:
+            rate, settled, t_set = float("nan"), False, float("nan")
+        cfg = run.cfg
+        life = float(hbf.hbf_lifetime_years(cfg.memory, rate, cfg.endurance)) if np.isfinite(rate) else float("nan")
+        by_ct = mem.bytes_by_class_tier(self.k)
+        tiers = {"hbm": sum(v["hbm"] for v in by_ct.values()), "hbf": sum(v["hbf"] for v in by_ct.values())}
+        return SimResult(
+            n_sessions=run.n_sessions, policy=run.policy_name, sim_s=float(run.env.now), warmup_s=float(warmup_s),
+            p99_tpot_s=p99_tpot, mean_tpot_s=float((tp * tw).sum() / tw.sum()) if tw.sum() else float("nan"),
+            p99_ttft_s=float(np.quantile(ttft, 0.99)) if ttft else float("nan"), oom=bool(counts.oom),
+            requests_done=int(counts.requests), sessions_done=int(counts.sessions), max_batch=int(engine.max_batch),
+            hbf_write_rate=float(rate), settled=bool(settled), settled_at_s=float(t_set), lifetime_years=life,
+            bytes_by_tier=tiers, bytes_by_class_tier=by_ct,
+            live_peak={"hbm": float(ser["live_hbm_bytes"].max()), "hbf": float(ser["live_hbf_bytes"].max())},
+            live_mean={"hbm": float(meas["live_hbm_bytes"].mean()) if len(meas) else float("nan"),
+                       "hbf": float(meas["live_hbf_bytes"].mean()) if len(meas) else float("nan")},
+            series=ser, events=mem.events, totals=mem.table.totals,
+            closes=mem.recorder.close_times() if mem.recorder is not None else None,
+        )
 
 
 def _stop_at(env: simpy.Environment, t: float) -> simpy.Event:
@@ -877,39 +935,3 @@ def _stop_at(env: simpy.Environment, t: float) -> simpy.Event:
     ev._ok, ev._value = True, None  # a triggered event, as simpy builds its own ``until`` event
     env.schedule(ev, simpy.core.URGENT, t - env.now)
     return ev
-
-
-def _result(plan, cfg, policy, n, now, warmup_s, engine, ttft, ttft_t, counter, state, samples, mem,
-            window: int) -> SimResult:
-    ser = pd.DataFrame(samples, columns=["t_s", "sessions_live", "live_hbm_bytes", "live_hbf_bytes",
-                                         "cached_hbm_bytes", "cached_hbf_bytes", "hbm_written_bytes",
-                                         "hbf_written_bytes"])
-    tp, tw = np.asarray(engine.tpot), np.asarray(engine.tpot_w)
-    if engine.record_from < warmup_s:  # a later window of a multi-window run: its own measurement span
-        keep = np.asarray(engine.tpot_t) > warmup_s
-        tp, tw = tp[keep], tw[keep]
-        ttft = [v for v, t in zip(ttft, ttft_t) if t > warmup_s]
-    ser = ser.drop_duplicates("t_s", keep="last").reset_index(drop=True)
-    meas = ser[ser["t_s"] >= warmup_s]
-    p99_tpot = weighted_quantile(tp, tw, 0.99)
-    # No lifetime for a run that ran out of memory or finished no decode step in its window (infeasible).
-    if len(meas) >= 4 and not state["oom"] and np.isfinite(p99_tpot):
-        rate, settled, t_set = hbf.settled_rate(meas["t_s"].to_numpy(), meas["hbf_written_bytes"].to_numpy())
-    else:
-        rate, settled, t_set = float("nan"), False, float("nan")
-    life = float(hbf.hbf_lifetime_years(cfg.memory, rate, cfg.endurance)) if np.isfinite(rate) else float("nan")
-    by_ct = mem.bytes_by_class_tier(window)
-    tiers = {"hbm": sum(v["hbm"] for v in by_ct.values()), "hbf": sum(v["hbf"] for v in by_ct.values())}
-    return SimResult(
-        n_sessions=n, policy=getattr(policy, "name", str(policy)), sim_s=float(now), warmup_s=float(warmup_s),
-        p99_tpot_s=p99_tpot, mean_tpot_s=float((tp * tw).sum() / tw.sum()) if tw.sum() else float("nan"),
-        p99_ttft_s=float(np.quantile(ttft, 0.99)) if ttft else float("nan"), oom=bool(state["oom"]),
-        requests_done=int(counter["req"]), sessions_done=int(counter["sess"]), max_batch=int(engine.max_batch),
-        hbf_write_rate=float(rate), settled=bool(settled), settled_at_s=float(t_set), lifetime_years=life,
-        bytes_by_tier=tiers, bytes_by_class_tier=by_ct,
-        live_peak={"hbm": float(ser["live_hbm_bytes"].max()), "hbf": float(ser["live_hbf_bytes"].max())},
-        live_mean={"hbm": float(meas["live_hbm_bytes"].mean()) if len(meas) else float("nan"),
-                   "hbf": float(meas["live_hbf_bytes"].mean()) if len(meas) else float("nan")},
-        series=ser, events=mem.events, totals=mem.table.totals,
-        closes=mem.recorder.close_times() if mem.recorder is not None else None,
-    )
