@@ -20,7 +20,7 @@ import time
 
 import pandas as pd
 
-from lachesis import sweep
+from lachesis import evaluation, sweep
 
 
 def grid(which: str, seeds: list[int]) -> list[sweep.Point]:
@@ -39,7 +39,7 @@ def main() -> None:
         t = time.perf_counter()
         df = sweep.run_grid(grid(which, a.seeds), sweep.PAPER, a.cache, n_jobs=a.n_jobs, progress=False)
         print(f"[{which}] {len(df)} runs in {time.perf_counter() - t:.0f} s")
-        r = sweep.ratio_table(df)
+        r = evaluation.ratio_table(df)
         wide = r.pivot_table(index=sweep.CELL, columns="seed", values="lachesis/hbm_first")
         spread = wide.max(axis=1) / wide.min(axis=1) - 1
         cv = wide.std(axis=1, ddof=1) / wide.mean(axis=1)

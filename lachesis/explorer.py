@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from lachesis import sensitivity, sweep
+from lachesis import evaluation, sensitivity, sweep
 from lachesis.config import SLOS, Endurance
 from lachesis.knobs import KNOBS
 from lachesis.policies import get_policy
@@ -157,7 +157,7 @@ def summary(v: View) -> pd.DataFrame:
     g = _per_seed(v)
     cols = [c for c in ("lifetime_years", "over_hbm_first", "over_deterministic", "selected_over",
                         "hbm_share_of_writes") if c in g]
-    out = sweep.seed_table(g, cols, by=["policy"])
+    out = evaluation.seed_table(g, cols, by=["policy"])
     first = g[g["seed"].eq(g["seed"].min())].set_index("policy")
     by = g.groupby("policy", sort=False)
     out.insert(1, "n_star", out["policy"].map(first["n_star"]))
@@ -174,7 +174,7 @@ def composition(v: View) -> pd.DataFrame:
     """Write bytes by segment class and tier, % of each policy's run, mean over seeds (Figs. 10 and 12)."""
     if v.grid.empty:
         return pd.DataFrame()
-    return sweep.write_composition(v.grid).pivot_table(index=["policy", "seg_class"], columns="tier", values="pct",
+    return evaluation.write_composition(v.grid).pivot_table(index=["policy", "seg_class"], columns="tier", values="pct",
                                                        aggfunc="mean", sort=False).reset_index()
 
 
@@ -182,7 +182,7 @@ def curve_table(v: View) -> pd.DataFrame:
     """Lifetime per policy and the gains over HBM-first at each cached load of the cell."""
     if v.curve.empty:
         return pd.DataFrame()
-    return sweep.load_gains(v.curve).merge(
+    return evaluation.load_gains(v.curve).merge(
         v.curve.pivot_table(index="n_sessions", columns="policy", values="lifetime_years", aggfunc="first")
         .add_prefix("years_").reset_index(), on="n_sessions")
 

@@ -29,7 +29,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from lachesis import hbf, knobs, sweep
+from lachesis import evaluation, hbf, knobs, sweep
 from lachesis.capacity import SearchParams
 from lachesis.config import SLOS, Endurance
 from lachesis.knobs import KNOBS
@@ -38,7 +38,7 @@ from lachesis.knobs import KNOBS
 #: and single-agent traces at the tight SLO, the smallest and a large HBM share of the split designs.
 MULTI_CELL = dict(workload="multi_agent", configs=("1/7", "4/4"))
 SINGLE_CELL = dict(workload="tau3", configs=("1/7", "4/4"))
-RATIOS = {"lachesis/hbm_first": ("lachesis", "hbm_first"), "deterministic/hbm_first": ("deterministic", "hbm_first")}
+RATIOS = {k: evaluation.RATIOS[k] for k in ("lachesis/hbm_first", "deterministic/hbm_first")}
 ID = ["workload", "model", "slo", "memory"]
 
 
@@ -268,10 +268,8 @@ def gains(runs: pd.DataFrame) -> pd.DataFrame:
     runs = runs.assign(slo_margin=np.fmax(runs["slo_p99_tpot_s"] / slo.map(lambda s: s.p99_tpot_s),
                                           runs["slo_p99_ttft_s"] / slo.map(lambda s: s.ttft_s)))
     p = runs.set_index(idx + ["policy"])["lifetime_years"].unstack("policy")
-    out = p.add_prefix("years_")
-    for col, (num, den) in RATIOS.items():
-        if {num, den} <= set(p):
-            out[col] = p[num] / p[den]
+    out = evaluation.with_ratios(p, RATIOS, oracle_share=False).drop(columns=list(p.columns))
+    out = pd.concat([p.add_prefix("years_"), out], axis=1)
     g = runs.groupby(idx)
     out["n_sessions"] = g["n_sessions"].first()
     out["n_star"] = g["n_star"].first()

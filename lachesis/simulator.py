@@ -52,7 +52,7 @@ import simpy
 
 from lachesis import hbf
 from lachesis.clairvoyance import Clock, CloseTimes, Recorder
-from lachesis.config import Config, ModelSpec
+from lachesis.config import Config
 from lachesis.kv import AllocationError
 
 SIM_VERSION = "sim-2"

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from lachesis import simulator as S
+from lachesis import evaluation
 from lachesis import sweep as W
 from lachesis.segments import recover
 from sim_fixtures import multi_agent_trace
@@ -68,9 +69,9 @@ def test_run_grid_local_processes(tmp_path):
     df = W.run_grid(_tiny_points(), TINY, tmp_path, n_jobs=2, progress=False)
     assert len(df) == 2 and (df["n_star"] >= 1).all()
     assert np.isfinite(df["lifetime_years"]).all()
-    g = W.gains(df)
-    assert len(g) == 1 and np.isfinite(g.iloc[0, -1])
-    comp = W.write_composition(df)
+    g = evaluation.ratio_table(df)
+    assert len(g) == 1 and np.isfinite(g["lachesis/hbm_first"].iloc[0])
+    comp = evaluation.write_composition(df)
     assert np.allclose(comp.groupby("policy")["pct"].sum(), 100)
 
 
@@ -133,7 +134,7 @@ def test_load_rules_min_and_own(fixture_plan, tmp_path):
     low = W.evaluate_cell(pts, TINY, str(tmp_path), load="min")
     assert {r["n_sessions"] for r in low} == {min(n_own.values())}
     assert all(r["slo_met"] for r in low)  # the lowest N* over policies: every policy met the SLO there
-    assert W.capacity_table(W.results_frame(own)).iloc[0][list(n_own)].to_dict() == n_own
+    assert evaluation.capacity_table(W.results_frame(own)).iloc[0][list(n_own)].to_dict() == n_own
     with pytest.raises(ValueError, match="load must be one of"):
         W.run_grid(pts, TINY, tmp_path, load="highest", progress=False)
 
@@ -287,13 +288,13 @@ def test_pool_workers_exit_when_their_parent_dies(tmp_path):
 def test_loads_in_range_interpolates_between_samples():
     n = np.array([10, 20, 40, 80])
     g = np.array([8.0, 4.0, 2.0, 1.0])  # falls with load
-    (iv,) = W.loads_in_range(n, g, 3.0, 3.0)
+    (iv,) = evaluation.loads_in_range(n, g, 3.0, 3.0)
     assert iv == pytest.approx((30, 30))  # 4 at 20, 2 at 40: 3 at 30
-    (lo, hi), = W.loads_in_range(n, g, 1.5, 2.5)
+    (lo, hi), = evaluation.loads_in_range(n, g, 1.5, 2.5)
     assert (lo, hi) == pytest.approx((30 + 5, 40 + 20))  # 2.5 at 35; 1.5 at 60
-    assert W.loads_in_range(n, g, 9, 10) == []
+    assert evaluation.loads_in_range(n, g, 9, 10) == []
     # a non-monotone curve gives two intervals
-    assert len(W.loads_in_range(np.array([1, 2, 3]), np.array([1.0, 3.0, 1.0]), 0.5, 1.5)) == 2
+    assert len(evaluation.loads_in_range(np.array([1, 2, 3]), np.array([1.0, 3.0, 1.0]), 0.5, 1.5)) == 2
 
 
 def test_load_curve_runs_every_policy_at_fractions_of_n_star(fixture_plan, tmp_path):
@@ -304,7 +305,7 @@ def test_load_curve_runs_every_policy_at_fractions_of_n_star(fixture_plan, tmp_p
     assert sorted(curve["n_sessions"].unique()) == sorted({max(1, round(0.5 * n)), n})
     at_n = curve[curve["n_sessions"] == n].set_index("policy")["lifetime_years"]
     np.testing.assert_equal(at_n.to_dict(), grid.set_index("policy")["lifetime_years"].to_dict())  # the grid's runs
-    g = W.load_gains(curve)
+    g = evaluation.load_gains(curve)
     assert {"lachesis/hbm_first", "deterministic/hbm_first", "n_star", "all_meet_slo"} <= set(g)
     assert len(g) == curve["n_sessions"].nunique()
     with pytest.raises(ValueError, match="fractions"):
@@ -317,7 +318,7 @@ def test_paper_load_sentences_come_from_the_curve():
         for n, g in ((20, 12.0), (40, 3.0), (80, 1.2)):
             rows.append(dict(workload="multi_agent", model="M", slo="tight", memory=mem, n_sessions=n,
                              **{"lachesis/hbm_first": g, "deterministic/hbm_first": g / 2}, n_star=80, all_meet_slo=True))
-    found = W.paper_loads(pd.DataFrame(rows))
+    found = evaluation.paper_loads(pd.DataFrame(rows))
     one = found[(found["memory"] == "1/7") & (found["ratio"] == "lachesis/hbm_first")].iloc[0]
     # 1.50 lies between 3.0 at 40 and 1.2 at 80: 40 + (3.0 - 1.5) / (3.0 - 1.2) * 40 = 73.3
     assert one["loads"] == [pytest.approx((73.33, 73.33), abs=0.01)]
@@ -327,7 +328,7 @@ def test_paper_load_sentences_come_from_the_curve():
     daisy = found[found["memory"] == "8/8*"].iloc[0]  # 10.06-10.09: between 12 at 20 and 3 at 40
     assert daisy["loads"] and 24 < daisy["loads"][0][0] < 25
     rows = [dict(r, **{"lachesis/hbm_first": 1.1}) for r in rows]
-    found = W.paper_loads(pd.DataFrame(rows))
+    found = evaluation.paper_loads(pd.DataFrame(rows))
     assert any("not reached at 20–80 sessions/GPU" in t for t in found["sentence"])
 
 
@@ -449,16 +450,16 @@ def replace_seed(p, seed):
 def test_seed_table_and_intervals():
     r = pd.DataFrame(dict(workload="w", model="m", slo="tight", memory=["1/7"] * 3 + ["4/4"] * 3,
                           seed=[0, 1, 2] * 2, g=[1.0, 1.4, 1.2, 2.0, 2.0, 2.0]))
-    t = W.seed_table(r, ["g"])
+    t = evaluation.seed_table(r, ["g"])
     assert t[["g", "g_min", "g_max", "seeds"]].values.tolist() == [[1.2, 1.0, 1.4, 3], [2.0, 2.0, 2.0, 3]]
-    assert W.interval_text(t, ["g"])["g"].tolist() == ["1.2 [1–1.4]", "2"]
-    assert W.judge_interval((1.0, 1.4), (0.5, 2.0)) == "inside"
-    assert W.judge_interval((1.0, 1.4), (1.3, 2.0)) == "overlaps"
-    assert W.judge_interval((1.0, 1.4), (1.5, 2.0)) == "disjoint"
-    assert W.judge_interval((1.0, 1.4), 1.2) == "overlaps" and W.judge_interval(1.2, 1.2) == "inside"
-    assert W.judge_interval((1.0, 1.4), W.NOT_IN_PAPER) == ""
+    assert evaluation.interval_text(t, ["g"])["g"].tolist() == ["1.2 [1–1.4]", "2"]
+    assert evaluation.judge_interval((1.0, 1.4), (0.5, 2.0)) == "inside"
+    assert evaluation.judge_interval((1.0, 1.4), (1.3, 2.0)) == "overlaps"
+    assert evaluation.judge_interval((1.0, 1.4), (1.5, 2.0)) == "disjoint"
+    assert evaluation.judge_interval((1.0, 1.4), 1.2) == "overlaps" and evaluation.judge_interval(1.2, 1.2) == "inside"
+    assert evaluation.judge_interval((1.0, 1.4), evaluation.NOT_IN_PAPER) == ""
     v = r.set_index(W.CELL + ["seed"])["g"]
-    cmp = W.compare_intervals([("g", v, (1.1, 2.5)), ("absent", None, 1.0), ("new", v, W.NOT_IN_PAPER)], note="x")
+    cmp = evaluation.compare_intervals([("g", v, (1.1, 2.5)), ("absent", None, 1.0), ("new", v, evaluation.NOT_IN_PAPER)], note="x")
     one = cmp.iloc[0]
     # medians 1.2 and 2.0 lie in the paper's range; every seed's value spans 1.0-2.0, which only overlaps it
     assert (one["ours"], one["interval"], one["in_paper_range"], one["interval_vs_paper"]) == ("1.2–2", "1–2", "yes",
@@ -470,9 +471,9 @@ def test_seed_table_and_intervals():
 def test_ratio_table_per_seed_with_the_oracle_share():
     rows = [dict(workload="w", model="m", slo="tight", memory="1/7", seed=s, policy=p, lifetime_years=v)
             for s, vals in ((0, (2.0, 3.0, 4.0)), (1, (2.0, 2.5, 3.0))) for p, v in zip(("hbm_first", "lachesis", "oracle"), vals)]
-    r = W.ratio_table(pd.DataFrame(rows))
+    r = evaluation.ratio_table(pd.DataFrame(rows))
     assert r["lachesis/hbm_first"].tolist() == [1.5, 1.25] and r["oracle/hbm_first"].tolist() == [2.0, 1.5]
-    assert r[W.ORACLE_SHARE].tolist() == [0.5, 0.5]
+    assert r[evaluation.ORACLE_SHARE].tolist() == [0.5, 0.5]
     assert "deterministic/hbm_first" not in r  # only ratios whose policies ran
 
 

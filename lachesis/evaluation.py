@@ -1,0 +1,390 @@
+"""Evaluation statistics (Figs. 9–12, §5.3–§5.5): what the grid's rows say, beside what the paper reports.
+
+The counterpart of :mod:`lachesis.characterize` for the evaluation: from the rows
+:func:`lachesis.sweep.run_grid` and :func:`lachesis.sweep.load_curve` return, the lifetime ratios per
+cell and seed (:func:`ratio_table`, the one place a ratio is computed: :func:`with_ratios`), their
+median over seeds with min–max (:func:`seed_table`), the write composition and HBM shares
+(Figs. 10 and 12), the load at which a paper number is reproduced (:func:`paper_loads`), and the
+comparison tables the notebooks print beside the paper (:func:`multi_agent_stats`,
+:func:`single_agent_stats`, :func:`compare_intervals`).  Nothing here simulates.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from lachesis.sweep import CELL, LOAD_POLICY
+
+# ------------------------------------------------------------------------------------------------
+# Lifetime ratios per cell and seed; seed intervals; write composition
+# ------------------------------------------------------------------------------------------------
+
+#: Lifetime ratios reported per cell: the paper's three (§5.3–§5.5) and the baselines beyond it.
+RATIOS: dict[str, tuple[str, str]] = {
+    "lachesis/hbm_first": ("lachesis", "hbm_first"),
+    "deterministic/hbm_first": ("deterministic", "hbm_first"),
+    "lachesis/deterministic": ("lachesis", "deterministic"),
+    "hbm_first_reclaim/hbm_first": ("hbm_first_reclaim", "hbm_first"),
+    "lachesis/hbm_first_reclaim": ("lachesis", "hbm_first_reclaim"),
+    "rho_threshold/hbm_first": ("rho_threshold", "hbm_first"),
+    "lachesis/rho_threshold": ("lachesis", "rho_threshold"),
+    "oracle/hbm_first": ("oracle", "hbm_first"),
+}
+#: Lachesis's share of the oracle's gain over HBM-first: (Lachesis − HBM-first) / (oracle − HBM-first)
+ORACLE_SHARE = "lachesis_share_of_oracle_gain"
+
+
+def with_ratios(lifetimes: pd.DataFrame, ratios: Mapping[str, tuple[str, str]] = RATIOS,
+                oracle_share: bool = True) -> pd.DataFrame:
+    """``lifetimes`` (one column of device-years per policy) with every ratio of ``ratios`` its policies
+    allow, and :data:`ORACLE_SHARE` when asked and Lachesis, the oracle and HBM-first are all there: the
+    one place a lifetime ratio is computed (the grid's tables, the load curve, the sensitivity study)."""
+    out = lifetimes.copy()
+    for name, (num, den) in ratios.items():
+        if {num, den} <= set(lifetimes):
+            out[name] = lifetimes[num] / lifetimes[den]
+    if oracle_share and {"lachesis", "oracle", LOAD_POLICY} <= set(lifetimes):
+        out[ORACLE_SHARE] = ((lifetimes["lachesis"] - lifetimes[LOAD_POLICY])
+                             / (lifetimes["oracle"] - lifetimes[LOAD_POLICY]))
+    return out
+
+
+def _by_seed(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with a ``seed`` column (a single-seed table from before seeds were recorded: seed 0)."""
+    return df if "seed" in df else df.assign(seed=0)
+
+
+def ratio_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Lifetime per policy and the :data:`RATIOS` its policies allow, one row per cell and seed;
+    :data:`ORACLE_SHARE` when Lachesis, the oracle and HBM-first all ran."""
+    idx = CELL + ["seed"]
+    p = _by_seed(df).pivot_table(index=idx, columns="policy", values="lifetime_years", aggfunc="first")
+    out = with_ratios(p)
+    out.columns.name = None
+    return out.reset_index()
+
+
+def seed_table(table: pd.DataFrame, cols: Sequence[str] | None = None, by: Sequence[str] = tuple(CELL)) -> pd.DataFrame:
+    """Per ``by`` group, each of ``cols`` (default: every numeric column) as its median over seeds with
+    its min and max (``<col>``, ``<col>_min``, ``<col>_max``) and the number of seeds (``seeds``).
+
+    A ratio is taken per seed first (the policies of one seed ran on the same draws), then summarized."""
+    by = list(by)
+    t = _by_seed(table)
+    cols = list(cols) if cols is not None else [c for c in t.columns if c not in by + ["seed"]
+                                                and pd.api.types.is_numeric_dtype(t[c])]
+    g = t.groupby(by, sort=False)
+    parts = []
+    for c in cols:
+        parts += [g[c].median().rename(c), g[c].min().rename(f"{c}_min"), g[c].max().rename(f"{c}_max")]
+    return pd.concat(parts + [g["seed"].nunique().rename("seeds")], axis=1).reset_index()
+
+
+def interval_text(summary: pd.DataFrame, cols: Sequence[str], by: Sequence[str] = tuple(CELL),
+                  fmt: str = ".3g") -> pd.DataFrame:
+    """:func:`seed_table` columns as "median [min–max]" strings (one value when the seeds agree)."""
+    def cell(m: float, lo: float, hi: float) -> str:
+        if not np.isfinite(m):
+            return ""
+        if format(lo, fmt) == format(hi, fmt):
+            return format(m, fmt)
+        return f"{m:{fmt}} [{lo:{fmt}}–{hi:{fmt}}]"
+
+    out = summary[list(by)].copy()
+    for c in cols:
+        if c in summary:
+            out[c] = [cell(m, lo, hi) for m, lo, hi in zip(summary[c], summary[f"{c}_min"], summary[f"{c}_max"])]
+    return out
+
+
+def write_composition(df: pd.DataFrame) -> pd.DataFrame:
+    """Write bytes by (class, tier) as % of each run's total (Figs. 10 and 12), per run (seed included)."""
+    df = _by_seed(df)
+    cols = [c for c in df.columns if c.startswith("bytes_") and c.count("_") >= 2 and c not in ("bytes_hbm", "bytes_hbf")]
+    rows = []
+    for _, r in df.iterrows():
+        tot = float(np.nansum([r[c] for c in cols]))
+        for c in cols:
+            cls, tier = c[len("bytes_"):].rsplit("_", 1)
+            v = r[c]
+            if pd.isna(v):
+                continue
+            rows.append(dict(workload=r["workload"], model=r["model"], slo=r["slo"], memory=r["memory"],
+                             policy=r["policy"], seed=r["seed"], seg_class=cls, tier=tier, bytes=v,
+                             pct=100.0 * v / tot if tot > 0 else np.nan))
+    return pd.DataFrame(rows)
+
+
+def hbm_share(df: pd.DataFrame) -> pd.DataFrame:
+    """Share of each run's KV write bytes that HBM takes (Fig. 10/12 text)."""
+    d = _by_seed(df)
+    d = d.assign(hbm_share=d["bytes_hbm"] / (d["bytes_hbm"] + d["bytes_hbf"]))
+    return d[CELL + ["policy", "seed", "hbm_share"]]
+
+
+def class_to_flash(df: pd.DataFrame, seg_class: str) -> pd.DataFrame:
+    """Fraction of one class's write bytes that reaches HBF, per run."""
+    h, f = f"bytes_{seg_class}_hbm", f"bytes_{seg_class}_hbf"
+    if h not in df or f not in df:
+        return pd.DataFrame(columns=CELL + ["policy", "seed", "to_flash"])
+    d = _by_seed(df)
+    d = d.assign(to_flash=d[f] / (d[h] + d[f]))
+    return d[CELL + ["policy", "seed", "to_flash"]]
+
+
+# ------------------------------------------------------------------------------------------------
+# Gain versus load: the ratios at fractions of N*, and the loads that reproduce the paper's numbers
+# ------------------------------------------------------------------------------------------------
+
+
+def load_gains(df: pd.DataFrame) -> pd.DataFrame:
+    """Policy lifetime ratios per cell and load (one row per workload/model/SLO/config/sessions per GPU)."""
+    idx = ["workload", "model", "slo", "memory", "n_sessions"]
+    p = df.pivot_table(index=idx, columns="policy", values="lifetime_years", aggfunc="first")
+    cols = [f"{num}/{LOAD_POLICY}" for num in ("lachesis", "deterministic")]
+    out = with_ratios(p, {c: RATIOS[c] for c in cols}, oracle_share=False).drop(columns=list(p.columns))
+    out["n_star"] = df.groupby(idx)["n_star"].first()
+    out["all_meet_slo"] = df.groupby(idx)["slo_met"].all()
+    return out.reset_index()
+
+
+def loads_in_range(n: np.ndarray, ratio: np.ndarray, lo: float, hi: float) -> list[tuple[float, float]]:
+    """Intervals of load where the piecewise-linear ratio(load) through the samples lies in [lo, hi]."""
+    ok = np.isfinite(ratio)
+    n, y = np.asarray(n, float)[ok], np.asarray(ratio, float)[ok]
+    o = np.argsort(n)
+    n, y = n[o], y[o]
+    if len(n) == 1:
+        return [(float(n[0]), float(n[0]))] if lo <= y[0] <= hi else []
+    out: list[tuple[float, float]] = []
+    for n0, n1, y0, y1 in zip(n[:-1], n[1:], y[:-1], y[1:]):
+        dy = y1 - y0
+        if dy == 0:
+            t = (0.0, 1.0) if lo <= y0 <= hi else None
+        else:
+            a, b = sorted(((lo - y0) / dy, (hi - y0) / dy))
+            t = (max(a, 0.0), min(b, 1.0)) if a <= 1 and b >= 0 else None
+        if t is None:
+            continue
+        iv = (float(n0 + t[0] * (n1 - n0)), float(n0 + t[1] * (n1 - n0)))
+        if out and iv[0] <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], iv[1]))
+        else:
+            out.append(iv)
+    return out
+
+
+#: The paper numbers the gain-versus-load figure reads against, with the cells they belong to.
+#: §5.3: "HBF lifetime falls under HBM-first and rises under Lachesis with each slot added", so the
+#: gain grows from 1/7 to 4/4: we read the low end of the 1/7–4/4 range at 1/7 and the high end at 4/4.
+#: The w/o-predictive-path range (§5.4) gives no such order; it is read as a range at every cell.
+def _paper_targets() -> list[tuple[str, str, str, float, float]]:
+    from lachesis import paper
+
+    lo, hi = paper.MULTI_GAIN_TIGHT
+    d_lo, d_hi = paper.DETERMINISTIC_GAIN
+    return [
+        (f"Lachesis/HBM-first {lo:.2f}× (tight, low end of 1/7–4/4)", "lachesis/hbm_first", "1/7", lo, lo),
+        (f"Lachesis/HBM-first {hi:.2f}× (tight, high end of 1/7–4/4)", "lachesis/hbm_first", "4/4", hi, hi),
+        (f"Lachesis/HBM-first {paper.DAISY_GAIN_TIGHT[0]:.2f}–{paper.DAISY_GAIN_TIGHT[1]:.2f}× (tight, 8/8*)",
+         "lachesis/hbm_first", "8/8*", *paper.DAISY_GAIN_TIGHT),
+        (f"w/o predictive path/HBM-first {d_lo:.2f}–{d_hi:.2f}× (1/7–4/4)", "deterministic/hbm_first", "1/7", d_lo, d_hi),
+        (f"w/o predictive path/HBM-first {d_lo:.2f}–{d_hi:.2f}× (1/7–4/4)", "deterministic/hbm_first", "4/4", d_lo, d_hi),
+    ]
+
+
+def paper_loads(gains: pd.DataFrame) -> pd.DataFrame:
+    """Per paper number and cell: the loads at which our ratio equals it (a range: lies inside it).
+
+    ``gains`` is :func:`load_gains` output.  Intervals come from linear interpolation between the
+    sampled loads (``loads``); ``sentence`` says which load on our corpus reproduces the paper's number,
+    or that the number lies outside the ratios we measured.
+    """
+    rows = []
+    for label, col, mem, lo, hi in _paper_targets():
+        if col not in gains:
+            continue
+        for (w, m), d in gains[gains["memory"].eq(mem)].groupby(["workload", "model"]):
+            d = d.sort_values("n_sessions")
+            n, r = d["n_sessions"].to_numpy(float), d[col].to_numpy(float)
+            n_star = int(d["n_star"].iloc[0])
+            at_star = d.loc[d["n_sessions"].eq(n_star), col]
+            row = dict(paper=label, workload=w, model=m, memory=mem, ratio=col, paper_lo=lo, paper_hi=hi,
+                       n_star=n_star, ours_at_n_star=float(at_star.iloc[0]) if len(at_star) else np.nan,
+                       ours_min=float(np.nanmin(r)), ours_max=float(np.nanmax(r)), n_min=float(n.min()),
+                       n_max=float(n.max()), loads=loads_in_range(n, r, lo, hi))
+            rows.append(dict(row, sentence=_paper_load_sentence(row)))
+    return pd.DataFrame(rows)
+
+
+def _paper_load_sentence(r: dict) -> str:
+    head = f"Paper {r['paper']}; ours on {r['memory']}, {r['model']}:"
+    star = f"(our N* = {r['n_star']}, where it is {r['ours_at_n_star']:.2f}×)"
+    if r["loads"]:
+        at = ", ".join(f"≈{a:.0f}" if b - a < 1 else f"{a:.0f}–{b:.0f}" for a, b in r["loads"])
+        return f"{head} reproduced at {at} sessions/GPU {star}."
+    where = "above" if r["paper_lo"] > r["ours_max"] else "below"
+    return (f"{head} not reached at {r['n_min']:.0f}–{r['n_max']:.0f} sessions/GPU, where ours spans "
+            f"{r['ours_min']:.2f}–{r['ours_max']:.2f}× (the paper's is {where} it) {star}.")
+
+
+def capacity_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Per-policy N* (sessions per GPU the SLO admits), one row per cell: the ``load="own"`` grid's table."""
+    return df.pivot_table(index=["workload", "model", "slo", "memory"], columns="policy", values="n_star",
+                          aggfunc="first").reset_index()
+
+
+# ------------------------------------------------------------------------------------------------
+# Beside the paper: the comparison tables of the Fig. 9–12 notebooks
+# ------------------------------------------------------------------------------------------------
+
+
+def _range(x: pd.Series | None) -> tuple[float, float] | float:
+    """(lo, hi) of a series, one float when they agree, NaN when the grid has no such cell."""
+    x = pd.Series(x if x is not None else [], dtype=float).dropna()
+    if not len(x):
+        return float("nan")
+    lo, hi = round(float(x.min()), 3), round(float(x.max()), 3)
+    return lo if lo == hi else (lo, hi)
+
+
+#: A statistic the notebooks set beside the paper: its label, its values per cell and seed (a Series
+#: whose last index level is ``seed``), and the paper's value (a number, a (lo, hi) range, or text).
+Stat = tuple[str, pd.Series, Any]
+
+NOT_IN_PAPER = "— (not in the paper)"
+
+
+def judge_interval(interval: tuple[float, float] | float, paper: Any) -> str:
+    """Whether a seed interval lies "inside" the paper's range, "overlaps" it, or is "disjoint" from it
+    ("" when either is not a number).  A point value of the paper is a range of one value."""
+    lo, hi = interval if isinstance(interval, tuple) else (interval, interval)
+    if isinstance(paper, tuple) and len(paper) == 2:
+        a, b = float(paper[0]), float(paper[1])
+    elif isinstance(paper, (int, float, np.integer, np.floating)) and not isinstance(paper, bool):
+        a = b = float(paper)
+    else:
+        return ""
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return ""
+    if a <= lo and hi <= b:
+        return "inside"
+    return "disjoint" if hi < a or lo > b else "overlaps"
+
+
+def compare_intervals(stats: Sequence[Stat], note: str = "") -> pd.DataFrame:
+    """The comparison table of a notebook: per statistic, ``ours`` = the range over cells of each cell's
+    median over seeds, ``interval`` = the range over cells and seeds (every seed's value), the paper's
+    value, whether our medians' range lies in the paper's (``in_paper_range``: yes/partly/no, as
+    :func:`lachesis.plotting.compare_table`) and whether the interval does (``interval_vs_paper``:
+    inside/overlaps/disjoint), and how many seeds and cells it rests on."""
+    from lachesis.plotting import compare_table
+
+    rows, extra = [], []
+    for label, values, paper in stats:
+        v = pd.Series(values, dtype=float).dropna() if values is not None else pd.Series(dtype=float)
+        if not len(v):
+            continue
+        levels = [n for n in v.index.names if n != "seed"]
+        med = v.groupby(level=levels).median() if levels else pd.Series([v.median()])
+        interval = _range(v)
+        rows.append((label, _range(med), paper))
+        seeds = v.index.get_level_values("seed").nunique() if "seed" in v.index.names else 1
+        extra.append(dict(interval=interval, interval_vs_paper=judge_interval(interval, paper), seeds=seeds,
+                          cells=len(med)))
+    table = compare_table(rows, note=note)
+    if not len(table):
+        return table
+    fmt = [f"{i[0]:g}–{i[1]:g}" if isinstance(i, tuple) else f"{i:g}" for i in (e["interval"] for e in extra)]
+    table.insert(2, "interval", fmt)
+    table.insert(5, "interval_vs_paper", [e["interval_vs_paper"] for e in extra])
+    table.insert(6, "seeds", [e["seeds"] for e in extra])
+    table.insert(7, "cells", [e["cells"] for e in extra])
+    return table
+
+
+def _select(table: pd.DataFrame, col: str, **where: Any) -> pd.Series | None:
+    """``col`` of a per-(cell, seed) table where each keyword's column equals (or, for a list, is in) its
+    value, indexed by cell and seed; None when the column is absent."""
+    if col not in table:
+        return None
+    m = pd.Series(True, index=table.index)
+    for k, v in where.items():
+        m &= table[k].isin(v) if isinstance(v, (list, tuple)) else table[k].eq(v)
+    return table.loc[m].set_index(CELL + ["seed"])[col]
+
+
+#: The co-located configurations (the paper's "one to four of the eight slots"); 8/8* is H3's daisy chain.
+SPLIT = ["1/7", "2/6", "3/5", "4/4"]
+
+
+def _baseline_stats(r: pd.DataFrame, frame: str, **where: Any) -> list[Stat]:
+    """The rows for the baselines beyond the paper, over the cells ``where`` selects (``frame`` names them)."""
+    return [
+        (f"HBM-first with reclaim / HBM-first, {frame}", _select(r, "hbm_first_reclaim/hbm_first", **where), NOT_IN_PAPER),
+        (f"Lachesis / HBM-first with reclaim, {frame}", _select(r, "lachesis/hbm_first_reclaim", **where), NOT_IN_PAPER),
+        (f"ρR/W selection / HBM-first, {frame}", _select(r, "rho_threshold/hbm_first", **where), NOT_IN_PAPER),
+        (f"Lachesis / ρR/W selection, {frame}", _select(r, "lachesis/rho_threshold", **where), NOT_IN_PAPER),
+        (f"oracle / HBM-first, {frame}", _select(r, "oracle/hbm_first", **where), NOT_IN_PAPER),
+        (f"Lachesis share of the oracle's gain, {frame}", _select(r, ORACLE_SHARE, **where), NOT_IN_PAPER),
+    ]
+
+
+def multi_agent_stats(df: pd.DataFrame) -> list[Stat]:
+    """The §5.3–§5.4 statistics per cell and seed, over whatever part of the grid was run."""
+    from lachesis import paper
+
+    r = ratio_table(df)
+    ma = dict(workload="multi_agent", memory=SPLIT)
+    hs, rv = hbm_share(df), class_to_flash(df, "reviewer")
+    out: list[Stat] = [
+        ("gain Lachesis/HBM-first, tight, 1/7–4/4", _select(r, "lachesis/hbm_first", slo="tight", **ma),
+         paper.MULTI_GAIN_TIGHT),
+        ("gain Lachesis/HBM-first, loose, 1/7–4/4", _select(r, "lachesis/hbm_first", slo="loose", **ma),
+         paper.MULTI_GAIN_LOOSE),
+        ("gain on 8/8*, tight", _select(r, "lachesis/hbm_first", workload="multi_agent", memory="8/8*", slo="tight"),
+         paper.DAISY_GAIN_TIGHT),
+        ("gain on 8/8*, loose", _select(r, "lachesis/hbm_first", workload="multi_agent", memory="8/8*", slo="loose"),
+         paper.DAISY_GAIN_LOOSE),
+        ("Lachesis device-years, tight, 1/7–4/4", _select(r, "lachesis", slo="tight", **ma),
+         paper.MULTI_LACHESIS_YEARS_1_TO_4),
+        ("HBM-first device-years, tight, 1/7–4/4", _select(r, "hbm_first", slo="tight", **ma),
+         paper.MULTI_HBM_FIRST_YEARS_1_TO_4),
+        ("w/o predictive path / HBM-first", _select(r, "deterministic/hbm_first", **ma), paper.DETERMINISTIC_GAIN),
+        ("Lachesis / w/o predictive path, with reviewer", _select(r, "lachesis/deterministic", **ma),
+         paper.PREDICTIVE_GAIN_WITH_REVIEWER),
+        ("Lachesis / w/o predictive path, no reviewer",
+         _select(r, "lachesis/deterministic", workload="multi_agent_no_reviewer", memory=SPLIT),
+         paper.PREDICTIVE_GAIN_WITHOUT_REVIEWER),
+        ("HBM share of write bytes, Lachesis", _select(hs, "hbm_share", policy="lachesis", **ma),
+         paper.HBM_WRITE_SHARE_LACHESIS),
+        ("HBM share of write bytes, HBM-first", _select(hs, "hbm_share", policy="hbm_first", **ma),
+         paper.HBM_WRITE_SHARE_HBM_FIRST),
+        ("reviewer bytes reaching flash, w/o predictive path",
+         _select(rv, "to_flash", policy="deterministic", workload="multi_agent"), paper.REVIEWER_TO_FLASH_WO_PREDICTIVE),
+        ("reviewer bytes reaching flash, Lachesis", _select(rv, "to_flash", policy="lachesis", workload="multi_agent"),
+         paper.REVIEWER_TO_FLASH_LACHESIS),
+    ]
+    return out + _baseline_stats(r, "tight, 1/7–4/4", slo="tight", **ma)
+
+
+def single_agent_stats(df: pd.DataFrame) -> list[Stat]:
+    """The §5.5 statistics per cell and seed, over whatever part of the grid was run."""
+    from lachesis import paper
+
+    r = ratio_table(df)
+    split = dict(memory=SPLIT)
+    out: list[Stat] = [
+        ("gain Lachesis/HBM-first, 1/7–4/4", _select(r, "lachesis/hbm_first", **split), paper.SINGLE_GAIN),
+        ("Lachesis device-years, 1/7–4/4", _select(r, "lachesis", **split), paper.SINGLE_LACHESIS_YEARS_1_TO_4),
+        ("HBM-first device-years, 1/7–4/4", _select(r, "hbm_first", **split), paper.SINGLE_HBM_FIRST_YEARS_1_TO_4),
+        ("gain overall (any trace, 1/7–4/4)", _select(r, "lachesis/hbm_first", **split), paper.GAIN_OVERALL),
+    ]
+    if "lachesis" in r:
+        b = r[r["workload"].eq("bfcl")].set_index(["model", "memory", "seed"])["lachesis"].unstack("memory")
+        if {"1/7", "4/4"} <= set(b.columns):
+            out.append(("BFCLv4 Lachesis loss 4/4 vs 1/7", 1 - b["4/4"] / b["1/7"], paper.BFCL_4_4_VS_1_7_LOSS))
+    return out + _baseline_stats(r, "1/7–4/4", **split)
