@@ -209,16 +209,6 @@ class Plan:
         return self._mean_span
 
 
-def __getattr__(name: str) -> Any:
-    """``rank_keys`` is :func:`lachesis.ranker.rank_keys` (the keys :func:`build_plan` takes), imported on
-    first use so that importing the simulator does not load scikit-learn."""
-    if name == "rank_keys":
-        from lachesis.ranker import rank_keys
-
-        return rank_keys
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def trace_fingerprint(trace: Any) -> str:
     """Stable hash of a trace's requests and spawns (for the sweep cache)."""
     h = zlib.crc32(pd.util.hash_pandas_object(trace.requests.astype(str), index=False).to_numpy().tobytes())

@@ -246,23 +246,20 @@ def workload_plan(workload: str, scale: float, seed: int, trace: str = "", laden
 @lru_cache(maxsize=8)
 def _plan(workload: str, scale: float, seed: int, trace: str, digest: str, laden_close: str,
           overrides: tuple = ()) -> sim.Plan:
-    from lachesis import corpus
-    from lachesis.segments import recover
+    from lachesis.clock import clock_for
+    from lachesis.ranker import rank_keys
+    from lachesis.segments import prepare
 
     tr = _trace(workload, scale, seed, trace, digest)
-    seg = recover(tr, clock=knobs.apply_clock(corpus.reference_clock(), overrides), seed=seed)
-    return sim.build_plan(tr, seg, sim.rank_keys(tr, seg, seed), laden_close=laden_close)
+    prep = prepare(tr, scale, seed, clock=knobs.apply_clock(clock_for(tr), overrides))
+    return sim.build_plan(prep.trace, prep.segments, rank_keys(prep.trace, prep.segments, seed), laden_close=laden_close)
 
 
 def _trace(workload: str, scale: float, seed: int, trace: str, digest: str) -> Any:
     """The trace of a corpus workload or a trace path (``digest`` keys a path's content in callers' caches)."""
-    from lachesis import corpus
+    from lachesis.segments import load_trace
 
-    if trace:
-        from lachesis.trace import read_trace
-
-        return read_trace(trace)
-    return corpus.generate(workload, scale=scale, seed=seed)
+    return load_trace(trace or workload, scale, seed)
 
 
 def point_plan(point: Point) -> sim.Plan:

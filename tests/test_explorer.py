@@ -32,7 +32,7 @@ def no_simulation(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("the explorer simulated or built a plan")
 
-    for name in ("simulate", "simulate_windows", "build_plan", "rank_keys"):
+    for name in ("simulate", "simulate_windows", "build_plan"):
         monkeypatch.setattr(S, name, boom)
     monkeypatch.setattr(sweep, "_plan", boom)
 

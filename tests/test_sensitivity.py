@@ -236,7 +236,7 @@ def test_the_cache_only_readers_never_simulate_or_build_a_plan(monkeypatch) -> N
     def boom(*a, **k):
         raise AssertionError("simulated or built a plan")
 
-    for name in ("simulate", "simulate_windows", "build_plan", "rank_keys"):
+    for name in ("simulate", "simulate_windows", "build_plan"):
         monkeypatch.setattr(S, name, boom)
     monkeypatch.setattr(sweep, "_plan", boom)
     got, lacking = sensitivity.cached(cells(), STUDIED, VALUES, CI, d)

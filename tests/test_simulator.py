@@ -230,17 +230,3 @@ def test_model_whose_weights_exceed_the_memory_is_refused(multi_plan):
     mem = MemoryConfig("1 GB of HBF", 1, 1, hbm=StackSpec("h", 2e8, 1.6e12, 1.6e12), hbf=StackSpec("f", 1e9, 1.6e12, 16e9))
     with pytest.raises(ValueError, match="'Llama-4-Maverick' does not fit memory configuration '1 GB of HBF'"):
         S.simulate(multi_plan, DEFAULT.with_(memory=mem), "lachesis", 2)
-
-
-def test_the_simulator_names_the_rankers_rank_keys_without_loading_it_on_import() -> None:
-    """One rank_keys (lachesis.ranker); ``simulator.rank_keys`` stays a name for it, loaded on first use."""
-    import subprocess
-    import sys
-
-    from lachesis import ranker
-
-    assert S.rank_keys is ranker.rank_keys
-    code = "import sys, lachesis.simulator; print('lachesis.ranker' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
-    with pytest.raises(AttributeError):
-        S.no_such_name
