@@ -602,6 +602,11 @@ class SegmentTable:
             raise ValueError(f"add_reads: segment {segment_id!r}: read_tokens must be an integer >= 0, got {read_tokens!r}")
         row.reads += int(read_tokens)
 
+    def live_class(self, segment_id: str) -> str | None:
+        """The class of a live segment, None when it is not open."""
+        row = self._live.get(segment_id)
+        return None if row is None else row.seg_class
+
     def close(self, segment_id: str, now: float = 0.0, last_use: float | None = None) -> int:
         """Report a segment's boundary: free its blocks (or cache them, boundary-unaware policy); returns its block count.
 
@@ -958,9 +963,9 @@ def replay_events(events: Iterable[Sequence[Any]], policy: Policy | str, hbm_blo
             kind = ev[1]
             if kind == "write":
                 _, _, sid, cls, tok, session, key, close_s, final = ev
-                row = table._live.get(sid)
-                if row is not None and row.seg_class != cls:
-                    raise ValueError(f"segment {sid!r} written as {cls!r} but opened as {row.seg_class!r}")
+                opened = table.live_class(sid)
+                if opened is not None and opened != cls:
+                    raise ValueError(f"segment {sid!r} written as {cls!r} but opened as {opened!r}")
                 table.add_write(sid, tok, ev[0], seg_class=cls, session_id=session, rank_key=key,
                                 close_s=close_s, final_tokens=final)
             elif kind == "read":
