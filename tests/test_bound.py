@@ -278,3 +278,119 @@ def test_bound_grows_with_capacity(events, caps):
     tl = Timeline.from_events(events)
     got = [hbm_bound(tl, c).hbm_tokens for c in sorted(caps)]
     assert got == sorted(got)
+
+
+# -- on the grid: the baseline run's timeline, the bound in its row, the derived tables -------------------
+
+from lachesis import simulator as S  # noqa: E402
+from lachesis import sweep as W  # noqa: E402
+from lachesis.segments import recover  # noqa: E402
+from sim_fixtures import multi_agent_trace  # noqa: E402
+
+TINY = W.SearchParams(search_warmup=0.2, search_measure=0.3, warmup=0.2, measure=0.5, n_max=8, n_samples=40)
+
+
+@pytest.fixture(scope="module")
+def plan():
+    tr = multi_agent_trace()
+    seg = recover(tr, seed=0)
+    return S.build_plan(tr, seg, S.rank_keys(tr, seg))
+
+
+@pytest.fixture()
+def fixture_plan(plan, monkeypatch):
+    """Points of workload "fixture" replay the hand-made multi-agent trace."""
+    real = W.point_plan
+    monkeypatch.setattr(W, "point_plan", lambda p: plan if p.workload == "fixture" else real(p))
+    return plan
+
+
+def _cell(policies=("hbm_first", "lachesis", "oracle"), memory="1/7"):
+    return [W.Point("fixture", memory, "Llama-4-Maverick", "tight", p, 1.0, 0) for p in policies]
+
+
+@pytest.mark.parametrize("memory", ["1/7", "4/4"])
+def test_the_baseline_row_carries_the_bound_of_its_own_run(fixture_plan, tmp_path, monkeypatch, memory):
+    pts = _cell(memory=memory)
+    rows = W.evaluate_cell(pts, TINY, str(tmp_path))
+    base, n = rows[0], rows[0]["n_sessions"]
+    assert base["bound_status"] in ("optimal", "trivial") and base["bound_n_writes"] > 0
+    # the same window and timeline as the run's own bytes: exact
+    assert base["bound_window_bytes"] == base["bytes_by_tier"]["hbm"] + base["bytes_by_tier"]["hbf"]
+    assert base["bytes_by_tier"]["hbm"] <= base["bound_hbm_bytes"] <= base["bound_window_bytes"]
+    assert base["bound_lifetime_years"] >= base["lifetime_years"]
+    assert all(not any(k.startswith("bound_") for k in r) for r in rows[1:])
+    # the timeline is filed under the baseline's run at N*, read back without simulating, and gives the row's bound
+    key = W.point_key(pts[0], fixture_plan.fingerprint, TINY, n=n)
+    assert (tmp_path / f"{key}.timeline.npz").exists()
+    monkeypatch.setattr(S, "simulate_windows", lambda *a, **k: (_ for _ in ()).throw(AssertionError("reran")))
+    tl = W.baseline_timeline(pts[2], n, TINY, str(tmp_path), fixture_plan)
+    cfg = pts[0].config()
+    bpt, bt = cfg.model.kv_bytes_per_token, cfg.deployment.block_tokens
+    again = hbm_bound(tl, base["bound_capacity_tokens"], (base["warmup_s"], math.inf), bpt)
+    assert again.hbm_bytes == base["bound_hbm_bytes"] and again.window_bytes == base["bound_window_bytes"]
+    assert base["bound_capacity_tokens"] == (cfg.memory.hbm_bytes // (bpt * bt)) * bt
+
+
+def test_the_bound_holds_for_every_policy_replayed_on_a_simulated_run(fixture_plan):
+    """A simulated HBM-first run's event stream, replayed through every policy at the run's capacity."""
+    pt = _cell(("hbm_first",))[0]
+    cfg = pt.config()
+    r = S.simulate(fixture_plan, cfg, "hbm_first", 6, seed=0, duration_s=600.0, warmup_s=100.0, record_events=True)
+    bpt, bt = cfg.model.kv_bytes_per_token, cfg.deployment.block_tokens
+    hbm_blocks = int(cfg.memory.hbm_bytes // (bpt * bt))
+    events = annotate_clairvoyant(r.events)
+    assert int(replay_events(events, "hbm_first", hbm_blocks, 10**9, bt).tokens[0]) == r.totals.tokens[0]
+    for blocks in (hbm_blocks, hbm_blocks // 8, hbm_blocks // 40):  # the run's HBM, and smaller ones that bind
+        bound = hbm_bound(events, blocks * bt)
+        got = {pol: int(replay_events(events, pol, blocks, 10**9, bt).tokens[0]) for pol in POLICIES}
+        assert max(got.values()) <= bound.hbm_tokens <= bound.window_tokens
+    assert bound.status == "optimal" and bound.hbm_tokens < bound.window_tokens
+    # and over the run's measurement window, against the run itself
+    w = W.bound_fields(r, cfg, Timeline.from_events(r.events))
+    assert r.bytes_by_tier["hbm"] <= w["bound_hbm_bytes"] and w["bound_window_bytes"] == sum(r.bytes_by_tier.values())
+
+
+@pytest.mark.parametrize("damage", ["truncated", "edited"])
+def test_a_bad_timeline_is_reported_and_the_baseline_rerun(fixture_plan, tmp_path, damage):
+    pts = _cell(("hbm_first", "lachesis"))
+    rows = W.evaluate_cell(pts, TINY, str(tmp_path))
+    n = rows[0]["n_sessions"]
+    (path,) = tmp_path.glob("*.timeline.npz")
+    good = W.baseline_timeline(pts[1], n, TINY, str(tmp_path), fixture_plan)
+    if damage == "truncated":
+        path.write_bytes(path.read_bytes()[:100])
+    else:
+        with np.load(path) as z:
+            arrays = {k: z[k] for k in z.files}
+        arrays["tokens"] = arrays["tokens"] + 1
+        with open(path, "wb") as fh:
+            np.savez_compressed(fh, **arrays)
+    with pytest.warns(W.CacheWarning, match=path.name):
+        back = W.baseline_timeline(pts[1], n, TINY, str(tmp_path), fixture_plan)
+    for f, a in good.arrays().items():
+        np.testing.assert_array_equal(getattr(back, f), a)
+    # the rerun (a run at a given load) files the same bound as the search's continued run
+    rerun = W.cached_entry(pts[0], tmp_path, TINY, n)
+    assert rerun["bound_hbm_bytes"] == rows[0]["bound_hbm_bytes"]
+
+
+def test_ratio_table_and_hbm_share_read_the_bound_off_the_baseline_rows():
+    rows = [dict(workload="w", model="m", slo="tight", memory="1/7", seed=s, policy=p, lifetime_years=v,
+                 bytes_hbm=h, bytes_hbf=10 - h)
+            for s, vals in ((0, ((2.0, 1), (3.0, 3), (2.5, 2))), (1, ((2.0, 1), (2.5, 2), (4.0, 4))))
+            for p, (v, h) in zip(("hbm_first", "lachesis", "oracle"), vals)]
+    for r, life, share in zip([rows[0], rows[3]], (6.0, 4.0), (0.5, 0.6)):
+        r.update(bound_lifetime_years=life, bound_hbm_share=share)
+    t = W.ratio_table(pd.DataFrame(rows))
+    assert t["bound"].tolist() == [6.0, 4.0] and t["bound/hbm_first"].tolist() == [3.0, 2.0]
+    assert t["lachesis_share_of_bound_gain"].tolist() == [0.25, 0.25]
+    assert t["oracle_share_of_bound_gain"].tolist() == [0.125, 1.0]
+    hs = W.hbm_share(pd.DataFrame(rows)).set_index(["seed", "policy"])["hbm_share"]
+    assert hs[(0, "bound")] == 0.5 and hs[(1, "bound")] == 0.6 and hs[(1, "oracle")] == 0.4
+    # without the bound columns (a grid from before the bound) the tables are as they were
+    plain = W.ratio_table(pd.DataFrame(rows).drop(columns=["bound_lifetime_years", "bound_hbm_share"]))
+    assert "bound" not in plain and "lachesis_share_of_bound_gain" not in plain
+    stats = dict((label, v) for label, v, _ in W.single_agent_stats(pd.DataFrame(rows).assign(memory="1/7")))
+    assert stats["offline bound / HBM-first, 1/7–4/4"].tolist() == [3.0, 2.0]
+    assert stats["HBM share of write bytes, offline bound, 1/7–4/4"].tolist() == [0.5, 0.6]
