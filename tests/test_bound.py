@@ -8,13 +8,18 @@ import itertools
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, event, given, settings, target
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
+from lachesis import simulator as S
+from lachesis import sweep as W
 from lachesis.allocator import AllocationError, annotate_clairvoyant, replay_events
 from lachesis.bound import BoundResult, Timeline, hbm_bound, max_absorbed
+from lachesis.segments import recover
+from sim_fixtures import multi_agent_trace
 
 POLICIES = ["hbm_first", "hbm_first_reclaim", "deterministic", "lachesis", "rho_threshold", "oracle"]
 CLASSES = ["reasoning_laden", "reasoning_stripped", "lead", "worker", "worker", "reviewer"]
@@ -282,11 +287,6 @@ def test_bound_grows_with_capacity(events, caps):
 
 # -- on the grid: the baseline run's timeline, the bound in its row, the derived tables -------------------
 
-from lachesis import simulator as S  # noqa: E402
-from lachesis import sweep as W  # noqa: E402
-from lachesis.segments import recover  # noqa: E402
-from sim_fixtures import multi_agent_trace  # noqa: E402
-
 TINY = W.SearchParams(search_warmup=0.2, search_measure=0.3, warmup=0.2, measure=0.5, n_max=8, n_samples=40)
 
 
@@ -300,8 +300,9 @@ def plan():
 @pytest.fixture()
 def fixture_plan(plan, monkeypatch):
     """Points of workload "fixture" replay the hand-made multi-agent trace."""
-    real = W.point_plan
+    real, real_fp = W.point_plan, W.point_fingerprint
     monkeypatch.setattr(W, "point_plan", lambda p: plan if p.workload == "fixture" else real(p))
+    monkeypatch.setattr(W, "point_fingerprint", lambda p: plan.fingerprint if p.workload == "fixture" else real_fp(p))
     return plan
 
 
