@@ -38,10 +38,16 @@ the oracle's row carries the measured drift of its own close times from the reco
 (``close_drift_*``).  The oracle is never capacity-searched: it runs at the cell's common load (at
 the load policy's N* under ``load="own"``).
 
-The offline bound (:mod:`lachesis.bound`, beyond the paper): the load policy's run also records its
-write timeline, and its entry carries the bound solved on it once (``bound_*``: the most KV bytes
-HBM could have absorbed in the measurement window under any write-time placement, and the lifetime
-that allows, :func:`bound_fields`); :func:`ratio_table` reads it as the pseudo-policy ``bound``.
+The offline bound (:mod:`lachesis.bound`, beyond the paper): the load policy's searched run at its N*
+also records its write timeline, and its entry carries the bound solved on it once (``bound_*``: the
+most KV bytes HBM could have absorbed in the measurement window under any write-time placement, and
+the lifetime that allows, :func:`bound_fields`); :func:`ratio_table` reads it as the pseudo-policy
+``bound``.  ASSUMPTION (cost, knob: ``seed_load``): the bound is solved only on the run of the search
+that sized a cell's load — the first seed's under ``seed_load="fixed"`` (the paper-scale grid), every
+seed's under ``"search"``; runs at a given load (other seeds' replicas, load curves, sensitivity)
+carry none, though :func:`baseline_timeline` solves any on demand.  Reason: a single-agent cell's
+timeline and LP cost about a second of CPU, and at every seed and load they would take minutes of
+the ``make reproduce`` budget (``benchmarks/RESULTS.md``).
 
 Every search and every run at a load is cached as JSON under ``cache_dir``, keyed by a hash of its
 inputs (trace fingerprint, point, configuration, search settings, load, code version), written
@@ -441,10 +447,12 @@ def bound_fields(r: sim.SimResult, cfg: Config, timeline: Timeline) -> dict:
 
 def _baseline_record(r: sim.SimResult, cfg: Config, cache_dir: str | os.PathLike | None, key: str,
                      fingerprint: str) -> dict:
-    """A load-policy run's sidecars (its closes, the oracle's clairvoyance; its write timeline), filed under
-    the key of the run it is, and its bound fields for its entry."""
+    """A load-policy run's sidecars (its closes, the oracle's clairvoyance; its write timeline if it recorded
+    its events), filed under the key of the run it is, and its bound fields for its entry (none without events)."""
     _closes_write(_closes_path(cache_dir, key), key, r.closes)
-    timeline = Timeline.from_events(r.events or [])
+    if r.events is None:
+        return {}
+    timeline = Timeline.from_events(r.events)
     _timeline_write(_timeline_path(cache_dir, key), key, fingerprint, timeline)
     return bound_fields(r, cfg, timeline)
 
@@ -550,13 +558,15 @@ def run_at_load(point: Point, n: int, params: SearchParams = PAPER,
 
 
 def _run_at_load(point: Point, n: int, params: SearchParams, cache_dir: str | os.PathLike | None, plan: sim.Plan,
-                 clair: CloseTimes | None = None) -> tuple[dict, sim.SimResult]:
-    """:func:`run_at_load` without the cache lookup: (its entry, written to the cache; the run)."""
+                 clair: CloseTimes | None = None, bound: bool = False) -> tuple[dict, sim.SimResult]:
+    """:func:`run_at_load` without the cache lookup: (its entry, written to the cache; the run).  ``bound``:
+    a load-policy run also records its timeline and solves the bound on it (:func:`baseline_timeline`)."""
     key = point_key(point, plan.fingerprint, params, n=int(n))
     cfg = point.config()
     sw, lw = _windows(plan, params)
     base = point.policy == LOAD_POLICY
-    kw = dict(seed=point.seed, record_closes=base or clair is not None, clairvoyance=clair, record_events=base)
+    kw = dict(seed=point.seed, record_closes=base or clair is not None, clairvoyance=clair,
+              record_events=base and bound)
     if sw.duration_s <= lw.duration_s:  # one run observed through both windows
         short, long_ = sim.simulate_windows(plan, cfg, point.policy, int(n), [sw, lw], **kw)
     else:  # a search window longer than the lifetime run: two runs
@@ -588,14 +598,14 @@ def baseline_closes(point: Point, n: int, params: SearchParams = PAPER,
 def baseline_timeline(point: Point, n: int, params: SearchParams = PAPER,
                       cache_dir: str | os.PathLike | None = None, plan: sim.Plan | None = None) -> Timeline:
     """The write timeline (:class:`lachesis.bound.Timeline`) of the load policy's run at the point's cell,
-    ``n`` sessions per GPU and seed, which its entry's ``bound_*`` fields were solved on: from the cache,
-    else by running it again (which caches it)."""
+    ``n`` sessions per GPU and seed (the run its entry's ``bound_*`` fields were solved on, if any): from the
+    cache, else by running it again (which caches it, its bound solved)."""
     plan = plan or point_plan(point)
     base = replace(point, policy=LOAD_POLICY)
     key = point_key(base, plan.fingerprint, params, n=int(n))
     if (hit := _sidecar_read(_timeline_path(cache_dir, key), key, plan.fingerprint, Timeline.from_arrays)) is not None:
         return hit
-    return Timeline.from_events(_run_at_load(base, n, params, cache_dir, plan)[1].events or [])
+    return Timeline.from_events(_run_at_load(base, n, params, cache_dir, plan, bound=True)[1].events or [])
 
 
 def _at_own_n_star(entry: dict) -> dict:

@@ -395,3 +395,15 @@ def test_ratio_table_and_hbm_share_read_the_bound_off_the_baseline_rows():
     stats = dict((label, v) for label, v, _ in W.single_agent_stats(pd.DataFrame(rows).assign(memory="1/7")))
     assert stats["offline bound / HBM-first, 1/7–4/4"].tolist() == [3.0, 2.0]
     assert stats["HBM share of write bytes, offline bound, 1/7–4/4"].tolist() == [0.5, 0.6]
+
+
+def test_only_the_run_that_sized_the_load_carries_the_bound(fixture_plan, tmp_path):
+    """seed_load="fixed": the first seed's searched run solves the bound; a replica at its load does not,
+    and the tables then hold the bound for that seed alone."""
+    lead = W.evaluate_cell(_cell(("hbm_first", "lachesis")), TINY, str(tmp_path))
+    other = [W.Point("fixture", "1/7", "Llama-4-Maverick", "tight", p, 1.0, 1) for p in ("hbm_first", "lachesis")]
+    rows = W.replicate_cell(other, lead, TINY, str(tmp_path))
+    assert "bound_hbm_bytes" in lead[0] and not any(k.startswith("bound_") for r in rows for k in r)
+    assert not list(tmp_path.glob("*.timeline.npz"))[1:]  # one timeline: the first seed's
+    t = W.ratio_table(W.results_frame(lead + rows))
+    assert t.set_index("seed")["bound"].notna().tolist() == [True, False]
