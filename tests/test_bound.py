@@ -18,8 +18,7 @@ from lachesis import simulator as S
 from lachesis import sweep as W
 from lachesis.allocator import AllocationError, annotate_clairvoyant, replay_events
 from lachesis.bound import BoundResult, Timeline, hbm_bound, max_absorbed
-from lachesis.segments import recover
-from sim_fixtures import multi_agent_trace
+from test_sweep import TINY, plan  # noqa: F401 (the sweep tests' search settings and multi-agent plan fixture)
 
 POLICIES = ["hbm_first", "hbm_first_reclaim", "deterministic", "lachesis", "rho_threshold", "oracle"]
 CLASSES = ["reasoning_laden", "reasoning_stripped", "lead", "worker", "worker", "reviewer"]
@@ -286,16 +285,6 @@ def test_bound_grows_with_capacity(events, caps):
 
 
 # -- on the grid: the baseline run's timeline, the bound in its row, the derived tables -------------------
-
-TINY = W.SearchParams(search_warmup=0.2, search_measure=0.3, warmup=0.2, measure=0.5, n_max=8, n_samples=40)
-
-
-@pytest.fixture(scope="module")
-def plan():
-    tr = multi_agent_trace()
-    seg = recover(tr, seed=0)
-    return S.build_plan(tr, seg, S.rank_keys(tr, seg))
-
 
 @pytest.fixture()
 def fixture_plan(plan, monkeypatch):
