@@ -396,3 +396,22 @@ def test_only_the_run_that_sized_the_load_carries_the_bound(fixture_plan, tmp_pa
     assert not list(tmp_path.glob("*.timeline.npz"))[1:]  # one timeline: the first seed's
     t = W.ratio_table(W.results_frame(lead + rows))
     assert t.set_index("seed")["bound"].notna().tolist() == [True, False]
+
+
+def test_bound_marks_draws_a_line_per_finite_group_and_an_arrow_when_unbounded():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from lachesis.plotting import BOUND_LABEL, bound_marks
+
+    fig, ax = plt.subplots()
+    key = bound_marks(ax, [0, 1, 2, 3], [4.0, np.inf, np.nan, 6.0], lo=[3.0, 1.0, 1.0, np.nan], hi=[5.0, 2.0, 2.0, 7.0])
+    (lines,) = ax.collections
+    segs = lines.get_segments()
+    assert [tuple(s[:, 1]) for s in segs] == [(4.0, 4.0), (6.0, 6.0)] and [tuple(s[:, 0]) for s in segs] == [(-0.4, 0.4), (2.6, 3.4)]
+    assert [(p.get_y(), p.get_height()) for p in ax.patches] == [(3.0, 2.0)]  # a band only where lo and hi are known
+    (arrow,) = ax.lines
+    assert arrow.get_xdata().tolist() == [1.0] and key.get_label() == BOUND_LABEL
+    plt.close(fig)
