@@ -32,23 +32,32 @@ RATIOS: dict[str, tuple[str, str]] = {
     "rho_threshold/hbm_first": ("rho_threshold", "hbm_first"),
     "lachesis/rho_threshold": ("lachesis", "rho_threshold"),
     "oracle/hbm_first": ("oracle", "hbm_first"),
+    "bound/hbm_first": ("bound", "hbm_first"),
 }
 #: Lachesis's share of the oracle's gain over HBM-first: (Lachesis − HBM-first) / (oracle − HBM-first)
 ORACLE_SHARE = "lachesis_share_of_oracle_gain"
+#: the offline bound (:func:`lachesis.sweep.bound_fields`) as a pseudo-policy of the tables, read off the load
+#: policy's rows
+BOUND = "bound"
+#: the share of the bound's gain over HBM-first a policy reaches: (policy − HBM-first) / (bound − HBM-first)
+BOUND_SHARES = {"lachesis": "lachesis_share_of_bound_gain", "oracle": "oracle_share_of_bound_gain"}
 
 
 def with_ratios(lifetimes: pd.DataFrame, ratios: Mapping[str, tuple[str, str]] = RATIOS,
-                oracle_share: bool = True) -> pd.DataFrame:
+                shares: bool = True) -> pd.DataFrame:
     """``lifetimes`` (one column of device-years per policy) with every ratio of ``ratios`` its policies
-    allow, and :data:`ORACLE_SHARE` when asked and Lachesis, the oracle and HBM-first are all there: the
-    one place a lifetime ratio is computed (the grid's tables, the load curve, the sensitivity study)."""
+    allow and, with ``shares``, :data:`ORACLE_SHARE` and :data:`BOUND_SHARES` where their policies are there:
+    the one place a lifetime ratio is computed (the grid's tables, the load curve, the sensitivity study)."""
     out = lifetimes.copy()
     for name, (num, den) in ratios.items():
         if {num, den} <= set(lifetimes):
             out[name] = lifetimes[num] / lifetimes[den]
-    if oracle_share and {"lachesis", "oracle", LOAD_POLICY} <= set(lifetimes):
+    if shares and {"lachesis", "oracle", LOAD_POLICY} <= set(lifetimes):
         out[ORACLE_SHARE] = ((lifetimes["lachesis"] - lifetimes[LOAD_POLICY])
                              / (lifetimes["oracle"] - lifetimes[LOAD_POLICY]))
+    for pol, name in BOUND_SHARES.items() if shares else ():
+        if {pol, BOUND, LOAD_POLICY} <= set(lifetimes):
+            out[name] = (lifetimes[pol] - lifetimes[LOAD_POLICY]) / (lifetimes[BOUND] - lifetimes[LOAD_POLICY])
     return out
 
 
@@ -57,11 +66,23 @@ def _by_seed(df: pd.DataFrame) -> pd.DataFrame:
     return df if "seed" in df else df.assign(seed=0)
 
 
+def _with_bound(df: pd.DataFrame, value: str, bound_col: str) -> pd.DataFrame:
+    """``df`` (with a seed) plus one :data:`BOUND` row per load-policy row that carries ``bound_col``,
+    its ``value`` column set from it."""
+    df = _by_seed(df)
+    if bound_col not in df:
+        return df
+    b = df[df["policy"].eq(LOAD_POLICY) & df[bound_col].notna()]
+    return pd.concat([df, b.assign(policy=BOUND, **{value: b[bound_col]})], ignore_index=True)
+
+
 def ratio_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Lifetime per policy and the :data:`RATIOS` its policies allow, one row per cell and seed;
-    :data:`ORACLE_SHARE` when Lachesis, the oracle and HBM-first all ran."""
+    """Lifetime per policy (the offline bound as :data:`BOUND`) and the :data:`RATIOS` its policies allow,
+    one row per cell and seed; :data:`ORACLE_SHARE` when Lachesis, the oracle and HBM-first all ran, and
+    :data:`BOUND_SHARES` when the bound was solved."""
     idx = CELL + ["seed"]
-    p = _by_seed(df).pivot_table(index=idx, columns="policy", values="lifetime_years", aggfunc="first")
+    p = _with_bound(df, "lifetime_years", "bound_lifetime_years").pivot_table(
+        index=idx, columns="policy", values="lifetime_years", aggfunc="first")
     out = with_ratios(p)
     out.columns.name = None
     return out.reset_index()
@@ -119,10 +140,11 @@ def write_composition(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def hbm_share(df: pd.DataFrame) -> pd.DataFrame:
-    """Share of each run's KV write bytes that HBM takes (Fig. 10/12 text)."""
+    """Share of each run's KV write bytes that HBM takes (Fig. 10/12 text), and the offline bound's share
+    on the load policy's run (policy :data:`BOUND`) where it was solved."""
     d = _by_seed(df)
     d = d.assign(hbm_share=d["bytes_hbm"] / (d["bytes_hbm"] + d["bytes_hbf"]))
-    return d[CELL + ["policy", "seed", "hbm_share"]]
+    return _with_bound(d, "hbm_share", "bound_hbm_share")[CELL + ["policy", "seed", "hbm_share"]]
 
 
 def class_to_flash(df: pd.DataFrame, seg_class: str) -> pd.DataFrame:
@@ -145,7 +167,7 @@ def load_gains(df: pd.DataFrame) -> pd.DataFrame:
     idx = ["workload", "model", "slo", "memory", "n_sessions"]
     p = df.pivot_table(index=idx, columns="policy", values="lifetime_years", aggfunc="first")
     cols = [f"{num}/{LOAD_POLICY}" for num in ("lachesis", "deterministic")]
-    out = with_ratios(p, {c: RATIOS[c] for c in cols}, oracle_share=False).drop(columns=list(p.columns))
+    out = with_ratios(p, {c: RATIOS[c] for c in cols}, shares=False).drop(columns=list(p.columns))
     out["n_star"] = df.groupby(idx)["n_star"].first()
     out["all_meet_slo"] = df.groupby(idx)["slo_met"].all()
     return out.reset_index()
@@ -321,8 +343,12 @@ def _select(table: pd.DataFrame, col: str, **where: Any) -> pd.Series | None:
 SPLIT = ["1/7", "2/6", "3/5", "4/4"]
 
 
-def _baseline_stats(r: pd.DataFrame, frame: str, **where: Any) -> list[Stat]:
-    """The rows for the baselines beyond the paper, over the cells ``where`` selects (``frame`` names them)."""
+def _baseline_stats(r: pd.DataFrame, hs: pd.DataFrame, frame: str, **where: Any) -> list[Stat]:
+    """The rows for the baselines and the offline bound beyond the paper (``r``: :func:`ratio_table`, ``hs``:
+    :func:`hbm_share`), over the cells ``where`` selects (``frame`` names them)."""
+    shares = [(f"HBM share of write bytes, {name}, {frame}", _select(hs, "hbm_share", policy=pol, **where), NOT_IN_PAPER)
+              for pol, name in ((BOUND, "offline bound"), ("oracle", "oracle"), ("lachesis", "Lachesis"),
+                                (LOAD_POLICY, "HBM-first")) if pol in set(hs["policy"])]
     return [
         (f"HBM-first with reclaim / HBM-first, {frame}", _select(r, "hbm_first_reclaim/hbm_first", **where), NOT_IN_PAPER),
         (f"Lachesis / HBM-first with reclaim, {frame}", _select(r, "lachesis/hbm_first_reclaim", **where), NOT_IN_PAPER),
@@ -330,7 +356,10 @@ def _baseline_stats(r: pd.DataFrame, frame: str, **where: Any) -> list[Stat]:
         (f"Lachesis / ρR/W selection, {frame}", _select(r, "lachesis/rho_threshold", **where), NOT_IN_PAPER),
         (f"oracle / HBM-first, {frame}", _select(r, "oracle/hbm_first", **where), NOT_IN_PAPER),
         (f"Lachesis share of the oracle's gain, {frame}", _select(r, ORACLE_SHARE, **where), NOT_IN_PAPER),
-    ]
+        (f"offline bound / HBM-first, {frame}", _select(r, "bound/hbm_first", **where), NOT_IN_PAPER),
+        (f"Lachesis share of the bound's gain, {frame}", _select(r, BOUND_SHARES["lachesis"], **where), NOT_IN_PAPER),
+        (f"oracle share of the bound's gain, {frame}", _select(r, BOUND_SHARES["oracle"], **where), NOT_IN_PAPER),
+    ] + shares
 
 
 def multi_agent_stats(df: pd.DataFrame) -> list[Stat]:
@@ -368,7 +397,7 @@ def multi_agent_stats(df: pd.DataFrame) -> list[Stat]:
         ("reviewer bytes reaching flash, Lachesis", _select(rv, "to_flash", policy="lachesis", workload="multi_agent"),
          paper.REVIEWER_TO_FLASH_LACHESIS),
     ]
-    return out + _baseline_stats(r, "tight, 1/7–4/4", slo="tight", **ma)
+    return out + _baseline_stats(r, hs, "tight, 1/7–4/4", slo="tight", **ma)
 
 
 def single_agent_stats(df: pd.DataFrame) -> list[Stat]:
@@ -387,4 +416,4 @@ def single_agent_stats(df: pd.DataFrame) -> list[Stat]:
         b = r[r["workload"].eq("bfcl")].set_index(["model", "memory", "seed"])["lachesis"].unstack("memory")
         if {"1/7", "4/4"} <= set(b.columns):
             out.append(("BFCLv4 Lachesis loss 4/4 vs 1/7", 1 - b["4/4"] / b["1/7"], paper.BFCL_4_4_VS_1_7_LOSS))
-    return out + _baseline_stats(r, "1/7–4/4", **split)
+    return out + _baseline_stats(r, hbm_share(df), "1/7–4/4", **split)

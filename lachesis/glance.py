@@ -91,6 +91,14 @@ ROWS: tuple[Row, ...] = (
         r"^Lachesis share of the bound's gain, tight"),
     Row("Lachesis's share of the offline bound's gain, single-agent", "fig11_fig12_compare",
         r"^Lachesis share of the bound's gain, 1/7"),
+    Row("the oracle's share of the offline bound's gain, multi-agent tight", "fig09_fig10_compare",
+        r"^oracle share of the bound's gain, tight"),
+    Row("the oracle's share of the offline bound's gain, single-agent", "fig11_fig12_compare",
+        r"^oracle share of the bound's gain, 1/7"),
+    Row("HBM share of write bytes, offline bound, multi-agent tight", "fig09_fig10_compare",
+        r"^HBM share of write bytes, offline bound, tight", percent=True),
+    Row("HBM share of write bytes, offline bound, single-agent", "fig11_fig12_compare",
+        r"^HBM share of write bytes, offline bound, 1/7", percent=True),
     Row("HBF model vs Kyung et al. Fig. 4 (lifetime; TPOT)", "kyung_validation_summary", kind="kyung"),
 )
 

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.lines import Line2D
 from matplotlib.ticker import NullFormatter
 
 from lachesis.io import atomic_write, write_json, write_text
@@ -142,6 +143,29 @@ def ecdf(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def warranty_line(ax: plt.Axes, years: float = 5.0) -> None:
     """The dashed five-year warranty line of Figs. 9 and 11."""
     ax.axhline(years, **WARRANTY_STYLE)
+
+
+BOUND_STYLE = dict(color="#d62728", linewidth=1.6)
+BOUND_LABEL = "offline bound (beyond the paper)"
+
+
+def bound_marks(ax: plt.Axes, x: Any, y: Any, lo: Any = None, hi: Any = None, width: float = 0.8) -> Line2D:
+    """The offline bound (:mod:`lachesis.bound`) per group: a line across each group's ``width`` at ``y``
+    (its median over seeds) over a light band from ``lo`` to ``hi`` (min–max); a value that is not finite
+    (HBM could take every byte: no HBF wear) is an arrow at the top of the axes.  Returns the legend key."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    ok = np.isfinite(y)
+    ax.hlines(y[ok], x[ok] - width / 2, x[ok] + width / 2, zorder=4, **BOUND_STYLE)
+    if lo is not None and hi is not None:
+        lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+        band = ok & np.isfinite(lo) & np.isfinite(hi)
+        ax.bar(x[band], (hi - lo)[band], width, bottom=lo[band], color=BOUND_STYLE["color"], alpha=0.15,
+               linewidth=0, zorder=3)
+    inf = np.isinf(y)
+    if inf.any():
+        ax.plot(x[inf], np.ones(inf.sum()), "^", color=BOUND_STYLE["color"], transform=ax.get_xaxis_transform(),
+                clip_on=False, zorder=4)
+    return Line2D([], [], label=BOUND_LABEL, **BOUND_STYLE)
 
 
 def tidy_log_axes(fig: plt.Figure) -> None:

@@ -268,7 +268,7 @@ def gains(runs: pd.DataFrame) -> pd.DataFrame:
     runs = runs.assign(slo_margin=np.fmax(runs["slo_p99_tpot_s"] / slo.map(lambda s: s.p99_tpot_s),
                                           runs["slo_p99_ttft_s"] / slo.map(lambda s: s.ttft_s)))
     p = runs.set_index(idx + ["policy"])["lifetime_years"].unstack("policy")
-    out = evaluation.with_ratios(p, RATIOS, oracle_share=False).drop(columns=list(p.columns))
+    out = evaluation.with_ratios(p, RATIOS, shares=False).drop(columns=list(p.columns))
     out = pd.concat([p.add_prefix("years_"), out], axis=1)
     g = runs.groupby(idx)
     out["n_sessions"] = g["n_sessions"].first()

@@ -38,12 +38,24 @@ the oracle's row carries the measured drift of its own close times from the reco
 (``close_drift_*``).  The oracle is never capacity-searched: it runs at the cell's common load (at
 the load policy's N* under ``load="own"``).
 
+The offline bound (:mod:`lachesis.bound`, beyond the paper): the load policy's searched run at its N*
+also records its write timeline, and its entry carries the bound solved on it once (``bound_*``: the
+most KV bytes HBM could have absorbed in the measurement window under any write-time placement, and
+the lifetime that allows, :func:`bound_fields`); :func:`lachesis.evaluation.ratio_table` reads it as the pseudo-policy
+``bound``.  ASSUMPTION (cost, knob: ``seed_load``): the bound is solved only on the run of the search
+that sized a cell's load — the first seed's under ``seed_load="fixed"`` (the paper-scale grid), every
+seed's under ``"search"``; runs at a given load (other seeds' replicas, load curves, sensitivity)
+carry none, though :func:`baseline_timeline` solves any on demand.  Reason: a single-agent cell's
+timeline and LP cost about a second of CPU, and at every seed and load they would take minutes of
+the ``make reproduce`` budget (``benchmarks/RESULTS.md``).
+
 Every search and every run at a load is cached as JSON under ``cache_dir``, keyed by a hash of its
 inputs (trace fingerprint, point, configuration, search settings, load, code version), written
 atomically and checked when read: an entry whose stored key, code or package version differs, whose
 content digest does not match, or that does not parse is reported (a :class:`CacheWarning` naming
-its path) and recomputed.  The baseline's close record is a ``.closes.npz`` beside its entry
-(arrays only, read without pickle, checked against its own key and digest the same way).  Cells run
+its path) and recomputed.  The baseline's close record and write timeline are ``.closes.npz`` and
+``.timeline.npz`` beside its entry (arrays only, read without pickle, checked against its own key,
+the trace and their digest the same way).  Cells run
 on local processes (``concurrent.futures``; workers exit when their parent dies) or on a Dask
 cluster, a seed's replica as soon as its first seed's cell has finished; one line per finished
 task goes to the process's stderr (visible under papermill), beside a tqdm bar.
@@ -71,14 +83,15 @@ import numpy as np
 import pandas as pd
 
 import lachesis
-from lachesis import capacity, knobs
+from lachesis import capacity, hbf, knobs
 from lachesis import simulator as sim
+from lachesis.bound import Timeline, hbm_bound
 from lachesis.capacity import SearchParams
 from lachesis.clairvoyance import CloseTimes, drift
 from lachesis.config import DEFAULT, MEMORY_CONFIGS, MODELS, SLOS, Config, memory_config
 from lachesis.io import atomic_write, jsonable
 
-CODE_VERSION = f"sweep-4/{sim.SIM_VERSION}"
+CODE_VERSION = f"sweep-5/{sim.SIM_VERSION}"
 #: the placements the paper evaluates (§5.3–§5.5)
 PAPER_MULTI_POLICIES = ("hbm_first", "deterministic", "lachesis")
 PAPER_SINGLE_POLICIES = ("hbm_first", "lachesis")
@@ -347,12 +360,11 @@ def _arrays_digest(arrays: dict[str, np.ndarray]) -> str:
     return h.hexdigest()
 
 
-def _closes_write(path: Path | None, key: str, closes: CloseTimes) -> None:
-    """A baseline run's close record beside its entry: its arrays and a JSON header (key, versions, digest)."""
+def _sidecar_write(path: Path | None, key: str, fingerprint: str, arrays: dict[str, np.ndarray]) -> None:
+    """A baseline run's arrays beside its entry (``.npz``) with a JSON header: key, versions, trace, digest."""
     if path is None:
         return
-    arrays = closes.arrays()
-    meta = dict(key=key, code=CODE_VERSION, version=lachesis.__version__, fingerprint=closes.fingerprint,
+    meta = dict(key=key, code=CODE_VERSION, version=lachesis.__version__, fingerprint=fingerprint,
                 digest=_arrays_digest(arrays))
 
     def write(tmp: Path) -> None:
@@ -362,8 +374,9 @@ def _closes_write(path: Path | None, key: str, closes: CloseTimes) -> None:
     atomic_write(path, write)
 
 
-def _closes_read(path: Path | None, key: str, fingerprint: str) -> CloseTimes | None:
-    """The close record at ``path`` if it is intact and belongs to ``key``; else None (a warning if it existed)."""
+def _sidecar_read(path: Path | None, key: str, fingerprint: str, build: Callable[[dict], Any]) -> Any:
+    """``build(arrays)`` of the sidecar at ``path`` if it is intact and belongs to ``key`` and the trace;
+    else None (a :class:`CacheWarning` if it existed).  Read without pickle."""
     if path is None or not path.exists():
         return None
     problem, out = None, None
@@ -380,13 +393,64 @@ def _closes_read(path: Path | None, key: str, fingerprint: str) -> CloseTimes | 
         elif meta.get("fingerprint") != fingerprint:
             problem = f"recorded on trace {meta.get('fingerprint')!r}, not {fingerprint!r}"
         else:
-            out = CloseTimes.from_arrays(arrays, fingerprint)
+            out = build(arrays)
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, json.JSONDecodeError) as e:
         problem = f"unreadable ({type(e).__name__}: {e})"
     if problem is not None:
         warnings.warn(f"sweep cache entry {path}: {problem}; recomputing it", CacheWarning, stacklevel=3)
         return None
     return out
+
+
+def _closes_write(path: Path | None, key: str, closes: CloseTimes) -> None:
+    """A baseline run's close record beside its entry."""
+    _sidecar_write(path, key, closes.fingerprint, closes.arrays())
+
+
+def _closes_read(path: Path | None, key: str, fingerprint: str) -> CloseTimes | None:
+    """The close record at ``path`` if it is intact and belongs to ``key``; else None (a warning if it existed)."""
+    return _sidecar_read(path, key, fingerprint, lambda arrays: CloseTimes.from_arrays(arrays, fingerprint))
+
+
+def _timeline_path(cache_dir: str | os.PathLike | None, key: str) -> Path | None:
+    return Path(cache_dir) / f"{key}.timeline.npz" if cache_dir else None
+
+
+def _timeline_write(path: Path | None, key: str, fingerprint: str, timeline: Timeline) -> None:
+    """A baseline run's write timeline beside its entry (positions and tokens as int32 when they fit)."""
+    small = {f: a.astype(np.int32) if a.dtype.kind == "i" and (not a.size or a.max() < 2**31) else a
+             for f, a in timeline.arrays().items()}
+    _sidecar_write(path, key, fingerprint, small)
+
+
+def bound_fields(r: sim.SimResult, cfg: Config, timeline: Timeline) -> dict:
+    """The offline bound (:mod:`lachesis.bound`) on a load-policy run's timeline over its measurement
+    window, as row fields ``bound_*``, and the lifetime it allows (``bound_lifetime_years``).
+
+    ASSUMPTION (the bound's lifetime, no knob): the run's total KV write rate is its settled HBF rate
+    over its HBF share of the window's bytes, so the bound's HBF rate is that total × (1 − bound share),
+    i.e. the run's settled rate × the bound's HBF bytes / the run's HBF bytes in the window.  Reason:
+    the bound and the run are then read on the same window and timeline, so bound/HBM-first ≥ 1 holds
+    exactly, and the lifetime is settled as every row's is (:func:`lachesis.hbf.settled_rate`)."""
+    bpt, bt = int(cfg.model.kv_bytes_per_token), int(cfg.deployment.block_tokens)
+    hbm_tokens = int(cfg.memory.hbm_bytes // (bpt * bt)) * bt  # the simulator's HBM blocks × tokens per block
+    res = hbm_bound(timeline, hbm_tokens, window=(r.warmup_s, np.inf), bytes_per_token=bpt)
+    hbf_run = float(r.bytes_by_tier.get("hbf", np.nan))
+    rate = r.hbf_write_rate * (res.window_bytes - res.hbm_bytes) / hbf_run if hbf_run > 0 else 0.0 * r.hbf_write_rate
+    life = float(hbf.hbf_lifetime_years(cfg.memory, rate, cfg.endurance)) if np.isfinite(rate) else float("nan")
+    return dict(res.as_dict(), bound_lifetime_years=life)
+
+
+def _baseline_record(r: sim.SimResult, cfg: Config, cache_dir: str | os.PathLike | None, key: str,
+                     fingerprint: str) -> dict:
+    """A load-policy run's sidecars (its closes, the oracle's clairvoyance; its write timeline if it recorded
+    its events), filed under the key of the run it is, and its bound fields for its entry (none without events)."""
+    _closes_write(_closes_path(cache_dir, key), key, r.closes)
+    if r.events is None:
+        return {}
+    timeline = Timeline.from_events(r.events)
+    _timeline_write(_timeline_path(cache_dir, key), key, fingerprint, timeline)
+    return bound_fields(r, cfg, timeline)
 
 
 def _canonical(o: Any) -> Any:
@@ -440,7 +504,8 @@ def evaluate_point(point: Point, params: SearchParams = PAPER, cache_dir: str | 
         if sw.duration_s > lw.duration_s:  # a search window longer than the lifetime run: nothing to continue
             return sim.simulate(plan, cfg, point.policy, n, seed=point.seed, duration_s=sw.duration_s,
                                 warmup_s=sw.warmup_s, n_samples=sw.n_samples), None
-        runs = sim.simulate_windows(plan, cfg, point.policy, n, [sw, lw], seed=point.seed, record_closes=record)
+        runs = sim.simulate_windows(plan, cfg, point.policy, n, [sw, lw], seed=point.seed, record_closes=record,
+                                    record_events=record)
         return next(runs), runs
 
     n_star, tried, cont = capacity.search(probe, cfg.slo, params, hint)
@@ -449,13 +514,14 @@ def evaluate_point(point: Point, params: SearchParams = PAPER, cache_dir: str | 
     if n_star > 0:
         r = next(cont) if cont is not None else sim.simulate(plan, cfg, point.policy, n_star, seed=point.seed,
                                                              duration_s=lw.duration_s, warmup_s=lw.warmup_s,
-                                                             n_samples=lw.n_samples, record_closes=record)
+                                                             n_samples=lw.n_samples, record_closes=record,
+                                                             record_events=record)
         capacity.close(cont)
         at = next(t for t in tried if t["n"] == n_star)
         out.update(_run_fields(r), slo_met=True, slo_p99_tpot_s=at["p99_tpot_s"], slo_p99_ttft_s=at["p99_ttft_s"])
         if record:  # filed under the key of the run at N*, which this run is exactly
             at_key = point_key(point, plan.fingerprint, params, n=n_star)
-            _closes_write(_closes_path(cache_dir, at_key), at_key, r.closes)
+            out.update(_baseline_record(r, cfg, cache_dir, at_key, plan.fingerprint))
     else:
         out.update(lifetime_years=float("nan"), slo_met=False)
     return _cache_write(path, _cache_entry(out, key))
@@ -476,12 +542,15 @@ def run_at_load(point: Point, n: int, params: SearchParams = PAPER,
 
 
 def _run_at_load(point: Point, n: int, params: SearchParams, cache_dir: str | os.PathLike | None, plan: sim.Plan,
-                 clair: CloseTimes | None = None) -> tuple[dict, CloseTimes | None]:
-    """:func:`run_at_load` without the cache lookup: (its entry, written to the cache; the run's closes if kept)."""
+                 clair: CloseTimes | None = None, bound: bool = False) -> tuple[dict, sim.SimResult]:
+    """:func:`run_at_load` without the cache lookup: (its entry, written to the cache; the run).  ``bound``:
+    a load-policy run also records its timeline and solves the bound on it (:func:`baseline_timeline`)."""
     key = point_key(point, plan.fingerprint, params, n=int(n))
     cfg = point.config()
     sw, lw = _windows(plan, params)
-    kw = dict(seed=point.seed, record_closes=point.policy == LOAD_POLICY or clair is not None, clairvoyance=clair)
+    base = point.policy == LOAD_POLICY
+    kw = dict(seed=point.seed, record_closes=base or clair is not None, clairvoyance=clair,
+              record_events=base and bound)
     if sw.duration_s <= lw.duration_s:  # one run observed through both windows
         short, long_ = sim.simulate_windows(plan, cfg, point.policy, int(n), [sw, lw], **kw)
     else:  # a search window longer than the lifetime run: two runs
@@ -491,9 +560,9 @@ def _run_at_load(point: Point, n: int, params: SearchParams, cache_dir: str | os
                slo_p99_ttft_s=short.p99_ttft_s)
     if clair is not None:
         out.update({f"close_drift_{k}": v for k, v in drift(clair, long_.closes).items()})
-    if point.policy == LOAD_POLICY:
-        _closes_write(_closes_path(cache_dir, key), key, long_.closes)
-    return _cache_write(_cache_path(cache_dir, key), _cache_entry(out, key)), long_.closes
+    if base:
+        out.update(_baseline_record(long_, cfg, cache_dir, key, plan.fingerprint))
+    return _cache_write(_cache_path(cache_dir, key), _cache_entry(out, key)), long_
 
 
 def baseline_closes(point: Point, n: int, params: SearchParams = PAPER,
@@ -505,9 +574,22 @@ def baseline_closes(point: Point, n: int, params: SearchParams = PAPER,
     key = point_key(base, plan.fingerprint, params, n=int(n))
     if (hit := _closes_read(_closes_path(cache_dir, key), key, plan.fingerprint)) is not None:
         return hit
-    closes = _run_at_load(base, n, params, cache_dir, plan)[1]
+    closes = _run_at_load(base, n, params, cache_dir, plan)[1].closes
     assert closes is not None  # the load policy's runs keep their closes
     return closes
+
+
+def baseline_timeline(point: Point, n: int, params: SearchParams = PAPER,
+                      cache_dir: str | os.PathLike | None = None, plan: sim.Plan | None = None) -> Timeline:
+    """The write timeline (:class:`lachesis.bound.Timeline`) of the load policy's run at the point's cell,
+    ``n`` sessions per GPU and seed (the run its entry's ``bound_*`` fields were solved on, if any): from the
+    cache, else by running it again (which caches it, its bound solved)."""
+    plan = plan or point_plan(point)
+    base = replace(point, policy=LOAD_POLICY)
+    key = point_key(base, plan.fingerprint, params, n=int(n))
+    if (hit := _sidecar_read(_timeline_path(cache_dir, key), key, plan.fingerprint, Timeline.from_arrays)) is not None:
+        return hit
+    return Timeline.from_events(_run_at_load(base, n, params, cache_dir, plan, bound=True)[1].events or [])
 
 
 def _at_own_n_star(entry: dict) -> dict:
