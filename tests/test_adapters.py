@@ -687,4 +687,5 @@ def test_report_offline_without_data_lists_every_source_and_downloads_nothing(mo
     out = report.build("mooncake_fast25,azure_llm_2023")
     assert list(out["missing"]["source"]) == ["mooncake_fast25", "azure_llm_2023"]
     assert out["sources"].empty and out["compare"].empty
+    assert {"source", "requests", "segments"} <= set(out["sources"].columns)  # what the notebook sums
     assert not (tmp_path / "empty-cache").exists()

@@ -134,6 +134,11 @@ def missing_table(names: list[str]) -> pd.DataFrame:
                         columns=["source", "how_to_get"])
 
 
+#: The columns of ``out["sources"]`` (present even when no source could be read).
+SOURCE_COLUMNS = ("source", "files", "duplicates", "skipped", "failed", "notes", "sessions", "requests", "agents",
+                  "spawns", "segments", "undeclared_external_prefix_requests", "undeclared_external_prefix_tokens")
+
+
 def build(source: str = "all", data: str | os.PathLike[str] | None = None, seed: int = 0) -> dict[str, Any]:
     """All tables of the real-traces report (see module docstring); unavailable sources are listed in
     ``out["missing"]`` and skipped."""
@@ -165,7 +170,7 @@ def build(source: str = "all", data: str | os.PathLike[str] | None = None, seed:
             row.update(requests=int(res.table.loc[res.table["statistic"] == "requests", "value"].sum()))
         info.append(row)
     out["missing"] = missing_table(missing)
-    out["sources"] = pd.DataFrame(info)
+    out["sources"] = pd.DataFrame(info, columns=list(SOURCE_COLUMNS) if not info else None)
     seg = pd.concat(segs, ignore_index=True) if segs else pd.DataFrame(columns=["seg_class", "group", "session_id"])
     out["segments"] = seg
     out["temporal"] = characterize.temporal_table(seg) if seg["seg_class"].isin(TEMPORAL_CLASSES).any() \
