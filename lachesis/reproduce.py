@@ -12,8 +12,8 @@ of the error) and the real-trace sources that could not be had offline, with the
 fetches them.  The run fails (non-zero) if anything failed or is missing.
 
 Missing sources come from ``<out_dir>/real_traces/missing_sources.json`` written by the
-``real_traces`` notebook in this run (a JSON list of dataset names, or a mapping holding one under
-``missing_sources``), else from :func:`lachesis.datasets.missing_sources`.
+``real_traces`` notebook in this run (:func:`lachesis.adapters.report.write_missing`: a JSON list of
+records with a ``source``; a list of names, or a mapping holding either under ``missing_sources``, is read too), else from :func:`lachesis.datasets.missing_sources`.
 
 Output checks.  A source notebook carries one output: that of its cell marked ``# NBVAL_CHECK_OUTPUT``,
 which prints a few key numbers at the notebook's small defaults; ``make test`` runs the notebook
@@ -140,8 +140,10 @@ def _read_missing(path: Path, since: float) -> list[str] | None:
     data = json.loads(path.read_text(encoding="utf-8"))
     if isinstance(data, dict):
         data = data.get("missing_sources", data.get("missing", []))
+    if isinstance(data, list):  # the report's records ({"source", "how_to_get"}) or plain names
+        data = [x.get("source") if isinstance(x, dict) else x for x in data]
     if not isinstance(data, list) or not all(isinstance(x, str) for x in data):
-        raise ValueError(f"{path}: expected a list of dataset names")
+        raise ValueError(f"{path}: expected a list of dataset names or of records with a 'source'")
     return data
 
 
@@ -191,7 +193,10 @@ def run_notebooks(params_file: Path, only: list[str] | None = None, build: Path 
         result.ran.append((name, dt))
         print(f"[reproduce {i}/{len(todo)}] {name} done in {dt:.1f} s", file=log, flush=True)
     if real_out is not None or only is None:
-        result.missing_sources = missing_sources(real_out, t_real, real_local)
+        try:
+            result.missing_sources = missing_sources(real_out, t_real, real_local)
+        except (OSError, ValueError) as e:  # the summary still prints; the run fails
+            result.failed.append((REAL_TRACES, f"its list of missing sources: {_last_line(e)}"))
     if result.ran:
         from lachesis import glance
 

@@ -122,3 +122,15 @@ def test_the_paper_params_run_the_gain_table_before_the_grid_that_reads_it() -> 
     names = [name for name, _, _ in reproduce.plan(Path(__file__).parents[1] / "notebooks/params/paper.yaml")]
     assert sorted(names) == sorted(p.stem for p in (Path(__file__).parents[1] / "notebooks").glob("*.ipynb"))
     assert names.index("gain_vs_load") < names.index("fig09_fig10_multi_agent") < names.index("explorer")
+
+
+def test_the_missing_sources_the_real_trace_report_writes_are_read_back(tmp_path) -> None:
+    import pandas as pd
+
+    from lachesis.adapters import report
+
+    out = {"missing": pd.DataFrame({"source": ["who_and_when", "azure_llm_2023"], "how_to_get": ["a", "b"]})}
+    report.write_missing(out, tmp_path / "real_traces")
+    assert reproduce.missing_sources(tmp_path, since=0.0) == ["who_and_when", "azure_llm_2023"]
+    report.write_missing({"missing": out["missing"].iloc[:0]}, tmp_path / "real_traces")
+    assert reproduce.missing_sources(tmp_path, since=0.0) == []
