@@ -83,21 +83,21 @@ ROWS: tuple[Row, ...] = (
         r"^Lachesis share of the oracle's gain, tight"),
     Row("Lachesis's share of the oracle's gain over HBM-first, single-agent", "fig11_fig12_compare",
         r"^Lachesis share of the oracle's gain, 1/7"),
-    Row("offline bound / HBM-first, multi-agent tight", "fig09_fig10_compare", r"^offline bound / HBM-first, tight",
+    Row("offline bound / HBM-first, multi-agent tight (the seed that sized each load)", "fig09_fig10_compare", r"^offline bound / HBM-first, tight",
         unit="×"),
-    Row("offline bound / HBM-first, single-agent", "fig11_fig12_compare", r"^offline bound / HBM-first, 1/7",
+    Row("offline bound / HBM-first, single-agent (the seed that sized each load)", "fig11_fig12_compare", r"^offline bound / HBM-first, 1/7",
         unit="×"),
-    Row("Lachesis's share of the offline bound's gain, multi-agent tight", "fig09_fig10_compare",
+    Row("Lachesis's share of the offline bound's gain, multi-agent tight (the seed that sized each load)", "fig09_fig10_compare",
         r"^Lachesis share of the bound's gain, tight"),
-    Row("Lachesis's share of the offline bound's gain, single-agent", "fig11_fig12_compare",
+    Row("Lachesis's share of the offline bound's gain, single-agent (the seed that sized each load)", "fig11_fig12_compare",
         r"^Lachesis share of the bound's gain, 1/7"),
-    Row("the oracle's share of the offline bound's gain, multi-agent tight", "fig09_fig10_compare",
+    Row("the oracle's share of the offline bound's gain, multi-agent tight (the seed that sized each load)", "fig09_fig10_compare",
         r"^oracle share of the bound's gain, tight"),
-    Row("the oracle's share of the offline bound's gain, single-agent", "fig11_fig12_compare",
+    Row("the oracle's share of the offline bound's gain, single-agent (the seed that sized each load)", "fig11_fig12_compare",
         r"^oracle share of the bound's gain, 1/7"),
-    Row("HBM share of write bytes, offline bound, multi-agent tight", "fig09_fig10_compare",
+    Row("HBM share of write bytes, offline bound, multi-agent tight (the seed that sized each load)", "fig09_fig10_compare",
         r"^HBM share of write bytes, offline bound, tight", percent=True),
-    Row("HBM share of write bytes, offline bound, single-agent", "fig11_fig12_compare",
+    Row("HBM share of write bytes, offline bound, single-agent (the seed that sized each load)", "fig11_fig12_compare",
         r"^HBM share of write bytes, offline bound, 1/7", percent=True),
     Row("HBF model vs Kyung et al. Fig. 4 (lifetime; TPOT)", "kyung_validation_summary", kind="kyung"),
 )
@@ -132,7 +132,9 @@ def _fmt(r: tuple[float, float] | None, row: Row) -> str:
         a, b = f"{lo:.{digits}g}", f"{hi:.{digits}g}"
         if a != b or lo == hi:
             break
-    return (a if a == b else f"{a}–{b}").replace("-", "−") + unit
+    a, b = a.replace("-", "−"), b.replace("-", "−")
+    joint = " to " if b.startswith("−") or a.startswith("−") else "–"
+    return (a if a == b else f"{a}{joint}{b}") + unit
 
 
 class MissingStatistic(LookupError):
@@ -169,9 +171,9 @@ def cells(figures: str | Path, row: Row) -> tuple[str, str]:
         return f"within ±{100 * np.max(np.abs(ours / paper - 1)):.1f}% ({len(hit)} workloads)", "—"
     ours = _fmt(_span([_number(v) for v in hit["ours"]]), row)
     if "interval" in hit:
-        interval = _span([_number(v) for v in hit["interval"]])
-        if interval is not None:
-            ours += f" [{_fmt(interval, row)}]"
+        interval = _fmt(_span([_number(v) for v in hit["interval"]]), row)
+        if interval not in ("—", ours):  # one seed (the bound's): no interval to show
+            ours += f" [{interval}]"
     return ours, _fmt(_span([_number(v) for v in hit["paper"]]), row)
 
 

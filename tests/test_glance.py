@@ -33,6 +33,10 @@ def test_a_span_row_ranges_over_its_matches_with_the_seed_interval(tmp_path: Pat
     ])
     row = Row("gain", "g", r"^gain, tight", unit="×")
     assert glance.cells(tmp_path, row) == ("1.2–2× [1.1–2.1×]", "1.5–3×")
+    _compare(tmp_path, "one", [dict(statistic="s", ours="1.2–1.5", interval="1.2–1.5", paper="—"),
+                               dict(statistic="loss", ours="0.03", interval="-0.175–0.084", paper="0.3–0.31")])
+    assert glance.cells(tmp_path, Row("s", "one", "^s$")) == ("1.2–1.5", "—")  # one seed: no interval
+    assert glance.cells(tmp_path, Row("l", "one", "^loss$", percent=True)) == ("3% [−17.5 to 8.4%]", "30–31%")
 
 
 def test_ends_that_print_alike_get_more_digits_and_shares_print_as_percent(tmp_path: Path) -> None:
