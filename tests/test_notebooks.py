@@ -71,3 +71,4 @@ def test_the_real_trace_notebook_finishes_and_names_every_source_when_none_is_av
                         parameters={"data": "", "out_dir": str(out)}, progress_bar=False, kernel_name="python3")
     missing = yaml.safe_load((out / "real_traces" / "missing_sources.json").read_text())
     assert len(missing["missing_sources"] if isinstance(missing, dict) else missing) >= 8
+    assert sorted(p.name for p in (out / "real_traces").iterdir()) == ["missing_sources.json"]  # nothing else touched
