@@ -485,3 +485,15 @@ def test_run_tasks_runs_followups_locally_and_in_process():
     for n_jobs in (1, 2):
         out = W.run_tasks(pow, [(2, 1), (3, 1)], ["a", "b"], n_jobs=n_jobs, progress=False, follow=follow)
         assert sorted(out) == [2, 3, 4, 9, 16, 81, 256, 6561] and out[:2] == [2, 3]
+
+
+def test_named_grid_names_the_workloads_or_a_trace_path(tmp_path):
+    assert {p.workload for p in W.named_grid("tau3", 0.1)} == {"tau3"}
+    assert {p.workload for p in W.named_grid("single", 0.1)} == set(W.SINGLE_WORKLOADS)
+    both = W.named_grid("all", 0.1)
+    assert {p.workload for p in both} == set(W.MULTI_WORKLOADS) | set(W.SINGLE_WORKLOADS)
+    (tmp_path / "my_trace").mkdir()
+    mine = W.named_grid(str(tmp_path / "my_trace"), 0.1)
+    assert {(p.workload, p.trace) for p in mine} == {("my_trace", str(tmp_path / "my_trace"))}
+    with pytest.raises(FileNotFoundError, match="not a workload name"):
+        W.named_grid("no_such_thing")
