@@ -932,11 +932,18 @@ def run_grid(points: Sequence[Point], params: SearchParams = PAPER, cache_dir: s
              n_jobs: int | None = None, scheduler: str | Any | None = None, progress: bool = True,
              load: str = "baseline", seed_load: str = "fixed") -> pd.DataFrame:
     """Evaluate every point (cached) with one load per cell (``load``) and every seed of a cell at its first
-    seed's load (``seed_load="fixed"``; ``"search"``: each seed searches), in parallel; one row per point."""
+    seed's load (``seed_load="fixed"``; ``"search"``: each seed searches), in parallel; one row per point.
+    When the cache holds every point, its rows are read (:func:`cached_results`) without building a plan."""
     points = list(points)
     _check_points(points, load, seed_load)
-    cells = _cells(points)
     cache = str(cache_dir) if cache_dir else None
+    if cache is not None and points:  # a grid the cache holds whole is read without a plan or a process
+        got, lacking = cached_results(points, cache, params, load, seed_load)
+        if not lacking:
+            if progress:
+                progress_line(f"[sweep] all {len(points)} points read from the cache {cache}")
+            return got
+    cells = _cells(points)
     groups = _replicas(points, cells) if seed_load == "fixed" else [[c] for c in range(len(cells))]
     leaders = [g[0] for g in groups]
     followers = {g[0]: g[1:] for g in groups}

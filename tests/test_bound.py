@@ -19,7 +19,7 @@ from lachesis import simulator as S
 from lachesis import sweep as W
 from lachesis.allocator import AllocationError, annotate_clairvoyant, replay_events
 from lachesis.bound import BoundResult, Timeline, hbm_bound, max_absorbed
-from test_sweep import TINY, plan  # noqa: F401 (the sweep tests' search settings and multi-agent plan fixture)
+from test_sweep import TINY, fixture_plan, plan  # noqa: F401 (the sweep tests' search settings and plan fixtures)
 
 POLICIES = ["hbm_first", "hbm_first_reclaim", "deterministic", "lachesis", "rho_threshold", "oracle"]
 CLASSES = ["reasoning_laden", "reasoning_stripped", "lead", "worker", "worker", "reviewer"]
@@ -286,15 +286,6 @@ def test_bound_grows_with_capacity(events, caps):
 
 
 # -- on the grid: the baseline run's timeline, the bound in its row, the derived tables -------------------
-
-@pytest.fixture()
-def fixture_plan(plan, monkeypatch):
-    """Points of workload "fixture" replay the hand-made multi-agent trace."""
-    real, real_fp = W.point_plan, W.point_fingerprint
-    monkeypatch.setattr(W, "point_plan", lambda p: plan if p.workload == "fixture" else real(p))
-    monkeypatch.setattr(W, "point_fingerprint", lambda p: plan.fingerprint if p.workload == "fixture" else real_fp(p))
-    return plan
-
 
 def _cell(policies=("hbm_first", "lachesis", "oracle"), memory="1/7"):
     return [W.Point("fixture", memory, "Llama-4-Maverick", "tight", p, 1.0, 0) for p in policies]

@@ -92,6 +92,26 @@ def test_run_grid_on_dask_localcluster(tmp_path):
     assert len(list(tmp_path.glob("*.json"))) == 4 and len(list(tmp_path.glob("*.closes.npz"))) == 2
 
 
+def test_a_grid_the_cache_holds_whole_is_read_back_identically_without_a_plan(tmp_path, monkeypatch):
+    """Seeds, the paper's policies, the baselines and the oracle: computed, then read back from the cache by
+    run_grid itself without building a plan or starting a process, with every column equal."""
+    pts = [W.Point("multi_agent", m, "Qwen3-235B-A22B", "tight", p, scale=0.02, seed=k)
+           for k in (0, 1) for m in ("1/7", "4/4") for p in W.MULTI_POLICIES]
+    computed = W.run_grid(pts, TINY, tmp_path, n_jobs=2, progress=False)
+
+    def boom(*a, **k):
+        raise AssertionError("built a plan or started a pool for a cached grid")
+
+    monkeypatch.setattr(W, "_plan", boom)
+    monkeypatch.setattr(W, "worker_pool", boom)
+    again = W.run_grid(pts, TINY, tmp_path, n_jobs=2, progress=False)
+    pd.testing.assert_frame_equal(again, computed)
+    # one point missing: the grid runs (here: refused, the plan builder is gone)
+    (tmp_path / f"{W.point_key(pts[-1], W.point_fingerprint(pts[-1]), TINY, n=int(computed['n_sessions'].iloc[-1]))}.json").unlink()
+    with pytest.raises(AssertionError, match="built a plan"):
+        W.run_grid(pts, TINY, tmp_path, n_jobs=1, progress=False)
+
+
 # ------------------------------------------------------------------------------------------------
 # One load per cell
 # ------------------------------------------------------------------------------------------------
@@ -104,8 +124,9 @@ def _cell(policies=("hbm_first", "deterministic", "lachesis"), **kw):
 @pytest.fixture()
 def fixture_plan(plan, monkeypatch):
     """Points of workload "fixture" replay the hand-made multi-agent trace."""
-    real = W.point_plan
+    real, real_fp = W.point_plan, W.point_fingerprint
     monkeypatch.setattr(W, "point_plan", lambda p: plan if p.workload == "fixture" else real(p))
+    monkeypatch.setattr(W, "point_fingerprint", lambda p: plan.fingerprint if p.workload == "fixture" else real_fp(p))
     return plan
 
 
