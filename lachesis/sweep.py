@@ -55,7 +55,8 @@ atomically and checked when read: an entry whose stored key, code or package ver
 content digest does not match, or that does not parse is reported (a :class:`CacheWarning` naming
 its path) and recomputed.  The baseline's close record and write timeline are ``.closes.npz`` and
 ``.timeline.npz`` beside its entry (arrays only, read without pickle, checked against its own key,
-the trace and their digest the same way).  Cells run
+the trace and their digest the same way).  The ranker's keys of each trace and clock are kept beside them
+(``<key>.rank.json``, :func:`rank_keys_cached`), so every process of a grid reads the same fit.  Cells run
 on local processes (``concurrent.futures``; workers exit when their parent dies) or on a Dask
 cluster, a seed's replica as soon as its first seed's cell has finished; one line per finished
 task goes to the process's stderr (visible under papermill), beside a tqdm bar.
@@ -246,26 +247,75 @@ def content_digest(path: str | os.PathLike) -> str:
 
 
 def workload_plan(workload: str, scale: float, seed: int, trace: str = "", laden_close: str = "last_read",
-                  overrides: tuple = ()) -> sim.Plan:
+                  overrides: tuple = (), cache_dir: str | os.PathLike | None = None) -> sim.Plan:
     """Trace -> segments -> ranker keys -> replay plan, for a corpus workload or a trace path.
 
-    ``overrides``: clock knobs (:func:`lachesis.knobs.apply_clock`) applied to the corpus' reference clock.
+    ``overrides``: clock knobs (:func:`lachesis.knobs.apply_clock`) applied to the trace's reference clock.
     Built once per process per input: a trace path is keyed on its content, so a changed file is re-read.
+    With ``cache_dir``, the ranker's keys are kept there (:func:`rank_keys_cached`), so the processes of a
+    grid fit the ranker once per trace and clock.
     """
     return _plan(workload, float(scale), int(seed), str(trace), content_digest(trace) if trace else "", laden_close,
-                 knobs.clock_overrides(knobs.canonical(overrides)))
+                 knobs.clock_overrides(knobs.canonical(overrides)), str(cache_dir) if cache_dir else "")
 
 
 @lru_cache(maxsize=8)
 def _plan(workload: str, scale: float, seed: int, trace: str, digest: str, laden_close: str,
-          overrides: tuple = ()) -> sim.Plan:
+          overrides: tuple = (), cache_dir: str = "") -> sim.Plan:
     from lachesis.clock import clock_for
-    from lachesis.ranker import rank_keys
     from lachesis.segments import prepare
 
     tr = _trace(workload, scale, seed, trace, digest)
     prep = prepare(tr, scale, seed, clock=knobs.apply_clock(clock_for(tr), overrides))
-    return sim.build_plan(prep.trace, prep.segments, rank_keys(prep.trace, prep.segments, seed), laden_close=laden_close)
+    keys = rank_keys_cached(prep, cache_dir or None)
+    return sim.build_plan(prep.trace, prep.segments, keys, laden_close=laden_close)
+
+
+@lru_cache(maxsize=1)
+def _ranker_code() -> str:
+    """A digest of the code the ranker's keys depend on (segments, clock, ranker) and of the package and
+    scikit-learn versions: a changed model never reads keys of the old one."""
+    import sklearn
+
+    from lachesis import clock, ranker, segments
+
+    h = hashlib.sha256(f"{lachesis.__version__}/{sklearn.__version__}".encode())
+    for m in (segments, clock, ranker):
+        h.update(Path(m.__file__).read_bytes())
+    return h.hexdigest()
+
+
+def rank_keys_cached(prep: Any, cache_dir: str | os.PathLike | None) -> pd.Series:
+    """:func:`lachesis.ranker.rank_keys` of a prepared trace (:func:`lachesis.segments.prepare`), kept in
+    ``cache_dir`` as ``<key>.rank.json``: keyed by a SHA-256 of the trace's requests and spawns, its clock,
+    the seed and :func:`_ranker_code`, checked when read (a :class:`CacheWarning` and a refit otherwise),
+    written atomically.  The keys read back are the floats that were written, so the plan is the same."""
+    from lachesis.ranker import rank_keys
+
+    if not cache_dir or prep.trace.spawns is None or not len(prep.trace.spawns):  # nothing worth keeping
+        return rank_keys(prep.trace, prep.segments, prep.seed)
+    h = hashlib.sha256()
+    for table in (prep.trace.requests, prep.trace.spawns):
+        if table is not None and len(table):
+            h.update(pd.util.hash_pandas_object(table.astype(str), index=False).to_numpy().tobytes())
+    h.update(json.dumps(jsonable(dict(clock=_canonical(asdict(prep.clock)), seed=prep.seed, code=_ranker_code()),
+                                 nan="keep"), sort_keys=True, default=str).encode())
+    key = h.hexdigest()[:32]
+    path = Path(cache_dir) / f"{key}.rank.json"
+    if path.exists():
+        try:
+            got = json.loads(path.read_text(encoding="utf-8"))
+            if got.get("key") != key:
+                raise ValueError(f"stored for key {got.get('key')!r}")
+            return pd.Series(np.asarray(got["values"], dtype=float), index=pd.Index(got["agents"], name=got["index"]),
+                             name="pred")
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            warnings.warn(CacheWarning(f"{path}: {type(e).__name__}: {e}; the ranker is refitted"), stacklevel=2)
+    keys = rank_keys(prep.trace, prep.segments, prep.seed)
+    body = dict(key=key, index=keys.index.name, agents=[str(a) for a in keys.index], values=[float(v) for v in keys])
+    Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda tmp: tmp.write_text(json.dumps(body), encoding="utf-8"))
+    return keys
 
 
 def _trace(workload: str, scale: float, seed: int, trace: str, digest: str) -> Any:
@@ -275,8 +325,10 @@ def _trace(workload: str, scale: float, seed: int, trace: str, digest: str) -> A
     return load_trace(trace or workload, scale, seed)
 
 
-def point_plan(point: Point) -> sim.Plan:
-    return workload_plan(point.workload, point.scale, point.seed, point.trace, point.laden_close, point.overrides)
+def point_plan(point: Point, cache_dir: str | os.PathLike | None = None) -> sim.Plan:
+    """The replay plan of a point's workload, seed and clock knobs (``cache_dir``: :func:`workload_plan`)."""
+    return workload_plan(point.workload, point.scale, point.seed, point.trace, point.laden_close, point.overrides,
+                         cache_dir)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -490,7 +542,7 @@ def evaluate_point(point: Point, params: SearchParams = PAPER, cache_dir: str | 
     if is_clairvoyant(point.policy):
         raise ValueError(f"{point.policy!r} is not capacity-searched: it runs at the cell's load with the load "
                          f"policy's close times (lachesis.sweep module docstring)")
-    plan = plan or point_plan(point)
+    plan = plan or point_plan(point, cache_dir)
     key = point_key(point, plan.fingerprint, params)
     path = _cache_path(cache_dir, key)
     if (hit := _cache_read(path, key)) is not None:
@@ -532,7 +584,7 @@ def run_at_load(point: Point, n: int, params: SearchParams = PAPER,
     """The point's policy at ``n`` sessions per GPU: the lifetime run, and whether a search-length window
     there meets the SLO (``slo_met``, the criterion N* was searched with); cached.  The oracle runs with
     the load policy's close times at the same load (:func:`baseline_closes`)."""
-    plan = plan or point_plan(point)
+    plan = plan or point_plan(point, cache_dir)
     key = point_key(point, plan.fingerprint, params, n=int(n))
     path = _cache_path(cache_dir, key)
     if (hit := _cache_read(path, key)) is not None:
@@ -569,7 +621,7 @@ def baseline_closes(point: Point, n: int, params: SearchParams = PAPER,
                     cache_dir: str | os.PathLike | None = None, plan: sim.Plan | None = None) -> CloseTimes:
     """The segment closes of the load policy's run at the point's cell, ``n`` sessions per GPU and seed:
     from the cache (written by that run), else by running it again (which caches it)."""
-    plan = plan or point_plan(point)
+    plan = plan or point_plan(point, cache_dir)
     base = replace(point, policy=LOAD_POLICY)
     key = point_key(base, plan.fingerprint, params, n=int(n))
     if (hit := _closes_read(_closes_path(cache_dir, key), key, plan.fingerprint)) is not None:
@@ -584,7 +636,7 @@ def baseline_timeline(point: Point, n: int, params: SearchParams = PAPER,
     """The write timeline (:class:`lachesis.bound.Timeline`) of the load policy's run at the point's cell,
     ``n`` sessions per GPU and seed (the run its entry's ``bound_*`` fields were solved on, if any): from the
     cache, else by running it again (which caches it, its bound solved)."""
-    plan = plan or point_plan(point)
+    plan = plan or point_plan(point, cache_dir)
     base = replace(point, policy=LOAD_POLICY)
     key = point_key(base, plan.fingerprint, params, n=int(n))
     if (hit := _sidecar_read(_timeline_path(cache_dir, key), key, plan.fingerprint, Timeline.from_arrays)) is not None:
@@ -623,7 +675,7 @@ def _rows_at(points: Sequence[Point], loads: dict[str, int], searched: dict[str,
 def _at_loads(points: Sequence[Point], loads: dict[str, int], params: SearchParams, cache_dir: str | None,
               searched: dict[str, dict] | None = None, plan: sim.Plan | None = None) -> list[dict]:
     """Every point of one cell at its policy's load, run (or read from the cache) as :func:`run_at_load`."""
-    plan = plan or point_plan(points[0])
+    plan = plan or point_plan(points[0], cache_dir)
     return _rows_at(points, loads, searched or {}, lambda p, n: run_at_load(p, n, params, cache_dir, plan))
 
 
@@ -640,7 +692,7 @@ def search_cell(points: Sequence[Point], policies: Sequence[str], params: Search
     ASSUMPTION (hint): policies at the same cell admit similar N, so the previous policy's N* is a
     cheap starting bracket; the search still verifies the boundary for each policy.
     """
-    plan = plan or point_plan(points[0])
+    plan = plan or point_plan(points[0], cache_dir)
     out, hint = {}, None
     for pol in policies:
         e = evaluate_point(replace(points[0], policy=pol), params, cache_dir, plan, hint)
@@ -688,7 +740,7 @@ def evaluate_cell(points: Sequence[Point], params: SearchParams, cache_dir: str 
     """The rows of one cell's points under a ``load`` rule: "baseline", "min" or "own" (module docstring).
 
     The oracle is not searched: it runs at the cell's load (under "own", at the load policy's N*)."""
-    plan = point_plan(points[0])
+    plan = point_plan(points[0], cache_dir)
     searched = search_cell(points, _searched_policies(points, load), params, cache_dir, plan)
     at = _cell_loads(points, searched, load)
     rows = _at_loads(points, {pol: n for pol, (n, _) in at.items()}, params, cache_dir, searched, plan)

@@ -89,7 +89,9 @@ def test_run_grid_on_dask_localcluster(tmp_path):
     np.testing.assert_equal(df["lifetime_years"].to_numpy(), local["lifetime_years"].to_numpy())
     assert df["n_sessions"].nunique() == 1 and set(df["load_seed"]) == {0}
     # seed 0: the search and the oracle's run; seed 1: the baseline's and the oracle's runs at that load
-    assert len(list(tmp_path.glob("*.json"))) == 4 and len(list(tmp_path.glob("*.closes.npz"))) == 2
+    entries = [f for f in tmp_path.glob("*.json") if not f.name.endswith(".rank.json")]
+    assert len(entries) == 4 and len(list(tmp_path.glob("*.closes.npz"))) == 2
+    assert len(list(tmp_path.glob("*.rank.json"))) == 2  # the ranker fitted once per seed's trace, for every worker
 
 
 def test_a_grid_the_cache_holds_whole_is_read_back_identically_without_a_plan(tmp_path, monkeypatch):
@@ -125,7 +127,7 @@ def _cell(policies=("hbm_first", "deterministic", "lachesis"), **kw):
 def fixture_plan(plan, monkeypatch):
     """Points of workload "fixture" replay the hand-made multi-agent trace."""
     real, real_fp = W.point_plan, W.point_fingerprint
-    monkeypatch.setattr(W, "point_plan", lambda p: plan if p.workload == "fixture" else real(p))
+    monkeypatch.setattr(W, "point_plan", lambda p, cache_dir=None: plan if p.workload == "fixture" else real(p, cache_dir))
     monkeypatch.setattr(W, "point_fingerprint", lambda p: plan.fingerprint if p.workload == "fixture" else real_fp(p))
     return plan
 
@@ -518,3 +520,26 @@ def test_named_grid_names_the_workloads_or_a_trace_path(tmp_path):
     assert {(p.workload, p.trace) for p in mine} == {("my_trace", str(tmp_path / "my_trace"))}
     with pytest.raises(FileNotFoundError, match="not a workload name"):
         W.named_grid("no_such_thing")
+
+
+def test_the_rankers_keys_are_kept_in_the_cache_and_read_back_exactly(tmp_path, monkeypatch):
+    from lachesis import ranker
+    from lachesis.segments import prepare
+
+    prep = prepare("multi_agent", 0.02, 0)
+    fitted = W.rank_keys_cached(prep, tmp_path)
+    (path,) = tmp_path.glob("*.rank.json")
+    monkeypatch.setattr(ranker, "rank_keys", lambda *a, **k: (_ for _ in ()).throw(AssertionError("refitted")))
+    back = W.rank_keys_cached(prep, tmp_path)
+    pd.testing.assert_series_equal(back, fitted)
+    # another clock is another key; a damaged or foreign entry is reported and refitted
+    other = prepare("multi_agent", 0.02, 0, clock=prep.clock.__class__(tool_class_of=dict(prep.clock.tool_class_of),
+                                                                       user_delay_median_s=30.0))
+    with pytest.raises(AssertionError, match="refitted"):
+        W.rank_keys_cached(other, tmp_path)
+    monkeypatch.undo()
+    for damage in ("{not json", '{"key": "someone else", "index": null, "agents": [], "values": []}'):
+        path.write_text(damage)
+        with pytest.warns(W.CacheWarning, match=path.name):
+            again = W.rank_keys_cached(prep, tmp_path)
+        pd.testing.assert_series_equal(again, fitted)
