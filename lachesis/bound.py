@@ -50,6 +50,7 @@ from scipy import sparse
 from scipy.optimize import linprog
 
 from lachesis.allocator import parse_event
+from lachesis.io import check_columns, read_columns
 
 __all__ = ["Timeline", "BoundResult", "max_absorbed", "hbm_bound"]
 
@@ -68,11 +69,7 @@ class Timeline:
     tokens: np.ndarray  # int64
 
     def __post_init__(self) -> None:
-        n = len(self.t_write)
-        for f in _FIELDS:
-            a = getattr(self, f)
-            if not isinstance(a, np.ndarray) or a.ndim != 1 or len(a) != n:
-                raise ValueError(f"Timeline: field {f!r} must be a 1-D array of length {n}")
+        n = check_columns("Timeline", self.arrays())
         if not np.isfinite(self.t_write).all():
             raise ValueError("Timeline: field 't_write' must be finite")
         if n and (self.tokens.min() < 0):
@@ -88,17 +85,8 @@ class Timeline:
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray]) -> "Timeline":
         """The inverse of :meth:`arrays`; a ValueError names a missing or malformed column."""
-        missing = [f for f in _FIELDS if f not in arrays]
-        if missing:
-            raise ValueError(f"Timeline: missing column {missing[0]!r}")
-        t = np.asarray(arrays["t_write"])
-        if t.dtype.kind != "f":
-            raise ValueError(f"Timeline: column 't_write' must hold floats, got {t.dtype}")
-        ints = {f: np.asarray(arrays[f]) for f in _FIELDS[1:]}
-        for f, a in ints.items():
-            if a.dtype.kind not in "iu":
-                raise ValueError(f"Timeline: column {f!r} must hold integers, got {a.dtype}")
-        return cls(t.astype(np.float64), *(ints[f].astype(np.int64) for f in _FIELDS[1:]))
+        return cls(**read_columns("Timeline", arrays, dict(t_write=("f", np.float64), start=("iu", np.int64),
+                                                           end=("iu", np.int64), tokens=("iu", np.int64))))
 
     @classmethod
     def from_times(cls, t_write: Sequence[float], t_close: Sequence[float], tokens: Sequence[int]) -> "Timeline":

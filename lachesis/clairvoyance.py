@@ -27,6 +27,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from lachesis.io import check_columns, read_columns
+
 __all__ = ["CloseTimes", "Recorder", "Clock", "drift"]
 
 _FIELDS = ("session", "occurrence", "segment", "offset_s")
@@ -45,11 +47,7 @@ class CloseTimes:
     fingerprint: str
 
     def __post_init__(self) -> None:
-        n = len(self.session)
-        for f in _FIELDS:
-            a = getattr(self, f)
-            if not isinstance(a, np.ndarray) or a.ndim != 1 or len(a) != n:
-                raise ValueError(f"CloseTimes: field {f!r} must be a 1-D array of length {n}")
+        n = check_columns("CloseTimes", self.arrays())
         if n and (self.session.min() < 0 or self.occurrence.min() < 0 or self.segment.min() < 0):
             raise ValueError("CloseTimes: session, occurrence and segment indices must be >= 0")
         if not np.isfinite(self.offset_s).all():
@@ -65,17 +63,9 @@ class CloseTimes:
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], fingerprint: str) -> "CloseTimes":
         """The inverse of :meth:`arrays`; a ValueError names a missing or malformed column."""
-        missing = [f for f in _FIELDS if f not in arrays]
-        if missing:
-            raise ValueError(f"CloseTimes: missing column {missing[0]!r}")
-        ints = {f: np.asarray(arrays[f]) for f in _FIELDS[:3]}
-        for f, a in ints.items():
-            if a.dtype.kind not in "iu":
-                raise ValueError(f"CloseTimes: column {f!r} must hold integers, got {a.dtype}")
-        off = np.asarray(arrays["offset_s"])
-        if off.dtype.kind != "f":
-            raise ValueError(f"CloseTimes: column 'offset_s' must hold floats, got {off.dtype}")
-        return cls(*(ints[f].astype(np.int32) for f in _FIELDS[:3]), off.astype(np.float64), str(fingerprint))
+        cols = read_columns("CloseTimes", arrays, dict(session=("iu", np.int32), occurrence=("iu", np.int32),
+                                                       segment=("iu", np.int32), offset_s=("f", np.float64)))
+        return cls(**cols, fingerprint=str(fingerprint))
 
 
 class _Instances:

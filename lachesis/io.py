@@ -87,4 +87,32 @@ def write_json(path: Path, obj: Any, indent: int | None = 1, sort_keys: bool = F
     return write_text(path, json.dumps(jsonable(obj, nan), indent=indent, sort_keys=sort_keys) + "\n")
 
 
-__all__ = ["atomic_write", "write_text", "jsonable", "write_json"]
+_KIND_NAMES = {"f": "floats", "iu": "integers"}
+
+
+def check_columns(owner: str, columns: Mapping[str, Any]) -> int:
+    """The common length of ``columns``, each a 1-D numpy array; a ValueError names ``owner`` and the first
+    field that is not one of that length (a record of parallel arrays, e.g. one kept beside a cache entry)."""
+    n = len(next(iter(columns.values()))) if columns else 0
+    for f, a in columns.items():
+        if not isinstance(a, np.ndarray) or a.ndim != 1 or len(a) != n:
+            raise ValueError(f"{owner}: field {f!r} must be a 1-D array of length {n}")
+    return n
+
+
+def read_columns(owner: str, arrays: Mapping[str, Any], kinds: Mapping[str, tuple[str, Any]]) -> dict[str, np.ndarray]:
+    """The columns ``kinds`` names (field -> (accepted dtype kinds, ``"f"`` or ``"iu"``; the dtype to cast
+    to)) read from ``arrays`` (e.g. an ``.npz``); a ValueError names a missing or mistyped column."""
+    missing = [f for f in kinds if f not in arrays]
+    if missing:
+        raise ValueError(f"{owner}: missing column {missing[0]!r}")
+    out = {}
+    for f, (accepted, dtype) in kinds.items():
+        a = np.asarray(arrays[f])
+        if a.dtype.kind not in accepted:
+            raise ValueError(f"{owner}: column {f!r} must hold {_KIND_NAMES[accepted]}, got {a.dtype}")
+        out[f] = a.astype(dtype)
+    return out
+
+
+__all__ = ["atomic_write", "write_text", "jsonable", "write_json", "check_columns", "read_columns"]

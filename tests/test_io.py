@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lachesis.io import atomic_write, jsonable, write_json
+from lachesis.io import atomic_write, check_columns, jsonable, read_columns, write_json
 
 
 def test_atomic_write_leaves_nothing_on_failure(tmp_path):
@@ -64,3 +64,16 @@ def test_nan_policy_null_or_keep(tmp_path):
 def test_jsonable_leaves_unknown_objects_for_json_to_reject():
     with pytest.raises(TypeError):
         json.dumps(jsonable({"s": {1, 2}}))
+
+
+def test_parallel_columns_are_checked_and_read_by_name_and_kind() -> None:
+    assert check_columns("R", {"a": np.arange(3), "b": np.zeros(3)}) == 3
+    with pytest.raises(ValueError, match="R: field 'b' must be a 1-D array of length 3"):
+        check_columns("R", {"a": np.arange(3), "b": np.zeros(2)})
+    kinds = {"a": ("iu", np.int32), "t": ("f", np.float64)}
+    got = read_columns("R", {"a": np.arange(2, dtype=np.int64), "t": np.ones(2, dtype=np.float32)}, kinds)
+    assert got["a"].dtype == np.int32 and got["t"].dtype == np.float64
+    with pytest.raises(ValueError, match="R: missing column 't'"):
+        read_columns("R", {"a": np.arange(2)}, kinds)
+    with pytest.raises(ValueError, match="R: column 'a' must hold integers, got float64"):
+        read_columns("R", {"a": np.ones(2), "t": np.ones(2)}, kinds)
