@@ -209,11 +209,17 @@ class Plan:
         return self._mean_span
 
 
+def trace_row_hashes(trace: Any) -> list[bytes]:
+    """pandas' per-row hashes of a trace's requests and (if any) spawns, as text: what its digests hash."""
+    tables = [trace.requests] + ([trace.spawns] if trace.spawns is not None and len(trace.spawns) else [])
+    return [pd.util.hash_pandas_object(t.astype(str), index=False).to_numpy().tobytes() for t in tables]
+
+
 def trace_fingerprint(trace: Any) -> str:
     """Stable hash of a trace's requests and spawns (for the sweep cache)."""
-    h = zlib.crc32(pd.util.hash_pandas_object(trace.requests.astype(str), index=False).to_numpy().tobytes())
-    if trace.spawns is not None and len(trace.spawns):
-        h = zlib.crc32(pd.util.hash_pandas_object(trace.spawns.astype(str), index=False).to_numpy().tobytes(), h)
+    h = 0
+    for b in trace_row_hashes(trace):
+        h = zlib.crc32(b, h)
     return f"{h:08x}-{len(trace.requests)}"
 
 

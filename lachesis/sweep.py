@@ -294,10 +294,7 @@ def rank_keys_cached(prep: Any, cache_dir: str | os.PathLike | None) -> pd.Serie
 
     if not cache_dir or prep.trace.spawns is None or not len(prep.trace.spawns):  # nothing worth keeping
         return rank_keys(prep.trace, prep.segments, prep.seed)
-    h = hashlib.sha256()
-    for table in (prep.trace.requests, prep.trace.spawns):
-        if table is not None and len(table):
-            h.update(pd.util.hash_pandas_object(table.astype(str), index=False).to_numpy().tobytes())
+    h = hashlib.sha256(b"".join(sim.trace_row_hashes(prep.trace)))
     h.update(json.dumps(jsonable(dict(clock=_canonical(asdict(prep.clock)), seed=prep.seed, code=_ranker_code()),
                                  nan="keep"), sort_keys=True, default=str).encode())
     key = h.hexdigest()[:32]
