@@ -303,7 +303,7 @@ def compare_intervals(stats: Sequence[Stat], note: str = "") -> pd.DataFrame:
     value, whether our medians' range lies in the paper's (``in_paper_range``: yes/partly/no, as
     :func:`lachesis.plotting.compare_table`) and whether the interval does (``interval_vs_paper``:
     inside/overlaps/disjoint), and how many seeds and cells it rests on."""
-    from lachesis.plotting import compare_table
+    from lachesis.plotting import compare_table, format_range
 
     rows, extra = [], []
     for label, values, paper in stats:
@@ -320,8 +320,7 @@ def compare_intervals(stats: Sequence[Stat], note: str = "") -> pd.DataFrame:
     table = compare_table(rows, note=note)
     if not len(table):
         return table
-    fmt = [f"{i[0]:g}–{i[1]:g}" if isinstance(i, tuple) else f"{i:g}" for i in (e["interval"] for e in extra)]
-    table.insert(2, "interval", fmt)
+    table.insert(2, "interval", [format_range(e["interval"]) for e in extra])
     table.insert(5, "interval_vs_paper", [e["interval_vs_paper"] for e in extra])
     table.insert(6, "seeds", [e["seeds"] for e in extra])
     table.insert(7, "cells", [e["cells"] for e in extra])

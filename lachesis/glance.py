@@ -8,17 +8,18 @@ names, so the README never carries a hand-typed number: ``lachesis reproduce`` w
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 
 from lachesis.io import write_text
+from lachesis.plotting import parse_range
 
 GLANCE_FILE = "results_at_a_glance.md"
-_RANGE = re.compile(r"^\s*(-?[\d.]+(?:e[-+]?\d+)?)\s*[–-]\s*(-?[\d.]+(?:e[-+]?\d+)?)\s*$")
 
 
 @dataclass(frozen=True)
@@ -103,20 +104,6 @@ ROWS: tuple[Row, ...] = (
 )
 
 
-def _number(v: object) -> tuple[float, float] | None:
-    """A compare-table cell as a (lo, hi) range: a number, a ``lo–hi`` string, or None (text, blank)."""
-    if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool):
-        return (float(v), float(v)) if np.isfinite(v) else None
-    s = str(v).strip()
-    if m := _RANGE.match(s):
-        return float(m.group(1)), float(m.group(2))
-    try:
-        x = float(s)
-    except ValueError:
-        return None
-    return (x, x) if np.isfinite(x) else None
-
-
 def _span(values: list[tuple[float, float] | None]) -> tuple[float, float] | None:
     got = [v for v in values if v is not None]
     return (min(v[0] for v in got), max(v[1] for v in got)) if got else None
@@ -141,19 +128,25 @@ class MissingStatistic(LookupError):
     """A row's source file or statistic is not in the figures folder."""
 
 
-def _matches(figures: Path, row: Row) -> pd.DataFrame:
-    path = figures / f"{row.source}.csv"
+def _read(path: Path) -> pd.DataFrame:
+    """A comparison table as text cells (ranges stay ``lo–hi`` strings for :func:`parse_range`)."""
     if not path.exists():
         raise MissingStatistic(f"{path}: not found (the notebook that writes it has not run)")
-    table = pd.read_csv(path, dtype={"ours": str, "paper": str, "interval": str})
+    return pd.read_csv(path, dtype={"ours": str, "paper": str, "interval": str})
+
+
+def _matches(figures: Path, row: Row, read: Callable[[Path], pd.DataFrame]) -> pd.DataFrame:
+    path = figures / f"{row.source}.csv"
+    table = read(path)
     hit = table[table["statistic"].astype(str).str.contains(row.pattern, regex=True)]
     if hit.empty:
         raise MissingStatistic(f"{path}: no statistic matches {row.pattern!r}")
     return hit
 
 
-def cells(figures: str | Path, row: Row) -> tuple[str, str]:
-    """(ours, paper) as the table prints them, read from ``figures``."""
+def cells(figures: str | Path, row: Row, read: Callable[[Path], pd.DataFrame] = _read) -> tuple[str, str]:
+    """(ours, paper) as the table prints them, read from ``figures`` (``read``: how a comparison table is
+    loaded; :func:`table` reads each once)."""
     figures = Path(figures)
     if row.kind == "kyung":
         path = figures / f"{row.source}.json"
@@ -164,17 +157,17 @@ def cells(figures: str | Path, row: Row) -> tuple[str, str]:
         return (f"{int(s['within_tol'])}/{int(s['cells'])} lifetimes within ±{100 * s['tol']:.0f}%, median "
                 f"{pct(s['life_err_median'])}; TPOT {int(s['tpot_within_tol'])}/{int(s['cells'])}, median "
                 f"{pct(s['tpot_err_median'])}"), "— (their Fig. 4 is the reference)"
-    hit = _matches(figures, row)
+    hit = _matches(figures, row, read)
     if row.kind == "rel_error":
-        ours = np.array([_number(v)[0] for v in hit["ours"]])
-        paper = np.array([_number(v)[0] for v in hit["paper"]])
+        ours = np.array([parse_range(v)[0] for v in hit["ours"]])
+        paper = np.array([parse_range(v)[0] for v in hit["paper"]])
         return f"within ±{100 * np.max(np.abs(ours / paper - 1)):.1f}% ({len(hit)} workloads)", "—"
-    ours = _fmt(_span([_number(v) for v in hit["ours"]]), row)
+    ours = _fmt(_span([parse_range(v) for v in hit["ours"]]), row)
     if "interval" in hit:
-        interval = _fmt(_span([_number(v) for v in hit["interval"]]), row)
+        interval = _fmt(_span([parse_range(v) for v in hit["interval"]]), row)
         if interval not in ("—", ours):  # one seed (the bound's): no interval to show
             ours += f" [{interval}]"
-    return ours, _fmt(_span([_number(v) for v in hit["paper"]]), row)
+    return ours, _fmt(_span([parse_range(v) for v in hit["paper"]]), row)
 
 
 def table(figures: str | Path) -> str:
@@ -182,9 +175,10 @@ def table(figures: str | Path) -> str:
     and named in a closing note)."""
     lines = ["| statistic | ours | paper |", "|---|---|---|"]
     missing = []
+    read = lru_cache(maxsize=None)(_read)
     for row in ROWS:
         try:
-            ours, paper = cells(figures, row)
+            ours, paper = cells(figures, row, read)
         except MissingStatistic:
             missing.append(f"{row.label} (`{row.source}`)")
             continue

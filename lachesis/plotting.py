@@ -9,6 +9,7 @@ adapter modules (the real-trace report's figure: :func:`real_traces_figure`).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -93,10 +94,29 @@ def _in_range(ours: Any, paper: Any) -> Any:
     return "partly"
 
 
-def _fmt(v: Any) -> str:
+def format_range(v: Any) -> str:
+    """A comparison table's cell: a ``(lo, hi)`` range as ``lo–hi``, a number as itself (``:g``), text as is."""
     if isinstance(v, tuple) and len(v) == 2:
         return f"{v[0]:g}–{v[1]:g}"
     return f"{v:g}" if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) else str(v)
+
+
+_RANGE = re.compile(r"^\s*(-?[\d.]+(?:e[-+]?\d+)?)\s*[–-]\s*(-?[\d.]+(?:e[-+]?\d+)?)\s*$")
+
+
+def parse_range(v: Any) -> tuple[float, float] | None:
+    """The inverse of :func:`format_range` for numbers: a cell read back from a comparison table's CSV as
+    ``(lo, hi)`` (a number as a range of one value); None for text, blanks and non-finite values."""
+    if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool):
+        return (float(v), float(v)) if np.isfinite(v) else None
+    s = str(v).strip()
+    if m := _RANGE.match(s):
+        return float(m.group(1)), float(m.group(2))
+    try:
+        x = float(s)
+    except ValueError:
+        return None
+    return (x, x) if np.isfinite(x) else None
 
 
 def compare_table(rows: list[tuple[str, Any, Any]], note: str = "") -> pd.DataFrame:
@@ -106,7 +126,8 @@ def compare_table(rows: list[tuple[str, Any, Any]], note: str = "") -> pd.DataFr
     "yes" when ours lies inside the paper's range (a point value: within 10%), "partly" when the two
     ranges overlap, "no" when they are disjoint, and empty when they are not comparable.
     """
-    out = [{"statistic": stat, "ours": _fmt(ours) if isinstance(ours, tuple) else ours, "paper": _fmt(paper),
+    out = [{"statistic": stat, "ours": format_range(ours) if isinstance(ours, tuple) else ours,
+            "paper": format_range(paper),
             "in_paper_range": _in_range(ours, paper), "note": note} for stat, ours, paper in rows]
     return pd.DataFrame(out)
 

@@ -79,3 +79,11 @@ def test_real_traces_figure_draws_the_report(trace_fixtures) -> None:
     assert len(fig.axes) == 4 and fig.axes[0].get_xscale() == "log"
     assert any(line.get_label().startswith("tau2-qwen3.5-justinchiu") for line in fig.axes[0].get_lines())
     plt.close(fig)
+
+
+def test_a_range_written_to_a_comparison_table_reads_back() -> None:
+    from lachesis.plotting import format_range, parse_range
+
+    assert format_range((1.25, 3.5)) == "1.25–3.5" and parse_range(format_range((1.25, 3.5))) == (1.25, 3.5)
+    assert parse_range(format_range(-0.175)) == (-0.175, -0.175) and parse_range("-0.175–0.084") == (-0.175, 0.084)
+    assert parse_range("— (not in the paper)") is None and parse_range(float("nan")) is None
