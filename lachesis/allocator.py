@@ -782,19 +782,20 @@ class SegmentTable:
         return self._all_slots().live("close", "final", "blocks", "hbm")
 
     def segment_position(self, segment_id: str) -> int:
+        return self._all_slots().position(self._live_row(segment_id))
+
+    def _live_row(self, segment_id: str) -> _Row:
         row = self._live.get(segment_id)
         if row is None:
             raise KeyError(f"segment {segment_id!r} is not live in the segment table")
-        return self._all_slots().position(row)
+        return row
 
     def demand_ahead(self, segment_id: str) -> tuple[int, int, int]:
         """The oracle's ranking read in place: the HBM blocks held plus the blocks still to write (by
         final size; 0 when unknown) of the live segments that close before one segment (unknown close
         last, ties in open order), then that segment's own HBM blocks and blocks still to write.
         Integer sums, so their order does not matter; closed slots count zero, so none is masked."""
-        row = self._live.get(segment_id)
-        if row is None:
-            raise KeyError(f"segment {segment_id!r} is not live in the segment table")
+        row = self._live_row(segment_id)
         slots = self._all_slots()
         i, n = row.aslot, slots.n
         key, demand = slots.rclose, slots.demand
