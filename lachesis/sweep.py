@@ -986,13 +986,14 @@ def run_grid(points: Sequence[Point], params: SearchParams = PAPER, cache_dir: s
     points = list(points)
     _check_points(points, load, seed_load)
     cache = str(cache_dir) if cache_dir else None
-    if cache is not None and points:  # a grid the cache holds whole is read without a plan or a process
+    cells = _cells(points)
+    # a grid the cache holds whole is read without a plan or a process (a cold cache costs one trace here)
+    if cache is not None and points and _cached_cell([points[i] for i in cells[0]], cache, params, load) is not None:
         got, lacking = cached_results(points, cache, params, load, seed_load)
         if not lacking:
             if progress:
                 progress_line(f"[sweep] all {len(points)} points read from the cache {cache}")
             return got
-    cells = _cells(points)
     groups = _replicas(points, cells) if seed_load == "fixed" else [[c] for c in range(len(cells))]
     leaders = [g[0] for g in groups]
     followers = {g[0]: g[1:] for g in groups}
