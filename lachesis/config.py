@@ -238,6 +238,10 @@ class GPUSpec:
 
 
 AttentionKernel = Literal["fused", "unfused"]
+Landing = Literal["stall", "overlap"]
+LANDINGS = ("stall", "overlap")
+NodeStart = Literal["aged", "empty"]
+NODE_STARTS = ("aged", "empty")
 
 
 @dataclass(frozen=True)
@@ -254,10 +258,27 @@ class Deployment:
     gpu: GPUSpec = field(default_factory=GPUSpec)
     block_tokens: int = 16  # KV block size (docs/design.md §5 default)
     attention_kernel: AttentionKernel = "fused"
+    #: GPUs of the expert-parallel group the simulator steps in lockstep (§5.2); 1 simulates one GPU
+    #: and takes the other ranks as its copies (docs/design.md §5, "Decode node")
+    group_ranks: int = 1
+    #: "stall": landing a prompt's KV occupies its GPU, so the group's step waits (the cited HBF
+    #: simulator adds the KV write to the device time, §5.1 [23, 41]); "overlap": it delays only its request
+    landing: Landing = "overlap"
+    #: "aged": a boundary-unaware cache starts full of dead blocks whose LRU order mixes the tiers, as a
+    #: long-running node's does; "empty": free lists start empty of cached blocks
+    start: NodeStart = "empty"
 
     def __post_init__(self) -> None:
         if not (isinstance(self.n_gpus, int) and self.n_gpus >= 1):
             raise ValueError(f"deployment: n_gpus must be an integer >= 1, got {self.n_gpus!r}")
+        if isinstance(self.group_ranks, bool) or not isinstance(self.group_ranks, int) \
+                or not 1 <= self.group_ranks <= self.n_gpus:
+            raise ValueError(f"deployment: group_ranks must be an integer in [1, n_gpus={self.n_gpus}], "
+                             f"got {self.group_ranks!r}")
+        if self.landing not in LANDINGS:
+            raise ValueError(f"deployment: landing must be one of {list(LANDINGS)}, got {self.landing!r}")
+        if self.start not in NODE_STARTS:
+            raise ValueError(f"deployment: start must be one of {list(NODE_STARTS)}, got {self.start!r}")
         if self.attention_kernel not in ("fused", "unfused"):
             raise ValueError(f"deployment: attention_kernel must be 'fused' or 'unfused', got {self.attention_kernel!r}")
 

@@ -52,7 +52,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Literal, NamedTuple
+from typing import Callable, Literal, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
@@ -65,7 +65,7 @@ _SCALARS = (int, float, np.integer, np.floating)
 
 __all__ = [
     "weight_storage_bytes_per_gpu", "weight_read_bytes_per_gpu", "local_experts_read",
-    "StepModel", "step_model", "scalar_step_fn", "decode_step_time", "decode_step_breakdown",
+    "StepModel", "GroupStep", "GROUP_OPERATORS", "step_model", "group_step", "scalar_step_fn", "decode_step_time", "decode_step_breakdown",
     "kv_landing_time", "landing_fn", "hbf_lifetime_years", "Settling", "settled_rate",
 ]
 
@@ -365,10 +365,82 @@ class StepModel:
         return df
 
 
+#: Operators an expert-parallel group prices over the whole group's tokens (balanced over its GPUs);
+#: every other operator runs on each GPU's own sequences (attention data-parallel, §5.2).
+GROUP_OPERATORS = ("routed_experts",)
+
+
+class GroupStep:
+    """The decode step of ``ranks`` GPUs that step in lockstep (§5.2: attention data-parallel, experts
+    expert-parallel, so every MoE layer exchanges tokens across the group).
+
+    A step lasts the slowest rank's own operators (its attention over its KV, projections, shared
+    experts, router, its share of the exchange) plus its flush of HBF-bound KV, plus the routed experts
+    priced at the group's mean tokens per GPU (ASSUMPTION routing, module docstring: tokens spread
+    evenly over the experts' GPUs).  Per-layer barriers add up to one max over ranks because identical
+    layers keep the same rank slowest.  The same coefficient rows as :class:`StepModel`, split by operator.
+    """
+
+    def __init__(self, model: StepModel):
+        lanes, n = model._lanes, model._n_ops
+        coef = model._coef.reshape(lanes, n, len(_INPUTS))
+        group = [i for i, name in enumerate(model.names) if name in GROUP_OPERATORS]
+        own = [i for i in range(n) if i not in group]
+        self._own = coef[:, own, :].reshape(-1, len(_INPUTS))
+        self._group = coef[:, group, :].reshape(-1, len(_INPUTS))
+        self._n_own, self._n_group, self._lanes = len(own), len(group), lanes
+        self._model = model
+        self._per_byte = model._flush_per_byte
+        self._x = np.zeros(len(_INPUTS))
+        self._memo: dict[float, float] = {}
+
+    def _max_lanes(self, t: np.ndarray, n: int) -> float:
+        m = t[:n]
+        for k in range(1, self._lanes):
+            m = _maximum(m, t[k * n:(k + 1) * n])
+        return float(_add_reduce(m))
+
+    def rank(self, batch: float, kv_hbm: float, kv_hbf: float, flush: float, hbm_write: float = 0.0) -> float:
+        """Seconds of one rank's own operators and flush at its batch and KV bytes."""
+        model = self._model
+        if not (0.0 <= batch < math.inf and 0.0 <= kv_hbm < math.inf and 0.0 <= kv_hbf < math.inf
+                and 0.0 <= flush < math.inf and 0.0 <= hbm_write < math.inf):
+            model.scalar(batch, kv_hbm, kv_hbf, flush, hbm_write)  # raises, naming the argument
+        if model._forbidden:
+            model._check_tiers(kv_hbm, kv_hbf, flush, hbm_write)
+        x = self._x
+        x[0], x[1], x[2], x[3], x[4], x[5] = 1.0 if batch > 0 else 0.0, batch, kv_hbm, kv_hbf, hbm_write, 0.0
+        return self._max_lanes(self._own @ x, self._n_own) + flush * self._per_byte
+
+    def experts(self, mean_batch: float) -> float:
+        """Seconds of the group-wide operators at the group's mean sequences per GPU (memoized: a group's
+        mean batch takes few distinct values)."""
+        t = self._memo.get(mean_batch)
+        if t is None:
+            if not self._n_group:
+                return 0.0
+            x = self._x
+            b = float(mean_batch)
+            x[0], x[1], x[2], x[3], x[4], x[5] = 1.0 if b > 0 else 0.0, b, 0.0, 0.0, 0.0, self._model._experts(b)
+            t = self._memo[mean_batch] = self._max_lanes(self._group @ x, self._n_group)
+        return t
+
+    def __call__(self, batches: Sequence[float], rows: Sequence[Sequence[float]]) -> float:
+        """Seconds of one group step: ``batches[r]`` sequences and ``rows[r] = (kv_hbm, kv_hbf, flush,
+        hbm_write)`` bytes on rank r."""
+        own = max(self.rank(float(b), *map(float, r)) for b, r in zip(batches, rows))
+        return own + self.experts(sum(batches) / len(batches))
+
+
 @lru_cache(maxsize=64)
 def step_model(memory: MemoryConfig, model: ModelSpec, deployment: Deployment) -> StepModel:
     """The compiled :class:`StepModel` of this (memory, model, deployment) (cached)."""
     return StepModel(memory, model, deployment)
+
+
+def group_step(memory: MemoryConfig, model: ModelSpec, deployment: Deployment) -> GroupStep:
+    """The :class:`GroupStep` of this (memory, model, deployment), for one simulation run (own buffers)."""
+    return GroupStep(step_model(memory, model, deployment))
 
 
 def scalar_step_fn(memory: MemoryConfig, model: ModelSpec, deployment: Deployment):

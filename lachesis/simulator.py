@@ -55,7 +55,7 @@ from lachesis.clairvoyance import Clock, CloseTimes, Recorder
 from lachesis.config import Config
 from lachesis.kv import AllocationError
 
-SIM_VERSION = "sim-2"
+SIM_VERSION = "sim-3"
 _min_reduce = np.minimum.reduce  # ndarray.min() without the method's Python overhead
 NOMINAL_TPOT_S = 0.05  # unit of simulated time, see Plan.mean_session_s
 
@@ -316,20 +316,36 @@ def build_plan(trace: Any, segments: Any, keys: pd.Series | None = None, laden_c
 
 
 class DecodeEngine:
-    """Continuous-batching decode on one GPU; one vectorized update per join/finish event.
+    """Continuous-batching decode on an expert-parallel group of ``ranks`` GPUs stepping in lockstep;
+    one vectorized update per join/finish event.
 
-    Between two events the batch and its bytes are fixed, so the step time is constant and every
-    decoder advances by (elapsed / step) tokens in one numpy update.  Remaining tokens of idle
-    slots are +inf, so ``rem.min()`` is the next finisher without masking; the roofline inputs
-    (batch, KV bytes per tier, flush bytes) are kept as running sums.
+    Between two events the batches and their bytes are fixed, so the step time is constant and every
+    decoder of every rank advances by (elapsed / step) tokens in one numpy update.  Remaining tokens of
+    idle slots are +inf, so ``rem.min()`` is the next finisher without masking; each rank's roofline
+    inputs (batch, KV bytes per tier, flush bytes, HBM write bytes) are kept as running sums.
+
+    One rank prices its step with ``step_fn(batch, kv_hbm, kv_hbf, flush, hbm_write)``.  A group prices
+    it with ``group`` (:class:`lachesis.hbf.GroupStep`: the slowest rank's own operators and flush, plus
+    the routed experts at the group's mean batch); a ``step_fn`` given for a group prices each rank's own
+    part, with no group-wide term.  :meth:`stall` pauses the whole group while a rank's device lands KV.
     """
 
-    def __init__(self, env: simpy.Environment, step_fn: Callable[..., float],
-                 record_from: float = 0.0, capacity: int = 256):
+    def __init__(self, env: simpy.Environment, step_fn: Callable[..., float] | None = None,
+                 record_from: float = 0.0, capacity: int = 256, ranks: int = 1, group: Any = None):
         self.env, self.step_fn, self.record_from = env, step_fn, record_from
+        self.ranks = int(ranks)
+        if self.ranks > 1:
+            self._rank_fn = step_fn if step_fn is not None else group.rank
+            self._experts_fn = (lambda b: 0.0) if step_fn is not None else group.experts
         self.rem = np.full(capacity, np.inf)
         self.rows: list[tuple | None] = [None] * capacity  # (kv_hbm, kv_hbf, hbf flush, hbm write) per step
-        self.sums = [0.0, 0.0, 0.0, 0.0]  # Python floats: the same IEEE sums as a numpy vector, cheaper per event
+        self.slot_rank = [0] * capacity
+        # per rank: Python floats, the same IEEE sums as a numpy vector, cheaper per event
+        self.rank_sums = [[0.0, 0.0, 0.0, 0.0] for _ in range(self.ranks)]
+        self.sums = self.rank_sums[0]
+        self.rank_n = [0] * self.ranks
+        self.rank_time = [0.0] * self.ranks
+        self._dirty: set[int] = set()
         self.n = 0
         self.events: list[simpy.Event | None] = [None] * capacity
         self.free_slots = list(range(capacity - 1, -1, -1))
@@ -340,44 +356,85 @@ class DecodeEngine:
         self.tpot_w: list[float] = []
         self.tpot_t: list[float] = []  # end time of each recorded interval (windows filter on it)
         self.max_batch = 0
-        self._args: tuple = ()  # the step inputs behind ``tau`` (batch aside)
+        self._args: tuple = ()  # the step inputs behind ``tau`` (batch aside; one rank)
+        self.busy = [0.0] * self.ranks  # when each rank's device finishes the landings queued on it
+        self.pause_end = 0.0  # the group decodes nothing before this time (a rank is landing KV)
+        self._paused = 0.0  # paused seconds not yet charged to a recorded step
+        self.stalled_s = 0.0  # seconds the group spent paused with decoders waiting, after record_from
 
     def _grow(self) -> None:
         n = len(self.rem)
         self.rem = np.concatenate([self.rem, np.full(n, np.inf)])
         self.rows += [None] * n
         self.events += [None] * n
+        self.slot_rank += [0] * n
         self.free_slots = list(range(2 * n - 1, n - 1, -1)) + self.free_slots
 
     def _advance(self) -> None:
         now = self.env.now
-        dt = now - self.t_last
+        t_last = self.t_last
+        start = t_last if self.pause_end <= t_last else min(self.pause_end, now)  # decoding resumes here
+        dt = now - start
         tau = self.tau
-        if dt > 0 and tau > 0 and self.n:
-            steps = dt / tau
-            self.rem -= steps
-            if now > self.record_from:
-                self.tpot.append(tau)
-                self.tpot_w.append(steps * self.n)
-                self.tpot_t.append(now)
+        if tau > 0 and self.n:
+            if start > t_last:  # a pause: its time lengthens the step it falls in, for every decoder
+                self._paused += start - t_last
+                if now > self.record_from:
+                    self.stalled_s += start - t_last
+            if dt > 0:
+                steps = dt / tau
+                self.rem -= steps
+                if now > self.record_from:
+                    if self._paused:
+                        self.tpot.append(tau + self._paused)
+                        self.tpot_w.append(float(self.n))
+                        self.tpot_t.append(now)
+                    self.tpot.append(tau)
+                    self.tpot_w.append(steps * self.n)
+                    self.tpot_t.append(now)
+                self._paused = 0.0
         self.t_last = now
+
+    def _step_time(self) -> float:
+        """The group's step at the current batches (one rank: its step function on its sums)."""
+        if self.ranks == 1:
+            h, f, fl, hw = self.sums
+            # max(x, 0.0) spelled out (the same value, NaN and -0.0 included): float drift is clamped at zero
+            args = self._args = (0.0 if h < 0.0 else h, 0.0 if f < 0.0 else f, 0.0 if fl < 0.0 else fl,
+                                 0.0 if hw < 0.0 else hw)
+            return self.step_fn(self.n, *args)
+        rank_fn, times = self._rank_fn, self.rank_time
+        for r in self._dirty:
+            nr = self.rank_n[r]
+            if nr:
+                h, f, fl, hw = self.rank_sums[r]
+                times[r] = rank_fn(float(nr), 0.0 if h < 0.0 else h, 0.0 if f < 0.0 else f,
+                                   0.0 if fl < 0.0 else fl, 0.0 if hw < 0.0 else hw)
+            else:
+                self.rank_sums[r][:] = (0.0, 0.0, 0.0, 0.0)  # clear float drift
+                times[r] = 0.0
+        self._dirty.clear()
+        return max(times) + self._experts_fn(self.n / self.ranks)
 
     def _reschedule(self) -> None:
         n = self.n
         if not n:
             self.tau = 0.0
-            self.sums = [0.0, 0.0, 0.0, 0.0]  # clear float drift
+            for s in self.rank_sums:
+                s[:] = (0.0, 0.0, 0.0, 0.0)  # clear float drift
+            self.rank_time = [0.0] * self.ranks
+            self._dirty.clear()
             self._timer = None
             return
-        if n > self.max_batch:
-            self.max_batch = n
-        h, f, fl, hw = self.sums
-        # max(x, 0.0) spelled out (the same value, NaN and -0.0 included): float drift is clamped at zero
-        args = self._args = (0.0 if h < 0.0 else h, 0.0 if f < 0.0 else f, 0.0 if fl < 0.0 else fl,
-                             0.0 if hw < 0.0 else hw)
-        tau = self.tau = self.step_fn(n, *args)
+        batch = n if self.ranks == 1 else max(self.rank_n)
+        if batch > self.max_batch:
+            self.max_batch = batch
+        tau = self.tau = self._step_time()
         first = float(_min_reduce(self.rem))
-        timer = self._timer = simpy.events.Timeout(self.env, (0.0 if first < 0.0 else first) * tau)
+        delay = (0.0 if first < 0.0 else first) * tau
+        if self.pause_end > self.env.now:
+            delay += self.pause_end - self.env.now
+        timer = self._timer = simpy.events.Timeout(self.env, delay)
         timer.callbacks.append(self._on_timer)
 
     def _on_timer(self, timer: simpy.Event) -> None:
@@ -385,15 +442,19 @@ class DecodeEngine:
             return
         self._advance()
         done = (self.rem <= 1e-7).nonzero()[0]
-        sums, rows = self.sums, self.rows
+        rows, slot_rank, rank_sums, rank_n, dirty = self.rows, self.slot_rank, self.rank_sums, self.rank_n, self._dirty
         for i in done.tolist():
             self.rem[i] = np.inf
             row = rows[i]
             rows[i] = None
+            r = slot_rank[i]
+            sums = rank_sums[r]
             sums[0] -= row[0]
             sums[1] -= row[1]
             sums[2] -= row[2]
             sums[3] -= row[3]
+            rank_n[r] -= 1
+            dirty.add(r)
             self.n -= 1
             ev = self.events[i]
             self.events[i] = None
@@ -401,11 +462,31 @@ class DecodeEngine:
             ev.succeed()
         self._reschedule()
 
+    def stall(self, rank: int, seconds: float) -> float:
+        """Land KV on ``rank`` for ``seconds`` of its device: landings on one rank queue, the group decodes
+        nothing while any rank lands (the next MoE layer waits for it).  Returns the seconds until this
+        landing is done."""
+        self._advance()
+        now = self.env.now
+        end = self.busy[rank] = max(self.busy[rank], now) + seconds
+        if end > self.pause_end:
+            self.pause_end = end
+            if self.n:
+                self._reschedule()
+        return end - now
+
+    def kv_read_bytes(self) -> float:
+        """KV bytes one decode step reads now, summed over the group's ranks."""
+        return sum(max(s[0], 0.0) + max(s[1], 0.0) for s in self.rank_sums)
+
     def join_measured(self, tokens: float, hbm_bytes: float, hbf_bytes: float, flush_bytes: float,
-                      hbm_write_bytes: float = 0.0) -> tuple[simpy.Event, float]:
+                      hbm_write_bytes: float = 0.0, rank: int = 0) -> tuple[simpy.Event, float]:
         """:meth:`join`, and the step time with this decoder added to the batch as it stood (its first step,
         for TTFT): the new step time when the step inputs after joining equal those, so a request pays one
         step-model call, not two."""
+        if self.ranks > 1:
+            ev = self.join(tokens, hbm_bytes, hbf_bytes, flush_bytes, hbm_write_bytes, rank)
+            return ev, self.tau
         h, f, fl, hw = self.sums
         first = ((0.0 if h < 0.0 else h) + hbm_bytes, (0.0 if f < 0.0 else f) + hbf_bytes,
                  (0.0 if fl < 0.0 else fl) + flush_bytes, (0.0 if hw < 0.0 else hw) + hbm_write_bytes)
@@ -416,8 +497,8 @@ class DecodeEngine:
         return ev, self.step_fn(n, *first)
 
     def join(self, tokens: float, hbm_bytes: float, hbf_bytes: float, flush_bytes: float,
-             hbm_write_bytes: float = 0.0) -> simpy.Event:
-        """Start decoding ``tokens`` output tokens; the event fires when the last one is generated."""
+             hbm_write_bytes: float = 0.0, rank: int = 0) -> simpy.Event:
+        """Start decoding ``tokens`` output tokens on ``rank``; the event fires when the last one is generated."""
         ev = simpy.Event(self.env)
         if tokens <= 0:
             ev.succeed()
@@ -429,11 +510,14 @@ class DecodeEngine:
         self.rem[i] = tokens
         row = (float(hbm_bytes), float(hbf_bytes), float(flush_bytes), float(hbm_write_bytes))
         self.rows[i] = row
-        s = self.sums
+        self.slot_rank[i] = rank
+        s = self.rank_sums[rank]
         s[0] += row[0]
         s[1] += row[1]
         s[2] += row[2]
         s[3] += row[3]
+        self.rank_n[rank] += 1
+        self._dirty.add(rank)
         self.n += 1
         self.events[i] = ev
         self._reschedule()
@@ -461,10 +545,20 @@ class _SegmentIds(dict):
         return sid
 
 
-class Memory:
-    """The segment table + tiered allocator as the simulator drives them (one per GPU)."""
+#: segment classes whose KV dies within a turn or at a sub-agent's return (§3.3–§3.4)
+SHORT_LIVED = ("reasoning_laden", "worker", "reviewer")
+#: tokens per pseudo-segment of an aged start (its LRU granularity)
+AGED_CHUNK_TOKENS = 1 << 14
 
-    def __init__(self, plan: Plan, cfg: Config, policy: Any, clairvoyance: Any = None, record_closes: bool = False):
+
+class Memory:
+    """The segment table + tiered allocator as the simulator drives them (one per GPU).
+
+    ``clock`` (the oracle's close times) and ``recorder`` (a run's own closes) are shared by the ranks
+    of a group: session instances are numbered across the group."""
+
+    def __init__(self, plan: Plan, cfg: Config, policy: Any, clock: Clock | None = None,
+                 recorder: Recorder | None = None):
         from lachesis.allocator import SegmentTable, TieredAllocator
         from lachesis.policies import as_policy
 
@@ -481,13 +575,37 @@ class Memory:
         self._marks: dict[int, dict[str, np.ndarray]] = {}  # window -> per-class totals at its warm-up end
         lists = plan.lists()  # per-segment class/role/key as Python objects (no numpy scalars per event)
         self._cls, self._role, self._key = lists["seg_class"], lists["seg_role"], lists["seg_key"]
+        self._plan_classes = set(self._cls)
         self._final = plan.seg_tokens.tolist()  # a segment's total tokens (the oracle's clairvoyant size)
         self._reads = plan.seg_reads.tolist()  # a segment's decode-stage reads (Eq. 3), reported at its boundary
         self.events: list[tuple] | None = None  # set to [] to record the allocator event stream
-        # the oracle's close times (:class:`lachesis.clairvoyance.Clock`) and a run's record of its own
-        self.clock = None if clairvoyance is None else Clock(clairvoyance, plan.sessions, plan.fingerprint)
-        self.recorder = Recorder(plan.sessions, plan.fingerprint) if record_closes else None
+        self.clock, self.recorder = clock, recorder
         self._ids: dict[int, dict[int, str]] = {}  # session instance -> segment -> its id in the table
+        self._live_tok: dict[str, int] = {}  # live (not yet closed) tokens per class
+        self._seg_tok: dict[int, dict[int, int]] = {}  # session instance -> segment -> its live tokens
+        self._base = (0, 0)  # (HBM, HBF) tokens of an aged start, not part of any window's writes
+        self._base_class: dict[str, np.ndarray] = {}
+
+    def age(self, rng: np.random.Generator) -> None:
+        """Start as a long-running node's cache does under a boundary-unaware policy: every block holds a
+        dead, cached segment, and their LRU order mixes the tiers at random (once HBM-first has turned its
+        cache over, blocks of both tiers pass through one LRU queue alike).  These writes precede every
+        window: they are not KV of the trace, so no measurement counts them."""
+        table, alloc = self.table, self.alloc
+        chunk = AGED_CHUNK_TOKENS
+        blocks = alloc.hbm_blocks + alloc.hbf_blocks
+        n = -(-blocks * table.block_tokens // chunk)
+        for k in range(n):
+            left = (alloc.free_blocks(0) + alloc.free_blocks(1)) * table.block_tokens
+            table.add_write(f"aged:{k}", min(chunk, left), 0.0, seg_class="reasoning_stripped", session_id="aged")
+        for k, order in enumerate(rng.permutation(n).tolist()):
+            table.close(f"aged:{k}", 0.0, last_use=-1.0 - order)
+        self._base = table.tokens_written()
+        self._base_class = {c: v.copy() for c, v in table.totals.tokens_by_class.items()}
+
+    def live_tokens(self) -> dict[str, int]:
+        """Tokens of segments written and not yet closed, per class (what the deployment holds live)."""
+        return self._live_tok
 
     def session_start(self, inst: int, session: str, t0: float) -> None:
         """Instance ``inst`` replays ``session`` from ``t0`` (its virtual start, for a fast-forwarded one)."""
@@ -512,6 +630,11 @@ class Memory:
 
     def _write(self, sids: dict[int, str], inst: int, s: int, tokens: int, now: float) -> None:
         sid, cls, key = sids[s], self._cls[s], self._key[s]
+        seg_tok = self._seg_tok.get(inst)
+        if seg_tok is None:
+            seg_tok = self._seg_tok[inst] = {}
+        seg_tok[s] = seg_tok.get(s, 0) + tokens
+        self._live_tok[cls] = self._live_tok.get(cls, 0) + tokens
         if self.events is not None:
             self.events.append((now, "write", sid, cls, int(tokens), str(inst), key))
         try:
@@ -544,6 +667,13 @@ class Memory:
             if self.recorder is not None:
                 self.recorder.closed(inst, s, now)
             self.table.close(sid, now)
+            self._forget(inst, s)
+
+    def _forget(self, inst: int, s: int) -> None:
+        """Segment ``s`` of instance ``inst`` is no longer live: its tokens leave the live count."""
+        tok = self._seg_tok.get(inst, {}).pop(s, 0)
+        if tok:
+            self._live_tok[self._cls[s]] -= tok
 
     def session_end(self, inst: int, now: float) -> None:
         """Close whatever the session still holds (nothing, when every boundary was reported)."""
@@ -551,6 +681,9 @@ class Memory:
             self.events.append((now, "session_end", str(inst)))
         self.table.end_session(str(inst), now)
         self._ids.pop(inst, None)
+        for s in list(self._seg_tok.get(inst, ())):
+            self._forget(inst, s)
+        self._seg_tok.pop(inst, None)
 
     def hbm_fraction(self, inst: int, segs: Sequence[int]) -> np.ndarray:
         """Fraction of each segment's blocks that sit in HBM (0 for a segment holding no blocks)."""
@@ -573,9 +706,10 @@ class Memory:
         bb = self.bpt * self.table.block_tokens
         live_h = (self.alloc.used_blocks(Tier.HBM) - self.table.cached(Tier.HBM)) * bb
         live_f = (self.alloc.used_blocks(Tier.HBF) - self.table.cached(Tier.HBF)) * bb
-        tok = self.table.totals.tokens
+        tok, base = self.table.tokens_written(), self._base
         return (float(live_h), float(live_f), float(self.table.cached(Tier.HBM) * bb),
-                float(self.table.cached(Tier.HBF) * bb), float(tok[0] * self.bpt), float(tok[1] * self.bpt))
+                float(self.table.cached(Tier.HBF) * bb), float((tok[0] - base[0]) * self.bpt),
+                float((tok[1] - base[1]) * self.bpt))
 
     def mark(self, window: int = 0) -> None:
         """Remember the per-class totals now (start of ``window``'s measurement)."""
@@ -584,8 +718,10 @@ class Memory:
     def bytes_by_class_tier(self, window: int = 0) -> dict[str, dict[str, float]]:
         """Bytes written per class and tier since :meth:`mark` of ``window`` (since the start if unmarked)."""
         out = {}
-        mark = self._marks.get(window, {})
+        mark = self._marks.get(window, self._base_class)
         for c, v in self.table.totals.tokens_by_class.items():
+            if c not in self._plan_classes:  # an aged start's pseudo-segments
+                continue
             d = v - mark.get(c, 0)
             out[c] = {"hbm": float(d[0] * self.bpt), "hbf": float(d[1] * self.bpt)}
         return out
@@ -619,6 +755,15 @@ class SimResult:
     bytes_by_class_tier: dict[str, dict[str, float]]
     live_peak: dict[str, float]  # bytes
     live_mean: dict[str, float]
+    ranks: int = 1  # GPUs of the expert-parallel group simulated (per-GPU figures are their mean)
+    in_regime: bool = True  # a boundary-unaware cache evicted in the window (its steady state)
+    evicted_blocks: int = 0  # blocks evicted from the cache in the window, all ranks
+    stalled_s: float = 0.0  # seconds the group's decode waited for landings after the first warm-up
+    events_bytes_by_tier: dict[str, float] = field(default_factory=dict)  # the recorded rank's, in the window
+    kv_read_per_step_bytes: float = float("nan")  # per GPU, time-averaged over the window
+    live_short_kv_bytes: float = float("nan")  # per GPU, time-averaged: reasoning-laden, worker, reviewer
+    hbm_over_live_short: float = float("nan")  # one GPU's HBM capacity / live_short_kv_bytes
+    live_kv_by_class: dict[str, float] = field(default_factory=dict)  # per GPU, time-averaged
     series: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
     events: list | None = field(default=None, repr=False)  # allocator event stream (record_events=True)
     totals: Any = field(default=None, repr=False)  # the segment table's WriteTotals over the whole run
@@ -728,16 +873,30 @@ class _Run:
                  step_fn: Callable[..., float] | None, land: bool, record_events: bool,
                  clairvoyance: CloseTimes | None, record_closes: bool) -> None:
         self.plan, self.cfg, self.n_sessions = plan, cfg, n_sessions
+        dep = cfg.deployment
+        self.ranks = dep.group_ranks
         self.policy_name = getattr(policy, "name", str(policy))
         self.env = simpy.Environment()
         self.bpt = float(cfg.model.kv_bytes_per_token)
-        self.mem = Memory(plan, cfg, policy, clairvoyance, record_closes)
+        clock = None if clairvoyance is None else Clock(clairvoyance, plan.sessions, plan.fingerprint)
+        recorder = Recorder(plan.sessions, plan.fingerprint) if record_closes else None
+        self.mems = [Memory(plan, cfg, policy, clock, recorder) for _ in range(self.ranks)]
+        self.mem = self.mems[0]  # the rank whose event stream is recorded (for the offline bound)
         if record_events:
             self.mem.events = []
-        step_fn = step_fn or hbf.scalar_step_fn(cfg.memory, cfg.model, cfg.deployment)
+        if self.ranks == 1:
+            step_fn = step_fn or hbf.scalar_step_fn(cfg.memory, cfg.model, dep)
+            group = None
+        else:
+            group = None if step_fn is not None else hbf.group_step(cfg.memory, cfg.model, dep)
         self.first_warmup = first_warmup
-        self.engine = DecodeEngine(self.env, step_fn, record_from=first_warmup)
+        self.engine = DecodeEngine(self.env, step_fn, record_from=first_warmup, ranks=self.ranks, group=group)
+        self.stall = dep.landing == "stall"
         self.rng = np.random.default_rng([seed, n_sessions, zlib.crc32(plan.fingerprint.encode())])
+        if dep.start == "aged" and not self.mem.policy.frees_at_boundary:
+            aging = np.random.default_rng([seed, n_sessions, zlib.crc32(plan.fingerprint.encode()), 1])
+            for mem in self.mems:
+                mem.age(aging)
         self.order = self.rng.permutation(len(plan.sessions))  # the closed loop's cycle of sessions
         self.counts = _Counts()
         self.ttft: list[float] = []
@@ -757,10 +916,13 @@ class _Run:
         # Steady-state start: in a closed loop a slot is found in a session with probability
         # proportional to its span, at a uniform phase of it; each slot's first session is drawn so and
         # fast-forwarded (its KV written, no decode, no waiting) to that phase.
+        # Slot i serves rank i mod G, and a finished session's replacement stays there: a data-parallel
+        # router that keeps every rank at the same number of sessions.
         spans = plan.session_spans(NOMINAL_TPOT_S)
-        firsts = rng.choice(len(plan.sessions), size=self.n_sessions, p=spans / spans.sum())
-        for i in range(self.n_sessions):
-            env.process(self.slot(int(firsts[i]), float(rng.uniform(0, spans[firsts[i]]))))
+        slots = self.n_sessions * self.ranks
+        firsts = rng.choice(len(plan.sessions), size=slots, p=spans / spans.sum())
+        for i in range(slots):
+            env.process(self.slot(int(firsts[i]), float(rng.uniform(0, spans[firsts[i]])), i % self.ranks))
         for obs in observers:
             env.process(obs.sampler(self))
         return observers
@@ -774,8 +936,19 @@ class _Run:
                 self.counts.oom = True
 
     def sample(self) -> tuple:
-        """(time, sessions live) + :meth:`Memory.snapshot`."""
-        return (self.env.now, self.counts.live) + self.mem.snapshot()
+        """(time, sessions live) + :meth:`Memory.snapshot`, per GPU (the ranks' mean)."""
+        if self.ranks == 1:
+            return (self.env.now, self.counts.live) + self.mem.snapshot()
+        snaps = [m.snapshot() for m in self.mems]
+        return (self.env.now, self.counts.live / self.ranks) + tuple(sum(c) / self.ranks for c in zip(*snaps))
+
+    def sample_operating_point(self) -> tuple:
+        """(KV bytes a decode step reads, live KV bytes per class), per GPU (the ranks' mean), now."""
+        live: dict[str, float] = {}
+        for m in self.mems:
+            for c, t in m.live_tokens().items():
+                live[c] = live.get(c, 0.0) + t * self.bpt / self.ranks
+        return self.engine.kv_read_bytes() / self.ranks, live
 
     def wait(self, inst: int, d: float) -> simpy.Event | None:
         """A timeout of ``d`` s, of which the instance's remaining fast-forward is skipped."""
@@ -787,9 +960,9 @@ class _Run:
             d -= skip
         return simpy.events.Timeout(self.env, d) if d > 0 else None
 
-    def slot(self, first: int, phase: float):
-        """One concurrent session slot: session ``first`` from ``phase`` on, then the cycle's next ones."""
-        env, plan, mem, counts = self.env, self.plan, self.mem, self.counts
+    def slot(self, first: int, phase: float, rank: int = 0):
+        """One concurrent session slot on ``rank``: session ``first`` from ``phase`` on, then the cycle's next ones."""
+        env, plan, mem, counts = self.env, self.plan, self.mems[rank], self.counts
         first_session = True
         while True:
             if first_session:
@@ -805,15 +978,16 @@ class _Run:
                 inst = counts.instances
                 mem.session_start(inst, s, env.now)
             counts.live += 1
-            yield env.all_of([env.process(self.agent(inst, a)) for a in plan.roots[s]])
+            yield env.all_of([env.process(self.agent(inst, a, rank)) for a in plan.roots[s]])
             mem.session_end(inst, env.now)
             self.ff.pop(inst, None)
             counts.sessions += 1
             counts.live -= 1
 
-    def agent(self, inst: int, a: AgentPlan):
+    def agent(self, inst: int, a: AgentPlan, rank: int = 0):
         """One agent's requests in order: user delay, closes, writes, landing, decode, tools and sub-agents."""
-        env, mem, engine, counts, ff, wait = self.env, self.mem, self.engine, self.counts, self.ff, self.wait
+        env, mem, engine, counts, ff, wait = self.env, self.mems[rank], self.engine, self.counts, self.ff, self.wait
+        stall = self.stall
         per_request, bpt, landing, land_on = self.per_request, self.bpt, self.landing, self.land
         first_warmup, ttft, ttft_t, ttft_ref = self.first_warmup, self.ttft, self.ttft_t, self.ttft_ref
         timeout = simpy.events.Timeout  # env.timeout without its descriptor
@@ -836,17 +1010,19 @@ class _Run:
             pre = max(tot - out, 0)
             land = landing(pre * (1 - hbf_share), pre * hbf_share) if land_on and pre else 0.0
             if land > 0:
+                if stall and ff.get(inst, 0.0) <= 0:  # the rank's device writes it: the group waits (§5.1)
+                    land = engine.stall(rank, land)
                 yield timeout(env, land)
             flush, hbmw = hbf_share * bpt, (1 - hbf_share) * bpt if tot > 0 else 0.0
             if ff.get(inst, 0.0) > 0:  # fast-forward: this request's decode happened before the start
                 ff[inst] = max(ff[inst] - out * NOMINAL_TPOT_S, 0.0)
             else:
                 if env.now > first_warmup:
-                    ev, step = engine.join_measured(out, ctx_h, ctx_f, flush, hbmw)
+                    ev, step = engine.join_measured(out, ctx_h, ctx_f, flush, hbmw, rank)
                     ttft.append(ttft_ref + land + step)
                     ttft_t.append(env.now)
                 else:
-                    ev = engine.join(out, ctx_h, ctx_f, flush, hbmw)
+                    ev = engine.join(out, ctx_h, ctx_f, flush, hbmw, rank)
                 yield ev
             counts.requests += 1
             now = env.now
@@ -854,7 +1030,7 @@ class _Run:
                 mem.close(inst, s, now)
             kids = a.children.get(q)
             if kids:  # the reference clock's rule: tools, then wait for the sub-agents this request spawned
-                kids = [env.process(self.agent(inst, c)) for c in kids]
+                kids = [env.process(self.agent(inst, c, rank)) for c in kids]
                 if t_tools > 0 and (w := wait(inst, t_tools)) is not None:
                     yield w
                 yield env.all_of(kids)
@@ -876,16 +1052,35 @@ class _Observer:
     k: int  # the window's index (the memory's mark of its warm-up end)
     window: Window
     samples: list[tuple] = field(default_factory=list)
+    #: (time, KV read per step, live KV per class) per sample, per GPU: the operating point's units
+    points: list[tuple] = field(default_factory=list)
+    evicted_at_warmup: int = 0
 
     def marker(self, run: _Run):
         yield run.env.timeout(self.window.warmup_s)
-        run.mem.mark(self.k)
+        for mem in run.mems:
+            mem.mark(self.k)
+        self.evicted_at_warmup = sum(m.table.totals.evicted_blocks for m in run.mems)
 
     def sampler(self, run: _Run):
         dt = self.window.duration_s / self.window.n_samples
         while True:
             self.samples.append(run.sample())
+            self.points.append((run.env.now,) + run.sample_operating_point())
             yield run.env.timeout(dt)
+
+    def operating_point(self, run: _Run) -> dict[str, float]:
+        """Time-averaged over the measurement window, per GPU: KV bytes one decode step reads, live KV bytes
+        of each class and of the short-lived ones (§5.3: what sets the gain is HBM capacity against the
+        short-lived KV live at one time), that ratio, and the seconds per second the group stood stalled."""
+        pts = [p for p in self.points if p[0] >= self.window.warmup_s]
+        out = dict(kv_read_per_step_bytes=float(np.mean([p[1] for p in pts])) if pts else float("nan"))
+        classes = sorted({c for p in pts for c in p[2]})
+        live = {c: float(np.mean([p[2].get(c, 0.0) for p in pts])) if pts else float("nan") for c in classes}
+        short = sum(v for c, v in live.items() if c in SHORT_LIVED) if pts else float("nan")
+        out.update(live_kv_by_class=live, live_short_kv_bytes=short,
+                   hbm_over_live_short=float(run.cfg.memory.hbm_bytes / short) if short and short > 0 else float("nan"))
+        return out
 
     def result(self, run: _Run) -> SimResult:
         warmup_s, engine, counts, mem = self.window.warmup_s, run.engine, run.counts, run.mem
@@ -905,9 +1100,16 @@ class _Observer:
         else:
             rate, settled, t_set = float("nan"), False, float("nan")
         cfg = run.cfg
-        life = float(hbf.hbf_lifetime_years(cfg.memory, rate, cfg.endurance)) if np.isfinite(rate) else float("nan")
-        by_ct = mem.bytes_by_class_tier(self.k)
+        by_rank = [m.bytes_by_class_tier(self.k) for m in run.mems]
+        by_ct = by_rank[0] if run.ranks == 1 else {
+            c: {t: sum(r.get(c, {}).get(t, 0.0) for r in by_rank) / run.ranks for t in ("hbm", "hbf")}
+            for c in sorted({c for r in by_rank for c in r})}
         tiers = {"hbm": sum(v["hbm"] for v in by_ct.values()), "hbf": sum(v["hbf"] for v in by_ct.values())}
+        # ASSUMPTION (regime): a boundary-unaware cache has reached its steady state only once it evicts
+        # (HBM-first turns HBM over only through LRU eviction); ``in_regime`` says whether the window did.
+        evictions = sum(m.table.totals.evicted_blocks for m in run.mems) - self.evicted_at_warmup
+        regime = bool(run.mem.policy.frees_at_boundary or evictions > 0)
+        life = float(hbf.hbf_lifetime_years(cfg.memory, rate, cfg.endurance)) if np.isfinite(rate) else float("nan")
         return SimResult(
             n_sessions=run.n_sessions, policy=run.policy_name, sim_s=float(run.env.now), warmup_s=float(warmup_s),
             p99_tpot_s=p99_tpot, mean_tpot_s=float((tp * tw).sum() / tw.sum()) if tw.sum() else float("nan"),
@@ -920,6 +1122,9 @@ class _Observer:
                        "hbf": float(meas["live_hbf_bytes"].mean()) if len(meas) else float("nan")},
             series=ser, events=mem.events, totals=mem.table.totals,
             closes=mem.recorder.close_times() if mem.recorder is not None else None,
+            ranks=run.ranks, in_regime=regime, evicted_blocks=int(evictions), stalled_s=float(engine.stalled_s),
+            events_bytes_by_tier={t: sum(v[t] for v in by_rank[0].values()) for t in ("hbm", "hbf")},
+            **self.operating_point(run),
         )
 
 

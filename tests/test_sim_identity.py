@@ -21,6 +21,7 @@ import json
 import math
 import platform
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -79,12 +80,17 @@ def _run_record(r: S.SimResult) -> dict:
     return json.loads(json.dumps(d))
 
 
+#: the node the records were made on: one GPU, landings overlapping decode, no aged cache
+ONE_GPU = replace(DEFAULT.deployment, group_ranks=1, landing="overlap", start="empty")
+
+
 def simulator_records() -> dict:
     plans = _plans()
     out = {}
     for name, mem, n in RUNS:
         cfg = DEFAULT.with_(memory=next(m for m in MEMORY_CONFIGS if m.label == mem)) if isinstance(mem, str) \
             else _memory(*mem)
+        cfg = cfg.with_(deployment=ONE_GPU)
         plan = plans[name]
         m = plan.mean_session_s
         for policy in POLICIES:
@@ -166,28 +172,37 @@ def test_allocator_hands_out_the_recorded_blocks(reference):
         assert got[policy] == reference["blocks"][policy], policy
 
 
-def _first_difference(a, b, path=""):
-    if isinstance(a, dict) and isinstance(b, dict):
-        if a.keys() != b.keys():
-            return f"{path}: keys differ"
-        return next((d for k in a if (d := _first_difference(a[k], b[k], f"{path}.{k}"))), None)
-    if isinstance(a, list) and isinstance(b, list):
-        if len(a) != len(b):
-            return f"{path}: length {len(a)} != {len(b)}"
-        return next((d for i, (x, y) in enumerate(zip(a, b)) if (d := _first_difference(x, y, f"{path}[{i}]"))), None)
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
-        return None
-    return None if (a == b and type(a) is type(b)) else f"{path}: {a!r} != {b!r}"
+#: relative float tolerance on a machine whose BLAS kernel differs from the recording's: the decode step's
+#: matrix product may round differently in the last bits; a model change moves results far more
+OTHER_PLATFORM_RTOL = 1e-6
+
+
+def _first_difference(got, ref, path="", rtol=0.0):
+    """The first place where ``got`` differs from the recorded ``ref`` (fields the record lacks are new)."""
+    if isinstance(got, dict) and isinstance(ref, dict):
+        if not ref.keys() <= got.keys():
+            return f"{path}: keys {sorted(ref.keys() - got.keys())} missing"
+        return next((d for k in ref if (d := _first_difference(got[k], ref[k], f"{path}.{k}", rtol))), None)
+    if isinstance(got, list) and isinstance(ref, list):
+        if len(got) != len(ref):
+            return f"{path}: length {len(got)} != {len(ref)}"
+        return next((d for i, (x, y) in enumerate(zip(got, ref)) if (d := _first_difference(x, y, f"{path}[{i}]", rtol))),
+                    None)
+    if isinstance(got, float) and isinstance(ref, float):
+        if (math.isnan(got) and math.isnan(ref)) or got == ref or (rtol and math.isclose(got, ref, rel_tol=rtol)):
+            return None
+    return None if (got == ref and type(got) is type(ref)) else f"{path}: {got!r} != {ref!r}"
 
 
 def test_simulator_gives_the_recorded_results(reference):
-    if reference["platform"] != platform_key():
-        pytest.skip(f"recorded on {reference['platform']}, this is {platform_key()}: BLAS rounding may differ")
+    """One GPU (group_ranks 1, landings overlapping decode, an empty cache at the start) gives exactly the
+    recorded results on the recording's platform, and within OTHER_PLATFORM_RTOL elsewhere."""
+    rtol = 0.0 if reference["platform"] == platform_key() else OTHER_PLATFORM_RTOL
     got = simulator_records()
     assert got.keys() == reference["runs"].keys()
     assert any(r["long"]["oom"] for r in got.values()) and any(r["long"]["totals"]["evicted_blocks"] for r in got.values())
     for label, rec in got.items():
-        assert (d := _first_difference(rec, reference["runs"][label])) is None, f"{label}: {d}"
+        assert (d := _first_difference(rec, reference["runs"][label], rtol=rtol)) is None, f"{label}: {d}"
 
 
 def test_the_simulators_step_function_is_the_scalar_step():
