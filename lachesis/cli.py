@@ -321,12 +321,12 @@ def explore(sel: "Selection", cache_dir: Path, parts: Sequence[str], fractions: 
             knobs: Sequence[str] | None = None, jobs: int | None = None) -> int:
     """``lachesis explore``: :func:`lachesis.explorer.compute` for one selection, then what the cache holds."""
     from lachesis import explorer
-    from lachesis.knobs import KNOBS
+    from lachesis.knobs import KNOBS, STUDY
 
     bad = [x for x in parts if x not in explorer.PARTS]
     if bad:
         raise ValueError(f"--parts: unknown part {bad[0]!r}; expected some of {','.join(explorer.PARTS)}")
-    kn = list(knobs) if knobs else list(KNOBS)
+    kn = list(knobs) if knobs else list(STUDY)
     if unknown := [k for k in kn if k not in KNOBS]:
         raise ValueError(f"--knobs: unknown knob {unknown[0]!r}; expected some of {','.join(KNOBS)}")
     explorer.compute(sel, cache_dir, parts, fractions, kn, n_jobs=jobs)

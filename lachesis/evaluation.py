@@ -22,6 +22,21 @@ from lachesis.sweep import CELL, LOAD_POLICY
 # Lifetime ratios per cell and seed; seed intervals; write composition
 # ------------------------------------------------------------------------------------------------
 
+#: The columns of a grid's rows the figures keep (``fig09_grid.csv``, ``fig11_grid.csv``): the cell, the load,
+#: the SLO check, the lifetime and its rate, the tier bytes, and the operating point per GPU in units that carry
+#: over (§5.3: "HBM's capacity against the short-lived KV live at one time"): the KV one decode step reads, the
+#: live KV of each class and of the short-lived ones, and HBM ÷ that.
+GRID_COLUMNS = ("workload", "model", "slo", "memory", "policy", "seed", "n_sessions", "load_seed", "slo_met",
+                "p99_tpot_s", "p99_ttft_s", "hbf_write_rate", "settled", "in_regime", "lifetime_years", "bytes_hbm",
+                "bytes_hbf", "kv_read_per_step_bytes", "live_short_kv_bytes", "hbm_over_live_short")
+
+
+def grid_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The grid's rows as the figures keep them: :data:`GRID_COLUMNS` (those present) and the live KV per class."""
+    live = sorted(c for c in df.columns if c.startswith("live_kv_") and c.endswith("_bytes"))
+    return df[[c for c in GRID_COLUMNS if c in df.columns] + live]
+
+
 #: Lifetime ratios reported per cell: the paper's three (§5.3–§5.5) and the baselines beyond it.
 RATIOS: dict[str, tuple[str, str]] = {
     "lachesis/hbm_first": ("lachesis", "hbm_first"),

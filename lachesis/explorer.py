@@ -24,7 +24,7 @@ import pandas as pd
 
 from lachesis import evaluation, sensitivity, sweep
 from lachesis.config import SLOS, Endurance
-from lachesis.knobs import KNOBS
+from lachesis.knobs import KNOBS, STUDY
 from lachesis.policies import get_policy
 
 PARTS = ("grid", "load", "sensitivity")
@@ -87,7 +87,7 @@ class View:
     missing: dict[str, list[str]] = field(default_factory=dict)
 
 
-def view(sel: Selection, cache_dir: str | Path, fractions: Sequence[float] = (), knobs: Sequence[str] = tuple(KNOBS)
+def view(sel: Selection, cache_dir: str | Path, fractions: Sequence[float] = (), knobs: Sequence[str] = STUDY
          ) -> View:
     """Read a selection from the cache (``fractions`` of N* for the load curve, ``knobs`` of the study)."""
     pts, cache = sel.points(), str(cache_dir)
@@ -195,7 +195,7 @@ def sensitivity_table(v: View) -> pd.DataFrame:
 
 
 def command(sel: Selection, cache_dir: str | Path, parts: Sequence[str], fractions: Sequence[float] = (),
-            knobs: Sequence[str] = tuple(KNOBS)) -> str:
+            knobs: Sequence[str] = STUDY) -> str:
     """The shell command (``lachesis explore``, through this interpreter) that computes ``parts`` of a
     selection into ``cache_dir``, from any folder."""
     args = [sys.executable or "python", "-m", "lachesis", "explore", "--cache-dir", str(Path(cache_dir).resolve()),
@@ -210,7 +210,7 @@ def command(sel: Selection, cache_dir: str | Path, parts: Sequence[str], fractio
 
 
 def compute(sel: Selection, cache_dir: str | Path, parts: Sequence[str] = PARTS, fractions: Sequence[float] = (),
-            knobs: Sequence[str] = tuple(KNOBS), n_jobs: int | None = None, progress: bool = True) -> None:
+            knobs: Sequence[str] = STUDY, n_jobs: int | None = None, progress: bool = True) -> None:
     """Run what ``parts`` of a selection need, into ``cache_dir``, with the notebooks' own sweep functions."""
     bad = [p for p in parts if p not in PARTS]
     if bad:
@@ -227,7 +227,7 @@ def compute(sel: Selection, cache_dir: str | Path, parts: Sequence[str] = PARTS,
 
 
 def missing_text(v: View, cache_dir: str | Path, fractions: Sequence[float] = (),
-                 knobs: Sequence[str] = tuple(KNOBS)) -> str:
+                 knobs: Sequence[str] = STUDY) -> str:
     """Markdown: which points the cache lacks, per part, and the command that computes them."""
     if not v.missing:
         return "Everything shown was read from the cache; nothing is missing."
@@ -322,7 +322,7 @@ def figure(v: View) -> Any:
     return fig
 
 
-def show(sel: Selection, cache_dir: str | Path, fractions: Sequence[float] = (), knobs: Sequence[str] = tuple(KNOBS),
+def show(sel: Selection, cache_dir: str | Path, fractions: Sequence[float] = (), knobs: Sequence[str] = STUDY,
          out_dir: str | Path | None = None) -> View | None:
     """Display a selection in a notebook: headline, tables, figure (saved under ``out_dir``), what is missing."""
     import matplotlib.pyplot as plt

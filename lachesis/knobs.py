@@ -10,6 +10,7 @@ A knob moves one input of the evaluation away from the paper's setting, for the 
   environment an agent is deployed in"), so the segments, their T_norm, the ranker and the replay's
   delays are all rebuilt from the trace with the changed clock;
 * ``memory`` knobs change the GPU-memory configuration the decode node prices;
+* ``deployment`` knobs change the decode node (its expert-parallel group, landings, the cache's start);
 * ``endurance`` knobs change only the P/E budget's arithmetic (§5.2 metric): lifetime is a pure
   factor ``P/E / WA`` of the measured HBF write rate, so no run depends on them.
 
@@ -23,11 +24,13 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import Any, Iterable, Mapping
 
-from lachesis.config import HBF_STACK, Config, Endurance, MemoryConfig, ReferenceClock
+from lachesis.config import (HBF_STACK, LANDINGS, NODE_STARTS, Config, Deployment, Endurance, MemoryConfig,
+                             ReferenceClock)
 from lachesis.simulator import LADEN_CLOSES
 
 _CLOCK = ReferenceClock()
 _ENDURANCE = Endurance()
+_DEPLOYMENT = Deployment()
 
 
 def _field_default(cls: type, name: str) -> Any:
@@ -95,13 +98,25 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("read_pricing", "", _field_default(MemoryConfig, "read_pricing"), "memory", ("per_tier",),
          "§2.2, §5.2: reads over the aggregate bandwidth of all stacks; per_tier is Kyung et al.'s device",
          ("aggregate", "per_tier")),
+    Knob("group_ranks", "GPUs", float(_DEPLOYMENT.group_ranks), "deployment", (8.0,),
+         "§5.2: eight GPUs, experts expert-parallel, so they step in lockstep; 1 = one GPU and its copies",
+         (1.0, float(_DEPLOYMENT.n_gpus), True)),
+    Knob("landing", "", _DEPLOYMENT.landing, "deployment", ("stall",),
+         "§5.1 [23, 41]: the cited HBF simulator adds a prompt's KV write to the device time (stall)",
+         LANDINGS),
+    Knob("node_start", "", _DEPLOYMENT.start, "deployment", ("aged",),
+         "ASSUMPTION (simulator.Memory.age): a long-running node's boundary-unaware cache is full of dead blocks",
+         NODE_STARTS),
     Knob("laden_close", "", "last_read", "point", ("arrival",),
          "DESIGN §3: reasoning-laden KV freed at its last read; arrival = at the next user message",
          LADEN_CLOSES),
 )}
 
 #: The knobs a ``Point.overrides`` pair may name.
-OVERRIDES = tuple(k for k, v in KNOBS.items() if v.acts_on in ("clock", "memory", "endurance"))
+OVERRIDES = tuple(k for k, v in KNOBS.items() if v.acts_on in ("clock", "memory", "endurance", "deployment"))
+#: The knobs the one-at-a-time sensitivity study moves at a cell's fixed load.  Deployment knobs change what
+#: load the SLO admits, so they are compared at each node's own N* instead (``benchmarks/group_node.py``).
+STUDY = tuple(k for k, v in KNOBS.items() if v.acts_on != "deployment")
 
 
 def canonical(overrides: Mapping[str, Any] | Iterable[tuple[str, Any]] | None) -> tuple[tuple[str, Any], ...]:
@@ -162,12 +177,28 @@ def apply_endurance(endurance: Endurance, overrides: tuple) -> Endurance:
     return replace(endurance, **o) if o else endurance
 
 
+def apply_deployment(deployment: Deployment, overrides: tuple) -> Deployment:
+    """``deployment`` with its group size, landing and cache start set."""
+    o = _of(overrides, "deployment")
+    changes: dict[str, Any] = {}
+    if "group_ranks" in o:
+        if o["group_ranks"] != int(o["group_ranks"]):
+            raise ValueError(f"knob 'group_ranks': expected a whole number of GPUs, got {o['group_ranks']!r}")
+        changes["group_ranks"] = int(o["group_ranks"])
+    if "landing" in o:
+        changes["landing"] = o["landing"]
+    if "node_start" in o:
+        changes["start"] = o["node_start"]
+    return replace(deployment, **changes) if changes else deployment
+
+
 def apply(cfg: Config, overrides: tuple) -> Config:
-    """``cfg`` with every override applied (clock, memory, endurance)."""
+    """``cfg`` with every override applied (clock, memory, endurance, deployment)."""
     if not overrides:
         return cfg
     return cfg.with_(clock=apply_clock(cfg.clock, overrides), memory=apply_memory(cfg.memory, overrides),
-                     endurance=apply_endurance(cfg.endurance, overrides))
+                     endurance=apply_endurance(cfg.endurance, overrides),
+                     deployment=apply_deployment(cfg.deployment, overrides))
 
 
 def describe(overrides: tuple) -> str:

@@ -32,7 +32,7 @@ import pandas as pd
 from lachesis import evaluation, hbf, knobs, sweep
 from lachesis.capacity import SearchParams
 from lachesis.config import SLOS, Endurance
-from lachesis.knobs import KNOBS
+from lachesis.knobs import KNOBS, STUDY
 
 #: The cells of the study (ASSUMPTION, knob: the ``cells`` arguments): the paper's headline multi-agent
 #: and single-agent traces at the tight SLO, the smallest and a large HBM share of the split designs.
@@ -107,7 +107,7 @@ def study_cells(scale: float = 1.0, seed: int = 0, models: Sequence[str] = ("Lla
     return list(cells.values())
 
 
-def variants(names: Sequence[str] = tuple(KNOBS), values: dict[str, Sequence[Any]] | None = None) -> list[Variant]:
+def variants(names: Sequence[str] = STUDY, values: dict[str, Sequence[Any]] | None = None) -> list[Variant]:
     """The paper's setting, then each knob of ``names`` at each of its values (``values`` overrides the
     registry's study values); a value equal to the paper's is the paper's setting and is not repeated."""
     out = [Variant("paper")]
@@ -144,7 +144,7 @@ def _tag(row: dict, v: Variant, n_star: int) -> dict:
     return dict(row, knob=v.knob, value=v.label(), n_star=n_star, simulated=True)
 
 
-def run(cells: Sequence[Sequence[sweep.Point]], names: Sequence[str] = tuple(KNOBS),
+def run(cells: Sequence[Sequence[sweep.Point]], names: Sequence[str] = STUDY,
         values: dict[str, Sequence[Any]] | None = None, params: SearchParams = SearchParams(),
         cache_dir: str | os.PathLike | None = None, n_jobs: int | None = None, scheduler: Any = None,
         progress: bool = True) -> pd.DataFrame:
@@ -157,7 +157,7 @@ def run(cells: Sequence[Sequence[sweep.Point]], names: Sequence[str] = tuple(KNO
     return _study(cells, names, values, params, cache_dir, True, n_jobs, scheduler, progress)[0]
 
 
-def cached(cells: Sequence[Sequence[sweep.Point]], names: Sequence[str] = tuple(KNOBS),
+def cached(cells: Sequence[Sequence[sweep.Point]], names: Sequence[str] = STUDY,
            values: dict[str, Sequence[Any]] | None = None, params: SearchParams = SearchParams(),
            cache_dir: str | os.PathLike | None = None) -> tuple[pd.DataFrame, list[str]]:
     """The rows of :func:`run` that the cache holds, and one line per (cell, variant) it lacks; never simulates."""

@@ -484,7 +484,7 @@ def bound_fields(r: sim.SimResult, cfg: Config, timeline: Timeline) -> dict:
     bpt, bt = int(cfg.model.kv_bytes_per_token), int(cfg.deployment.block_tokens)
     hbm_tokens = int(cfg.memory.hbm_bytes // (bpt * bt)) * bt  # the simulator's HBM blocks × tokens per block
     res = hbm_bound(timeline, hbm_tokens, window=(r.warmup_s, np.inf), bytes_per_token=bpt)
-    hbf_run = float(r.bytes_by_tier.get("hbf", np.nan))
+    hbf_run = float((r.events_bytes_by_tier or r.bytes_by_tier).get("hbf", np.nan))  # the recorded rank's
     rate = r.hbf_write_rate * (res.window_bytes - res.hbm_bytes) / hbf_run if hbf_run > 0 else 0.0 * r.hbf_write_rate
     life = float(hbf.hbf_lifetime_years(cfg.memory, rate, cfg.endurance)) if np.isfinite(rate) else float("nan")
     return dict(res.as_dict(), bound_lifetime_years=life)
@@ -1027,6 +1027,8 @@ def results_frame(results: Iterable[dict]) -> pd.DataFrame:
                 row[f"bytes_{c}_{t}"] = v
         for t, v in (r.get("live_peak") or {}).items():
             row[f"live_peak_{t}"] = v
+        for c, v in (r.get("live_kv_by_class") or {}).items():
+            row[f"live_kv_{c}_bytes"] = v
         rows.append(row)
     return pd.DataFrame(rows)
 
