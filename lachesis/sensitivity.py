@@ -364,3 +364,43 @@ def sentences(g: pd.DataFrame, column: str = "lachesis/hbm_first", years: str = 
                 for r in miss.itertuples())
         out.append(text + ".")
     return out
+
+
+# ------------------------------------------------------------------------------------------------
+# At each setting's own N*: what moves the load and what the gain is invariant to
+# ------------------------------------------------------------------------------------------------
+
+#: what :func:`at_own_load` reports per (cell, value): the load, the gain, and the operating point per GPU
+OWN_LOAD_COLUMNS = ["n_star", "lachesis/hbm_first", "deterministic/hbm_first", "live_short_kv_gb",
+                    "kv_read_per_step_gb", "hbm_over_live_short"]
+
+
+def at_own_load(cells: Sequence[Sequence[sweep.Point]], knob: str, values: Sequence[Any],
+                params: SearchParams = SearchParams(), cache_dir: str | os.PathLike | None = None,
+                n_jobs: int | None = None, progress: bool = True) -> pd.DataFrame:
+    """Each cell at each value of ``knob``, with N* searched again at that value (the grid's own evaluation),
+    so that a knob which only changes how many sessions fit (the user's think time) shows N* moving while
+    the gain and the live short-lived KV per GPU at N* stay put.  One row per (cell, value)."""
+    k = KNOBS[knob]
+    if not k.simulated or k.acts_on == "load":
+        raise ValueError(f"sensitivity: knob {knob!r} needs no run at its own load; use run()")
+    vals = [k.check(v) for v in values]
+    pts = [Variant(knob, v).point(p) if v != k.default else p for v in vals for c in cells for p in c]
+    rows = sweep.run_grid(pts, params, str(cache_dir) if cache_dir else None, n_jobs, progress=progress)
+    rows = rows.assign(value=[v for v in vals for c in cells for _ in c])  # run_grid keeps the points' order
+    lives = rows.set_index(ID + ["value", "policy"])["lifetime_years"].unstack("policy")
+    out = evaluation.with_ratios(lives, RATIOS, shares=False).drop(columns=list(lives.columns))
+    base = rows[rows["policy"].eq(sweep.LOAD_POLICY)].set_index(ID + ["value"])
+    out["n_star"] = base["n_sessions"]
+    out["live_short_kv_gb"] = base["live_short_kv_bytes"] / 1e9
+    out["kv_read_per_step_gb"] = base["kv_read_per_step_bytes"] / 1e9
+    out["hbm_over_live_short"] = base["hbm_over_live_short"]
+    cols = [c for c in OWN_LOAD_COLUMNS if c in out]
+    return out[cols].reset_index().assign(knob=knob)
+
+
+def spread(df: pd.DataFrame, columns: Sequence[str] = ("n_star", "lachesis/hbm_first", "live_short_kv_gb")) -> pd.DataFrame:
+    """Per cell of :func:`at_own_load`: how far each column moves over the knob's values (max/min − 1, %)."""
+    g = df.groupby(ID, sort=False)
+    return pd.DataFrame({c: (g[c].max() / g[c].min() - 1.0) * 100 for c in columns if c in df}).add_suffix(
+        " moves %").reset_index()

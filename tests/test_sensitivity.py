@@ -262,3 +262,21 @@ def test_the_cache_only_readers_name_what_is_missing(tmp_path, monkeypatch) -> N
                        for v in KNOBS["tool_latency_scale"].values]
     assert set(got["knob"]) == {"paper"}
 
+
+
+def test_at_own_load_searches_n_star_again_per_value_and_reports_the_operating_point(tmp_path) -> None:
+    """The user's think time sets how many sessions fit: at 4x the median N* must rise well above 1.5x."""
+    tau = sensitivity.study_cells(SCALE, 0, multi=dict(workload="multi_agent", configs=()),
+                                  single=dict(workload="tau3", configs=("4/4",)))
+    df = sensitivity.at_own_load(tau, "user_delay_median_s", [60.0, 240.0], CI, tmp_path, n_jobs=1, progress=False)
+    assert list(df["value"]) == [60.0, 240.0] and set(df["knob"]) == {"user_delay_median_s"}
+    n = df.set_index("value")["n_star"]
+    assert n[240.0] > 1.5 * n[60.0] > 0
+    for c in ("lachesis/hbm_first", "live_short_kv_gb", "kv_read_per_step_gb", "hbm_over_live_short"):
+        assert np.isfinite(df[c]).all() and (df[c] > 0).all(), c
+    s = sensitivity.spread(df)
+    assert s.loc[0, "n_star moves %"] == pytest.approx((n[240.0] / n[60.0] - 1) * 100)
+    with pytest.raises(ValueError, match="load"):
+        sensitivity.at_own_load(tau, "load", [0.5], CI, tmp_path, n_jobs=1, progress=False)
+    with pytest.raises(ValueError, match="pe_cycles"):
+        sensitivity.at_own_load(tau, "pe_cycles", [3000.0], CI, tmp_path, n_jobs=1, progress=False)
