@@ -11,6 +11,8 @@ A knob moves one input of the evaluation away from the paper's setting, for the 
   delays are all rebuilt from the trace with the changed clock;
 * ``memory`` knobs change the GPU-memory configuration the decode node prices;
 * ``deployment`` knobs change the decode node (its expert-parallel group, landings, the cache's start);
+* ``policy`` knobs change a placement policy's own assumption, and only that policy's runs
+  (:func:`apply_policy`: ``size_estimate`` turns ``lachesis`` into ``lachesis:size_estimate=…``);
 * ``endurance`` knobs change only the P/E budget's arithmetic (§5.2 metric): lifetime is a pure
   factor ``P/E / WA`` of the measured HBF write rate, so no run depends on them.
 
@@ -26,6 +28,7 @@ from typing import Any, Iterable, Mapping
 
 from lachesis.config import (HBF_STACK, LANDINGS, NODE_STARTS, Config, Deployment, Endurance, MemoryConfig,
                              ReferenceClock)
+from lachesis.policies import SIZE_ESTIMATES
 from lachesis.simulator import LADEN_CLOSES
 
 _CLOCK = ReferenceClock()
@@ -44,7 +47,8 @@ class Knob:
     name: str
     unit: str
     default: float | str
-    #: "clock", "memory", "endurance" (overrides); "load" and "point" (set elsewhere, see module docstring)
+    #: "clock", "memory", "endurance", "deployment", "policy" (overrides); "load" and "point" (set elsewhere,
+    #: see module docstring)
     acts_on: str
     #: the values :mod:`lachesis.sensitivity` tries around ``default`` (paper scale)
     values: tuple
@@ -107,16 +111,21 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("node_start", "", _DEPLOYMENT.start, "deployment", ("aged",),
          "ASSUMPTION (simulator.Memory.age): a long-running node's boundary-unaware cache is full of dead blocks",
          NODE_STARTS),
+    Knob("size_estimate", "", SIZE_ESTIMATES[0], "policy", ("held", "spawn"),
+         "ASSUMPTION (policies.Lachesis.size_estimate): what a ranked worker counts for when k is found",
+         SIZE_ESTIMATES),
     Knob("laden_close", "", "last_read", "point", ("arrival",),
          "DESIGN §3: reasoning-laden KV freed at its last read; arrival = at the next user message",
          LADEN_CLOSES),
 )}
 
 #: The knobs a ``Point.overrides`` pair may name.
-OVERRIDES = tuple(k for k, v in KNOBS.items() if v.acts_on in ("clock", "memory", "endurance", "deployment"))
+OVERRIDES = tuple(k for k, v in KNOBS.items() if v.acts_on in ("clock", "memory", "endurance", "deployment",
+                                                                "policy"))
 #: The knobs the one-at-a-time sensitivity study moves at a cell's fixed load.  Deployment knobs change what
 #: load the SLO admits, so they are compared at each node's own N* instead (``benchmarks/group_node.py``).
-STUDY = tuple(k for k, v in KNOBS.items() if v.acts_on != "deployment")
+#: Policy knobs are left out until the lead picks their default (the committed study stays as it is).
+STUDY = tuple(k for k, v in KNOBS.items() if v.acts_on not in ("deployment", "policy"))
 
 
 def canonical(overrides: Mapping[str, Any] | Iterable[tuple[str, Any]] | None) -> tuple[tuple[str, Any], ...]:
@@ -190,6 +199,20 @@ def apply_deployment(deployment: Deployment, overrides: tuple) -> Deployment:
     if "node_start" in o:
         changes["start"] = o["node_start"]
     return replace(deployment, **changes) if changes else deployment
+
+
+def apply_policy(policy: str, overrides: tuple) -> str:
+    """The policy spec a point runs: ``lachesis`` with the policy knobs of ``overrides`` as its knobs
+    (a knob the spec already names is kept); every other policy as given."""
+    o = _of(overrides, "policy")
+    name, sep, rest = policy.partition(":")
+    if not o or name.strip() != "lachesis":
+        return policy
+    given = {part.partition("=")[0].strip() for part in rest.split(",")} if sep else set()
+    extra = [f"{k}={v}" for k, v in sorted(o.items()) if k not in given and v != KNOBS[k].default]
+    if not extra:
+        return policy
+    return f"{policy},{','.join(extra)}" if sep else f"{policy}:{','.join(extra)}"
 
 
 def apply(cfg: Config, overrides: tuple) -> Config:

@@ -45,7 +45,8 @@ a policy's knobs, or a policy object):
   HBF; frees at boundary.
 * ``lachesis`` (:class:`Lachesis`) — §4: the deterministic path, but reviewers take HBM
   unconditionally and workers are admitted by the predictive path (rank by predicted key, shortest
-  first, as many as fit in the HBM not reserved for reviewers; k follows free capacity).
+  first, as many as fit in the HBM not reserved for reviewers; k follows free capacity).  Knob
+  ``size_estimate`` (``lachesis:size_estimate=held``): what a ranked worker counts for (below).
 * ``rho_threshold`` (:class:`ReuseThreshold`) — selection by read-to-write ratio, as Kyung et al.
   select KV for HBF [23]: HBF when the predicted ρR/W exceeds a threshold; frees at boundary.
 * ``oracle`` (:class:`Oracle`) — a clairvoyant heuristic: knowing every segment's close time and
@@ -54,12 +55,25 @@ a policy's knobs, or a policy object):
 Predictive-path definitions (NAMED ASSUMPTIONS; the paper fixes the ranking and that reviewers
 are reserved for "before it counts k", not the arithmetic):
 
-* ASSUMPTION (worker size at spawn): a live worker's size is estimated as
-  ``max(blocks it holds (+ the blocks being written, for the deciding worker),
-  mean size in blocks of the workers that have closed so far)``; before any worker has closed the
-  mean is 0, i.e. a worker counts with what it has written.  Reason: only the rank is predicted
-  (§4: "only a worker's rank is consumed, never a lifetime"), so sizes must come from what the
-  node has observed; the running mean of finished workers is the simplest such estimate.
+* ASSUMPTION (worker size, knob ``size_estimate``; the paper sizes nothing: "k is determined by HBM's
+  free capacity rather than set as a parameter", and only a worker's rank is consumed, never a
+  lifetime).  How many blocks a live worker counts for when k is found:
+
+  - ``mean_floor`` (the default in code, pinned by the committed figures):
+    ``max(blocks it holds (+ the blocks being written, for the deciding worker), mean size in
+    blocks of the workers that have closed so far)``; before any worker has closed the mean is 0,
+    i.e. a worker counts with what it has written.  Reason: the running mean of finished workers is
+    the simplest estimate of the room a young worker will still need.  It holds HBM back for growth
+    that has not happened yet, so HBM runs partly empty.
+  - ``held``: the blocks it holds (+ the blocks being written, for the deciding worker); no size is
+    predicted.  Reason: §4's text literally; k is what the free capacity admits now, and a worker
+    that outgrows it is outranked by its own growth (its later blocks go to HBF).
+  - ``spawn``: the ``mean_floor`` estimate taken once, at the worker's spawn (its first placement
+    decision: ``max(blocks of its first write, finished workers' mean then)``), and then fixed: neither
+    its growth nor a later mean revises it.  Reason: §4, "at each worker spawn, Lachesis scores that
+    worker's segment ... and the segment's place in the ranking decides its memory tier", read as a
+    size decided with the rank.  A worker outgrowing its spawn size still counts at it, so the
+    ranking may admit more than fits, and the allocator's fallback spills the excess.
 * ASSUMPTION (reviewer reservation): ``reserve = max(0, ceil(R_ema * N_ema) - HBM blocks live
   reviewers hold)`` where ``R_ema`` is an exponential moving average (alpha = 0.1) of closed
   reviewer segment sizes in blocks and ``N_ema`` an EMA (alpha = 0.1) of the number of live
@@ -80,6 +94,7 @@ from __future__ import annotations
 
 import math
 from typing import Any, Iterable
+from weakref import WeakKeyDictionary
 
 import numpy as np
 
@@ -105,6 +120,7 @@ __all__ = [
     "ReuseThreshold",
     "Oracle",
     "POLICIES",
+    "SIZE_ESTIMATES",
     "as_policy",
     "get_policy",
     # the vocabulary, re-exported from lachesis.kv for callers that import it from here
@@ -167,30 +183,57 @@ class DeterministicOnly:
         return _deterministic(seg)
 
 
+#: the values of :class:`Lachesis`'s ``size_estimate`` knob (module docstring; the first is the default)
+SIZE_ESTIMATES = ("mean_floor", "held", "spawn")
+
+
 class Lachesis:
-    """§4: deterministic path + predictive admission of workers, shortest-predicted first."""
+    """§4: deterministic path + predictive admission of workers, shortest-predicted first.
+
+    ``size_estimate`` (module docstring, ASSUMPTION worker size): what a ranked worker counts for when k
+    is found: ``mean_floor`` (held, at least the finished workers' mean; the default), ``held`` (what
+    it holds) or ``spawn`` (the mean-floor estimate at its spawn, then fixed)."""
 
     name = "lachesis"
     frees_at_boundary = True
+    #: knobs of a ``lachesis:key=value`` spec that take words, not numbers (:func:`as_policy`)
+    text_knobs = ("size_estimate",)
+
+    def __init__(self, size_estimate: str = "mean_floor") -> None:
+        if size_estimate not in SIZE_ESTIMATES:
+            raise ValueError(f"lachesis: size_estimate must be one of {list(SIZE_ESTIMATES)}, got {size_estimate!r}")
+        self.size_estimate = size_estimate
+        if size_estimate != SIZE_ESTIMATES[0]:
+            self.name = f"{Lachesis.name}:size_estimate={size_estimate}"
 
     def tier(self, seg: SegmentInfo, view: MemoryView) -> Tier:
         if seg.seg_class != "worker":
             return _deterministic(seg)
-        return Tier.HBM if self.admitted(seg, view) else Tier.HBF
+        return Tier.HBM if self.admitted(seg, view, self.size_estimate) else Tier.HBF
 
     @staticmethod
-    def admitted(seg: SegmentInfo, view: MemoryView) -> bool:
+    def admitted(seg: SegmentInfo, view: MemoryView, size_estimate: str = "mean_floor") -> bool:
         """Whether the worker is within the first k of the node's live-worker ranking right now."""
+        if size_estimate == "spawn":
+            return Lachesis._admitted_spawn(seg, view)
         ahead = getattr(view, "workers_ahead", None)  # the segment table keeps the ranking sorted
         if ahead is not None:
+            if size_estimate == "held":
+                return Lachesis._admitted_held(seg, view, *ahead(seg.segment_id))
             return Lachesis._admitted_ranked(seg, view, *ahead(seg.segment_id))
         _, keys, blocks, hbm_blocks = view.live_workers()
         me = view.worker_position(seg.segment_id)
-        hbm_live_workers = int(hbm_blocks.sum())
         stats = view.stats
-        mean = stats.mean_worker_blocks
+        mean = stats.mean_worker_blocks if size_estimate == "mean_floor" else 0.0
         est = np.maximum(blocks.astype(np.float64), mean)
         est[me] = max(float(blocks[me] + seg.new_blocks), mean)
+        return Lachesis._fits(seg, view, keys, est, me, int(hbm_blocks.sum()))
+
+    @staticmethod
+    def _fits(seg: SegmentInfo, view: MemoryView, keys: np.ndarray, est: np.ndarray, me: int,
+              hbm_live_workers: int) -> bool:
+        """Whether the estimates of the workers ranked up to and including ``me`` fit the budget."""
+        stats = view.stats
         pinned = view.used(Tier.HBM) - hbm_live_workers
         reserve = stats.reviewer_reserve(view.live_reviewer_hbm_blocks())
         budget = view.total(Tier.HBM) - pinned - reserve
@@ -221,6 +264,47 @@ class Lachesis:
         b = mine + seg.new_blocks
         acc += b if b > mean else mean
         return acc <= limit
+
+    @staticmethod
+    def _admitted_held(seg: SegmentInfo, view: MemoryView, ahead: Iterable[int], mine: int,
+                       hbm_live_workers: int) -> bool:
+        """:meth:`_admitted_ranked` with each worker counted at the blocks it holds (``held``)."""
+        stats = view.stats
+        pinned = view.used(Tier.HBM) - hbm_live_workers
+        reserve = stats.reviewer_reserve(view.live_reviewer_hbm_blocks())
+        limit = view.total(Tier.HBM) - pinned - reserve + 1e-9
+        acc = mine + seg.new_blocks
+        for b in ahead:
+            acc += b
+            if acc > limit:
+                return False
+        return acc <= limit
+
+    #: per memory view: live worker id -> its size fixed at spawn (``spawn``); weak, so a finished
+    #: table's record goes with it, and per view, so ranks sharing one policy object keep their own
+    _spawn_sizes: "WeakKeyDictionary[Any, dict[str, float]]" = WeakKeyDictionary()
+
+    @staticmethod
+    def _admitted_spawn(seg: SegmentInfo, view: MemoryView) -> bool:
+        """:meth:`admitted` under ``spawn``: each worker counts at the size recorded at its first
+        decision; a live worker never decided (it holds no block) counts as if it spawned now."""
+        sizes = Lachesis._spawn_sizes.get(view)
+        if sizes is None:
+            sizes = Lachesis._spawn_sizes[view] = {}
+        mean = view.stats.mean_worker_blocks
+        sid = seg.segment_id
+        if sid not in sizes:
+            b = float(seg.n_blocks + seg.new_blocks)
+            sizes[sid] = b if b > mean else mean
+        ids, keys, blocks, hbm_blocks = view.live_workers()
+        if len(sizes) > 2 * len(ids) + 64:  # forget closed workers (a closed id is never reopened)
+            live = set(ids.tolist())
+            for k in [k for k in sizes if k not in live]:
+                del sizes[k]
+        me = view.worker_position(sid)
+        get = sizes.get
+        est = np.fromiter((get(w, mean) for w in ids.tolist()), dtype=np.float64, count=len(ids))
+        return Lachesis._fits(seg, view, keys, est, me, int(hbm_blocks.sum()))
 
 
 class ReuseThreshold:
@@ -307,13 +391,17 @@ POLICIES: dict[str, type] = {p.name: p for p in (HBMFirst, HBMFirstReclaim, Dete
                                                  ReuseThreshold, Oracle)}
 
 
-def _knobs(spec: str, text: str) -> dict[str, Any]:
-    """``key=value,...`` of a policy spec as numbers (int when written as digits)."""
+def _knobs(spec: str, text: str, words: Iterable[str] = ()) -> dict[str, Any]:
+    """``key=value,...`` of a policy spec as numbers (int when written as digits), or as words for
+    the keys in ``words`` (a policy's ``text_knobs``)."""
     out: dict[str, Any] = {}
     for part in text.split(","):
         key, eq, value = part.partition("=")
         if not eq or not key.strip():
             raise ValueError(f"policy {spec!r}: expected name:key=value[,key=value...], got {part!r}")
+        if key.strip() in words:
+            out[key.strip()] = value.strip()
+            continue
         try:
             out[key.strip()] = int(value) if value.strip().isdigit() else float(value)
         except ValueError:
@@ -329,7 +417,7 @@ def as_policy(policy: Policy | str) -> Policy:
         cls = POLICIES.get(name.strip())
         if cls is None:
             raise ValueError(f"unknown policy {name!r}; expected one of {sorted(POLICIES)}")
-        kwargs = _knobs(policy, rest) if sep else {}
+        kwargs = _knobs(policy, rest, getattr(cls, "text_knobs", ())) if sep else {}
         try:
             return cls(**kwargs)
         except TypeError as exc:

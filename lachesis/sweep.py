@@ -153,6 +153,11 @@ class Point:
         cfg = base.with_(memory=memory_config(self.memory), model=MODELS[self.model], slo=SLOS[self.slo])
         return knobs.apply(cfg, self.overrides)
 
+    def run_policy(self) -> str:
+        """The policy spec the point's runs use: its policy with the policy knobs of its overrides
+        (:func:`lachesis.knobs.apply_policy`; ``policy`` itself names the row)."""
+        return knobs.apply_policy(self.policy, self.overrides)
+
     def cell(self) -> tuple:
         """Everything but the policy: the points of one cell share a plan and a load."""
         return (self.workload, self.model, self.memory, self.slo, self.scale, self.seed, self.trace, self.laden_close,
@@ -551,9 +556,9 @@ def evaluate_point(point: Point, params: SearchParams = PAPER, cache_dir: str | 
     def probe(n: int):
         """A candidate's short run, paused so that N*'s run continues into the lifetime window."""
         if sw.duration_s > lw.duration_s:  # a search window longer than the lifetime run: nothing to continue
-            return sim.simulate(plan, cfg, point.policy, n, seed=point.seed, duration_s=sw.duration_s,
+            return sim.simulate(plan, cfg, point.run_policy(), n, seed=point.seed, duration_s=sw.duration_s,
                                 warmup_s=sw.warmup_s, n_samples=sw.n_samples), None
-        runs = sim.simulate_windows(plan, cfg, point.policy, n, [sw, lw], seed=point.seed, record_closes=record,
+        runs = sim.simulate_windows(plan, cfg, point.run_policy(), n, [sw, lw], seed=point.seed, record_closes=record,
                                     record_events=record)
         return next(runs), runs
 
@@ -561,7 +566,7 @@ def evaluate_point(point: Point, params: SearchParams = PAPER, cache_dir: str | 
     out: dict[str, Any] = dict(asdict(point), n_star=n_star, n_sessions=n_star, load="own", search=tried,
                                warmup_s=lw.warmup_s, duration_s=lw.duration_s)
     if n_star > 0:
-        r = next(cont) if cont is not None else sim.simulate(plan, cfg, point.policy, n_star, seed=point.seed,
+        r = next(cont) if cont is not None else sim.simulate(plan, cfg, point.run_policy(), n_star, seed=point.seed,
                                                              duration_s=lw.duration_s, warmup_s=lw.warmup_s,
                                                              n_samples=lw.n_samples, record_closes=record,
                                                              record_events=record)
@@ -601,9 +606,9 @@ def _run_at_load(point: Point, n: int, params: SearchParams, cache_dir: str | os
     kw = dict(seed=point.seed, record_closes=base or clair is not None, clairvoyance=clair,
               record_events=base and bound)
     if sw.duration_s <= lw.duration_s:  # one run observed through both windows
-        short, long_ = sim.simulate_windows(plan, cfg, point.policy, int(n), [sw, lw], **kw)
+        short, long_ = sim.simulate_windows(plan, cfg, point.run_policy(), int(n), [sw, lw], **kw)
     else:  # a search window longer than the lifetime run: two runs
-        short, long_ = (next(sim.simulate_windows(plan, cfg, point.policy, int(n), [w], **kw)) for w in (sw, lw))
+        short, long_ = (next(sim.simulate_windows(plan, cfg, point.run_policy(), int(n), [w], **kw)) for w in (sw, lw))
     out = dict(asdict(point), n_sessions=int(n), load="fixed", duration_s=lw.duration_s)
     out.update(_run_fields(long_), slo_met=bool(short.meets(cfg.slo)), slo_p99_tpot_s=short.p99_tpot_s,
                slo_p99_ttft_s=short.p99_ttft_s)

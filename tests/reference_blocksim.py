@@ -80,6 +80,7 @@ class Seg:
         self.close_s = close_s
         self.final_tokens = final_tokens
         self.blocks: list[Block] = []
+        self.spawn_size: float | None = None  # Lachesis size_estimate=spawn: its size fixed at its first decision
         self.tokens = 0
         self.reads = 0
         self.dead = False
@@ -177,9 +178,16 @@ class _Stats:
         return recent[max(math.ceil(q * len(recent)) - 1, 0)]
 
 
-def _spec(policy: str) -> tuple[str, dict[str, float]]:
+def _word_or_float(v: str) -> Any:
+    try:
+        return float(v)
+    except ValueError:
+        return v  # a word knob (Lachesis's size_estimate)
+
+
+def _spec(policy: str) -> tuple[str, dict[str, Any]]:
     name, _, rest = policy.partition(":")
-    knobs = {k: float(v) for k, v in (p.split("=") for p in rest.split(","))} if rest else {}
+    knobs = {k: _word_or_float(v) for k, v in (p.split("=") for p in rest.split(","))} if rest else {}
     if name not in BUILTIN:
         raise ValueError(f"unknown policy {policy!r}")
     return name, knobs
@@ -211,6 +219,7 @@ class RefSim:
         self.by_class: dict[str, list[int]] = {}
         self.blocks_written = [0, 0]
         self.evicted = 0
+        self.view = RefView(self)  # one view for the run (a policy may keep state per view)
 
     def stats_obj(self) -> _Stats:
         return _Stats(self)
@@ -226,7 +235,7 @@ class RefSim:
         if self.name is None:
             info = SegmentInfo(seg.id, seg.cls, seg.session, "", seg.key, BOUNDARY[seg.cls],
                                len(seg.blocks), seg.tokens, nb, seg.reads, seg.close_s, seg.final_tokens)
-            return int(self.policy.tier(info, RefView(self)))
+            return int(self.policy.tier(info, self.view))
         if self.name.startswith("hbm_first"):
             return HBM
         if self.name == "rho_threshold":
@@ -235,9 +244,12 @@ class RefSim:
             return self.choose_oracle(seg, nb)
         if self.name == "deterministic" or seg.cls != "worker":
             return HBM if seg.cls in SHORT else HBF
-        # Lachesis predictive path, naively (lachesis.policies docstring).
+        # Lachesis predictive path, naively (lachesis.policies docstring, size_estimate).
         stats = _Stats(self)
+        mode = self.knobs.get("size_estimate", "mean_floor")
         mean = stats.mean_worker_blocks
+        if mode == "spawn" and seg.spawn_size is None:
+            seg.spawn_size = max(float(len(seg.blocks) + nb), mean)
         workers = [s for s in self.live_in_order() if s.cls == "worker"]
         hbm_used = sum(1 for b in self.blocks if b.tier == HBM and b.owner is not None)
         worker_hbm = sum(1 for s in workers for b in s.blocks if b.tier == HBM)
@@ -247,7 +259,12 @@ class RefSim:
         acc = 0.0
         for s in ranked:
             size = len(s.blocks) + (nb if s is seg else 0)
-            acc += max(float(size), mean)
+            if mode == "held":
+                acc += float(size)
+            elif mode == "spawn":
+                acc += mean if s.spawn_size is None else s.spawn_size
+            else:
+                acc += max(float(size), mean)
             if acc > budget + 1e-9:
                 return HBF
             if s is seg:
