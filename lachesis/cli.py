@@ -115,9 +115,16 @@ def _writable_parent(p: Path) -> None:
         raise argparse.ArgumentTypeError(f"cannot create {p}: {anc} is not writable")
 
 
+def _a_path(text: str) -> Path:
+    """``text`` as a path; an empty text (which would name the working folder) is refused."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path; give a file or folder name")
+    return Path(text)
+
+
 def out_folder(text: str) -> Path:
     """An output folder: an existing folder, or a path that can be created."""
-    p = Path(text)
+    p = _a_path(text)
     if p.exists() and not p.is_dir():
         raise argparse.ArgumentTypeError(f"{text} exists and is not a folder")
     if p.is_dir():
@@ -130,7 +137,7 @@ def out_folder(text: str) -> Path:
 
 def out_table(text: str) -> Path:
     """An output table file: ``.csv`` or ``.parquet``, not a folder, in a writable place."""
-    p = Path(text)
+    p = _a_path(text)
     if p.suffix not in (".csv", ".parquet"):
         raise argparse.ArgumentTypeError(f"must end in .csv or .parquet, got {text!r}")
     if p.is_dir():
@@ -143,7 +150,7 @@ def out_table(text: str) -> Path:
 
 def out_file(text: str) -> Path:
     """An output file (any suffix) in a writable place."""
-    p = Path(text)
+    p = _a_path(text)
     if p.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a folder")
     _writable_parent(p)
@@ -169,6 +176,17 @@ def params_file(text: str) -> Path:
         raise argparse.ArgumentTypeError(f"{text}: expected a YAML mapping (common:, notebooks:), got "
                                          f"{type(spec).__name__}")
     return p
+
+
+def jobs(text: str) -> int:
+    """A number of worker processes, a whole number >= 1."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
+    return v
 
 
 def seeds(text: str) -> tuple[int, ...]:
@@ -254,7 +272,8 @@ def _adapt(sub: argparse._SubParsersAction) -> None:
     p.add_argument("dataset", help="its format: a registered dataset name (lachesis datasets list) or an adapter "
                                    "(tau2, claude_code, who_and_when, chatdev, mooncake, azure)")
     p.add_argument("path", help="a file, or a folder searched recursively")
-    p.add_argument("--out", required=True, help="output folder: requests/spawns (or the source's tables) "
+    p.add_argument("--out", type=out_folder, required=True,
+                   help="output folder, replaced whole: requests/spawns (or the source's tables) "
                                                 "+ adapt_report.json")
     p.add_argument("--format", choices=("parquet", "jsonl"), default="parquet")
     p.add_argument("--stripping", choices=("turn_end", "every_call"), default=None,
@@ -306,7 +325,7 @@ def _explore(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--parts", type=names, default=None, help="some of grid,load,sensitivity (default: all)")
     p.add_argument("--fractions", type=fractions, default=[], help="of N*, for the load curve (e.g. 0.25,0.5)")
     p.add_argument("--knobs", type=names, default=None, help="of the sensitivity study (default: every knob)")
-    p.add_argument("--jobs", type=int, default=None, help="worker processes (default: one per core)")
+    p.add_argument("--jobs", type=jobs, default=None, help="worker processes (default: one per core)")
 
     def run(a: argparse.Namespace) -> int:
         from lachesis.explorer import PARTS, Selection
@@ -323,6 +342,8 @@ def explore(sel: "Selection", cache_dir: Path, parts: Sequence[str], fractions: 
     from lachesis import explorer
     from lachesis.knobs import KNOBS, STUDY
 
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise ValueError(f"--jobs: expected a whole number >= 1, got {jobs!r}")
     bad = [x for x in parts if x not in explorer.PARTS]
     if bad:
         raise ValueError(f"--parts: unknown part {bad[0]!r}; expected some of {','.join(explorer.PARTS)}")

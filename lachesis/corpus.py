@@ -83,6 +83,7 @@ import numpy as np
 import pandas as pd
 
 from lachesis.config import SPAWN_TOOL_NAMES, TOOL_CLASSES, ReferenceClock
+from lachesis.io import replace_folder, stranger
 from lachesis.trace import Trace, tokens_processed, tokens_written, write_trace
 
 MODEL_NAME = "gemma-4"  # Table 2: both regimes use Gemma 4
@@ -873,11 +874,27 @@ def table3(traces: Mapping[str, Trace], scale: float = 1.0) -> pd.DataFrame:
 def write_all(out: str | Path, scale: float = 1.0, seed: int = 0, fmt: str = "parquet",
               workloads: Sequence[str] | None = None) -> dict[str, Trace]:
     """:func:`generate_all` and write each trace into its own sub-folder ``out/<workload>``
-    (:func:`lachesis.trace.write_trace`, with its tool-class map); returns the traces."""
+    (:func:`lachesis.trace.write_trace`, with its tool-class map); returns the traces.  ``out`` is written
+    whole (:func:`lachesis.io.replace_folder`): it holds this run's workloads in one format, a failed write
+    leaves it as it was, and an existing folder holding anything but workload trace folders is refused."""
+    if not str(out).strip():
+        raise ValueError("--out: an empty path; give the output folder")
     traces = generate_all(scale, seed, list(workloads) if workloads else None)
-    for name, tr in traces.items():
-        write_trace(tr, Path(out) / name, fmt=fmt)
+
+    def write(tmp: Path) -> None:
+        for name, tr in traces.items():
+            write_trace(tr, tmp / name, fmt=fmt)
+
+    replace_folder(out, write, _not_a_corpus)
     return traces
+
+
+def _not_a_corpus(folder: Path) -> str | None:
+    """Why ``folder`` is not an earlier corpus output (which :func:`write_all` may replace), or None."""
+    def trace_folder(p: Path) -> bool:
+        return p.is_dir() and p.name in WORKLOADS and all(
+            f.is_file() and f.name.endswith((".parquet", ".jsonl", ".json", ".tmp")) for f in p.iterdir())
+    return stranger(folder, trace_folder)
 
 
 __all__ = ["WORKLOADS", "TEMPORAL_WORKLOADS", "STRUCTURAL_WORKLOADS", "COMPOSITES", "TemporalPreset",

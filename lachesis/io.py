@@ -1,7 +1,9 @@
 """Writing files: atomically, and JSON from numpy and pandas values with one stated NaN policy.
 
 Every file the package writes goes through :func:`atomic_write` (a temporary file in the same folder,
-then a rename), so a reader never sees half a file.  Every JSON document goes through
+then a rename), so a reader never sees half a file; an output *folder* (``lachesis adapt``, ``lachesis
+corpus``) goes through :func:`replace_folder` (a temporary sibling folder, swapped in whole), so it holds
+one run's files in one format, and a failed write leaves the previous folder as it was.  Every JSON document goes through
 :func:`jsonable`, the package's one coercer of numpy scalars and arrays, pandas frames, tuples and
 non-string keys into plain JSON values.
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping
@@ -48,6 +51,61 @@ def atomic_write(path: Path, write: Callable[[Path], Any]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def replace_folder(dest: str | os.PathLike[str], write: Callable[[Path], Any],
+                   foreign: Callable[[Path], str | None]) -> Path:
+    """``write(tmp)`` into a new temporary sibling of ``dest``, then swap it in for ``dest`` whole.
+
+    ``dest`` afterwards holds exactly what ``write`` wrote (no file of an earlier run or another format
+    survives); if ``write`` or the swap fails, the temporary folder is removed and ``dest`` is left as it
+    was.  An existing ``dest`` that is not empty is replaced only when ``foreign(dest)`` is None (it is
+    an earlier output of the same command); otherwise it is refused, untouched, with a ValueError
+    carrying ``foreign``'s reason.  The swap is two renames (``dest`` aside, the new folder in): for that
+    instant ``dest`` is absent, never half written.
+    """
+    dest = Path(os.path.abspath(dest))
+    _check_replaceable(dest, foreign)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".new"))
+    try:
+        write(tmp)
+        os.chmod(tmp, 0o777 & ~_UMASK)  # mkdtemp makes 0700; give the folder the mode mkdir would
+        _swap_in(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dest
+
+
+def _check_replaceable(dest: Path, foreign: Callable[[Path], str | None]) -> None:
+    if not dest.exists():
+        return
+    if not dest.is_dir():
+        raise ValueError(f"{dest}: exists and is not a folder")
+    if any(dest.iterdir()) and (why := foreign(dest)):
+        raise ValueError(f"{dest}: {why}; the output folder is replaced whole, so give a new or empty folder")
+
+
+def stranger(folder: Path, allowed: Callable[[Path], bool]) -> str | None:
+    """"holds 'x' ..." for the first entry of ``folder`` that ``allowed`` refuses, else None."""
+    bad = [p.name for p in sorted(folder.iterdir()) if not allowed(p)]
+    return f"holds {bad[0]!r} ({len(bad)} such entries) that this command does not write" if bad else None
+
+
+def _swap_in(new: Path, dest: Path) -> None:
+    """``new`` renamed to ``dest``; an existing ``dest`` is set aside first and deleted after (restored on failure)."""
+    if not dest.exists():
+        os.replace(new, dest)
+        return
+    old = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".old"))
+    os.replace(dest, old)  # onto the empty folder mkdtemp made
+    try:
+        os.replace(new, dest)
+    except BaseException:
+        os.replace(old, dest)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def write_text(path: Path, text: str) -> Path:
@@ -115,4 +173,4 @@ def read_columns(owner: str, arrays: Mapping[str, Any], kinds: Mapping[str, tupl
     return out
 
 
-__all__ = ["atomic_write", "write_text", "jsonable", "write_json", "check_columns", "read_columns"]
+__all__ = ["atomic_write", "replace_folder", "stranger", "write_text", "jsonable", "write_json", "check_columns", "read_columns"]

@@ -53,7 +53,10 @@ class Knob:
     #: the values :mod:`lachesis.sensitivity` tries around ``default`` (paper scale)
     values: tuple
     source: str
-    #: allowed values: (lo, hi, lo inclusive) for a number, or the choices of a categorical knob
+    #: allowed values: (lo, hi, lo inclusive) for a number, or the choices of a categorical knob.  Every
+    #: numeric range is bounded by a physical limit (a clock 100x faster or slower than the paper's, a user
+    #: delay up to an hour, a load up to 10 N*): past 1e5x tool latency the replay's clock loses the
+    #: precision a decode step needs and ``simulate`` never settles (tests/test_refusals_knobs.py)
     allowed: tuple = ()
 
     @property
@@ -86,19 +89,19 @@ _INF = math.inf
 KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("load", "× N*", 1.0, "load", (0.5, 1.5),
          "ASSUMPTION (sweep: one load per cell): sessions per GPU, as a multiple of HBM-first's N* of the cell",
-         (0.0, _INF, False)),
+         (0.0, 10.0, False)),
     Knob("user_delay_median_s", "s", _CLOCK.user_delay_median_s, "clock", (30.0, 600.0),
-         "§5.2 [12, 49, 54]: user delay ~ log-normal with median 120 s", (0.0, _INF, False)),
+         "§5.2 [12, 49, 54]: user delay ~ log-normal with median 120 s", (1.0, 3600.0, True)),
     Knob("user_delay_sigma", "log-normal σ", _CLOCK.user_delay_sigma, "clock", (0.5, 1.5),
-         "ASSUMPTION (config.ReferenceClock.user_delay_sigma): the paper gives the median only", (0.0, _INF, True)),
+         "ASSUMPTION (config.ReferenceClock.user_delay_sigma): the paper gives the median only", (0.0, 3.0, True)),
     Knob("tool_latency_scale", "×", 1.0, "clock", (0.1, 10.0),
-         "Appendix B [2]: every tool class's mean latency (config.TOOL_CLASSES) multiplied", (0.0, _INF, False)),
+         "Appendix B [2]: every tool class's mean latency (config.TOOL_CLASSES) multiplied", (0.01, 100.0, True)),
     Knob("pe_cycles", "P/E cycles", float(_ENDURANCE.pe_cycles), "endurance", (3_000.0, 10_000.0, 30_000.0),
-         "§5.2 [41]: 100,000 at SLC density; MLC-class 10k and TLC-class 3k as alternatives", (0.0, _INF, False)),
+         "§5.2 [41]: 100,000 at SLC density; MLC-class 10k and TLC-class 3k as alternatives", (1.0, 1e6, True)),
     Knob("write_amplification", "×", _ENDURANCE.write_amplification, "endurance", (1.5, 3.0),
-         "§5.2 [16, 23]: 1.02 for KV blocks written whole and in order", (1.0, _INF, True)),
+         "§5.2 [16, 23]: 1.02 for KV blocks written whole and in order", (1.0, 100.0, True)),
     Knob("hbf_write_bw_scale", f"× {HBF_STACK.write_bw / 1e9:g} GB/s per stack", 1.0, "memory", (0.5, 3.0),
-         "§5.2 [41]: 16 GB/s per HBF stack; 3× is Kyung et al.'s 48 GB/s [23]", (0.0, _INF, False)),
+         "§5.2 [41]: 16 GB/s per HBF stack; 3× is Kyung et al.'s 48 GB/s [23]", (0.01, 100.0, True)),
     Knob("read_pricing", "", _field_default(MemoryConfig, "read_pricing"), "memory", ("per_tier",),
          "§2.2, §5.2: reads over the aggregate bandwidth of all stacks; per_tier is Kyung et al.'s device",
          ("aggregate", "per_tier")),

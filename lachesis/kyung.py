@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from importlib.abc import Traversable
 from pathlib import Path
-from typing import Iterable, Literal, Mapping
+from typing import Any, Iterable, Literal, Mapping
 
 import numpy as np
 import pandas as pd
@@ -29,8 +29,8 @@ from lachesis.config import GB, MEMORY_KYUNG, Deployment, Endurance, GPUSpec, Me
 from lachesis.hbf import ArrayLike, hbf_lifetime_years, step_model, weight_storage_bytes_per_gpu
 from lachesis.models import known_model, with_dtypes
 
-__all__ = ["KyungTableError", "parse_kyung_tables", "default_kyung_table", "KyungSetting", "kyung_steady_state",
-           "kyung_grid", "kyung_operators", "kyung_summary", "kyung_comparison", "kyung_implied_batch", "kyung_sensitivity", "expected_max_poisson",
+__all__ = ["KyungTableError", "check_tolerance", "parse_kyung_tables", "default_kyung_table", "KyungSetting",
+           "kyung_steady_state", "kyung_grid", "kyung_operators", "kyung_summary", "kyung_comparison", "kyung_implied_batch", "kyung_sensitivity", "expected_max_poisson",
            "resolve_model"]
 
 KYUNG_TABLE = "kyung2026_fig4_maverick.md"
@@ -364,8 +364,16 @@ def kyung_operators(paper: pd.DataFrame, setting: KyungSetting = KyungSetting(),
     return pd.concat(parts)
 
 
+def check_tolerance(tol: Any) -> float:
+    """``tol`` as a relative tolerance: a finite number > 0 (0.15 = within ±15%); a one-line ValueError otherwise."""
+    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not math.isfinite(tol) or tol <= 0:
+        raise ValueError(f"tolerance: expected a finite number > 0 (a fraction: 0.15 = within ±15%), got {tol!r}")
+    return float(tol)
+
+
 def kyung_summary(grid: pd.DataFrame, tol: float = 0.15) -> dict[str, float]:
     """Headline statistics of a :func:`kyung_grid`: cells within ``tol``, error medians and ranges."""
+    tol = check_tolerance(tol)
     le, te = grid["life_err"], grid["tpot_err"]
     return dict(cells=float(len(grid)), within_tol=float((le.abs() <= tol).sum()), tol=tol,
                 tpot_within_tol=float((te.abs() <= tol).sum()),
@@ -419,6 +427,7 @@ def kyung_implied_batch(paper: pd.DataFrame, setting: KyungSetting = KyungSettin
 def kyung_sensitivity(paper: pd.DataFrame, tol: float = 0.15,
                       models: Iterable[ModelSpec] | Mapping[str, ModelSpec] | None = None) -> pd.DataFrame:
     """:func:`kyung_summary` under each named alternative of the setting (one row per variant)."""
+    tol = check_tolerance(tol)
     base = KyungSetting()
     dep = base.deployment
     variants = {

@@ -259,6 +259,54 @@ def _dtype_bytes(name: object, src: str, field_: str) -> int:
     return table[key]
 
 
+#: Deepest nesting of a config file read (HF configs nest two or three levels).
+MAX_CONFIG_DEPTH = 64
+
+
+def _read_json(path: Path, src: str) -> Any:
+    """A config file's JSON; every failure one ValueError line naming the file."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as e:
+        raise ValueError(f"{src}: cannot read the model config ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{src}: byte {e.start} is not UTF-8 (a config.json is UTF-8 JSON)") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{src}:{e.lineno}: not valid JSON ({e.msg})") from None
+    except RecursionError:
+        raise ValueError(f"{src}: nested deeper than Python's JSON reader allows: not a model config") from None
+
+
+def _refuse_non_finite(node: Any, src: str, path: str = "", depth: int = 0) -> None:
+    """Every number anywhere in the config is finite (NaN / Infinity mean a corrupted file), named by its path."""
+    if depth > MAX_CONFIG_DEPTH:
+        raise ValueError(f"{src}: field {path!r}: nested deeper than {MAX_CONFIG_DEPTH} levels: not a model config")
+    items = node.items() if isinstance(node, Mapping) else enumerate(node) if isinstance(node, list) else ()
+    for k, v in items:
+        sub = f"{path}.{k}" if path else str(k)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError(f"{src}: field {sub!r}: expected a finite number, got {v!r}")
+        _refuse_non_finite(v, src, sub, depth + 1)
+
+
+def _whole(v: Any, src: str, key: str, least: int) -> int:
+    """``v`` as an integer >= ``least`` (an integral float such as 4096.0 is accepted), or a named error."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v != int(v) or v < least:
+        raise ValueError(f"{src}: field {key!r}: expected an integer >= {least}, got {v!r}")
+    return int(v)
+
+
+def _check_heads(q_heads: int, kv_heads: int, src: str) -> None:
+    """Grouped-query attention: 1 <= KV heads <= query heads, and the KV heads divide the query heads."""
+    if q_heads < 1:
+        raise ValueError(f"{src}: field 'num_attention_heads': expected an integer >= 1, got {q_heads}")
+    if kv_heads < 1 or q_heads % kv_heads:
+        raise ValueError(f"{src}: field 'num_key_value_heads': {kv_heads} KV heads must be >= 1 and divide the "
+                         f"{q_heads} query heads (num_attention_heads)")
+
+
 def model_from_hf_config(config: str | Path | Mapping[str, Any], name: str | None = None, *,
                          kv_dtype_bytes: int | None = None, weight_dtype_bytes: int | None = None,
                          declared_total_params: float | None = None,
@@ -276,20 +324,18 @@ def model_from_hf_config(config: str | Path | Mapping[str, Any], name: str | Non
     does not price are kept as ``notes`` (ASSUMPTION: Llama-4's chunked local attention and sliding
     windows are read over the full context, as the paper's 196,608 B/token counts it; DeepSeek's
     multi-token-prediction layers are not served).  A missing or malformed key raises a one-line
-    ValueError naming the source and the field.
+    ValueError naming the source and the field: KV heads must be >= 1 and divide the query heads,
+    MoE layer steps (``interleave_moe_layer_step``, ``decoder_sparse_step``, ``moe_layer_freq``)
+    are integers >= 1, and a NaN / Infinity anywhere in the file is refused by its key path.
     """
     if isinstance(config, (str, Path)):
         src = str(config)
-        try:
-            raw = json.loads(Path(config).read_text(encoding="utf-8"))
-        except OSError as e:
-            raise ValueError(f"{src}: cannot read the model config ({e.strerror or e})") from None
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{src}:{e.lineno}: not valid JSON ({e.msg})") from None
+        raw = _read_json(Path(config), src)
     else:
         src, raw = "model config", config
     if not isinstance(raw, Mapping):
         raise ValueError(f"{src}: expected a JSON object, got {type(raw).__name__}")
+    _refuse_non_finite(raw, src)
     c: dict[str, Any] = dict(raw)
     if isinstance(raw.get("text_config"), Mapping):  # multimodal wrappers (Llama-4): the language model
         c = {**{k: v for k, v in raw.items() if k != "text_config"}, **raw["text_config"]}
@@ -307,14 +353,13 @@ def model_from_hf_config(config: str | Path | Mapping[str, Any], name: str | Non
             if default is None:
                 raise ValueError(f"{src}: field {keys[0]!r}: missing (needed to price the decode step)")
             return default
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v < 0:
-            raise ValueError(f"{src}: field {keys[0]!r}: expected a non-negative integer, got {v!r}")
-        return int(v)
+        return _whole(v, src, next(k for k in keys if c.get(k) is not None), 0)
 
     layers = integer("num_hidden_layers", "n_layer", "num_layers")
     hidden = integer("hidden_size", "d_model")
     q_heads = integer("num_attention_heads", "n_head")
-    kv_heads = integer("num_key_value_heads", default=q_heads) or q_heads
+    kv_heads = integer("num_key_value_heads", default=q_heads)
+    _check_heads(q_heads, kv_heads, src)
     vocab = integer("vocab_size")
     notes: list[str] = []
 
@@ -390,22 +435,25 @@ def _moe_layer_flags(c: Mapping[str, Any], layers: int, mtype: str, src: str) ->
     """Which decoder layers carry routed experts, by each family's config convention."""
     def ints(key: str) -> list[int]:
         v = c.get(key) or []
-        if not isinstance(v, (list, tuple)) or not all(isinstance(i, int) and 0 <= i < layers for i in v):
+        if not isinstance(v, (list, tuple)) or not all(type(i) is int and 0 <= i < layers for i in v):
             raise ValueError(f"{src}: field {key!r}: expected a list of layer indices in 0..{layers - 1}")
         return list(v)
+
+    def read_step(key: str, default: int, least: int = 1) -> int:
+        v = c.get(key)
+        return default if v is None else _whole(v, src, key, least)
 
     if mtype.startswith("llama4"):
         if c.get("moe_layers") is not None:
             idx = set(ints("moe_layers"))
             return [i in idx for i in range(layers)]
-        step = int(c.get("interleave_moe_layer_step", 1) or 0)
-        return [step > 0 and (i + 1) % step == 0 for i in range(layers)]
+        every = read_step("interleave_moe_layer_step", 1)
+        return [(i + 1) % every == 0 for i in range(layers)]
     if c.get("first_k_dense_replace") is not None or mtype.startswith("deepseek"):
-        first = int(c.get("first_k_dense_replace") or 0)
-        freq = int(c.get("moe_layer_freq") or 1)
+        first, freq = read_step("first_k_dense_replace", 0, least=0), read_step("moe_layer_freq", 1)
         return [i >= first and i % freq == 0 for i in range(layers)]
     if c.get("decoder_sparse_step") is not None or c.get("mlp_only_layers") is not None:
-        step = int(c.get("decoder_sparse_step") or 1)
+        step = read_step("decoder_sparse_step", 1)
         dense = set(ints("mlp_only_layers"))
         return [i not in dense and (i + 1) % step == 0 for i in range(layers)]
     return [True] * layers  # Mixtral and other all-MoE families

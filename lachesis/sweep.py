@@ -293,8 +293,8 @@ def _ranker_code() -> str:
 def rank_keys_cached(prep: Any, cache_dir: str | os.PathLike | None) -> pd.Series:
     """:func:`lachesis.ranker.rank_keys` of a prepared trace (:func:`lachesis.segments.prepare`), kept in
     ``cache_dir`` as ``<key>.rank.json``: keyed by a SHA-256 of the trace's requests and spawns, its clock,
-    the seed and :func:`_ranker_code`, checked when read (a :class:`CacheWarning` and a refit otherwise),
-    written atomically.  The keys read back are the floats that were written, so the plan is the same."""
+    the seed and :func:`_ranker_code`, checked when read against its key and its content digest (a
+    :class:`CacheWarning` and a refit otherwise), written atomically.  The keys read back are the floats that were written, so the plan is the same."""
     from lachesis.ranker import rank_keys
 
     if not cache_dir or prep.trace.spawns is None or not len(prep.trace.spawns):  # nothing worth keeping
@@ -304,20 +304,39 @@ def rank_keys_cached(prep: Any, cache_dir: str | os.PathLike | None) -> pd.Serie
                                  nan="keep"), sort_keys=True, default=str).encode())
     key = h.hexdigest()[:32]
     path = Path(cache_dir) / f"{key}.rank.json"
-    if path.exists():
-        try:
-            got = json.loads(path.read_text(encoding="utf-8"))
-            if got.get("key") != key:
-                raise ValueError(f"stored for key {got.get('key')!r}")
-            return pd.Series(np.asarray(got["values"], dtype=float), index=pd.Index(got["agents"], name=got["index"]),
-                             name="pred")
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            warnings.warn(CacheWarning(f"{path}: {type(e).__name__}: {e}; the ranker is refitted"), stacklevel=2)
+    if (hit := _rank_read(path, key)) is not None:
+        return hit
     keys = rank_keys(prep.trace, prep.segments, prep.seed)
-    body = dict(key=key, index=keys.index.name, agents=[str(a) for a in keys.index], values=[float(v) for v in keys])
-    Path(cache_dir).mkdir(parents=True, exist_ok=True)
-    atomic_write(path, lambda tmp: tmp.write_text(json.dumps(body), encoding="utf-8"))
+    _rank_write(path, key, keys)
     return keys
+
+
+def _rank_read(path: Path, key: str) -> pd.Series | None:
+    """The ranker's keys at ``path`` if the sidecar is ``key``'s and its content matches its digest;
+    else None (with a :class:`CacheWarning` naming the file when one was there)."""
+    if not path.exists():
+        return None
+    try:
+        got = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(got, dict) or got.get("key") != key:
+            raise ValueError(f"stored for key {got.get('key') if isinstance(got, dict) else None!r}")
+        if got.get("digest") != _digest(got):
+            raise ValueError("its content does not match its digest (edited or truncated)")
+        if len(got["agents"]) != len(got["values"]):
+            raise ValueError(f"{len(got['agents'])} agents but {len(got['values'])} values")
+        return pd.Series(np.asarray(got["values"], dtype=float), index=pd.Index(got["agents"], name=got["index"]),
+                         name="pred")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        warnings.warn(CacheWarning(f"{path}: {type(e).__name__}: {e}; the ranker is refitted"), stacklevel=3)
+    return None
+
+
+def _rank_write(path: Path, key: str, keys: pd.Series) -> None:
+    """The ranker's keys as ``path`` (atomically), with the digest of their content."""
+    body = dict(key=key, index=keys.index.name, agents=[str(a) for a in keys.index], values=[float(v) for v in keys])
+    text = json.dumps(jsonable(dict(body, digest=_digest(body)), nan="keep"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def _trace(workload: str, scale: float, seed: int, trace: str, digest: str) -> Any:

@@ -49,7 +49,7 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar
 import numpy as np
 import pandas as pd
 
-from ..io import atomic_write, write_json
+from ..io import atomic_write, replace_folder, stranger, write_json
 from ..trace import MAX_COUNT, SUBAGENT_ROLES, Trace, TraceError, write_trace
 
 T = TypeVar("T")
@@ -394,30 +394,53 @@ def adapt(dataset: str, path: str | os.PathLike[str], out: str | os.PathLike[str
 
     Trace sources write ``requests.<fmt>`` + ``spawns.<fmt>`` (loadable by :func:`lachesis.read_trace`);
     Mooncake writes ``blocks.<fmt>`` + ``blocks_requests.<fmt>``, Azure ``stats.<fmt>``. Every run also
-    writes ``adapt_report.json`` (the returned report).
+    writes ``adapt_report.json`` (the returned report).  ``out`` is written whole
+    (:func:`lachesis.io.replace_folder`): it holds this run's files only, a failed write leaves it as it
+    was, and an existing folder that is not an earlier ``adapt`` output is refused.
     """
     if fmt not in ("parquet", "jsonl"):
         raise ValueError(f"format must be 'parquet' or 'jsonl', not {fmt!r}")
-    dest = Path(out)
+    if not str(out).strip():
+        raise ValueError("--out: an empty path; give the output folder")
+    dest = Path(os.path.abspath(out))
     if dest.exists() and not dest.is_dir():
         raise ValueError(f"{dest}: --out exists and is not a folder")
+    if dest == Path(os.path.abspath(path)) or dest in Path(os.path.abspath(path)).parents:
+        raise ValueError(f"{dest}: --out holds the source {path}; the output folder is replaced whole")
     res = read(dataset, path, **kwargs)
-    written: list[Path] = []
+    done: list[AdaptReport] = []
+
+    def write(tmp: Path) -> None:
+        names = _write_result(res, dataset, tmp, fmt) + ["adapt_report.json"]
+        done.append(_report(res, path, dest, [dest / n for n in names]))
+        write_json(tmp / "adapt_report.json", asdict(done[0]), indent=1)
+
     try:
-        if res.trace is not None:
-            write_trace(res.trace, dest, fmt)
-            written += [dest / f"requests.{fmt}", dest / f"spawns.{fmt}"]
-        else:  # a table source names its tables (TABLE_NAME; extras as TABLE_NAME_<key>)
-            name = adapter_module(dataset).TABLE_NAME
-            tables = {name: res.table} | {f"{name}_{k}": v for k, v in res.extra.items()}
-            written += [_write_table(df, dest / f"{n}.{fmt}") for n, df in tables.items()]
-        report = _report(res, path, dest, written)
-        rep = dest / "adapt_report.json"
-        report.written.append(str(rep))
-        write_json(rep, asdict(report), indent=1)
+        replace_folder(dest, write, _not_an_adapt_output)
     except OSError as e:
-        raise ValueError(f"{dest}: cannot write: {e.strerror or e}") from None
-    return report
+        raise ValueError(f"{dest}: cannot write: {e.strerror or e} (the folder is left as it was)") from None
+    return done[0]
+
+
+#: What ``adapt`` writes into its folder: the tables, the tool-class map, the report (and atomic temporaries).
+ADAPT_OUTPUT_SUFFIXES = (".parquet", ".jsonl", ".json", ".tmp")
+
+
+def _not_an_adapt_output(folder: Path) -> str | None:
+    """Why ``folder`` is not an earlier ``adapt`` output (which ``adapt`` may replace), or None."""
+    if not (folder / "adapt_report.json").is_file():
+        return "is not empty and has no adapt_report.json (not an earlier adapt output)"
+    return stranger(folder, lambda p: p.is_file() and p.name.endswith(ADAPT_OUTPUT_SUFFIXES))
+
+
+def _write_result(res: AdapterResult, dataset: str, dest: Path, fmt: str) -> list[str]:
+    """The result's tables in ``dest``; their file names."""
+    if res.trace is not None:
+        write_trace(res.trace, dest, fmt)
+        return [f"requests.{fmt}", f"spawns.{fmt}"]
+    name = adapter_module(dataset).TABLE_NAME  # a table source names its tables (TABLE_NAME_<key> for extras)
+    tables = {name: res.table} | {f"{name}_{k}": v for k, v in res.extra.items()}
+    return [_write_table(df, dest / f"{n}.{fmt}").name for n, df in tables.items()]
 
 
 def _write_table(df: pd.DataFrame, path: Path) -> Path:

@@ -1,0 +1,131 @@
+"""Output folders written whole (issue 17): a reused folder holds one format and one run; a failed write
+leaves the old folder intact; a folder the command did not write is never replaced; empty paths refused."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from lachesis import adapters, corpus, io
+from lachesis.cli import main
+
+FIX = Path(__file__).resolve().parent / "fixtures" / "traces"
+SRC = FIX / "tau2-qwen3.5-justinchiu"
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def siblings(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.parent.iterdir() if p.name != folder.name)
+
+
+def test_adapt_into_a_reused_folder_holds_one_format(tmp_path) -> None:
+    out = tmp_path / "out"
+    adapters.adapt("tau2", SRC, out, fmt="parquet")
+    rep = adapters.adapt("tau2", SRC, out, fmt="jsonl")
+    assert sorted(p.name for p in out.iterdir()) == ["adapt_report.json", "requests.jsonl", "spawns.jsonl"]
+    assert rep.written == [str(out / n) for n in ("requests.jsonl", "spawns.jsonl", "adapt_report.json")]
+    assert siblings(out) == []  # no temporary folder left beside it
+
+
+def test_corpus_into_a_reused_folder_holds_one_run(tmp_path) -> None:
+    out = tmp_path / "c"
+    corpus.write_all(out, 0.02, 0, "parquet", ["bfcl_base", "webarena"])
+    corpus.write_all(out, 0.02, 0, "jsonl", ["bfcl_base"])
+    assert sorted(p.name for p in out.iterdir()) == ["bfcl_base"]
+    assert not list(out.rglob("*.parquet")) and (out / "bfcl_base" / "requests.jsonl").is_file()
+    assert siblings(out) == []
+
+
+def _full_disk(*a, **k):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_failed_adapt_leaves_the_old_folder_intact(tmp_path, capsys, monkeypatch) -> None:
+    out = tmp_path / "out"
+    adapters.adapt("tau2", SRC, out, fmt="parquet")
+    before = snapshot(out)
+    monkeypatch.setattr(adapters, "write_json", _full_disk)  # the report, written after the tables
+    assert main(["adapt", "tau2", str(SRC), "--out", str(out), "--format", "jsonl"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "No space left" in err[0] and str(out) in err[0]
+    assert snapshot(out) == before and siblings(out) == []
+
+
+def test_a_failed_corpus_leaves_the_old_folder_intact(tmp_path, monkeypatch) -> None:
+    out = tmp_path / "c"
+    corpus.write_all(out, 0.02, 0, "parquet", ["bfcl_base"])
+    before = snapshot(out)
+    calls = []
+
+    def second_fails(tr, d, fmt="parquet"):
+        calls.append(d)
+        if len(calls) == 2:
+            _full_disk()
+        return real(tr, d, fmt)
+
+    real = corpus.write_trace
+    monkeypatch.setattr(corpus, "write_trace", second_fails)
+    with pytest.raises(OSError, match="No space"):
+        corpus.write_all(out, 0.02, 0, "jsonl", ["bfcl_base", "webarena"])
+    assert snapshot(out) == before and siblings(out) == []
+
+
+def test_a_folder_the_command_did_not_write_is_refused_untouched(tmp_path, capsys) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    for argv in (["adapt", "tau2", str(SRC), "--out", str(mine)],
+                 ["corpus", "--scale", "0.02", "--workloads", "bfcl_base", "--out", str(mine)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "replaced whole" in err[0], err
+        assert snapshot(mine) == {"notes.txt": b"keep me"}
+
+
+def test_adapt_refuses_an_out_holding_its_source(tmp_path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    for f in SRC.iterdir():
+        (src / f.name).write_bytes(f.read_bytes())
+    with pytest.raises(ValueError, match="holds the source"):
+        adapters.adapt("tau2", src, src)
+    with pytest.raises(ValueError, match="holds the source"):
+        adapters.adapt("tau2", src, tmp_path)
+
+
+@pytest.mark.parametrize("argv", [["adapt", "tau2", str(SRC), "--out", ""], ["corpus", "--out", ""],
+                                  ["corpus", "--out", "  "], ["segments", str(SRC), "--out", ""],
+                                  ["explore", "--cache-dir", ""]])
+def test_an_empty_out_is_refused(tmp_path, capsys, monkeypatch, argv) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "empty path" in err[0], err
+    assert list(tmp_path.iterdir()) == []  # nothing written into the working folder
+
+
+def test_empty_out_refused_by_the_functions_too(tmp_path) -> None:
+    with pytest.raises(ValueError, match="empty path"):
+        adapters.adapt("tau2", SRC, "")
+    with pytest.raises(ValueError, match="empty path"):
+        corpus.write_all("", 0.02, 0, "jsonl", ["bfcl_base"])
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "1.5", "many"])
+def test_jobs_must_be_at_least_one(tmp_path, capsys, value) -> None:
+    assert main(["explore", "--cache-dir", str(tmp_path), "--jobs", value]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--jobs" in err[0], err
+
+
+def test_replace_folder_mode_is_that_of_mkdir(tmp_path) -> None:
+    out = io.replace_folder(tmp_path / "x", lambda t: (t / "a.json").write_text("{}"), lambda f: "never")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert out.stat().st_mode & 0o777 == 0o777 & ~mask
