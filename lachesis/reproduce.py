@@ -24,12 +24,14 @@ through nbval, which compares that cell's output with the stored one.  :func:`re
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Iterator, TextIO
 
 import yaml
 
@@ -39,6 +41,31 @@ MISSING_SOURCES_FILE = Path("real_traces") / "missing_sources.json"
 #: The kernel's own log (its startup notice about TCP transport) is not the notebook's output; errors
 #: in the notebook still reach the run through its cells.
 KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=CRITICAL"]
+#: The backend a notebook kernel draws with: inline, so every figure is an ``image/png`` output of its cell
+#: (in JupyterLab and in an executed copy), headless or not.  A headless shell exports ``MPLBACKEND=Agg``
+#: for its own plotting (the Makefile does); a kernel inherits its environment, so kernels started here get
+#: this one instead.  Notebooks never choose a backend themselves.
+KERNEL_BACKEND = "module://matplotlib_inline.backend_inline"
+
+
+@contextmanager
+def kernel_env() -> Iterator[None]:
+    """Within the block, kernels started by this process draw inline (:data:`KERNEL_BACKEND`)."""
+    old = os.environ.get("MPLBACKEND")
+    os.environ["MPLBACKEND"] = KERNEL_BACKEND
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("MPLBACKEND", None)
+        else:
+            os.environ["MPLBACKEND"] = old
+
+
+def image_outputs(nb: Any) -> int:
+    """How many ``image/png`` outputs a notebook's code cells hold (a figure drawn inline is one)."""
+    return sum("image/png" in o.get("data", {}) for c in nb.cells if c.cell_type == "code"
+               for o in c.get("outputs", []))
 
 
 def notebook_parameters(path: Path) -> set[str]:
@@ -180,10 +207,11 @@ def run_notebooks(params_file: Path, only: list[str] | None = None, build: Path 
             real_out, t_real = nb_dir / str(params.get("out_dir", "../build/figures")), time.time()
             real_local = params.get("data") or None
         try:
-            pm.execute_notebook(str(src), str(build / f"{name}.ipynb"), parameters=params, cwd=str(nb_dir),
-                                progress_bar=False, kernel_name="python3",
-                                stdout_file=_Prefixed(log, f"  [{name}] "), stderr_file=_Prefixed(log, f"  [{name}] "),
-                                extra_arguments=KERNEL_ARGUMENTS)
+            with kernel_env():
+                pm.execute_notebook(str(src), str(build / f"{name}.ipynb"), parameters=params, cwd=str(nb_dir),
+                                   progress_bar=False, kernel_name="python3",
+                                   stdout_file=_Prefixed(log, f"  [{name}] "),
+                                   stderr_file=_Prefixed(log, f"  [{name}] "), extra_arguments=KERNEL_ARGUMENTS)
         except Exception as e:  # noqa: BLE001 — one notebook's failure is reported, the others still run
             dt = time.perf_counter() - t0
             result.failed.append((name, _last_line(e)))
@@ -246,7 +274,7 @@ def refresh_check_output(path: Path) -> str:
     if len(marked) != 1:
         raise ValueError(f"{path}: expected one cell marked {CHECK_MARK!r}, found {len(marked)}")
     cell = src.cells[marked[0]]
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, kernel_env():
         pm.execute_notebook(str(path), str(Path(tmp) / path.name), cwd=str(path.parent), progress_bar=False,
                             kernel_name="python3", extra_arguments=KERNEL_ARGUMENTS)
         ran = nbformat.read(Path(tmp) / path.name, as_version=4)

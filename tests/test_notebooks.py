@@ -72,3 +72,11 @@ def test_the_real_trace_notebook_finishes_and_names_every_source_when_none_is_av
     missing = yaml.safe_load((out / "real_traces" / "missing_sources.json").read_text())
     assert len(missing["missing_sources"] if isinstance(missing, dict) else missing) >= 8
     assert sorted(p.name for p in (out / "real_traces").iterdir()) == ["missing_sources.json"]  # nothing else touched
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebooks_leave_the_backend_to_the_environment(path: Path) -> None:
+    """A notebook never picks a matplotlib backend (``matplotlib.use``): under a Jupyter kernel that turns off
+    inline figures; headless runs set ``MPLBACKEND`` (notebooks/conftest.py checks each shows a figure)."""
+    nb = nbformat.read(path, as_version=4)
+    assert not any("matplotlib.use(" in c.source or "%matplotlib" in c.source for c in nb.cells)
