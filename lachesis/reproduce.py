@@ -402,7 +402,7 @@ def summary(result: Outcome) -> str:
         lines.append(f"  the environment that produced them: {result.environment}")
     if result.missing_sources:
         lines.append(f"  missing {', '.join(result.missing_sources)} (could not be downloaded and no offline copy"
-                     + ("; figures/real_traces kept as committed)" if result.kept else
+                     + ("; the real-trace figures kept as they were)" if result.kept else
                         "; their rows are absent from figures/real_traces)"))
         lines.append(f"  fetch them with: lachesis datasets fetch {' '.join(result.missing_sources)}"
                      "   (or point LACHESIS_DATA / --local at an offline copy), then rerun "
