@@ -363,19 +363,20 @@ def nstar_key() -> Line2D:
 
 
 def paper_band(ax: plt.Axes, lo: float, hi: float, color: str, x: tuple[float, float] | None = None,
-               label: str = "") -> Any:
+               label: str = "", zorder: float = 0.4) -> Any:
     """The paper's range ``lo``–``hi`` as a light band (over ``x`` = (x0, x1), else the whole axes) edged by
-    dashed lines, or one dashed line when the paper gives one value.  Returns its legend entry."""
+    dashed lines, or one dashed line when the paper gives one value; behind the data unless ``zorder`` says
+    otherwise.  Returns its legend entry."""
     from matplotlib.patches import Patch
 
-    kw = dict(color=color, linestyle="--", linewidth=0.9, alpha=0.9, zorder=0.5)
+    kw = dict(color=color, linestyle="--", linewidth=0.9, alpha=0.9, zorder=zorder + 0.1)
     if hi > 1.01 * lo:
         if x is None:
-            ax.axhspan(lo, hi, color=color, alpha=0.13, lw=0, zorder=0.4)
+            ax.axhspan(lo, hi, color=color, alpha=0.13, lw=0, zorder=zorder)
             ax.axhline(lo, **kw)
             ax.axhline(hi, **kw)
         else:
-            ax.fill_between(x, lo, hi, color=color, alpha=0.13, lw=0, zorder=0.4)
+            ax.fill_between(x, lo, hi, color=color, alpha=0.13, lw=0, zorder=zorder)
             ax.hlines([lo, hi], *x, **kw)
         return Patch(facecolor=color, alpha=0.3, edgecolor=color, linestyle="--", label=label or f"paper: {lo:g}–{hi:g}")
     if x is None:
