@@ -10,7 +10,7 @@ LOCK   := requirements.lock
 # Headless plotting in this shell's processes; notebook kernels draw inline whatever this says (lachesis.reproduce).
 export MPLBACKEND ?= Agg
 
-.PHONY: reproduce reproduce-ci test lab lock browser-check bench clean-build
+.PHONY: reproduce reproduce-ci test lab explore lock browser-check bench clean-build
 
 # The package and its test extras, pinned to the environment that produced figures/ (requirements.lock).
 $(STAMP): pyproject.toml $(LOCK)
@@ -38,6 +38,13 @@ test: $(STAMP)
 ## JupyterLab on the notebooks with the package's kernel ("Python 3 (lachesis)"); figures show inline.
 lab: $(STAMP)
 	MPLBACKEND=module://matplotlib_inline.backend_inline $(VENV)/bin/jupyter lab --notebook-dir=. notebooks/explorer.ipynb
+
+## The explorer on the paper-scale results (the cache `make reproduce` fills) in JupyterLab: a copy with the paper's
+## parameters in build/ (never the source notebook); Run > Run All Cells, then the dropdowns move over the grid.
+PAPER_EXPLORER := {interactive: true, cache_dir: build/sweep_cache_paper, search: paper, scale: 1.0, seeds: '0,1,2', memory: '4/4', fractions: '0.1,0.2,0.3,0.45,0.6,0.8', knobs: '', compute: grid}
+explore: $(STAMP)
+	$(VENV)/bin/papermill notebooks/explorer.ipynb build/explorer_paper.ipynb --prepare-only -y "$(PAPER_EXPLORER)"
+	MPLBACKEND=module://matplotlib_inline.backend_inline $(VENV)/bin/jupyter lab --notebook-dir=. build/explorer_paper.ipynb
 
 ## Rewrite requirements.lock from .venv (after changing dependencies; commit it with the figures it produced).
 lock: $(STAMP)
