@@ -1,30 +1,62 @@
-# Two entry points (README): `make reproduce` and `make test`.  Both create and reuse .venv.
+# Entry points (README): `make reproduce`, `make test`, `make lab`.  All create and reuse .venv.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
+LOCK   := requirements.lock
 
-# Real public traces come from the download cache, or from an offline copy named by LACHESIS_DATA
-# (set it yourself; nothing outside the repository is assumed).
+# Real public traces come from the download cache (`make reproduce` fills it), or from an offline copy named by
+# LACHESIS_DATA (set it yourself; nothing outside the repository is assumed).
+# Headless plotting in this shell's processes; notebook kernels draw inline whatever this says (lachesis.reproduce).
 export MPLBACKEND ?= Agg
 
-.PHONY: reproduce test bench clean-build
+.PHONY: reproduce reproduce-ci test lab explore lock browser-check bench clean-build
 
-$(STAMP): pyproject.toml
+# The package and its test extras, pinned to the environment that produced figures/ (requirements.lock).
+$(STAMP): pyproject.toml $(LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
-	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
+	$(PY) -m pip install --quiet -c $(LOCK) -e '.[test]'
+	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (lachesis)" >/dev/null
 	touch $@
 
-## Regenerate every table and figure in figures/ at paper scale (papermill, notebooks/params/paper.yaml).
-## Streams each notebook's progress; ends with a summary and fails if a notebook failed or a source is missing.
+## Regenerate every table and figure in figures/ at paper scale (papermill, notebooks/params/paper.yaml), fetching
+## the public real traces it needs (checksummed); offline, everything else, naming what it could not fetch.
+## STRICT=1: a source that could not be fetched is an error.  Writes figures/ENVIRONMENT.json.
 reproduce: $(STAMP)
-	$(VENV)/bin/lachesis reproduce --params notebooks/params/paper.yaml
+	$(VENV)/bin/lachesis reproduce --params notebooks/params/paper.yaml $(if $(STRICT),--strict)
 
-## Unit, property, differential and validation tests, plus every notebook through nbval at a small scale.
+## The same notebooks at CI scale, into build/figures (a few minutes).
+reproduce-ci: $(STAMP)
+	$(VENV)/bin/lachesis reproduce --params notebooks/params/ci.yaml
+
+## Unit, property, differential and validation tests, plus every notebook through nbval at a small scale
+## (each must show an inline figure: notebooks/conftest.py).
 test: $(STAMP)
 	$(PY) -m pytest -q tests --nbval-lax notebooks --nbval-current-env -p no:cacheprovider
+
+## JupyterLab on the notebooks with the package's kernel ("Python 3 (lachesis)"); figures show inline.
+lab: $(STAMP)
+	MPLBACKEND=module://matplotlib_inline.backend_inline $(VENV)/bin/jupyter lab --notebook-dir=. notebooks/explorer.ipynb
+
+## The explorer on the paper-scale results (the cache `make reproduce` fills) in JupyterLab: a copy with the paper's
+## parameters in build/ (never the source notebook); Run > Run All Cells, then the dropdowns move over the grid.
+PAPER_EXPLORER := {interactive: true, cache_dir: build/sweep_cache_paper, search: paper, scale: 1.0, seeds: '0,1,2', memory: '4/4', fractions: '0.1,0.2,0.3,0.45,0.6,0.8', knobs: '', compute: grid}
+explore: $(STAMP)
+	$(VENV)/bin/papermill notebooks/explorer.ipynb build/explorer_paper.ipynb --prepare-only -y "$(PAPER_EXPLORER)"
+	MPLBACKEND=module://matplotlib_inline.backend_inline $(VENV)/bin/jupyter lab --notebook-dir=. build/explorer_paper.ipynb
+
+## Rewrite requirements.lock from .venv (after changing dependencies; commit it with the figures it produced).
+lock: $(STAMP)
+	{ echo "# The environment that produced figures/ (make lock: pip freeze of .venv, editable lachesis excluded)."; \
+	  echo "# make installs with it as constraints: pip install -c requirements.lock -e '.[test]'."; \
+	  $(PY) -m pip freeze --exclude-editable; } > $(LOCK).tmp && mv $(LOCK).tmp $(LOCK)
+
+## JupyterLab in headless chromium: open and run the explorer, change a dropdown, screenshots in build/browser/.
+## Needs chromium + chromedriver (apt-get install chromium chromium-driver) and the [browser] extra (selenium).
+browser-check: $(STAMP)
+	$(PY) -c "import selenium" 2>/dev/null || $(PY) -m pip install --quiet -c $(LOCK) -e '.[browser]'
+	$(PY) scripts/browser_check.py --out build/browser
 
 ## Print the speed benchmarks (not a test).
 bench: $(STAMP)

@@ -428,6 +428,9 @@ def _reproduce(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("reproduce", help="run every notebook through papermill with a params file")
     p.add_argument("--params", type=params_file, default=Path("notebooks/params/paper.yaml"))
     p.add_argument("--only", nargs="*", default=None, help="notebook names to run (default: all)")
+    p.add_argument("--strict", action="store_true",
+                   help="fail (exit 1) when a real-trace source could not be fetched (default: name it and go on)")
+    p.add_argument("--no-fetch", action="store_true", help="never download a real-trace source")
     p.add_argument("--refresh-checks", action="store_true",
                    help="instead: run each notebook at its small defaults and store the output of its "
                         "NBVAL_CHECK_OUTPUT cell in the source (what make test compares)")
@@ -444,7 +447,7 @@ def _reproduce(sub: argparse._SubParsersAction) -> None:
                 else:
                     print(f"{name}: no cell marked NBVAL_CHECK_OUTPUT (skipped)", flush=True)
             return 0
-        result = run_notebooks(a.params, a.only)
+        result = run_notebooks(a.params, a.only, strict=a.strict, fetch=not a.no_fetch)
         print(summary(result), flush=True)
         return 0 if result.ok else 1
     p.set_defaults(run=run)

@@ -320,6 +320,35 @@ def missing_sources(names: Iterable[str] | None = None, local: str | os.PathLike
     return [n for n in chosen if locate(n, local) is None]
 
 
+def public_sources() -> list[str]:
+    """The default set: registered sources every file of which has a public, byte-identical origin
+    (``origin == upstream``), so ``lachesis datasets fetch`` can get them.  A source with a local-only file
+    is read only when asked for by name (with an offline copy)."""
+    reg = registry()
+    private = set(reg.loc[reg["origin"] != "upstream", "dataset"])
+    return sorted(set(reg["dataset"]) - private)
+
+
+def fetch_missing(names: Iterable[str] | None = None, local: str | os.PathLike[str] | None = None,
+                  log=None) -> tuple[list[str], list[tuple[str, str]]]:
+    """Fetch the sources (default :func:`public_sources`) that are neither in the override folder nor in the
+    cache, through the checksummed registry.  Returns (fetched, not fetched with the one-line reason); a
+    failure (offline, a checksum) does not stop the others."""
+    fetched, failed = [], []
+    for name in missing_sources(public_sources() if names is None else names, local):
+        try:
+            fetch(name, local)
+            fetched.append(name)
+            if log is not None:
+                print(f"  fetched {name} into {cache_dir() / name}", file=log, flush=True)
+        except Exception as e:  # noqa: BLE001 — offline, unreachable, corrupt: named, and the others go on
+            why = " ".join(str(e).split())[:400] or e.__class__.__name__
+            failed.append((name, why))
+            if log is not None:
+                print(f"  could not fetch {name}: {why}", file=log, flush=True)
+    return fetched, failed
+
+
 def fetch_hint(name: str) -> str:
     """The command that makes a registered source available (or why none can)."""
     if (_files(name)["origin"] != "upstream").any():

@@ -273,21 +273,28 @@ def headline(v: View) -> str:
 
 def figure(v: View) -> Any:
     """Device-years per policy, write composition, and (when cached) lifetime against sessions per GPU."""
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
-    from lachesis.plotting import warranty_line
+    from lachesis.plotting import (CLASS_STYLE, LIFETIME_AXIS, NSTAR_STYLE, nstar_key, policy_color, warranty_key,
+                                   warranty_line)
 
     s = summary(v)
     if s.empty:
         return None
     n = 3 if not v.curve.empty else 2
-    fig, ax = plt.subplots(1, n, figsize=(4.6 * n, 3.6))
+    # a Figure of its own, not pyplot's: drawn the same whether the kernel runs a cell or a widget's callback
+    fig = Figure(figsize=(4.6 * n, 3.6), dpi=100)
+    ax = fig.subplots(1, n)
     names = [sensitivity.pol_name(p) for p in s["policy"]]
-    colors = ["#08519c" if x else "#9ecae1" for x in s["selected"]]
+    colors = [policy_color(p) for p in s["policy"]]
     err = np.vstack([s["lifetime_years"] - s["lifetime_years_min"], s["lifetime_years_max"] - s["lifetime_years"]])
-    ax[0].bar(names, s["lifetime_years"], color=colors, yerr=np.nan_to_num(err), capsize=3, ecolor="0.3")
+    bars = ax[0].bar(names, s["lifetime_years"], color=colors, yerr=np.nan_to_num(err), capsize=3, ecolor="0.3")
+    for b, chosen in zip(bars, s["selected"]):  # the selected policy: outlined
+        b.set_edgecolor("k" if chosen else "none")
+        b.set_linewidth(1.6 if chosen else 0)
     warranty_line(ax[0], Endurance().warranty_years)
-    ax[0].set_ylabel("HBF lifetime (device-years)")
+    ax[0].legend(handles=[warranty_key(Endurance().warranty_years)], fontsize=7, loc="upper right")
+    ax[0].set_ylabel(LIFETIME_AXIS)
     seeds = v.selection.seeds
     ax[0].set_title(f"at {int(s['n_sessions'].iloc[0])} sessions/GPU"
                     + (f"; median, min–max over {len(seeds)} seeds" if len(seeds) > 1 else ""), fontsize=9)
@@ -297,7 +304,8 @@ def figure(v: View) -> Any:
         for i, cls in enumerate(dict.fromkeys(c["seg_class"])):
             for tier in [t for t in ("hbm", "hbf") if t in c]:
                 vals = np.array([c.loc[c["policy"].eq(p) & c["seg_class"].eq(cls), tier].sum() for p in s["policy"]])
-                ax[1].bar(names, vals, bottom=bottom, label=f"{cls} → {tier.upper()}", color=f"C{i}",
+                ax[1].bar(names, vals, bottom=bottom, label=f"{CLASS_STYLE.get(cls, {}).get('label', cls)} → "
+                          f"{tier.upper()}", color=CLASS_STYLE.get(cls, {}).get("color", f"C{i}"),
                           alpha=1.0 if tier == "hbm" else 0.45, hatch="" if tier == "hbm" else "//", edgecolor="white")
                 bottom += np.nan_to_num(vals)
         ax[1].set_ylabel("% of KV write bytes" + (" (mean over seeds)" if len(seeds) > 1 else ""))
@@ -309,12 +317,14 @@ def figure(v: View) -> Any:
     if n == 3:
         for pol, d in v.curve.groupby("policy"):
             d = d.sort_values("n_sessions")
-            ax[2].plot(d["n_sessions"], d["lifetime_years"], "o-", label=sensitivity.pol_name(pol))
-        ax[2].axvline(int(s["n_star"].iloc[0]), color="0.3", linestyle=":", linewidth=1.0)
+            ax[2].plot(d["n_sessions"], d["lifetime_years"], "o-", color=policy_color(pol),
+                       label=sensitivity.pol_name(pol))
+        ax[2].axvline(int(s["n_star"].iloc[0]), **NSTAR_STYLE)
         warranty_line(ax[2], Endurance().warranty_years)
-        ax[2].set_xlabel("sessions per GPU")
-        ax[2].set_ylabel("device-years")
-        ax[2].legend(fontsize=7)
+        ax[2].set_xlabel("load (concurrent sessions per GPU)")
+        ax[2].set_ylabel(LIFETIME_AXIS)
+        handles = ax[2].get_legend_handles_labels()[0] + [nstar_key(), warranty_key(Endurance().warranty_years)]
+        ax[2].legend(handles=handles, fontsize=7)
     sel = v.selection
     fig.suptitle(f"{sel.workload}, {sel.model}, {sel.slo} SLO, {sel.memory}, seed{'s' if len(seeds) > 1 else ''} "
                  f"{', '.join(map(str, seeds))}", fontsize=10)
@@ -325,7 +335,6 @@ def figure(v: View) -> Any:
 def show(sel: Selection, cache_dir: str | Path, fractions: Sequence[float] = (), knobs: Sequence[str] = STUDY,
          out_dir: str | Path | None = None) -> View | None:
     """Display a selection in a notebook: headline, tables, figure (saved under ``out_dir``), what is missing."""
-    import matplotlib.pyplot as plt
     from IPython.display import Image, Markdown, display
 
     from lachesis.plotting import save_figure
@@ -351,7 +360,8 @@ def show(sel: Selection, cache_dir: str | Path, fractions: Sequence[float] = (),
         if out_dir is not None:
             png = save_figure(fig, out_dir, "explorer")[0]
             display(Image(filename=str(png)))
-        plt.close(fig)
+        else:
+            display(fig)
     display(Markdown(missing_text(v, cache_dir, fractions, knobs)))
     return v
 

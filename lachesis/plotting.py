@@ -44,13 +44,48 @@ def save_figure(fig: plt.Figure, out_dir: str | Path, stem: str) -> list[Path]:
     return paths
 
 
+#: Significant digits of every number :func:`save_numbers` writes.  Two machines of one kind (another BLAS
+#: build, another core count) differ in the last bits of a float; written in full (17 digits) that changes a
+#: committed file.  Twelve digits keep every difference the model makes and drop the ones summation order does.
+DIGITS = 12
+
+
+def stable_numbers(obj: Any, digits: int = DIGITS) -> Any:
+    """``obj`` with every float rounded to ``digits`` significant digits: a DataFrame's float columns (and
+    floats in its object columns), a mapping's or a sequence's values, recursively.  Integers, text and
+    non-finite values are unchanged.  The one place the package's written numbers get their precision."""
+    def num(v: Any) -> Any:
+        if isinstance(v, (float, np.floating)) and not isinstance(v, bool):
+            return float(f"{float(v):.{digits}g}") if np.isfinite(v) else float(v)
+        return v
+
+    if isinstance(obj, pd.DataFrame):
+        out = obj.copy()
+        for c in out.columns:
+            col = out[c]
+            if pd.api.types.is_float_dtype(col):
+                out[c] = col.map(num)
+            elif col.dtype == object:
+                out[c] = col.map(num)
+        return out
+    if isinstance(obj, Mapping):
+        return {k: stable_numbers(v, digits) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(stable_numbers(v, digits) for v in obj)
+    if isinstance(obj, np.ndarray):
+        return stable_numbers(obj.tolist(), digits)
+    return num(obj)
+
+
 def save_numbers(obj: pd.DataFrame | Mapping[str, Any], out_dir: str | Path, stem: str) -> Path:
-    """Write the numbers behind a figure: a DataFrame as CSV, a mapping as JSON (atomically)."""
+    """Write the numbers behind a figure: a DataFrame as CSV, a mapping as JSON (atomically), every float at
+    :data:`DIGITS` significant digits (:func:`stable_numbers`), so a regeneration elsewhere leaves git clean."""
     if isinstance(obj, pd.DataFrame):
         p = out_path(out_dir, f"{stem}.csv")
-        atomic_write(p, lambda t: obj.to_csv(t, index=False))
+        df = stable_numbers(obj)
+        atomic_write(p, lambda t: df.to_csv(t, index=False, float_format=f"%.{DIGITS}g"))
     else:
-        p = write_json(out_path(out_dir, f"{stem}.json"), obj, indent=2, sort_keys=True)
+        p = write_json(out_path(out_dir, f"{stem}.json"), stable_numbers(obj), indent=2, sort_keys=True)
     return p
 
 
@@ -244,3 +279,134 @@ def real_traces_figure(out: Mapping[str, Any]) -> plt.Figure:
     ax.set_title("(d) Mooncake 512-token prefix blocks", loc="left")
     fig.tight_layout()
     return fig
+
+
+# ------------------------------------------------------------------------------------------------
+# One look for every figure: policy colours and markers, the marks' legend keys, words for code names
+# ------------------------------------------------------------------------------------------------
+
+#: Every placement's name in words, colour and marker, the same in every figure (bars use the colour; the
+#: baselines beyond the paper are drawn as markers).
+POLICY_STYLE: dict[str, dict[str, str]] = {
+    "hbm_first": dict(label="HBM-first", color="#9e9e9e", marker="s"),
+    "deterministic": dict(label="w/o predictive path", color="#6baed6", marker="v"),
+    "lachesis": dict(label="Lachesis", color="#08519c", marker="o"),
+    "hbm_first_reclaim": dict(label="HBM-first with reclaim", color="#252525", marker="D"),
+    "rho_threshold": dict(label="ρR/W selection", color="#e6550d", marker="^"),
+    "oracle": dict(label="oracle (clairvoyant)", color="#31a354", marker="*"),
+    "bound": dict(label=BOUND_LABEL, color=BOUND_STYLE["color"], marker="_"),
+}
+#: A lifetime ratio's words and colour: its numerator policy's colour.
+RATIO_STYLE: dict[str, dict[str, str]] = {
+    "lachesis/hbm_first": dict(label="Lachesis / HBM-first", color=POLICY_STYLE["lachesis"]["color"]),
+    "deterministic/hbm_first": dict(label="w/o predictive path / HBM-first",
+                                    color=POLICY_STYLE["deterministic"]["color"]),
+}
+#: Segment classes in words and one colour each (Figs. 4–6, 10, 12).
+CLASS_STYLE: dict[str, dict[str, str]] = {
+    "lead": dict(label="lead", color="#1b9e77"), "worker": dict(label="worker", color="#d95f02"),
+    "reviewer": dict(label="reviewer", color="#7570b3"),
+    "reasoning_laden": dict(label="reasoning-laden", color="#e7298a"),
+    "reasoning_stripped": dict(label="reasoning-stripped", color="#66a61e"),
+}
+#: The x axis of the Figs. 9–12 panels.
+MEMORY_AXIS = "GPU memory (HBM stacks / HBF stacks)"
+LIFETIME_AXIS = "HBF lifetime (device-years)"
+MISSED_SLO_HATCH = "xx"
+
+
+def policy_label(p: str) -> str:
+    return POLICY_STYLE.get(p, {}).get("label", p.replace("_", " "))
+
+
+def policy_color(p: str) -> str:
+    return POLICY_STYLE.get(p, {}).get("color", "0.5")
+
+
+def policy_marker(p: str) -> str:
+    return POLICY_STYLE.get(p, {}).get("marker", "o")
+
+
+def policy_key(p: str, bar: bool = True) -> Any:
+    """A policy's legend entry: a filled box (a bar) or its marker."""
+    from matplotlib.patches import Patch
+
+    if bar:
+        return Patch(color=policy_color(p), label=policy_label(p))
+    m = policy_marker(p)
+    return Line2D([], [], ls="", marker=m, color=policy_color(p), ms=10 if m == "*" else 6, label=policy_label(p))
+
+
+def warranty_key(years: float = 5.0) -> Line2D:
+    """The legend entry of :func:`warranty_line`."""
+    return Line2D([], [], label=f"{years:g}-year warranty", **WARRANTY_STYLE)
+
+
+def missed_slo_keys() -> list[Any]:
+    """Legend entries for a run that misses the SLO at its load: a hatched bar, an open marker."""
+    from matplotlib.patches import Patch
+
+    return [Patch(facecolor="white", edgecolor="0.3", hatch=MISSED_SLO_HATCH, label="misses the SLO (bar)"),
+            Line2D([], [], ls="", marker="o", mfc="white", color="0.3", label="misses the SLO (marker)")]
+
+
+def whisker_key(what: str = "min–max over seeds") -> Line2D:
+    return Line2D([], [], color="0.2", lw=0.8, marker="|", ms=6, label=f"whisker: {what}")
+
+
+NSTAR_STYLE = dict(color="0.3", linestyle=":", linewidth=1.0)
+
+
+def nstar_key() -> Line2D:
+    """Legend entry of the vertical N* line (HBM-first's sessions per GPU at the SLO)."""
+    return Line2D([], [], label="N* (HBM-first's load at the SLO)", **NSTAR_STYLE)
+
+
+def paper_band(ax: plt.Axes, lo: float, hi: float, color: str, x: tuple[float, float] | None = None,
+               label: str = "", zorder: float = 0.4) -> Any:
+    """The paper's range ``lo``–``hi`` as a light band (over ``x`` = (x0, x1), else the whole axes) edged by
+    dashed lines, or one dashed line when the paper gives one value; behind the data unless ``zorder`` says
+    otherwise.  Returns its legend entry."""
+    from matplotlib.patches import Patch
+
+    kw = dict(color=color, linestyle="--", linewidth=0.9, alpha=0.9, zorder=zorder + 0.1)
+    if hi > 1.01 * lo:
+        if x is None:
+            ax.axhspan(lo, hi, color=color, alpha=0.13, lw=0, zorder=zorder)
+            ax.axhline(lo, **kw)
+            ax.axhline(hi, **kw)
+        else:
+            ax.fill_between(x, lo, hi, color=color, alpha=0.13, lw=0, zorder=zorder)
+            ax.hlines([lo, hi], *x, **kw)
+        return Patch(facecolor=color, alpha=0.3, edgecolor=color, linestyle="--", label=label or f"paper: {lo:g}–{hi:g}")
+    if x is None:
+        ax.axhline(lo, **kw)
+    else:
+        ax.hlines(lo, *x, **kw)
+    return Line2D([], [], label=label or f"paper: {lo:g}", **kw)
+
+
+def knob_label(name: str) -> str:
+    """A knob of :mod:`lachesis.knobs` in words, with its unit."""
+    from lachesis.knobs import KNOBS
+
+    words = {"load": "load on the node", "user_delay_median_s": "user think time, median",
+             "user_delay_sigma": "user think time, spread", "tool_latency_scale": "tool-call latency",
+             "pe_cycles": "HBF endurance", "write_amplification": "write amplification",
+             "hbf_write_bw_scale": "HBF write bandwidth", "read_pricing": "KV read pricing",
+             "group_ranks": "expert-parallel group size", "landing": "KV landing on HBF",
+             "node_start": "node start state", "laden_close": "reasoning-laden KV freed at",
+             "paper": "the paper's setting"}
+    k = KNOBS.get(name) if hasattr(KNOBS, "get") else None
+    unit = getattr(k, "unit", "") if k is not None else ""
+    text = words.get(name, name.replace("_", " "))
+    return f"{text} ({unit})" if unit else text
+
+
+#: The evaluation's workloads in words.
+WORKLOAD_LABEL = {"multi_agent": "multi-agent trace", "multi_agent_no_reviewer": "multi-agent trace w/o reviewer",
+                  "tau3": "τ³-bench (single-agent)", "bfcl": "BFCLv4 (single-agent)"}
+
+
+def workload_label(w: str) -> str:
+    return WORKLOAD_LABEL.get(w, w.replace("_", " "))

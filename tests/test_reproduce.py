@@ -15,7 +15,7 @@ from lachesis.cli import main
 
 def _notebook(path: Path, body: str) -> None:
     nb = nbformat.v4.new_notebook()
-    params = nbformat.v4.new_code_cell('out_dir: str = "../build/figures"\nseed: int = 0')
+    params = nbformat.v4.new_code_cell('out_dir: str = "build/figures"\nseed: int = 0')
     params.metadata["tags"] = ["parameters"]
     nb.cells = [nbformat.v4.new_markdown_cell("# test"), params, nbformat.v4.new_code_cell(body)]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -33,7 +33,7 @@ def project(tmp_path_factory) -> Path:
               "import json, pathlib\n"
               "d = pathlib.Path(out_dir) / 'real_traces'; d.mkdir(parents=True, exist_ok=True)\n"
               "(d / 'missing_sources.json').write_text(json.dumps(['claude_code_more', 'who_and_when']))")
-    (nbs / "params" / "p.yaml").write_text(yaml.safe_dump({"common": {"seed": 7, "out_dir": "../out", "scale": 1.0}}))
+    (nbs / "params" / "p.yaml").write_text(yaml.safe_dump({"common": {"seed": 7, "out_dir": "out", "scale": 1.0}}))
     return root
 
 
@@ -58,7 +58,7 @@ def test_every_notebook_runs_and_the_failure_is_summarized(full_run) -> None:
 
 def test_progress_is_visible(full_run) -> None:
     _, out = full_run
-    assert "[reproduce 1/3] a_ok started  {'out_dir': '../out', 'seed': 7}" in out  # only declared parameters
+    assert "[reproduce 1/3] a_ok started  {'out_dir': 'out', 'seed': 7}" in out  # only declared parameters
     assert "[reproduce 1/3] a_ok done in " in out and "[reproduce 2/3] b_fails FAILED after " in out
     assert "  [a_ok] hello from a 7" in out and "  [a_ok] progress 1/2" in out  # streamed from the kernel
 
@@ -134,3 +134,64 @@ def test_the_missing_sources_the_real_trace_report_writes_are_read_back(tmp_path
     assert reproduce.missing_sources(tmp_path, since=0.0) == ["who_and_when", "azure_llm_2023"]
     report.write_missing({"missing": out["missing"].iloc[:0]}, tmp_path / "real_traces")
     assert reproduce.missing_sources(tmp_path, since=0.0) == []
+
+
+@pytest.fixture()
+def offline_project(tmp_path, monkeypatch) -> Path:
+    """A project whose real-traces notebook reads the registered sources, on a machine with no network and an
+    empty cache; its committed figure is a file that must survive the run."""
+    import lachesis.datasets
+
+    def no_network(name, local=None, progress=False):
+        raise lachesis.datasets.DatasetError(f"{name}: download failed (no network)")
+
+    monkeypatch.setattr(lachesis.datasets, "fetch", no_network)
+    monkeypatch.delenv("LACHESIS_DATA", raising=False)
+    monkeypatch.setenv("LACHESIS_CACHE", str(tmp_path / "empty-cache"))
+    nbs = tmp_path / "notebooks"
+    (nbs / "params").mkdir(parents=True)
+    _notebook(nbs / "a_ok.ipynb", 'print("hello")')
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell('source: str = "all"\ndata: str = "tests/fixtures/traces"\n'
+                                       'out_dir: str = "build/figures"')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell('raise RuntimeError("must not run offline")')]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, nbs / "real_traces.ipynb")
+    (tmp_path / "figs" / "real_traces").mkdir(parents=True)
+    (tmp_path / "figs" / "real_traces" / "real_traces.png").write_text("committed")
+    (nbs / "params" / "p.yaml").write_text(yaml.safe_dump(
+        {"common": {"out_dir": "figs"}, "notebooks": {"real_traces": {"data": "", "source": "public"}}}))
+    return tmp_path
+
+
+def test_offline_reproduce_keeps_the_real_trace_figures_names_the_fetch_command_and_exits_0(offline_project,
+                                                                                             capsys) -> None:
+    from lachesis import datasets
+
+    assert main(["reproduce", "--params", str(offline_project / "notebooks/params/p.yaml")]) == 0
+    out = capsys.readouterr().out
+    public = datasets.public_sources()
+    assert f"{len(public)} real-trace source(s) missing" in out
+    assert f"lachesis datasets fetch {' '.join(public)}" in out
+    assert "kept    real_traces: not run" in out and "ran     a_ok" in out
+    assert (offline_project / "figs/real_traces/real_traces.png").read_text() == "committed"
+    assert (offline_project / "figs" / reproduce.ENVIRONMENT_FILE).is_file()  # a complete run records its environment
+    assert set(public) < set(datasets.registry()["dataset"])  # the local-only source is not in the default set
+
+
+def test_strict_makes_a_missing_source_an_error(offline_project, capsys) -> None:
+    assert main(["reproduce", "--strict", "--params", str(offline_project / "notebooks/params/p.yaml")]) == 1
+    assert "(an error: --strict)" in capsys.readouterr().out
+
+
+def test_environment_records_versions_sources_and_params_but_nothing_of_the_machine(tmp_path) -> None:
+    root = Path(__file__).resolve().parents[1]
+    env = reproduce.environment(root, root / "notebooks/params/paper.yaml")
+    assert env["packages"]["numpy"] and env["python"] and env["blas"]
+    assert env["params_file"]["path"] == "notebooks/params/paper.yaml"
+    assert env == reproduce.environment(root, root / "notebooks/params/paper.yaml")  # deterministic
+    text = json.dumps(env)
+    import socket
+
+    assert socket.gethostname() not in text and "num_threads" not in text

@@ -1,0 +1,171 @@
+"""The explorer in a real browser: JupyterLab on this repository, driven by Debian's headless chromium.
+
+Starts JupyterLab (the package's kernel, figures inline), opens a copy of ``notebooks/explorer.ipynb`` (the
+source stays without outputs), runs every cell, waits for the dropdowns and an inline figure, changes the
+``memory`` dropdown, waits for the redrawn figure, and saves screenshots under ``--out`` (``build/browser``).
+Exit 0 when the widget and both figures were there, 1 otherwise (the reason on the last line).
+
+Needs chromium and chromedriver from the system (``apt-get install chromium chromium-driver``: nothing is
+downloaded at run time) and selenium (the ``[browser]`` extra).  ``make browser-check`` runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def which(*names: str) -> str:
+    for n in names:
+        if p := shutil.which(n):
+            return p
+    raise SystemExit(f"browser check: none of {', '.join(names)} found (apt-get install chromium chromium-driver)")
+
+
+def start_lab(port: int, token: str, log: Path) -> subprocess.Popen:
+    env = {**os.environ, "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+           "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
+           "JUPYTER_CONFIG_DIR": str(log.parent / "jupyter-config")}  # no user settings, no workspace state
+    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={REPO}",
+           "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:  # a CI container runs as root
+        cmd.append("--allow-root")
+    proc = subprocess.Popen(cmd, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=REPO)
+    url = f"http://127.0.0.1:{port}/api/status?token={token}"
+    for _ in range(120):
+        if proc.poll() is not None:
+            raise SystemExit(f"browser check: JupyterLab exited ({log})")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return proc
+        except OSError:
+            time.sleep(0.5)
+    proc.terminate()
+    raise SystemExit(f"browser check: JupyterLab did not answer on port {port} within 60 s ({log})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="build/browser", help="screenshots and logs (relative to the repository)")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds to wait for the notebook to finish")
+    ap.add_argument("--memory", default="8/8*", help="the memory configuration to switch the dropdown to")
+    a = ap.parse_args(argv)
+    os.environ.setdefault("SE_OFFLINE", "true")  # selenium never fetches a browser or driver
+    os.environ.setdefault("SE_AVOID_STATS", "true")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    out = (REPO / a.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    # a copy of the source notebook, so JupyterLab's autosave never writes outputs into notebooks/
+    work = out / "notebook"
+    work.mkdir(exist_ok=True)
+    shutil.copy(REPO / "notebooks" / "explorer.ipynb", work / "explorer.ipynb")
+    rel = (work / "explorer.ipynb").relative_to(REPO).as_posix()
+
+    port, token = free_port(), secrets.token_hex(16)
+    lab = start_lab(port, token, out / "jupyterlab.log")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = which("chromium", "chromium-browser")
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1500,1100",
+                f"--user-data-dir={tempfile.mkdtemp(prefix='lachesis-chromium-')}"):
+        opts.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(which("chromedriver")), options=opts)
+    shots: list[Path] = []
+
+    def shot(name: str) -> None:
+        p = out / f"{len(shots) + 1:02d}_{name}.png"
+        driver.save_screenshot(str(p))
+        shots.append(p)
+        print(f"browser check: screenshot {p.relative_to(REPO)}", flush=True)
+
+    try:
+        driver.get(f"http://127.0.0.1:{port}/lab/tree/{rel}?token={token}&reset")
+        wait = WebDriverWait(driver, 120)
+        wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, ".jp-Notebook .jp-Cell")))
+        wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, ".jp-Notebook-ExecutionIndicator, "
+                                                                    ".jp-Toolbar-kernelStatus")))
+        time.sleep(3)  # the kernel connects
+        shot("opened")
+        # Run > Run All Cells
+        wait.until(EC.element_to_be_clickable((By.XPATH, "//li[contains(@class,'lm-MenuBar-item')]"
+                                                         "[.//div[normalize-space()='Run']]"))).click()
+        wait.until(EC.element_to_be_clickable((By.XPATH, "//li[contains(@class,'lm-Menu-item')]"
+                                                         "[.//div[normalize-space()='Run All Cells']]"))).click()
+        long = WebDriverWait(driver, a.timeout)
+        long.until(EC.presence_of_element_located((By.CSS_SELECTOR, ".jupyter-widgets select, .widget-dropdown select")))
+        long.until(EC.presence_of_element_located((By.CSS_SELECTOR, ".jp-OutputArea-output img")))
+        # every cell finished: no "[*]" prompt left
+        long.until(lambda d: not [e for e in d.find_elements(By.CSS_SELECTOR, ".jp-InputPrompt")
+                                  if "[*]" in e.text])
+        imgs = driver.find_elements(By.CSS_SELECTOR, ".jp-OutputArea-output img")
+        imgs_before = len(imgs)
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", imgs[0])
+        time.sleep(1)
+        shot("first_figure")
+        widget = driver.find_element(By.CSS_SELECTOR, ".jupyter-widgets.widget-vbox, .widget-vbox")
+        driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", widget)
+        time.sleep(1)
+        shot("ran")
+        dropdowns = driver.find_elements(By.CSS_SELECTOR, ".widget-dropdown")
+        memory = next((d for d in dropdowns if d.find_element(By.TAG_NAME, "label").text.strip() == "memory"), None)
+        if memory is None:
+            raise AssertionError("no 'memory' dropdown in the explorer's widget")
+        sel = Select(memory.find_element(By.TAG_NAME, "select"))
+        if a.memory not in [o.text for o in sel.options]:
+            raise AssertionError(f"the memory dropdown offers no {a.memory!r}")
+        sel.select_by_visible_text(a.memory)
+        # the widget's own output area redraws: a new inline figure below the dropdowns
+        long.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".widget-output img, .jupyter-widgets-output-area img"))
+        time.sleep(1)
+        drawn = driver.find_elements(By.CSS_SELECTOR, ".widget-output img, .jupyter-widgets-output-area img")
+        driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", drawn[0])
+        time.sleep(1)
+        shot("dropdown_changed")
+        heads = [e.text for e in driver.find_elements(By.CSS_SELECTOR, ".widget-output h3, "
+                                                                       ".jupyter-widgets-output-area h3")]
+        if not any(a.memory in h for h in heads):
+            raise AssertionError(f"the redrawn selection does not name {a.memory!r}: {heads}")
+        print(f"browser check: OK — widget with {len(dropdowns)} dropdowns, {imgs_before} inline figure(s) after "
+              f"running, the selection redrawn for memory {a.memory} ({len(drawn)} figure(s) in the widget)")
+        return 0
+    except Exception as e:  # noqa: BLE001 — the reason on one line, a screenshot of the state
+        try:
+            shot("failed")
+        except Exception:  # noqa: BLE001
+            pass
+        print(f"browser check: FAILED — {e.__class__.__name__}: {' '.join(str(e).split())[:300]}", flush=True)
+        return 1
+    finally:
+        driver.quit()
+        lab.terminate()
+        try:
+            lab.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            lab.kill()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
