@@ -16,9 +16,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
-TRACE_FIXTURES = REPO / "tests" / "fixtures" / "traces"
+from fixture_paths import TRACE_FIXTURES
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.pop("LACHESIS_DATA", None)

@@ -22,7 +22,7 @@ from lachesis.adapters import azure, chatdev, claude_code, mooncake, tau2, who_a
 from lachesis.cli import main
 from lachesis.trace import Trace, TraceError
 
-from conftest import TRACE_FIXTURES as FIX  # the committed excerpts, named once
+from fixture_paths import TRACE_FIXTURES as FIX  # the committed excerpts, named once
 TRACE_SOURCES = ["tau2-xai-grok-blakeelias", "tau2-qwen3.5-justinchiu", "claude_code_subagents", "claude_code_more",
                  "who_and_when", "chatdev_warehouse"]
 TABLE_SOURCES = ["mooncake_fast25", "azure_llm_2023"]

@@ -14,7 +14,7 @@ import pytest
 from lachesis import datasets as ds
 from lachesis.cli import main
 
-from conftest import TRACE_FIXTURES as FIX  # the committed excerpts, named once
+from fixture_paths import TRACE_FIXTURES as FIX  # the committed excerpts, named once
 ALL = ["azure_llm_2023", "chatdev_warehouse", "claude_code_more", "claude_code_subagents", "mooncake_fast25",
        "tau2-qwen3.5-justinchiu", "tau2-xai-grok-blakeelias", "who_and_when"]
 MANIFEST = ["local_path", "original_path", "git_blob_sha1", "gzipped_here", "sha256_original", "bytes_original",

@@ -1,0 +1,9 @@
+"""Where the committed test fixtures live, named once (a module of its own: two ``conftest`` modules —
+tests/ and notebooks/ — share one import name, so test modules cannot import from either)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TRACE_FIXTURES = REPO / "tests" / "fixtures" / "traces"
