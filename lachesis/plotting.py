@@ -386,23 +386,6 @@ def paper_band(ax: plt.Axes, lo: float, hi: float, color: str, x: tuple[float, f
     return Line2D([], [], label=label or f"paper: {lo:g}", **kw)
 
 
-def knob_label(name: str) -> str:
-    """A knob of :mod:`lachesis.knobs` in words, with its unit."""
-    from lachesis.knobs import KNOBS
-
-    words = {"load": "load on the node", "user_delay_median_s": "user think time, median",
-             "user_delay_sigma": "user think time, spread", "tool_latency_scale": "tool-call latency",
-             "pe_cycles": "HBF endurance", "write_amplification": "write amplification",
-             "hbf_write_bw_scale": "HBF write bandwidth", "read_pricing": "KV read pricing",
-             "group_ranks": "expert-parallel group size", "landing": "KV landing on HBF",
-             "node_start": "node start state", "laden_close": "reasoning-laden KV freed at",
-             "paper": "the paper's setting"}
-    k = KNOBS.get(name) if hasattr(KNOBS, "get") else None
-    unit = getattr(k, "unit", "") if k is not None else ""
-    text = words.get(name, name.replace("_", " "))
-    return f"{text} ({unit})" if unit else text
-
-
 #: The evaluation's workloads in words.
 WORKLOAD_LABEL = {"multi_agent": "multi-agent trace", "multi_agent_no_reviewer": "multi-agent trace w/o reviewer",
                   "tau3": "τ³-bench (single-agent)", "bfcl": "BFCLv4 (single-agent)"}
