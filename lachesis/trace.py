@@ -62,6 +62,9 @@ OPTIONAL_REQUEST_COLUMNS: dict[str, str] = {
     # of the matched prefix, tokens no earlier request of this agent wrote (a prefix cache shared across
     # agents or sessions, e.g. a common system prompt); they belong to no segment (docs/design.md §2)
     "shared_prefix_tokens": "int",
+    # how far a matched prefix may fall short of the previous request's input and still continue the same
+    # segment (a provider cache's behaviour; lachesis.segments, "Provider caches"); absent = 0, exact
+    "cache_tolerance_tokens": "int",
 }
 #: The optional file beside a trace's tables that names the tool class of each tool (docs/design.md §2).
 TOOL_CLASS_FILE = "tool_classes.json"
