@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from ..trace import TraceError
-from . import (AdapterResult, count, dedupe_requests, find_files, frames_to_trace, read_each, read_text, require_data,
-               stem, unique_names)
+from . import (AdapterResult, count, dedupe_requests, find_files, frames_to_trace, name_duplicate_files, read_each, read_text,
+               require_data, stem, unique_names)
 
 _HEAD = re.compile(r"^\[(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2}) INFO\] (.*)$")
 _CELL = re.compile(r"^\| \*\*(\w+)\*\* \| (.*?) ?\|?$")
@@ -58,6 +58,7 @@ def load(path: Path) -> AdapterResult:
     sids = unique_names(logs, path, lambda p: p.parent.name if per_dir[p.parent] == 1 and p.parent != path else stem(p))
     parsed = read_each(res, logs, lambda p, part: parse_log(p, part, sids[p]))
     require_data(res, path, len(parsed), "ChatDev run logs")
+    name_duplicate_files(res, [(p, [r for r in rs if not r.get("placeholder")]) for p, (rs, _) in parsed])
     rows = [r for _, (rs, _) in parsed for r in rs]
     spawns = [s for _, (_, ss) in parsed for s in ss]
     res.trace = frames_to_trace(dedupe_requests(res, rows), spawns, source=str(path))
