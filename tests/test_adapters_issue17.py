@@ -158,3 +158,41 @@ def test_queued_command_prompt_is_a_turn():
     res = cc()
     assert [row(res, f"req_17_L{k}")["turn"] for k in (1, 2, 3, 4)] == [0, 0, 1, 2]
     assert row(res, "req_17_W1")["turn"] == 0  # a worker takes the lead's turn at its spawn
+
+
+# ------------------------------------------------------------------------------------------------
+# 3. ChatDev: every log form read, or skipped with its reason
+# ------------------------------------------------------------------------------------------------
+
+CD = HERE / "chatdev"
+
+
+def test_chatdev_reads_out_of_llm_api_calls_and_reports_every_other_form():
+    res = read("chatdev_warehouse", CD)
+    q = res.trace.requests
+    real = q[~q["placeholder"].astype(bool)]
+    # Send+Receive, Receive alone, the Receive after an unanswered Send, and two 'Out of LLM_api' calls:
+    # every call the log records with its usage (the run's own Software Info total: 9,998 tokens)
+    assert len(real) == 5 and int((real["input_tokens"] + real["output_tokens"]).sum()) == 9998
+    cw = real[real["domain"] == "Coding_wait"]
+    assert cw[["input_tokens", "output_tokens"]].values.tolist() == [[2737, 857], [3607, 657]]
+    assert set(cw["role"]) == {"worker"} and cw["agent_id"].nunique() == 2  # one fresh call each
+    assert set(cw["agent_id"]) <= set(res.trace.spawns["agent_id"])
+    assert (cw["matched_prefix_tokens"] == 0).all()
+    assert res.skipped == {
+        "ChatDev 'OpenAI_Usage_Info Send' blocks without their Receive (no completion count: not a request)": 1,
+        "ChatDev 'Out of LLM_api' calls without token counts (no usage: not a request)": 1,
+        "ChatDev 'Into LLM_api' calls never logged as returned (no usage: not a request)": 1}
+
+
+def test_chatdev_out_of_llm_api_with_half_its_counts_names_file_line_and_field(tmp_path):
+    src = (CD / "Tetris17" / "Tetris17.log").read_text().splitlines()
+    k = src.index("completion_tokens: 657")
+    del src[k]
+    log = tmp_path / "Tetris17" / "Tetris17.log"
+    log.parent.mkdir()
+    log.write_text("\n".join(src) + "\n")
+    with pytest.raises(TraceError) as e:
+        read("chatdev_warehouse", log)
+    assert (e.value.source, e.value.field) == (str(log), "completion_tokens")
+    assert e.value.record == f"line {src.index('Out of LLM_api at Coding_wait.', k - 8) + 1}"
