@@ -135,7 +135,8 @@ def _walk(agent_start: list[int], agent_end: list[int], mp: list[int], inp: list
             if m > live_end:  # a declared external prefix: present, written by no request of this agent
                 gaps.append((g, m - live_end))
                 live.append([live_end, m, -1, 0, []])
-            soft = (tol is not None and g > b and m < live_end and m >= inp[g - 1] - tol[g] and inp[g] >= live_end)
+            soft = (tol is not None and tol[g] > 0 and g > b and m < live_end
+                    and m >= inp[g - 1] - tol[g] and inp[g] >= live_end)
             carried: list[int] = []
             while live and live[-1][1] > m:  # tokens at positions >= m die; g closes them
                 iv = live[-1]

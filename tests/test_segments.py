@@ -473,3 +473,15 @@ def test_cache_tolerance_is_checked():
     with pytest.raises(TraceError) as e:
         Trace.from_frames(df)
     assert e.value.field == "cache_tolerance_tokens"
+
+
+def test_zero_tolerance_is_exact_even_when_only_the_output_is_unmatched():
+    # the matched prefix covers the previous input but not its output (reasoning stripped): a real close
+    rows = [req("q0", 0, 100, 0, 20), req("q1", 0, 150, 110, 3)]
+    for tol in (None, 0):
+        df = pd.DataFrame(rows)
+        if tol is not None:
+            df["cache_tolerance_tokens"] = tol
+        s = recover(Trace.from_frames(df), clock=NO_SPREAD).segments
+        closed = s[s["boundary"] == "turn_end"]
+        assert closed["closing_request"].tolist() == ["q1"] and closed["tokens_written"].tolist() == [10]
