@@ -472,8 +472,7 @@ def claude_session(path: Path, sid: str, recs: list[tuple[int, dict[str, Any]]],
             tur = tool_result.get(tid, {})
             if w is None or not w.reqs:
                 # counted on the spawning request, so a spawn repeated in a de-duplicated copy counts once
-                built = _from_totals(path, sid, lead, key, r, tid, aid, inp, tur, result_line.get(tid),
-                                     lead_turn.get(key, 0))
+                built = _from_totals(path, sid, lead, r, tid, aid, inp, tur, result_line.get(tid), lead_turn.get(key, 0))
                 if isinstance(built, str):
                     r["skipped_spawns"].append(built)
                     continue
@@ -518,7 +517,7 @@ def claude_session(path: Path, sid: str, recs: list[tuple[int, dict[str, Any]]],
     return rows, spawn_rows
 
 
-def _from_totals(path: Path, sid: str, lead: _Agent, key: str, r: dict[str, Any], tid: str, aid: str | None,
+def _from_totals(path: Path, sid: str, lead: _Agent, r: dict[str, Any], tid: str, aid: str | None,
                  inp: dict[str, Any], tur: dict[str, Any], line: int | None, turn: int) -> dict[str, Any] | str:
     """The one synthetic request of a sub-agent known only by its spawn's recorded totals (module doc),
     or why it cannot be built (a skip reason)."""
