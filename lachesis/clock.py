@@ -5,6 +5,9 @@ the reference clock (:class:`lachesis.config.ReferenceClock`), from which segmen
 ``T_norm`` are read (:mod:`lachesis.segments`).  The replay, per session:
 
 * each generated token costs ``TPOT_ref`` (decode end = decode start + output_tokens × TPOT_ref);
+  a ``synthetic`` request (a sub-agent known only by its recorded totals, :mod:`lachesis.trace`) costs
+  its recorded duration ``t_end − t_start`` instead: its steps, tool calls and prefills are not in the
+  source, only how long it ran (ASSUMPTION: that wall-clock time stands for its reference time);
 * after a request: its tool calls, each ~ Exponential(mean ``clock.tool_mean_s(name)``); spawn
   tools (``clock.spawn_tools``) charge nothing; latencies add (or, with
   ``clock.parallel_tool_calls``, the slowest call counts);
@@ -78,6 +81,10 @@ def schedule(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0) -
     out_tok = req["output_tokens"].to_numpy().tolist()
     n_obs = req["n_observations"].to_numpy().tolist()
     tools = req["tool_names"].tolist()
+    fixed = [None] * n  # the recorded duration of a synthetic request
+    if "synthetic" in req.columns:
+        for g in np.flatnonzero(req["synthetic"].to_numpy(dtype=bool)):
+            fixed[g] = float(req["t_end"].iat[g] - req["t_start"].iat[g])
 
     tool_mean: dict[str, float] = {}
 
@@ -103,7 +110,7 @@ def schedule(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0) -
                 t += d
                 t_user[g] = d
             t_start[g] = t
-            end = t + out_tok[g] * tpot
+            end = t + (out_tok[g] * tpot if fixed[g] is None else fixed[g])
             t_dec[g] = end
             means = [mean_of(x) for x in tools[g]]
             lat = [float(rng.exponential(m)) if m > 0 else 0.0 for m in means]

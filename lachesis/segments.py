@@ -28,8 +28,25 @@ phase ``turn_prefill`` -> class ``reasoning_stripped``; everything else the turn
 later rounds' observations, reasoning) is phase ``turn_body`` -> class ``reasoning_laden``.  This is
 the class the harness fixes at write time (§4).  Multi-agent: class = role (lead, worker, reviewer),
 one phase (``agent``).  Boundary = what closed it: a later request's matched prefix -> ``turn_end``
-(for any role); a sub-agent's end -> ``subagent_return``; the session's end -> ``session_end``.
-Rematerialized KV is written by a later request and so is a new segment.
+(single and lead agents); a sub-agent's end -> ``subagent_return``; the session's end -> ``session_end``.
+A sub-agent (worker, reviewer) has no turns: the harness reports one boundary for it, its return, so
+every token it writes dies there (a later request of it that stops reading a token still bounds that
+token's reads, and so its ρR/W, but not its segment).  Rematerialized KV is written by a later
+request and so is a new segment, except inside the provider-cache tolerance below.
+
+*Provider caches* (ASSUMPTION, named: ``cache_tolerance_tokens``).  A hosted provider's cache read
+is not exactly the previous context: it stops a few tokens short of the previous request's INPUT
+(the re-serialized end of the last message) and never holds the previous OUTPUT (generated tokens
+are re-prefilled by the next request).  Read exactly, that closes a segment of a few tokens at nearly
+every request.  So when request g's matched prefix falls short of its previous request's input by at
+most ``tol`` tokens (the request's ``cache_tolerance_tokens`` column, or :func:`recover`'s argument)
+and g's input still holds the whole previous context (input + output), the tokens above the matched
+prefix are rematerialized by g inside the SAME segment: their old copies are last read by the
+previous request and die with the position just below the matched prefix; g's re-prefill is written
+(``tokens_written`` keeps summing to the trace's writes).  A larger shortfall, or a context that
+shrank, is a real discard as above.  Traces without the column (the synthetic corpus, exact
+prefixes) use 0: exact matching.  The Claude Code adapter declares its default and the evidence
+(:mod:`lachesis.adapters.claude_code`).
 
 *T_norm (Eq. 1).*  ``t_decode_end(last reader) - t_start(first writer)`` on the reference clock
 (:func:`lachesis.clock.schedule`); for a purely sequential session this is Eq. 1's sum of
@@ -89,47 +106,73 @@ class Segments:
          "declared": pd.Series(dtype=bool)}))
 
 
-def _walk(agent_start: list[int], agent_end: list[int], mp: list[int], inp: list[int], out: list[int]
-          ) -> tuple[tuple[np.ndarray, ...], list[tuple[int, int]]]:
+def _walk(agent_start: list[int], agent_end: list[int], mp: list[int], inp: list[int], out: list[int],
+          tol: list[int] | None = None) -> tuple[tuple[np.ndarray, ...], list[tuple[int, int]]]:
     """Interval walk per agent (positions in agent-sorted order): the dead pieces, and the external
-    prefixes opened, as (position, tokens)."""
+    prefixes opened, as (position, tokens).
+
+    ``tol[g]``: request g's cache tolerance (module doc, *Provider caches*).  When g's matched prefix
+    falls short of its previous request's input by at most ``tol[g]`` tokens and g's input still holds
+    the whole previous context, the tokens above the matched prefix are rematerialized by g inside the
+    same segment: their pieces die (last read by the previous request) with whatever later kills the
+    position just below the matched prefix (the *anchor*), not at g.
+    """
     w_l, o_l, s_l, e_l, d_l, r_l = [], [], [], [], [], []
     gaps: list[tuple[int, int]] = []
+
+    def dead(iv: list, lo: int, hi: int, death: int, reader: int) -> int | None:
+        if iv[2] < 0:
+            return None
+        w_l.append(iv[2]); o_l.append(iv[3]); s_l.append(lo); e_l.append(hi)
+        d_l.append(death); r_l.append(reader)
+        return len(d_l) - 1
+
     for b, e in zip(agent_start, agent_end):
-        live: list[list[int]] = []  # [start, end, writer (-1: external prefix), is_output]
+        live: list[list] = []  # [start, end, writer (-1: external prefix), is_output, pieces following its top]
         for g in range(b, e):
             m = mp[g]
             live_end = live[-1][1] if live else 0
             if m > live_end:  # a declared external prefix: present, written by no request of this agent
                 gaps.append((g, m - live_end))
-                live.append([live_end, m, -1, 0])
+                live.append([live_end, m, -1, 0, []])
+            soft = (tol is not None and tol[g] > 0 and g > b and m < live_end
+                    and m >= inp[g - 1] - tol[g] and inp[g] >= live_end)
+            carried: list[int] = []
             while live and live[-1][1] > m:  # tokens at positions >= m die; g closes them
                 iv = live[-1]
-                lo = max(iv[0], m)
-                if iv[2] >= 0:
-                    w_l.append(iv[2]); o_l.append(iv[3]); s_l.append(lo); e_l.append(iv[1])
-                    d_l.append(g); r_l.append(g - 1)
+                k = dead(iv, max(iv[0], m), iv[1], g, g - 1)
+                carried += iv[4] + ([k] if k is not None else [])
+                iv[4] = []
                 if iv[0] < m:
                     iv[1] = m
                     break
                 live.pop()
+            if carried:
+                if soft and live and live[-1][2] >= 0:  # the anchor decides when they die
+                    live[-1][4] += carried
+                else:
+                    for k in carried:
+                        d_l[k] = g
             if inp[g] > m:
-                live.append([m, inp[g], g, 0])
+                live.append([m, inp[g], g, 0, []])
             if out[g] > 0:
-                live.append([inp[g], inp[g] + out[g], g, 1])
+                live.append([inp[g], inp[g] + out[g], g, 1, []])
         for iv in live:  # the agent's end: everything left dies, last read by its last request
-            if iv[2] >= 0:
-                w_l.append(iv[2]); o_l.append(iv[3]); s_l.append(iv[0]); e_l.append(iv[1])
-                d_l.append(-1); r_l.append(e - 1)
+            for k in iv[4]:
+                d_l[k] = -1
+            dead(iv, iv[0], iv[1], -1, e - 1)
     as_arr = lambda x: np.asarray(x, dtype=np.int64)  # noqa: E731
     return tuple(as_arr(x) for x in (w_l, o_l, s_l, e_l, d_l, r_l)), gaps
 
 
-def recover(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0) -> Segments:
+def recover(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0,
+            cache_tolerance_tokens: int | None = None) -> Segments:
     """Recover every context segment of ``trace`` with its T_norm (Eq. 1) and ρR/W (Eq. 3).
 
     ``clock``: the reference clock (default: :func:`lachesis.clock.clock_for` the trace, which maps its
-    tool names to tool classes); ``seed``: seeds the per-session tool/user draws.
+    tool names to tool classes); ``seed``: seeds the per-session tool/user draws;
+    ``cache_tolerance_tokens``: the provider-cache tolerance of every request (module doc, *Provider
+    caches*); None (default) = the trace's own ``cache_tolerance_tokens`` column, 0 where it has none.
     """
     clock = clock or clock_for(trace)
     req = trace.requests
@@ -149,8 +192,17 @@ def recover(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0) ->
     if n:
         first_of_turn[1:] = (acode[1:] != acode[:-1]) | (turn[1:] != turn[:-1])
 
+    if cache_tolerance_tokens is not None:
+        tol = _tolerance(cache_tolerance_tokens)
+        tol_g = np.full(n, tol, dtype=np.int64)
+    else:
+        tol_g = col("cache_tolerance_tokens").astype(np.int64) if "cache_tolerance_tokens" in req.columns \
+            else np.zeros(n, dtype=np.int64)
     (pw, po, ps, pe, pd_, pr), gaps = _walk(a_start.tolist(), a_end.tolist(), mp.tolist(), inp.tolist(),
-                                            out.tolist())
+                                            out.tolist(), tol_g.tolist())
+    # a sub-agent has no turns: every token it writes dies at its own end (its return), whatever
+    # later request of it stopped reading the token (that request still bounds the token's reads)
+    pd_ = np.where(np.isin(role[pw], SUBAGENT_ROLES), -1, pd_)
     ntok = pe - ps
     single = role[pw] == "single"
     phase = np.where(single, np.where((po == 0) & first_of_turn[pw], 0, 1), 2)
@@ -175,7 +227,8 @@ def recover(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0) ->
     first_piece = np.unique(seg_of, return_index=True)[1].astype(np.int64)
     first_writer = np.full(nseg, n, dtype=np.int64)
     np.minimum.at(first_writer, seg_of, pw)
-    last_reader = pr[first_piece]
+    last_reader = np.full(nseg, -1, dtype=np.int64)
+    np.maximum.at(last_reader, seg_of, pr)  # pieces rematerialized inside a segment are last read earlier
     closing = pd_[first_piece]
     seg_role = role[pw[first_piece]]
     seg_phase = phase[first_piece]
@@ -235,6 +288,13 @@ def recover(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0) ->
     external = pd.DataFrame({"request_id": rid[gap_g] if len(gap_g) else np.zeros(0, dtype=object),
                              "tokens": gap_k, "declared": np.ones(len(gap_g), dtype=bool)})
     return Segments(segs, writes, reads, sched, external)
+
+
+def _tolerance(v: object) -> int:
+    """A cache tolerance: a whole number of tokens >= 0 (one-line ValueError otherwise)."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= int(v) < 2 ** 31:
+        raise ValueError(f"cache_tolerance_tokens: expected a whole number of tokens >= 0, got {v!r}")
+    return int(v)
 
 
 # ------------------------------------------------------------------------------------------------

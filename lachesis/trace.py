@@ -62,6 +62,13 @@ OPTIONAL_REQUEST_COLUMNS: dict[str, str] = {
     # of the matched prefix, tokens no earlier request of this agent wrote (a prefix cache shared across
     # agents or sessions, e.g. a common system prompt); they belong to no segment (docs/design.md §2)
     "shared_prefix_tokens": "int",
+    # how far a matched prefix may fall short of the previous request's input and still continue the same
+    # segment (a provider cache's behaviour; lachesis.segments, "Provider caches"); absent = 0, exact
+    "cache_tolerance_tokens": "int",
+    # True: a request the adapter built from a sub-agent's recorded totals (its steps are not in the source):
+    # it carries the sub-agent's tokens and its t_start/t_end span the recorded duration, which the reference
+    # clock charges instead of the decode time (lachesis.clock); absent = False for every row
+    "synthetic": "bool",
 }
 #: The optional file beside a trace's tables that names the tool class of each tool (docs/design.md §2).
 TOOL_CLASS_FILE = "tool_classes.json"
@@ -248,6 +255,15 @@ def _check_number(s: pd.Series, col: str, integer: bool, nullable: bool, rows: _
     return pd.Series(vals.astype(np.int64), index=s.index)
 
 
+def _check_bool(s: pd.Series, col: str, rows: _Rows, source: str) -> pd.Series:
+    """A true/false column (JSON true/false, a Parquet boolean column); no numbers or strings."""
+    rows.fail(_nulls(s), source, col, "missing value")
+    if s.dtype != bool:
+        pos = _first_bad(s, lambda v: isinstance(v, (bool, np.bool_)))
+        raise TraceError(source, rows.label(pos), col, f"expected true or false, got {s.iloc[pos]!r}")
+    return s.astype(bool)
+
+
 def _check_list(s: pd.Series, col: str, rows: _Rows, source: str) -> pd.Series:
     """A list of strings per row (a JSON array, or a Parquet list column), checked through one pyarrow
     conversion; the slow per-row search only runs to name the first bad row."""
@@ -284,6 +300,8 @@ def _check_column(df: pd.DataFrame, col: str, kind: str, rows: _Rows, source: st
         return _check_number(df[col], col, kind == "int", nullable, rows, source)
     if kind == "list":
         return _check_list(df[col], col, rows, source)
+    if kind == "bool":
+        return _check_bool(df[col], col, rows, source)
     raise AssertionError(kind)
 
 
@@ -320,6 +338,12 @@ def validate_requests(df: pd.DataFrame, source: str = "<memory>") -> pd.DataFram
     if "t_start" in out and "t_end" in out:
         ts, te = out["t_start"].to_numpy(), out["t_end"].to_numpy()
         fail(te < ts, "t_end", "t_end {t_end} precedes t_start {t_start}")
+    if "synthetic" in out:
+        syn = out["synthetic"].to_numpy(dtype=bool)
+        for c in ("t_start", "t_end"):
+            have = np.isfinite(out[c].to_numpy(float)) if c in out else np.zeros(len(out), dtype=bool)
+            fail(syn & ~have, c, "a synthetic request needs its t_start and t_end (the recorded duration the "
+                                 "reference clock charges)")
     shared = out["shared_prefix_tokens"].to_numpy() if "shared_prefix_tokens" in out else np.zeros(len(out), np.int64)
     fail(shared > mp, "shared_prefix_tokens",
          "declared shared prefix {shared_prefix_tokens} exceeds the matched prefix {matched_prefix_tokens}")

@@ -268,15 +268,33 @@ def test_claude_spawn_linked_by_result_text_or_by_prompt(tmp_path):
 
 
 def test_claude_unlinked_spawn_result_stays_an_observation(tmp_path):
-    def drop_worker(r):  # the synchronous worker's steps are gone: its spawn has no worker records
-        return {"type": "system", "timestamp": r["timestamp"]} if r.get("type") == "progress" else r
+    def drop_worker(r):  # the synchronous worker's steps AND its totals are gone: nothing to build it from
+        if r.get("type") == "progress":
+            return {"type": "system", "timestamp": r["timestamp"]}
+        if isinstance(r.get("toolUseResult"), dict) and "totalDurationMs" in r["toolUseResult"]:
+            r = dict(r, toolUseResult={"status": "completed", "agentId": "a5y0001"})
+        return r
 
     res = read("claude_code", _synthetic_copy(tmp_path, drop_worker))
     assert list(res.trace.spawns["agent_id"]) == [f"{SYN}:a5y0002"]
-    assert res.skipped["spawns without per-request worker records (lifetime totals only)"] == 1
+    assert res.skipped["spawns without per-request worker records or recorded totals"] == 1
     assert req(res, "req_syn_lead_01").n_observations == 1  # the unlinked Task result: charged as an observation
 
 
+def test_claude_spawn_known_by_totals_becomes_a_synthetic_worker(tmp_path):
+    # issue 17: the worker's steps are gone but its spawn's result keeps totalDurationMs and totalTokens
+    def drop_worker(r):
+        return {"type": "system", "timestamp": r["timestamp"]} if r.get("type") == "progress" else r
+
+    res = read("claude_code", _synthetic_copy(tmp_path, drop_worker))
+    assert set(res.trace.spawns["agent_id"]) == {f"{SYN}:a5y0001", f"{SYN}:a5y0002"}
+    q = res.trace.requests
+    syn = q[q["synthetic"]]
+    assert syn["request_id"].tolist() == ["toolu_syn_A:totals"] and syn["agent_id"].tolist() == [f"{SYN}:a5y0001"]
+    assert syn["input_tokens"].tolist() == [15813] and syn["role"].tolist() == ["worker"]
+    assert (syn["t_end"] - syn["t_start"]).tolist() == pytest.approx([14.0])
+    assert req(res, "req_syn_lead_01").n_observations == 0  # its result is the returned sub-agent's
+    assert not any("totals" in k for k in res.skipped)
 def _request_ids(path: Path) -> set[str]:
     """requestIds of a transcript's assistant records, lead and embedded sub-agent alike (read independently)."""
     out = set()

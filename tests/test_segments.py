@@ -209,19 +209,22 @@ def test_session_ends_with_segments_live():
 
 
 def test_mid_turn_truncation_and_worker_truncation():
-    # a worker whose second request reuses only 30 of its 70 tokens: [30,70) dies at w1 (turn_end for any
-    # role), the rest at its return
+    # a worker whose second request reuses only 30 of its 70 tokens: a worker has no turns, so [30,70)
+    # (last read by w0) still dies at its return, in the one segment of the worker (issue 17)
     rows = [req("l0", 0, 10, 0, 2, agent="L", role="lead", tools=["spawn_subagent"]),
             req("w0", 0, 50, 0, 20, agent="W", role="worker", parent="L"),
             req("w1", 0, 40, 30, 5, agent="W", role="worker", parent="L"),
             req("l1", 0, 20, 12, 1, agent="L", role="lead")]
     tr = Trace.from_frames(pd.DataFrame(rows), pd.DataFrame([spawn("W", "L", "worker", "l0", 0)]))
-    s = recover(tr, clock=NO_SPREAD).segments
-    w = s[s["agent_id"] == "W"].set_index("segment_id")
-    assert w["boundary"].tolist() == ["turn_end", "subagent_return"]
-    assert w["tokens_written"].tolist() == [40, 30 + 10 + 5]  # [30,50)+[50,70); then [0,30) + w1's [30,45)
-    assert w["closing_request"].tolist() == ["w1", None]
-    assert w["last_request"].tolist() == ["w0", "w1"]
+    seg = recover(tr, clock=NO_SPREAD)
+    w = seg.segments[seg.segments["agent_id"] == "W"].set_index("segment_id")
+    assert w["boundary"].tolist() == ["subagent_return"]
+    assert w["tokens_written"].tolist() == [40 + 30 + 10 + 5]
+    assert w["closing_request"].tolist() == [None]
+    assert w["first_request"].tolist() == ["w0"] and w["last_request"].tolist() == ["w1"]
+    # reads still end where the context dropped them: [30,70) is in no input of w1
+    r = seg.reads[seg.reads["segment_id"] == w.index[0]].set_index("request_id")["tokens"]
+    assert r.to_dict() == {"w0": 50, "w1": 40}  # w0's input (w0's output is not in its input); w1's [0,40)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -422,3 +425,63 @@ def test_prepare_loads_any_source_and_chooses_its_clock_once(tmp_path):
     assert two.source == "embedded:webarena+bfcl_base" and set(two.requests["benchmark"]) == {"webarena", "bfcl_base"}
     own = prepare(by_name.trace, seed=3, clock=NO_SPREAD)  # a caller's clock wins
     assert own.clock is NO_SPREAD
+
+
+# ------------------------------------------------------------------------------------------------
+# Provider caches: a cache read a few tokens short of the previous input continues the segment (issue 17)
+# ------------------------------------------------------------------------------------------------
+
+def provider_cache_trace(tol=None, short=1) -> Trace:
+    # one turn; each cache read stops `short` tokens below the previous input and never holds the previous
+    # output (as Claude Code's cache reads do: input 23,869 + output 2 -> next cache read 23,867)
+    rows = [req("q0", 0, 100, 0, 2), req("q1", 0, 150, 100 - short, 3), req("q2", 0, 200, 150 - short, 1)]
+    df = pd.DataFrame(rows)
+    if tol is not None:
+        df["cache_tolerance_tokens"] = tol
+    return Trace.from_frames(df)
+
+
+def test_provider_cache_shortfall_within_tolerance_continues_the_segment():
+    exact = recover(provider_cache_trace(), clock=NO_SPREAD).segments
+    closed = exact[exact["boundary"] == "turn_end"]  # read exactly: fragments closed at q1 (stripped + laden), q2
+    assert closed["closing_request"].tolist() == ["q1", "q1", "q2"] and closed["tokens_written"].max() <= 4
+    for s in (recover(provider_cache_trace(tol=16), clock=NO_SPREAD).segments,
+              recover(provider_cache_trace(), clock=NO_SPREAD, cache_tolerance_tokens=16).segments):
+        assert s["boundary"].tolist() == ["session_end", "session_end"]  # stripped prefill + laden body
+        assert s.set_index("seg_class").loc["reasoning_laden", "tokens_written"] == 2 + (153 - 99) + (201 - 149)  # q0 out, q1 and q2 writes
+        assert s["tokens_written"].sum() == tokens_written(provider_cache_trace().requests).sum()
+        assert set(s["last_request"]) == {"q2"}
+        assert s["t_norm_s"].tolist() == pytest.approx([(2 + 3 + 1) * 0.2] * 2)
+
+
+def test_provider_cache_shortfall_beyond_tolerance_still_closes():
+    s = recover(provider_cache_trace(tol=16, short=17), clock=NO_SPREAD).segments
+    closed = s[s["boundary"] == "turn_end"]
+    assert closed["closing_request"].tolist() == ["q1", "q1", "q2"]
+    # the anchor rule: what a tolerated re-prefill carried dies with the position below the matched prefix
+    s = recover(provider_cache_trace(tol=[0, 16, 0], short=1), clock=NO_SPREAD).segments
+    closed = s[s["boundary"] == "turn_end"].set_index("closing_request")
+    assert closed.index.tolist() == ["q2"]
+    assert closed.loc["q2", "tokens_written"] == 1 + 3  # q1's top input token and its output; q0's tail
+    # (carried at q1) dies with q0's input below position 99, at the session end
+
+
+def test_cache_tolerance_is_checked():
+    with pytest.raises(ValueError, match="cache_tolerance_tokens"):
+        recover(provider_cache_trace(), cache_tolerance_tokens=-1)
+    df = provider_cache_trace().requests.assign(cache_tolerance_tokens=1.5)
+    with pytest.raises(TraceError) as e:
+        Trace.from_frames(df)
+    assert e.value.field == "cache_tolerance_tokens"
+
+
+def test_zero_tolerance_is_exact_even_when_only_the_output_is_unmatched():
+    # the matched prefix covers the previous input but not its output (reasoning stripped): a real close
+    rows = [req("q0", 0, 100, 0, 20), req("q1", 0, 150, 110, 3)]
+    for tol in (None, 0):
+        df = pd.DataFrame(rows)
+        if tol is not None:
+            df["cache_tolerance_tokens"] = tol
+        s = recover(Trace.from_frames(df), clock=NO_SPREAD).segments
+        closed = s[s["boundary"] == "turn_end"]
+        assert closed["closing_request"].tolist() == ["q1"] and closed["tokens_written"].tolist() == [10]

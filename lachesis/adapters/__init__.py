@@ -75,6 +75,9 @@ class AdapterResult:
     files: int = 0                                               # files read
     failed: list[tuple[str, str]] = field(default_factory=list)  # (file, reason) of files skipped
     duplicates: int = 0                                          # repeated requests counted once
+    #: (file, file(s) it repeats): whole files whose every request was read first in another file, so that
+    #: nothing of them is left (a copied or cumulative session); named, not just counted in ``duplicates``
+    duplicate_sessions: list[tuple[str, str]] = field(default_factory=list)
     errors: list[Exception] = field(default_factory=list, repr=False)
 
     def skip(self, what: str, n: int = 1) -> None:
@@ -314,6 +317,16 @@ def dedupe_requests(res: AdapterResult, rows: list[dict[str, Any]]) -> list[dict
     return out
 
 
+def name_duplicate_files(res: AdapterResult, per_file: list[tuple[Path, list[dict[str, Any]]]]) -> None:
+    """List in ``res.duplicate_sessions`` every file (in reading order) whose requests all repeat requests
+    of files read before it, with the file(s) it repeats: de-duplication leaves nothing of it."""
+    first: dict[str, Path] = {}
+    for path, rows in per_file:
+        owners = {first.setdefault(r["request_id"], path) for r in rows}
+        if rows and path not in owners:
+            res.duplicate_sessions.append((str(path), ", ".join(sorted(str(o) for o in owners))))
+
+
 def frames_to_trace(rows: list[dict[str, Any]], spawns: list[dict[str, Any]], source: str) -> Trace:
     """Build and validate a Trace from row dicts (no row at all is an error naming the source)."""
     if not rows:
@@ -367,6 +380,7 @@ class AdaptReport:
     workers: int | None
     spawns: int | None
     duplicates: int
+    duplicate_sessions: list[tuple[str, str]]
     skipped: dict[str, int]
     failed: list[tuple[str, str]]
     notes: list[str]
@@ -381,6 +395,7 @@ class AdaptReport:
                f"  workers: {na if self.workers is None else self.workers}"
                + ("" if self.spawns is None else f" (spawn records: {self.spawns})"),
                f"  duplicates (repeated requests counted once): {self.duplicates}"]
+        out += [f"  duplicate session left out: {f} (every request repeats {of})" for f, of in self.duplicate_sessions]
         out += [f"  skipped file {why if why.startswith(f) else f + ': ' + why}" for f, why in self.failed]
         out += [f"  skipped {n}: {what}" for what, n in self.skipped.items()]
         out += [f"  note: {n}" for n in self.notes]
@@ -463,5 +478,6 @@ def _report(res: AdapterResult, path: str | os.PathLike[str], dest: Path, writte
         n_req = len(reqs) if reqs is not None else int(res.table.loc[res.table["statistic"] == "requests", "value"].sum())
     return AdaptReport(dataset=res.dataset, path=str(path), out=str(dest), files=res.files, sessions=sessions,
                        requests=n_req, workers=workers, spawns=spawns, duplicates=res.duplicates,
+                       duplicate_sessions=[tuple(x) for x in res.duplicate_sessions],
                        skipped=dict(res.skipped), failed=list(res.failed), notes=list(res.notes),
                        written=[str(w) for w in written])

@@ -15,6 +15,19 @@ field:
   ``output_tokens`` = ``completion_tokens`` (real OpenAI usage), ``reasoning_tokens`` = 0 (no
   reasoning model), ``t_start`` = the preceding ``Send`` line's time, ``t_end`` = the ``Receive``
   line's time.
+* the other log forms (each checked on the project's mirror of the 34 THUNLP runs and the community run
+  ``Tetris_zhuoyundu_20240115181403``): a ``Receive`` block without a ``Send`` line (73 in the THUNLP
+  runs, all 14 in Tetris) is a request with ``t_start`` = ``t_end``; a ``Send`` block followed by another
+  ``Send`` instead of its ``Receive`` (22 in the THUNLP runs; prompt size only, no completion count)
+  is not a request and is counted in ``skipped`` with that reason; a call logged inside a log entry
+  as ``Into LLM_api at <phase>.`` / ``Out of LLM_api at <phase>.`` followed by ``prompt_tokens`` and
+  ``completion_tokens`` and no ``Receive`` header (Tetris' ``Coding_wait`` merges: 3 calls, 9,590
+  tokens) is a request, ``input``/``output`` = those counts, its time the enclosing log entry's; it is
+  a one-call worker ``<session>:p<k>:LLM_api@L<line>`` (a fresh prompt each: matched prefix 0,
+  ``domain`` = the phase) with its own placeholder spawn; an ``Out of LLM_api`` without counts and an
+  ``Into LLM_api`` that never comes out are counted in ``skipped``; one count without the other raises,
+  naming the line and the field. The ``**[Software Info]**`` totals (``num_prompt_tokens=…``) are
+  per-run summaries, not calls, and are not read.
 * ASSUMPTION (speaker): ChatDev's ``RolePlaying.step`` calls the assistant agent, then the user agent,
   so calls inside a phase instance alternate assistant, user, assistant, …; each role of each phase
   instance is one agent (its own message memory): ``<session>:p<k>:<role name>``.
@@ -37,12 +50,14 @@ from pathlib import Path
 from typing import Any
 
 from ..trace import TraceError
-from . import (AdapterResult, count, dedupe_requests, find_files, frames_to_trace, read_each, read_text, require_data,
-               stem, unique_names)
+from . import (AdapterResult, count, dedupe_requests, find_files, frames_to_trace, name_duplicate_files, read_each, read_text,
+               require_data, stem, unique_names)
 
 _HEAD = re.compile(r"^\[(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2}) INFO\] (.*)$")
 _CELL = re.compile(r"^\| \*\*(\w+)\*\* \| (.*?) ?\|?$")
 _NUM = re.compile(r"^(prompt_tokens|completion_tokens|num_tokens): (\d+)\s*$")
+_OUT = re.compile(r"^Out of LLM_api at (.+?)\.?\s*$")
+_INTO = re.compile(r"^Into LLM_api at (.+?)\.?\s*$")
 MODEL = "gpt-3.5 (unrecorded)"
 
 
@@ -58,6 +73,7 @@ def load(path: Path) -> AdapterResult:
     sids = unique_names(logs, path, lambda p: p.parent.name if per_dir[p.parent] == 1 and p.parent != path else stem(p))
     parsed = read_each(res, logs, lambda p, part: parse_log(p, part, sids[p]))
     require_data(res, path, len(parsed), "ChatDev run logs")
+    name_duplicate_files(res, [(p, [r for r in rs if not r.get("placeholder")]) for p, (rs, _) in parsed])
     rows = [r for _, (rs, _) in parsed for r in rs]
     spawns = [s for _, (_, ss) in parsed for s in ss]
     res.trace = frames_to_trace(dedupe_requests(res, rows), spawns, source=str(path))
@@ -81,10 +97,44 @@ def _ts(m: re.Match[str], prev: float | None, path: Path, lineno: int) -> float:
     return times[0] if prev is None else min(times, key=lambda t: abs(t - prev))
 
 
+def _llm_api_call(lines: list[str], i: int, path: Path, ts: float | None, res: AdapterResult
+                  ) -> tuple[dict[str, Any] | None, int]:
+    """The call an ``Out of LLM_api at <phase>.`` line (line ``i``) reports: its token counts follow up to
+    the ``Prompt:`` line or the next log line; the call's time is the last log line's (no Send/Receive
+    pair). Returns (call or None when it has no counts: skipped with its reason, the index to go on)."""
+    vals: dict[str, int] = {}
+    j = i + 1
+    while j < len(lines) and not _HEAD.match(lines[j]) and lines[j].strip() != "Prompt:" and not _OUT.match(lines[j]):
+        n = _NUM.match(lines[j])
+        if n:
+            vals.setdefault(n.group(1), int(n.group(2)))
+        j += 1
+    prompt = []
+    if j < len(lines) and lines[j].strip() == "Prompt:":
+        k = j + 1
+        while k < len(lines) and not _HEAD.match(lines[k]) and not _INTO.match(lines[k]) and len(prompt) < 40:
+            prompt.append(lines[k])
+            k += 1
+    if not vals.keys() & {"prompt_tokens", "completion_tokens"}:
+        res.skip("ChatDev 'Out of LLM_api' calls without token counts (no usage: not a request)")
+        return None, j
+    for f in ("prompt_tokens", "completion_tokens"):
+        if f not in vals:
+            raise TraceError(str(path), f"line {i + 1}", f, "missing after 'Out of LLM_api' (the other count is there)")
+        count(vals[f], path, f"line {i + 1}", f)
+    if ts is None:
+        raise TraceError(str(path), f"line {i + 1}", "timestamp", "an LLM_api call before any timestamped log line")
+    return dict(P=vals["prompt_tokens"], C=vals["completion_tokens"], t_start=ts, t_end=ts, line=i + 1,
+                prompt="\n".join(prompt).strip()), j
+
+
 def parse_log(path: Path, res: AdapterResult, sid: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """One run log → request rows and spawn records."""
     lines = read_text(path).splitlines()
-    phases: list[dict[str, Any]] = []
+    phases: list[dict[str, Any]] = []      # phase instances and single-call units, in log order
+    current: dict[str, Any] | None = None  # the role-play phase instance that Receive blocks belong to
+    entered = 0                            # "Into LLM_api" lines not yet matched by an "Out of LLM_api"
+    unanswered = 0                         # Send blocks followed by another Send, not by their Receive
     chatting: dict[str, str] | None = None
     table: dict[str, str] | None = None
     send_ts: float | None = None
@@ -92,6 +142,15 @@ def parse_log(path: Path, res: AdapterResult, sid: str) -> tuple[list[dict[str, 
     i = 0
     while i < len(lines):
         m = _HEAD.match(lines[i])
+        if not m and _INTO.match(lines[i]):
+            entered += 1
+        if not m and _OUT.match(lines[i]):
+            entered = max(entered - 1, 0)
+            call, i = _llm_api_call(lines, i, path, ts, res)
+            if call is not None:
+                phases.append(dict(params={}, chatting=None, t=call["t_start"], calls=[call], line=call["line"],
+                                   single=_OUT.match(lines[call["line"] - 1]).group(1)))
+            continue
         if not m:
             c = _CELL.match(lines[i])
             if c and table is not None:
@@ -106,9 +165,12 @@ def parse_log(path: Path, res: AdapterResult, sid: str) -> tuple[list[dict[str, 
         elif msg.startswith("System: **[RolePlaying]**"):
             ph = dict(params={}, chatting=chatting, t=ts, calls=[], line=i + 1)
             phases.append(ph)
+            current = ph
             table = ph["params"]
             chatting = None
         elif msg.startswith("**[OpenAI_Usage_Info Send]**"):
+            if send_ts is not None:
+                unanswered += 1
             send_ts = ts
         elif msg.startswith("**[OpenAI_Usage_Info Receive]**"):
             vals: dict[str, int] = {}
@@ -122,15 +184,21 @@ def parse_log(path: Path, res: AdapterResult, sid: str) -> tuple[list[dict[str, 
                 if f not in vals:
                     raise TraceError(str(path), f"line {i + 1}", f, "missing in the OpenAI_Usage_Info Receive block")
                 count(vals[f], path, f"line {i + 1}", f)
-            if not phases:
+            if current is None:
                 raise TraceError(str(path), f"line {i + 1}", "(phase)", "LLM call before any RolePlaying block")
-            phases[-1]["calls"].append(dict(P=vals["prompt_tokens"], C=vals["completion_tokens"],
+            current["calls"].append(dict(P=vals["prompt_tokens"], C=vals["completion_tokens"],
                                             t_start=send_ts if send_ts is not None and send_ts <= ts else ts,
                                             t_end=ts, line=i + 1))
             send_ts = None
             i = j
             continue
         i += 1
+    unanswered += send_ts is not None
+    if unanswered:
+        res.skip("ChatDev 'OpenAI_Usage_Info Send' blocks without their Receive (no completion count: not a request)",
+                 unanswered)
+    if entered:
+        res.skip("ChatDev 'Into LLM_api' calls never logged as returned (no usage: not a request)", entered)
     rows: list[dict[str, Any]] = []
     spawns: list[dict[str, Any]] = []
     lead = f"{sid}:ChatChain"
@@ -142,8 +210,9 @@ def parse_log(path: Path, res: AdapterResult, sid: str) -> tuple[list[dict[str, 
             res.skip("ChatDev phase instances without LLM calls")
             continue
         params, chat = ph["params"], ph["chatting"] or {}
-        phase = chat.get("phase_name") or ("TaskPromptSelfImprovement" if k == 0 else "(unnamed)")
-        roles = [params.get("assistant_role_name"), params.get("user_role_name")]
+        phase = ph.get("single") or chat.get("phase_name") or ("TaskPromptSelfImprovement" if k == 0 else "(unnamed)")
+        roles = [params.get("assistant_role_name"), params.get("user_role_name")] if not ph.get("single") \
+            else [f"LLM_api@L{ph['line']}"] * 2
         if not all(roles):
             raise TraceError(str(path), f"line {ph['line']}", "assistant_role_name/user_role_name",
                              "missing in the RolePlaying table")
@@ -166,9 +235,10 @@ def parse_log(path: Path, res: AdapterResult, sid: str) -> tuple[list[dict[str, 
             rows.append(row)
             if prev is None:
                 prompt_key = "assistant_role_prompt" if c_i % 2 == 0 else "user_role_prompt"
+                text = c.get("prompt") if ph.get("single") else params.get(prompt_key, "")
                 spawns.append(dict(session_id=sid, agent_id=aid, parent_agent_id=lead, role=row["role"],
                                    spawn_request_id=spawn_rid,
-                                   instruction=(chat.get("phase_prompt", "") + "\n\n" + params.get(prompt_key, "")).strip(),
+                                   instruction=(chat.get("phase_prompt", "") + "\n\n" + (text or "")).strip(),
                                    context=0, tools=[], model=MODEL, spawn_index=k_spawn, phase=phase))
                 k_spawn += 1
             last[aid] = row

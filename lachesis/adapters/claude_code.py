@@ -23,6 +23,19 @@ Claude Code, field by field:
   whole prompt); ``matched_prefix_tokens`` = ``cache_read_input_tokens`` (the exactly matched,
   reused prefix). ``cache_creation`` tokens are counted as newly written KV (not matched): the
   provider prefilled them and stored them for later reads.
+* ``cache_tolerance_tokens`` = :data:`CACHE_TOLERANCE_TOKENS` (16; the ``cache_tolerance_tokens``
+  argument of :func:`load` is the knob), 0 on Codex rows. ASSUMPTION (named, see
+  :mod:`lachesis.segments`, *Provider caches*): the provider's cache read stops a few tokens short of
+  the previous request's input and never holds the previous output, which the next request
+  re-prefills; within the tolerance that is the same context continuing, not a boundary. Evidence
+  (the project's mirror of ``claude_code_more`` and ``claude_code_subagents``, 3,738 requests after an
+  agent's first): the cache read equals the previous input + output at 2 requests only; it falls short
+  of the previous INPUT by 1–14 tokens at 3,334 (89%; 1 token at 2,120, 8 at 586, 3 at 223, 7 at 175,
+  10 at 97), in all but one with the whole previous context inside the new input; the next
+  shortfalls are 41–83 tokens (6 requests), then ≥ 162 (113 requests: cache expiry, compactions).
+  Read exactly, 87% of the Claude Code segments were fragments under 700 tokens and a worker split
+  into 5–10 segments closed at ``turn_end``; 16 covers the observed 1–14 with a margin and stays far
+  below the first real discard.
 * ``shared_prefix_tokens`` (declared external prefix, see :mod:`lachesis.segments`) = the part of the
   cache read beyond the agent's own earlier context (:func:`~lachesis.adapters.earlier_context`): at
   an agent's first request its whole cache read (the system prompt and tool definitions written by
@@ -35,11 +48,29 @@ Claude Code, field by field:
 * ``tool_names`` = names of the request's ``tool_use`` blocks; ``n_observations`` = ``tool_result``
   blocks that follow before the agent's next request, EXCEPT the results of its ``Task``/``Agent``
   spawns that became workers (the reference clock charges a returned sub-agent from its spawn
-  record). ASSUMPTION: the result of a spawn whose sub-agent has no per-request records (no worker,
-  no spawn record) stays an observation, so the lead's prefill of it is charged exactly once.
+  record). ASSUMPTION: the result of a spawn whose sub-agent has neither per-request records nor
+  recorded totals (no worker, no spawn record) stays an observation, so the lead's prefill of it is
+  charged exactly once.
+* sub-agents known only by their totals (newer Claude Code versions log an ``Agent``/``Task`` call's
+  steps nowhere in the file, only the totals in the spawn's ``toolUseResult``): the worker is built
+  from them, as ONE request with ``synthetic`` = True (every other row False): ``input_tokens`` =
+  ``usage.input_tokens + cache_read_input_tokens + cache_creation_input_tokens`` (its last prompt:
+  the context it ended with; ``totalTokens`` when ``usage`` is absent), ``output_tokens`` =
+  ``usage.output_tokens``, ``matched_prefix_tokens`` = 0 (ASSUMPTION: the whole context is written by
+  the worker, an upper bound: a recorded worker's first cache read would be a declared shared prefix),
+  no tools or observations, ``request_id`` = ``<tool_use id>:totals``, agent = ``<session>:<agentId>``;
+  ``t_start`` = the spawning request's end, ``t_end`` = ``t_start + totalDurationMs``: the reference
+  clock charges that recorded duration instead of decode time (:mod:`lachesis.clock`), so the lead
+  waits for it as for any worker. A spawn without ``totalDurationMs`` (or without any totals, e.g.
+  ``async_launched`` with no transcript) is skipped and counted with its reason; a
+  ``totalDurationMs`` or usage count that is not a count raises, naming file, line and field.
+  Skipped spawns are counted on their spawning request, so a spawn repeated in a de-duplicated copy
+  of its session is counted once.
 * ``turn`` = number of real user prompts so far − 1 (``isMeta`` records, tool results, task
-  notifications, local-command echoes and interrupts are not prompts); a worker takes the lead's
-  turn at its spawn.
+  notifications, local-command echoes and interrupts are not prompts; a prompt the user typed while
+  the agent worked, logged as an ``attachment`` record of type ``queued_command`` with
+  ``commandMode`` ``prompt`` (or none) and no ``isMeta``, is one); a worker takes the lead's turn at
+  its spawn.
 * ``t_start`` = timestamp of the last non-assistant record before the request's first record
   (its input was complete then); ``t_end`` = timestamp of its last record.
 * lead = the session's own chain (``isSidechain`` false), role ``lead`` (``single`` when the session
@@ -55,8 +86,8 @@ Claude Code, field by field:
   ``parentToolUseID``, and last the worker's first message equal to the spawn's ``prompt``.
 
 Skipped and counted (``AdapterResult.skipped``): context-compaction agents (``agent-acompact-*``),
-compaction events in lead files, spawns whose worker has no per-request records (older Claude
-Code versions log only lifetime totals), sub-agents without a spawn link, sub-agent transcripts
+compaction events in lead files, spawns whose worker has neither per-request records nor recorded
+totals (or totals without a duration), sub-agents without a spawn link, sub-agent transcripts
 without their lead transcript, duplicate embedded records of a worker that also has its own file,
 repeated Codex ``token_count`` events.
 
@@ -87,7 +118,7 @@ import pandas as pd
 from ..config import SPAWN_TOOL_NAMES
 from ..trace import Trace, TraceError
 from . import (MAX_COUNT, AdapterResult, dedupe_requests, earlier_context, find_files, iso_seconds, iter_jsonl,
-               json_records, need, need_count, read_each, require_data, stem)
+               json_records, name_duplicate_files, need, need_count, read_each, require_data, stem)
 
 NOT_PROMPT_PREFIXES = ("<local-command-", "<task-notification>", "[Request interrupted", "<system-reminder>",
                        "Caveat:", "<bash-stdout>", "<bash-stderr>")
@@ -96,6 +127,9 @@ USAGE_FIELDS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input
 _AGENT_ID_TEXT = re.compile(r"\bagentId:\s*([\w@.-]+)")
 #: Records read before a file's kind is decided (the first user/assistant record is within them in practice).
 SNIFF_RECORDS = 200
+#: How far a Claude Code cache read may fall short of the previous request's input and still continue the
+#: same segment (module doc: the evidence; lachesis.segments, "Provider caches": the rule).
+CACHE_TOLERANCE_TOKENS = 16
 
 
 @dataclass
@@ -146,8 +180,15 @@ def _ts_or_inf(rec: dict[str, Any], path: Path, lineno: int) -> float:
     return iso_seconds(ts, path, f"line {lineno}") if isinstance(ts, str) else float("inf")
 
 
-def load(path: Path) -> AdapterResult:
-    """Every Claude Code session transcript and Codex rollout in a file or folder → one Trace."""
+def load(path: Path, cache_tolerance_tokens: int = CACHE_TOLERANCE_TOKENS) -> AdapterResult:
+    """Every Claude Code session transcript and Codex rollout in a file or folder → one Trace.
+
+    ``cache_tolerance_tokens``: the provider-cache tolerance declared on every Claude Code request
+    (module doc; 0 reads cache hits exactly).
+    """
+    if isinstance(cache_tolerance_tokens, bool) or not isinstance(cache_tolerance_tokens, (int, np.integer)) \
+            or not 0 <= int(cache_tolerance_tokens) < MAX_COUNT:
+        raise ValueError(f"cache_tolerance_tokens: expected a whole number of tokens >= 0, got {cache_tolerance_tokens!r}")
     res = AdapterResult(dataset=Path(path).name)
     files = find_files(path, (".jsonl", ".jsonl.gz"), "Claude Code transcript or Codex rollout")
     kinds = read_each(res, files, sniff)
@@ -172,9 +213,12 @@ def load(path: Path) -> AdapterResult:
     parsed = read_each(res, list(sniffed), lambda p, part: _session(p, sniffed[p], label[p], subs, part))
     res.files = len(kinds) - (len(res.failed) - n_failed)
     require_data(res, path, len(parsed), "a Claude Code transcript or a Codex rollout")
+    name_duplicate_files(res, [(p, [r for r in rs if not r.get("synthetic")]) for p, (rs, _) in parsed])
     rows = [row for _, (session_rows, _) in parsed for row in session_rows]
     spawns = [sp for _, (_, session_spawns) in parsed for sp in session_spawns]
     req, sp = _merge(res, rows, spawns)
+    req["cache_tolerance_tokens"] = np.where(req["benchmark"] == "claude_code", int(cache_tolerance_tokens), 0)
+    req["synthetic"] = req["synthetic"].fillna(False).astype(bool) if "synthetic" in req else False
     res.trace = Trace.from_frames(req, pd.DataFrame(sp) if sp else None, source=str(path))
     if (req["benchmark"] == "claude_code").any():
         res.note("reasoning_tokens = 0 for Claude Code (thinking tokens are not reported separately)")
@@ -193,6 +237,9 @@ def _merge(res: AdapterResult, rows: list[dict[str, Any]], spawns: list[dict[str
            ) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """Requests counted once across files; spawn records, roles, order and declared prefixes made consistent."""
     rows = dedupe_requests(res, rows)
+    for r in rows:  # spawns left out, counted on their spawning request: once, in the copy kept
+        for why in r.pop("_skipped_spawns", ()):
+            res.skip(why)
     kept = {(r["session_id"], r["request_id"]) for r in rows}
     sp = []
     for s in spawns:  # a spawn whose spawning request is a repeat was kept, with its worker, in another copy
@@ -243,6 +290,15 @@ def _is_prompt(rec: dict[str, Any]) -> bool:
     return bool(texts) and not texts[0].lstrip().startswith(NOT_PROMPT_PREFIXES)
 
 
+def _is_queued_prompt(rec: dict[str, Any]) -> bool:
+    """A prompt the user typed while the agent worked (an ``attachment`` record of type ``queued_command``)."""
+    a = rec.get("attachment")
+    if not isinstance(a, dict) or a.get("type") != "queued_command" or a.get("isMeta") or rec.get("isMeta"):
+        return False
+    origin = a.get("origin")
+    return a.get("commandMode", "prompt") == "prompt" and (not isinstance(origin, dict) or origin.get("kind", "human") == "human")
+
+
 class _Agent:
     """Requests of one context chain, built record by record."""
 
@@ -266,7 +322,7 @@ class _Agent:
         if r is None:
             start = self.last_other_ts if self.last_other_ts is not None and self.last_other_ts <= ts else ts
             r = dict(key=key, usage=u, out=0, tools=[], thinking=0, obs=0, spawn_results=[], t_start=start, t_end=ts,
-                     model=str(msg.get("model", "")), spawn_ids=[])
+                     model=str(msg.get("model", "")), spawn_ids=[], skipped_spawns=[])
             self.reqs[key] = r
         r["out"] = max(r["out"], u["output_tokens"])
         r["t_end"] = max(r["t_end"], ts)
@@ -309,7 +365,8 @@ class _Agent:
                             reasoning_tokens=0, tool_names=r["tools"],
                             n_observations=r["obs"] + sum(t not in linked for t in r["spawn_results"]),
                             t_start=r["t_start"], t_end=r["t_end"], model=r["model"], benchmark="claude_code",
-                            cache_creation_tokens=cc, thinking_blocks=r["thinking"]))
+                            cache_creation_tokens=cc, thinking_blocks=r["thinking"], synthetic=False,
+                            _skipped_spawns=r["skipped_spawns"]))
         return out
 
 
@@ -331,6 +388,7 @@ def claude_session(path: Path, sid: str, recs: list[tuple[int, dict[str, Any]]],
     lead_turn: dict[str, int] = {}
     tool_agent: dict[str, str] = {}        # spawn tool_use id -> agentId
     tool_result: dict[str, dict[str, Any]] = {}
+    result_line: dict[str, int] = {}        # spawn tool_use id -> line of its toolUseResult
     embedded: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
     for lineno, rec in recs:
         where = f"line {lineno}"
@@ -356,10 +414,14 @@ def claude_session(path: Path, sid: str, recs: list[tuple[int, dict[str, Any]]],
                 tid = b["tool_use_id"]
                 if isinstance(tur, dict):
                     tool_result[tid] = tur
+                    result_line[tid] = lineno
                 m = _AGENT_ID_TEXT.search(_text(b.get("content")))
                 aid = tur.get("agentId") if isinstance(tur, dict) and tur.get("agentId") else (m.group(1) if m else None)
                 if aid:
                     tool_agent[tid] = str(aid)
+        elif t == "attachment" and _is_queued_prompt(rec):
+            turn += 1
+            lead.other(rec, where)
         elif t == "progress":
             data = rec.get("data") or {}
             if isinstance(data, dict) and data.get("type") == "agent_progress":
@@ -402,21 +464,29 @@ def claude_session(path: Path, sid: str, recs: list[tuple[int, dict[str, Any]]],
     spawn_rows: list[dict[str, Any]] = []
     linked_tools: set[str] = set()
     linked: set[str] = set()
+    synthetic: list[dict[str, Any]] = []
     for key, r in lead.reqs.items():
         for tid, inp in r["spawn_ids"]:
             aid = tool_agent.get(tid)
             w = workers.get(aid) if aid else None
+            tur = tool_result.get(tid, {})
             if w is None or not w.reqs:
-                res.skip("spawns without per-request worker records (lifetime totals only)")
-                continue
+                # counted on the spawning request, so a spawn repeated in a de-duplicated copy counts once
+                built = _from_totals(path, sid, lead, r, tid, aid, inp, tur, result_line.get(tid), lead_turn.get(key, 0))
+                if isinstance(built, str):
+                    r["skipped_spawns"].append(built)
+                    continue
+                w = _Agent(path, sid, built["agent_id"])
+                aid = aid or tid
             if aid in linked:
                 res.skip("second spawn link to an already linked sub-agent")
                 continue
+            if not w.reqs:
+                synthetic.append(built)
             linked.add(aid)
             linked_tools.add(tid)
             u = r["usage"]
-            wreq = list(w.reqs.values())
-            tur = tool_result.get(tid, {})
+            wreq = list(w.reqs.values()) or [dict(t_start=built["t_start"], t_end=built["t_end"], model=built["model"])]
             spawn_rows.append(dict(
                 session_id=sid, agent_id=w.agent_id, parent_agent_id=lead.agent_id, role="worker",
                 spawn_request_id=key,
@@ -426,7 +496,7 @@ def claude_session(path: Path, sid: str, recs: list[tuple[int, dict[str, Any]]],
                 model=str(inp.get("model") or wreq[0]["model"]), spawn_index=len(spawn_rows),
                 subagent_type=str(inp.get("subagent_type") or ""),
                 t_start=min(x["t_start"] for x in wreq), t_end=max(x["t_end"] for x in wreq),
-                total_duration_ms=_duration_ms(tur.get("totalDurationMs"))))
+                total_duration_ms=_duration_ms(tur.get("totalDurationMs")), from_totals=not w.reqs))
     if not lead.reqs:
         res.skip("sessions without lead requests")
         return [], []
@@ -440,10 +510,39 @@ def claude_session(path: Path, sid: str, recs: list[tuple[int, dict[str, Any]]],
             continue
         t = spawned_turn[w.agent_id]
         rows += w.rows("worker", lead.agent_id, {k: t for k in w.reqs}, set())
+    rows += synthetic
     role = "lead" if spawn_rows else "single"
     rows = lead.rows(role, None, lead_turn, linked_tools) + rows
     rows.sort(key=lambda x: (x["t_start"], x["t_end"]))
     return rows, spawn_rows
+
+
+def _from_totals(path: Path, sid: str, lead: _Agent, r: dict[str, Any], tid: str, aid: str | None,
+                 inp: dict[str, Any], tur: dict[str, Any], line: int | None, turn: int) -> dict[str, Any] | str:
+    """The one synthetic request of a sub-agent known only by its spawn's recorded totals (module doc),
+    or why it cannot be built (a skip reason)."""
+    if not tur or tur.get("status") == "async_launched" or ("usage" not in tur and "totalTokens" not in tur):
+        return "spawns without per-request worker records or recorded totals"
+    where = f"line {line}"
+    dur = tur.get("totalDurationMs")
+    if dur is None:
+        return "spawns with recorded tokens but no totalDurationMs (no clock for the worker)"
+    if isinstance(dur, bool) or not isinstance(dur, (int, float)) or not np.isfinite(dur) or not 0 <= dur < MAX_COUNT:
+        raise TraceError(str(path), where, "toolUseResult.totalDurationMs",
+                         f"expected a duration in milliseconds in [0, 2**31), got {dur!r}")
+    if "usage" in tur:
+        usage = need(tur, "usage", path, where + " toolUseResult", dict)
+        u = {f: need_count(usage, f, path, where + " toolUseResult.usage", default=0) for f in USAGE_FIELDS}
+        prompt = u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"]
+        out, cc = u["output_tokens"], u["cache_creation_input_tokens"]
+    else:
+        prompt, out, cc = need_count(tur, "totalTokens", path, where + " toolUseResult"), 0, 0
+    t0 = r["t_end"]
+    model = str(inp.get("model") or "(unrecorded)")
+    return dict(session_id=sid, request_id=f"{tid}:totals", agent_id=f"{sid}:{aid or tid}", parent_agent_id=lead.agent_id,
+                role="worker", turn=turn, input_tokens=prompt, matched_prefix_tokens=0, output_tokens=out,
+                reasoning_tokens=0, tool_names=[], n_observations=0, t_start=t0, t_end=t0 + float(dur) / 1000.0,
+                model=model, benchmark="claude_code", cache_creation_tokens=cc, thinking_blocks=0, synthetic=True)
 
 
 def _duration_ms(v: Any) -> float:

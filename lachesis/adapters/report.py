@@ -135,7 +135,7 @@ def missing_table(names: list[str]) -> pd.DataFrame:
 
 
 #: The columns of ``out["sources"]`` (present even when no source could be read).
-SOURCE_COLUMNS = ("source", "files", "duplicates", "skipped", "failed", "notes", "sessions", "requests", "agents",
+SOURCE_COLUMNS = ("source", "files", "duplicates", "duplicate_sessions", "skipped", "failed", "notes", "sessions", "requests", "agents",
                   "spawns", "segments", "undeclared_external_prefix_requests", "undeclared_external_prefix_tokens")
 
 
@@ -150,6 +150,7 @@ def build(source: str = "all", data: str | os.PathLike[str] | None = None, seed:
             continue
         res = read(name, root)
         row: dict[str, Any] = dict(source=name, files=res.files, duplicates=res.duplicates,
+                                   duplicate_sessions="; ".join(f"{f} repeats {of}" for f, of in res.duplicate_sessions),
                                    skipped="; ".join(f"{k}: {v}" for k, v in res.skipped.items()),
                                    failed="; ".join(f"{f}: {why}" for f, why in res.failed),
                                    notes="; ".join(res.notes))
