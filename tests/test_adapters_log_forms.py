@@ -1,7 +1,7 @@
 """Issue 17, real traces read as they are: provider-cache segments, sub-agents known by their totals,
 every ChatDev log form, duplicate sessions named, queued prompts as turns.
 
-The fixtures under ``tests/fixtures/issue17`` are hand-written, a few records each (their shapes are
+The fixtures under ``tests/fixtures/log_forms`` are hand-written, a few records each (their shapes are
 those of the real transcripts and logs in the project's mirror).
 """
 
@@ -19,7 +19,7 @@ from lachesis.adapters import adapt, read
 from lachesis.segments import recover
 from lachesis.trace import Trace, TraceError, write_trace
 
-HERE = Path(__file__).parent / "fixtures" / "issue17"
+HERE = Path(__file__).parent / "fixtures" / "log_forms"
 CC = HERE / "claude_code"
 SID = "17a00000-0000-4000-8000-000000000001"
 LEAD = f"{SID}:lead"
