@@ -1,4 +1,4 @@
-"""Issue 17, real traces read as they are: provider-cache segments, sub-agents known by their totals,
+"""Real traces read as they are: provider-cache segments, sub-agents known by their totals,
 every ChatDev log form, duplicate sessions named, queued prompts as turns.
 
 The fixtures under ``tests/fixtures/log_forms`` are hand-written, a few records each (their shapes are
