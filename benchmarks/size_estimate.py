@@ -56,7 +56,7 @@ def run(mem: str, n: int, group: bool, cache_dir: str) -> list[dict]:
 def table(rows: list[dict]) -> str:
     d = pd.DataFrame(rows)
     d["policy"] = d["policy"].str.replace("lachesis:size_estimate=", "lachesis/", regex=False).replace(
-        {"lachesis": "lachesis/mean_floor"})
+        {"lachesis": "lachesis/held"})
     d["node"] = d["group"].map({True: "8-GPU group", False: "1 GPU"})
     out = []
     for (node, mem, n), g in d.groupby(["node", "mem", "n"], sort=False):

@@ -114,7 +114,7 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("node_start", "", _DEPLOYMENT.start, "deployment", ("aged",),
          "ASSUMPTION (simulator.Memory.age): a long-running node's boundary-unaware cache is full of dead blocks",
          NODE_STARTS),
-    Knob("size_estimate", "", SIZE_ESTIMATES[0], "policy", ("held", "spawn"),
+    Knob("size_estimate", "", SIZE_ESTIMATES[0], "policy", ("mean_floor", "spawn"),
          "ASSUMPTION (policies.Lachesis.size_estimate): what a ranked worker counts for when k is found",
          SIZE_ESTIMATES),
     Knob("laden_close", "", "last_read", "point", ("arrival",),
@@ -127,8 +127,7 @@ OVERRIDES = tuple(k for k, v in KNOBS.items() if v.acts_on in ("clock", "memory"
                                                                 "policy"))
 #: The knobs the one-at-a-time sensitivity study moves at a cell's fixed load.  Deployment knobs change what
 #: load the SLO admits, so they are compared at each node's own N* instead (``benchmarks/group_node.py``).
-#: Policy knobs are left out until the lead picks their default (the committed study stays as it is).
-STUDY = tuple(k for k, v in KNOBS.items() if v.acts_on not in ("deployment", "policy"))
+STUDY = tuple(k for k, v in KNOBS.items() if v.acts_on != "deployment")
 
 
 def canonical(overrides: Mapping[str, Any] | Iterable[tuple[str, Any]] | None) -> tuple[tuple[str, Any], ...]:

@@ -59,15 +59,17 @@ are reserved for "before it counts k", not the arithmetic):
   free capacity rather than set as a parameter", and only a worker's rank is consumed, never a
   lifetime).  How many blocks a live worker counts for when k is found:
 
-  - ``mean_floor`` (the default in code, pinned by the committed figures):
+  - ``held`` (the default): the blocks it holds (+ the blocks being written, for the deciding worker); no size is
+    predicted.  Reason: §4's text literally; k is what the free capacity admits now, and a worker
+    that outgrows it is outranked by its own growth (its later blocks go to HBF).  It is the default
+    because the paper predicts a rank, never a size, and because it alone keeps the paper's ordering
+    Lachesis >= w/o predictive path (§5.4) near the paper's load (benchmarks/RESULTS.md, issue 15).
+  - ``mean_floor``:
     ``max(blocks it holds (+ the blocks being written, for the deciding worker), mean size in
     blocks of the workers that have closed so far)``; before any worker has closed the mean is 0,
     i.e. a worker counts with what it has written.  Reason: the running mean of finished workers is
     the simplest estimate of the room a young worker will still need.  It holds HBM back for growth
     that has not happened yet, so HBM runs partly empty.
-  - ``held``: the blocks it holds (+ the blocks being written, for the deciding worker); no size is
-    predicted.  Reason: §4's text literally; k is what the free capacity admits now, and a worker
-    that outgrows it is outranked by its own growth (its later blocks go to HBF).
   - ``spawn``: the ``mean_floor`` estimate taken once, at the worker's spawn (its first placement
     decision: ``max(blocks of its first write, finished workers' mean then)``), and then fixed: neither
     its growth nor a later mean revises it.  Reason: §4, "at each worker spawn, Lachesis scores that
@@ -184,22 +186,22 @@ class DeterministicOnly:
 
 
 #: the values of :class:`Lachesis`'s ``size_estimate`` knob (module docstring; the first is the default)
-SIZE_ESTIMATES = ("mean_floor", "held", "spawn")
+SIZE_ESTIMATES = ("held", "mean_floor", "spawn")
 
 
 class Lachesis:
     """§4: deterministic path + predictive admission of workers, shortest-predicted first.
 
     ``size_estimate`` (module docstring, ASSUMPTION worker size): what a ranked worker counts for when k
-    is found: ``mean_floor`` (held, at least the finished workers' mean; the default), ``held`` (what
-    it holds) or ``spawn`` (the mean-floor estimate at its spawn, then fixed)."""
+    is found: ``held`` (what it holds; the default, §4 literally), ``mean_floor`` (held, at least the
+    finished workers' mean) or ``spawn`` (the mean-floor estimate at its spawn, then fixed)."""
 
     name = "lachesis"
     frees_at_boundary = True
     #: knobs of a ``lachesis:key=value`` spec that take words, not numbers (:func:`as_policy`)
     text_knobs = ("size_estimate",)
 
-    def __init__(self, size_estimate: str = "mean_floor") -> None:
+    def __init__(self, size_estimate: str = SIZE_ESTIMATES[0]) -> None:
         if size_estimate not in SIZE_ESTIMATES:
             raise ValueError(f"lachesis: size_estimate must be one of {list(SIZE_ESTIMATES)}, got {size_estimate!r}")
         self.size_estimate = size_estimate
@@ -212,7 +214,7 @@ class Lachesis:
         return Tier.HBM if self.admitted(seg, view, self.size_estimate) else Tier.HBF
 
     @staticmethod
-    def admitted(seg: SegmentInfo, view: MemoryView, size_estimate: str = "mean_floor") -> bool:
+    def admitted(seg: SegmentInfo, view: MemoryView, size_estimate: str = SIZE_ESTIMATES[0]) -> bool:
         """Whether the worker is within the first k of the node's live-worker ranking right now."""
         if size_estimate == "spawn":
             return Lachesis._admitted_spawn(seg, view)

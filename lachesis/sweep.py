@@ -92,7 +92,7 @@ from lachesis.clairvoyance import CloseTimes, drift
 from lachesis.config import DEFAULT, MEMORY_CONFIGS, MODELS, SLOS, Config, memory_config
 from lachesis.io import atomic_write, jsonable
 
-CODE_VERSION = f"sweep-5/{sim.SIM_VERSION}"
+CODE_VERSION = f"sweep-6/{sim.SIM_VERSION}"
 #: the placements the paper evaluates (§5.3–§5.5)
 PAPER_MULTI_POLICIES = ("hbm_first", "deterministic", "lachesis")
 PAPER_SINGLE_POLICIES = ("hbm_first", "lachesis")

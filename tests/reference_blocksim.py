@@ -246,7 +246,7 @@ class RefSim:
             return HBM if seg.cls in SHORT else HBF
         # Lachesis predictive path, naively (lachesis.policies docstring, size_estimate).
         stats = _Stats(self)
-        mode = self.knobs.get("size_estimate", "mean_floor")
+        mode = self.knobs.get("size_estimate", "held")
         mean = stats.mean_worker_blocks
         if mode == "spawn" and seg.spawn_size is None:
             seg.spawn_size = max(float(len(seg.blocks) + nb), mean)

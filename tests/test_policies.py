@@ -171,8 +171,8 @@ def test_reviewers_take_hbm_unconditionally_and_reserve_before_workers():
     assert tiers_of(t, "rv1") == [0, 0]
 
 
-def test_worker_size_estimate_is_running_mean_of_closed_workers():
-    t = table(Lachesis(), hbm=10)
+def test_mean_floor_size_estimate_is_running_mean_of_closed_workers():
+    t = table(Lachesis("mean_floor"), hbm=10)
     for i, n in enumerate([4, 8]):
         t.add_write(f"old{i}", n, seg_class="worker", rank_key=5.0)
         t.close(f"old{i}")

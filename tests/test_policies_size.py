@@ -72,16 +72,16 @@ def test_held_outranks_a_grown_worker_by_its_own_growth_and_spawn_keeps_its_size
     s.add_write("b", 30)  # b now holds 32 blocks, still counted at 6
     assert Lachesis.admitted(SegmentInfo("b", "worker", rank_key=2.0, n_blocks=32, new_blocks=1), s, "spawn")
     m = hand_worked("mean_floor")
-    assert not Lachesis.admitted(SegmentInfo("b", "worker", rank_key=2.0, n_blocks=2, new_blocks=1), m)
+    assert not Lachesis.admitted(SegmentInfo("b", "worker", rank_key=2.0, n_blocks=2, new_blocks=1), m, "mean_floor")
 
 
-def test_default_is_todays_mean_floor_and_the_spec_round_trips():
-    assert Lachesis().size_estimate == "mean_floor" == SIZE_ESTIMATES[0] and Lachesis().name == "lachesis"
+def test_default_is_held_and_the_spec_round_trips():
+    assert Lachesis().size_estimate == "held" == SIZE_ESTIMATES[0] and Lachesis().name == "lachesis"
     for est in SIZE_ESTIMATES[1:]:
         p = as_policy(f"lachesis:size_estimate={est}")
         assert p.size_estimate == est and p.name == f"lachesis:size_estimate={est}"
         assert as_policy(p.name).name == p.name
-    assert as_policy("lachesis:size_estimate=mean_floor").name == "lachesis"
+    assert as_policy("lachesis:size_estimate=held").name == "lachesis"
     with pytest.raises(ValueError, match="size_estimate must be one of"):
         as_policy("lachesis:size_estimate=mean")
     with pytest.raises(ValueError, match="must be a number"):  # other policies' knobs stay numbers
@@ -89,12 +89,12 @@ def test_default_is_todays_mean_floor_and_the_spec_round_trips():
 
 
 def test_the_registry_knob_reaches_lachesis_only():
-    assert knobs.KNOBS["size_estimate"].default == "mean_floor" and "size_estimate" in knobs.OVERRIDES
-    assert "size_estimate" not in knobs.STUDY  # left out of the committed study until a default is picked
-    o = knobs.canonical({"size_estimate": "held"})
-    assert knobs.apply_policy("lachesis", o) == "lachesis:size_estimate=held"
+    assert knobs.KNOBS["size_estimate"].default == "held" and "size_estimate" in knobs.OVERRIDES
+    assert "size_estimate" in knobs.STUDY
+    o = knobs.canonical({"size_estimate": "mean_floor"})
+    assert knobs.apply_policy("lachesis", o) == "lachesis:size_estimate=mean_floor"
     assert knobs.apply_policy("lachesis:size_estimate=spawn", o) == "lachesis:size_estimate=spawn"  # the spec wins
-    assert knobs.apply_policy("lachesis", knobs.canonical({"size_estimate": "mean_floor"})) == "lachesis"
+    assert knobs.apply_policy("lachesis", knobs.canonical({"size_estimate": "held"})) == "lachesis"
     for other in ("hbm_first", "deterministic", "oracle", "rho_threshold:quantile=0.25"):
         assert knobs.apply_policy(other, o) == other
     cfg = Config()
@@ -102,14 +102,14 @@ def test_the_registry_knob_reaches_lachesis_only():
     with pytest.raises(ValueError, match="size_estimate"):
         knobs.canonical({"size_estimate": "mean"})
     pt = sweep.Point("multi_agent", "4/4", "Llama-4-Maverick", "tight", "lachesis", overrides=o)
-    assert pt.run_policy() == "lachesis:size_estimate=held" and pt.policy == "lachesis"
+    assert pt.run_policy() == "lachesis:size_estimate=mean_floor" and pt.policy == "lachesis"
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(events=event_lists(classes=("worker",) * 4 + ("reviewer", "reasoning_laden")), hbm=st.integers(0, 24),
        bt=st.integers(1, 4), est=st.sampled_from(SIZE_ESTIMATES[1:]))
 def test_fast_equals_reference_for_each_estimate(events, hbm, bt, est):
-    """The segment table's replay of ``held`` and ``spawn`` equals the naive per-block reference."""
+    """The segment table's replay of ``mean_floor`` and ``spawn`` equals the naive per-block reference."""
     _compare(events, f"lachesis:size_estimate={est}", hbm, 400, bt)
 
 
@@ -182,6 +182,6 @@ def test_simulated_runs_move_with_the_knob_for_lachesis_only(multi_plan):
             runs[est, pol] = _run(multi_plan, knobs.apply_policy(pol, o), cfg)
     for pol in ("hbm_first", "deterministic"):
         assert len({runs[est, pol] for est in SIZE_ESTIMATES}) == 1, pol
-    assert runs["mean_floor", "lachesis"] == _run(multi_plan, "lachesis", cfg)
+    assert runs["held", "lachesis"] == _run(multi_plan, "lachesis", cfg)
     assert len({runs[est, "lachesis"] for est in SIZE_ESTIMATES}) == 3  # measured: each places differently
     assert all(math.isfinite(x) for v in runs.values() for x in v)
