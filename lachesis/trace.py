@@ -520,6 +520,8 @@ def iter_json_lines(lines: Iterable[str], source: str) -> Iterator[tuple[int, di
             rec = json.loads(line)
         except json.JSONDecodeError as e:
             raise TraceError(source, f"line {lineno}", "(json)", f"not valid JSON: {e.msg}") from None
+        except RecursionError:
+            raise TraceError(source, f"line {lineno}", "(json)", "nested deeper than Python's JSON reader allows") from None
         if not isinstance(rec, dict):
             raise TraceError(source, f"line {lineno}", "(json)", "expected a JSON object")
         yield lineno, rec
@@ -608,6 +610,8 @@ def _read_tool_classes(path: Path) -> dict[str, str]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise TraceError(str(path), f"line {e.lineno}", "(json)", f"not valid JSON: {e.msg}") from None
+    except RecursionError:
+        raise TraceError(str(path), "(file)", "(json)", "nested deeper than Python's JSON reader allows") from None
     except UnicodeDecodeError as e:
         raise TraceError(str(path), "(file)", "(encoding)", f"not UTF-8 text (byte {e.start})") from None
     return validate_tool_classes(data, str(path))
