@@ -33,6 +33,10 @@ ASSUMPTIONS (named):
 * Token-level relaxation of blocks (knob: ``hbm_tokens``): C = HBM blocks × tokens per block.  A block
   holds at most that many tokens, so any policy's live HBM tokens fit in C; the bound ignores the
   partly filled last block of a segment, so it can only be higher.
+* Token counts (no knob): the LP works in float64, whose whole numbers are exact below 2**53, and the
+  window's total is an int64 sum; a timeline whose tokens total :data:`MAX_TOKENS` (2**53, about 9e15)
+  or more is refused with one line rather than solved inexactly or summed past int64 into a negative
+  window.  Real runs are many orders of magnitude below it.
 * Ties: events of one instant (a request's closes, then its writes) keep the order of the stream, as
   the allocator saw them (:meth:`Timeline.from_events`); from bare times (:meth:`Timeline.from_times`)
   a close frees before a write at the same time, and a write closed at its own time holds nothing.
@@ -56,6 +60,17 @@ __all__ = ["Timeline", "BoundResult", "max_absorbed", "hbm_bound"]
 
 _FIELDS = ("t_write", "start", "end", "tokens")
 
+#: The most tokens a timeline may hold in all (module docstring: float64 is exact for whole numbers below it).
+MAX_TOKENS = 2**53
+
+
+def _check_total(where: str, tokens: np.ndarray) -> None:
+    """Refuse tokens whose total reaches :data:`MAX_TOKENS` (summed in float64, so it cannot wrap)."""
+    total = float(np.sum(tokens, dtype=np.float64)) if tokens.size else 0.0
+    if not total < MAX_TOKENS:
+        raise ValueError(f"{where}: field 'tokens' totals {total:.4g} tokens, at or past the bound's limit of "
+                         f"2**53 = {MAX_TOKENS:.4g} (float64 keeps whole token counts exact only below it)")
+
 
 @dataclass(frozen=True)
 class Timeline:
@@ -74,6 +89,7 @@ class Timeline:
             raise ValueError("Timeline: field 't_write' must be finite")
         if n and (self.tokens.min() < 0):
             raise ValueError("Timeline: field 'tokens' must be >= 0")
+        _check_total("Timeline", self.tokens)
 
     def __len__(self) -> int:
         return len(self.t_write)
@@ -91,7 +107,8 @@ class Timeline:
     @classmethod
     def from_times(cls, t_write: Sequence[float], t_close: Sequence[float], tokens: Sequence[int]) -> "Timeline":
         """A timeline from bare times: write i holds its tokens over [t_write[i], t_close[i]) (``inf``:
-        never closed).  At one instant closes come before writes (half-open intervals)."""
+        never closed).  At one instant closes come before writes (half-open intervals).  A close before its
+        write is refused (it would hold nothing and so count as absorbed), as is a total past :data:`MAX_TOKENS`."""
         t = np.asarray(t_write, dtype=np.float64)
         c = np.asarray(t_close, dtype=np.float64)
         tok = np.asarray(tokens)
@@ -101,6 +118,11 @@ class Timeline:
             raise ValueError("Timeline.from_times: t_close must not be NaN (inf: never closed)")
         if tok.size and (tok.dtype.kind not in "iu" or tok.min() < 0):
             raise ValueError("Timeline.from_times: tokens must be integers >= 0")
+        _check_total("Timeline.from_times", tok)  # before the cast to int64, which would wrap a uint64
+        if (early := np.flatnonzero(c < t)).size:
+            i = int(early[0])
+            raise ValueError(f"Timeline.from_times: write {i}: field 't_close' {float(c[i])!r} precedes its write at "
+                             f"t_write {float(t[i])!r} (a close at or after the write; inf: never closed)")
         n = len(t)
         kind = np.repeat(np.array([0, 1], dtype=np.int8), n)  # closes (0) before writes (1) at one time
         order = np.lexsort((kind, np.concatenate([c, t])))
@@ -153,6 +175,7 @@ class Timeline:
             elif kind == "session_end":
                 for k in live.pop(ev[2], {}):
                     end[k] = pos
+        _check_total("Timeline.from_events", np.asarray(tok_w, dtype=np.float64))  # before any int64 cast
         ends = np.asarray(end, dtype=np.int64)
         ends[ends < 0] = pos + 1  # never closed: live past the last event
         return cls(np.asarray(t_w, dtype=np.float64), np.asarray(pos_w, dtype=np.int64),

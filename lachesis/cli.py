@@ -431,6 +431,9 @@ def _reproduce(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--strict", action="store_true",
                    help="fail (exit 1) when a real-trace source could not be fetched (default: name it and go on)")
     p.add_argument("--no-fetch", action="store_true", help="never download a real-trace source")
+    p.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"), default=[],
+                   help="set a parameter of every notebook to run that declares it (over the params file), the "
+                        "value read as its declared type; repeatable")
     p.add_argument("--refresh-checks", action="store_true",
                    help="instead: run each notebook at its small defaults and store the output of its "
                         "NBVAL_CHECK_OUTPUT cell in the source (what make test compares)")
@@ -441,13 +444,14 @@ def _reproduce(sub: argparse._SubParsersAction) -> None:
         if a.refresh_checks:
             import nbformat
 
-            for name, src, _ in plan(a.params, a.only):
+            for name, src, _ in plan(a.params, a.only, [tuple(x) for x in a.parameter]):
                 if check_cells(nbformat.read(src, as_version=4)):
                     print(f"{name}:\n{refresh_check_output(src)}", flush=True)
                 else:
                     print(f"{name}: no cell marked NBVAL_CHECK_OUTPUT (skipped)", flush=True)
             return 0
-        result = run_notebooks(a.params, a.only, strict=a.strict, fetch=not a.no_fetch)
+        result = run_notebooks(a.params, a.only, strict=a.strict, fetch=not a.no_fetch,
+                               overrides=[tuple(x) for x in a.parameter])
         print(summary(result), flush=True)
         return 0 if result.ok else 1
     p.set_defaults(run=run)

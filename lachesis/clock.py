@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import zlib
 from collections import defaultdict
-from typing import Any
+from typing import Any, Callable, Generator
 
 import numpy as np
 import pandas as pd
@@ -101,7 +101,9 @@ def schedule(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0) -
     tpot, ttft = clock.tpot_ref_s, clock.ttft_ref_s
     mu, sigma = float(np.log(clock.user_delay_median_s)), clock.user_delay_sigma
 
-    def run(a: str, t: float, is_root: bool, rng: np.random.Generator) -> float:
+    def run(a: str, t: float, is_root: bool, rng: np.random.Generator) -> Generator[tuple[str, float], float, float]:
+        """One agent's replay; it yields (sub-agent, its start) and is sent back that sub-agent's return time,
+        so nesting of any depth runs on an explicit stack (:func:`_drive`), never Python's."""
         rows = rows_of[a]
         last = len(rows) - 1
         for k, g in enumerate(rows):
@@ -115,7 +117,9 @@ def schedule(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0) -
             means = [mean_of(x) for x in tools[g]]
             lat = [float(rng.exponential(m)) if m > 0 else 0.0 for m in means]
             tool_s = (max(lat, default=0.0) if clock.parallel_tool_calls else float(sum(lat)))
-            back = [run(c, end, False, rng) for c in children.get(g, ())]
+            back = []
+            for c in children.get(g, ()):
+                back.append((yield c, end))
             if k < last:
                 t_tools[g] = tool_s
                 t_obs[g] = (n_obs[g] + len(back)) * ttft
@@ -123,11 +127,30 @@ def schedule(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0) -
         return float(t_dec[rows[last]])
 
     for s, root in tree.roots.items():
-        run(root, 0.0, True, session_rng(seed, s))
+        rng = session_rng(seed, s)
+        _drive(run(root, 0.0, True, rng), lambda c, t0, rng=rng: run(c, t0, False, rng))
     return pd.DataFrame({
         "request_id": req["request_id"].to_numpy(), "session_id": sess, "agent_id": agent,
         "t_start_s": t_start, "t_decode_end_s": t_dec, "t_tools_s": t_tools, "t_obs_s": t_obs,
         "t_user_s": t_user})
+
+
+def _drive(top: Generator, start: Callable[[str, float], Generator]) -> float:
+    """Run a replay generator to its end: each (sub-agent, start time) it yields is replayed by
+    ``start`` (depth first, the draw order) and its return time sent back.  The stack is a list, so a
+    chain of nested sub-agents of any depth replays (no recursion limit)."""
+    stack, value = [top], None
+    while True:
+        try:
+            child, t0 = stack[-1].send(value)
+        except StopIteration as done:
+            stack.pop()
+            if not stack:
+                return done.value
+            value = done.value
+            continue
+        stack.append(start(child, t0))
+        value = None
 
 
 def wait_intervals(trace: Trace, sched: pd.DataFrame) -> dict[str, np.ndarray]:

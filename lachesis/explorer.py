@@ -239,6 +239,21 @@ def missing_text(v: View, cache_dir: str | Path, fractions: Sequence[float] = ()
                       f"```\n{cmd}\n```"])
 
 
+def require_cell(v: View | None, sel: Selection, cache_dir: str | Path) -> View:
+    """``v`` when the cache gave the selected policy's grid row(s); else a ValueError saying, in one line, that
+    the cache holds nothing to show for this cell and the command that computes it (what the explorer
+    notebook ends with on an empty cache, instead of a KeyError in a table of no rows)."""
+    what = f"{sel.workload}, {sel.model}, {sel.slo} SLO, {sel.memory}, {sel.policy}, seeds {','.join(map(str, sel.seeds))}"
+    if v is None:
+        raise ValueError(f"explorer: {what}: the cache {cache_dir} could not be read (the reason is printed above)")
+    if v.grid.empty or not v.grid["policy"].eq(sel.policy).any():
+        held = "nothing" if v.grid.empty else f"no {sel.policy} row (only {', '.join(sorted(set(v.grid['policy'])))})"
+        raise ValueError(f"explorer: {what}: the cache {cache_dir} holds {held} for this cell, so there is nothing "
+                         f"to show; compute it with: {command(sel, cache_dir, ['grid'])}  (or run the notebook with "
+                         "compute: grid)")
+    return v
+
+
 def _interval(r: pd.Series, col: str, fmt: str = ".2f", unit: str = "") -> str:
     """A summary value as "median" or "median (min–max)" when the seeds differ."""
     m, lo, hi = r[col], r[f"{col}_min"], r[f"{col}_max"]

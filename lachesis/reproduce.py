@@ -2,7 +2,10 @@
 
 The params file (YAML) has ``common:`` parameters for every notebook, ``notebooks:`` with one entry
 per notebook name (its file stem) overriding them, and optionally ``order:``.  A notebook only
-receives the parameters its ``parameters`` cell declares.  Paths in it are relative to the project root
+receives the parameters its ``parameters`` cell declares; a key no notebook declares (or, under ``notebooks:``,
+that its notebook does not) and a value not of the declared type are refused before anything runs, naming the
+file, key, notebook and type (:func:`check_spec`; the declarations are papermill's ``inspect_notebook``).  Each
+notebook checks its injected values again (:func:`check_parameters`), so ``papermill -p seeds 0`` stops there too.  Paths in it are relative to the project root
 (the folder holding ``notebooks/``), where the kernels start; the notebooks resolve them with
 :func:`lachesis.paths.repo_path`.  Executed copies go to ``build/notebooks/`` (ignored by git).
 
@@ -73,11 +76,97 @@ def image_outputs(nb: Any) -> int:
                for o in c.get("outputs", []))
 
 
-def notebook_parameters(path: Path) -> set[str]:
-    """Names declared in a notebook's ``parameters`` cell."""
+def notebook_parameters(path: Path) -> dict[str, str | None]:
+    """Names declared in a notebook's ``parameters`` cell, each with the type papermill infers from its
+    annotation (``str``, ``int``, ``float``, ``bool``; None when it has none)."""
     import papermill as pm
 
-    return set(pm.inspect_notebook(str(path)).keys())
+    return {k: (v.get("inferred_type_name") or None) for k, v in pm.inspect_notebook(str(path)).items()}
+
+
+#: The declared types a parameter's value is checked against; any other declared type is not checked.
+CHECKED_TYPES = ("str", "int", "float", "bool")
+
+
+def type_error(value: Any, declared: str | None) -> str | None:
+    """Why ``value`` (as YAML read it) does not fit a parameter declared ``declared`` (None: it fits).  A whole
+    number fits ``float``; a bool fits only ``bool``."""
+    if declared not in CHECKED_TYPES:
+        return None
+    ok = {"str": isinstance(value, str), "bool": isinstance(value, bool),
+          "int": isinstance(value, int) and not isinstance(value, bool),
+          "float": isinstance(value, (int, float)) and not isinstance(value, bool)}[declared]
+    return None if ok else f"expected {declared}, got {type(value).__name__} {value!r}"
+
+
+def convert(text: str, declared: str | None) -> Any:
+    """A ``-p NAME VALUE`` text as the parameter's declared type (ValueError: it is not one); a parameter of
+    no checked type gets the text as YAML reads it."""
+    if declared == "str":
+        return text
+    if declared == "bool":
+        low = text.strip().lower()
+        if low in ("true", "false"):
+            return low == "true"
+        raise ValueError(f"expected bool (true or false), got {text!r}")
+    if declared in ("int", "float"):
+        try:
+            return int(text) if declared == "int" else float(text)
+        except ValueError:
+            raise ValueError(f"expected {declared}, got {text!r}") from None
+    return yaml.safe_load(text)
+
+
+#: Top-level keys a params file may have.
+SPEC_KEYS = ("common", "notebooks", "order")
+
+
+def check_spec(params_file: Path, spec: dict[str, Any], declared: dict[str, dict[str, str | None]]) -> None:
+    """Refuse, before anything runs, a params file whose keys a notebook does not declare or whose values are
+    not of the declared type (``declared``: each notebook's :func:`notebook_parameters`).  A ``common:`` key
+    must be declared by at least one notebook (and fit each that declares it); a ``notebooks: NAME:`` key by
+    that notebook.  Each error names the file, the key, the notebook and the expected type."""
+    if unknown := [k for k in spec if k not in SPEC_KEYS]:
+        raise ValueError(f"{params_file}: unknown top-level key {unknown[0]!r}; expected {', '.join(SPEC_KEYS)}")
+    for section in ("common", "notebooks"):
+        if not isinstance(spec.get(section) or {}, dict):
+            raise ValueError(f"{params_file}: {section}: expected a mapping, got {type(spec[section]).__name__}")
+    for key, value in (spec.get("common") or {}).items():
+        users = [n for n, d in declared.items() if key in d]
+        if not users:
+            raise ValueError(f"{params_file}: common: {key!r} is a parameter of no notebook"
+                             + _close_match(key, {k for d in declared.values() for k in d}))
+        for n in users:
+            if why := type_error(value, declared[n][key]):
+                raise ValueError(f"{params_file}: common: {key}: {why} (the type notebook {n} declares)")
+    for n, values in (spec.get("notebooks") or {}).items():
+        if not isinstance(values or {}, dict):
+            raise ValueError(f"{params_file}: notebooks: {n}: expected a mapping of parameters, "
+                             f"got {type(values).__name__}")
+        for key, value in (values or {}).items():
+            if key not in declared[n]:
+                raise ValueError(f"{params_file}: notebooks: {n}: {key!r} is not a parameter of notebook {n}"
+                                 + _close_match(key, set(declared[n])))
+            if why := type_error(value, declared[n][key]):
+                raise ValueError(f"{params_file}: notebooks: {n}: {key}: {why} (the type notebook {n} declares)")
+
+
+def _close_match(key: str, known: set[str]) -> str:
+    import difflib
+
+    near = difflib.get_close_matches(str(key), sorted(known), n=1)
+    return f" (did you mean {near[0]!r}?)" if near else f"; its parameters: {', '.join(sorted(known))}"
+
+
+def check_parameters(namespace: dict[str, Any]) -> None:
+    """In a notebook, just after its parameters cell: refuse a parameter whose value (injected by papermill,
+    e.g. ``papermill -p seeds 0`` gives an int) is not of the type its annotation declares, naming it, before
+    anything runs.  ``namespace``: the notebook's ``globals()``."""
+    for key, ann in (namespace.get("__annotations__") or {}).items():
+        declared = ann if isinstance(ann, str) else getattr(ann, "__name__", None)
+        if key in namespace and (why := type_error(namespace[key], declared)):
+            hint = " (papermill -p reads numbers as numbers; pass text with -r)" if declared == "str" else ""
+            raise TypeError(f"parameter {key}: {why}{hint}")
 
 
 def project_root(params_file: Path) -> Path:
@@ -96,10 +185,14 @@ def load_spec(params_file: Path) -> dict[str, Any]:
     return spec
 
 
-def plan(params_file: Path, only: list[str] | None = None) -> list[tuple[str, Path, dict[str, Any]]]:
+def plan(params_file: Path, only: list[str] | None = None,
+         overrides: list[tuple[str, str]] | None = None) -> list[tuple[str, Path, dict[str, Any]]]:
     """(name, source notebook, parameters) per notebook to run: those the file's ``order:`` names first, then
     the others by name, so none is skipped.  Unknown names in ``only``
-    or in the file's ``order:``/``notebooks:`` fail before anything runs, listing the valid names."""
+    or in the file's ``order:``/``notebooks:`` fail before anything runs, listing the valid names; so do
+    parameters no notebook declares and values not of the declared type (:func:`check_spec`).
+    ``overrides``: ``-p NAME VALUE`` pairs for every notebook to run that declares NAME, the text converted to
+    the declared type (:func:`convert`); a NAME none of them declares, or a text not of its type, is refused."""
     spec = load_spec(params_file)
     nb_dir = project_root(params_file) / "notebooks"
     available = sorted(p.stem for p in nb_dir.glob("*.ipynb"))
@@ -111,14 +204,24 @@ def plan(params_file: Path, only: list[str] | None = None) -> list[tuple[str, Pa
             raise ValueError(f"{what} names no notebook {', '.join(map(repr, unknown))}; "
                              f"valid names: {', '.join(available)}")
     order += [n for n in available if n not in order]  # an order names the first ones; the rest follow, sorted
+    declared = {n: notebook_parameters(nb_dir / f"{n}.ipynb") for n in available}
+    check_spec(params_file, spec, declared)
+    chosen = [n for n in order if not only or n in only]
+    given: dict[str, dict[str, Any]] = {n: {} for n in chosen}
+    for key, text in overrides or []:
+        users = [n for n in chosen if key in declared[n]]
+        if not users:
+            raise ValueError(f"-p {key}: a parameter of none of the notebooks to run ({', '.join(chosen)})"
+                             + _close_match(key, {k for n in chosen for k in declared[n]}))
+        for n in users:
+            try:
+                given[n][key] = convert(text, declared[n][key])
+            except ValueError as e:
+                raise ValueError(f"-p {key}: {e} (the type notebook {n} declares)") from None
     out = []
-    for name in order:
-        if only and name not in only:
-            continue
-        src = nb_dir / f"{name}.ipynb"
-        declared = notebook_parameters(src)
-        params = {**(spec.get("common") or {}), **((spec.get("notebooks") or {}).get(name) or {})}
-        out.append((name, src, {k: v for k, v in params.items() if k in declared}))
+    for name in chosen:
+        params = {**(spec.get("common") or {}), **((spec.get("notebooks") or {}).get(name) or {}), **given[name]}
+        out.append((name, nb_dir / f"{name}.ipynb", {k: v for k, v in params.items() if k in declared[name]}))
     return out
 
 
@@ -229,7 +332,8 @@ def prepare_real_traces(params: dict[str, Any], log: TextIO, fetch: bool = True)
 
 
 def run_notebooks(params_file: Path, only: list[str] | None = None, build: Path | None = None,
-                  log: TextIO | None = None, strict: bool = False, fetch: bool = True) -> Outcome:
+                  log: TextIO | None = None, strict: bool = False, fetch: bool = True,
+                  overrides: list[tuple[str, str]] | None = None) -> Outcome:
     """Run the planned notebooks; every one runs even if another fails (see :class:`Outcome`).
 
     Real traces: before the real-traces notebook reads the registered sources, the missing ones are fetched
@@ -239,7 +343,7 @@ def run_notebooks(params_file: Path, only: list[str] | None = None, build: Path 
     import papermill as pm
 
     log = log or sys.stdout
-    todo = plan(params_file, only)
+    todo = plan(params_file, only, overrides)
     root = project_root(params_file)
     build = build or root / "build" / "notebooks"
     build.mkdir(parents=True, exist_ok=True)

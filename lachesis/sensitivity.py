@@ -355,7 +355,12 @@ def sentences(g: pd.DataFrame, column: str = "lachesis/hbm_first", years: str = 
             where = f"{family(cid[0])} {cid[3]}"
             if not np.isfinite(b):
                 continue
-            move = np.nanmax(np.abs(x / b - 1)) * 100 if np.isfinite(x).any() else np.nan
+            if not np.isfinite(x).all():  # a value that gave no gain says why, never "nan%"
+                lost = ", ".join(lab for v, lab in zip(x, c["value"]) if not np.isfinite(v))
+                cells.append(f"{where}: no gain at {lost} (a lifetime there is not finite: "
+                             + ("the SLO admits no load)" if (c["n_sessions"] <= 0).any() else "see the table)"))
+                x = np.where(np.isfinite(x), x, b)  # the rest as usual
+            move = np.nanmax(np.abs(x / b - 1)) * 100
             if move < 0.5:
                 cells.append(f"{where} unchanged at {b:.2f}×")
             else:
@@ -411,11 +416,28 @@ def at_own_load(cells: Sequence[Sequence[sweep.Point]], knob: str, values: Seque
     out["kv_read_per_step_gb"] = base["kv_read_per_step_bytes"] / 1e9
     out["hbm_over_live_short"] = base["hbm_over_live_short"]
     cols = [c for c in OWN_LOAD_COLUMNS if c in out]
-    return out[cols].reset_index().assign(knob=knob)
+    res = out[cols].reset_index().assign(knob=knob)
+    return res.assign(why_undefined=[_why_undefined(r, lives, knob, cols) for r in res.to_dict("records")])
+
+
+def _why_undefined(row: dict, lives: pd.DataFrame, knob: str, cols: Sequence[str]) -> str:
+    """Why a row of :func:`at_own_load` has a number that is not finite ("" when every one is): a value at
+    which the SLO admits no load (N* = 0, so nothing ran), or the policies whose lifetime is not a number."""
+    bad = [c for c in cols if not np.isfinite(float(row[c]))]
+    if not bad:
+        return ""
+    if not row["n_star"] > 0:
+        return (f"N* = 0: the {row['slo']} SLO admits no load at {knob} = {row['value']:g}, so nothing ran "
+                f"and {', '.join(bad)} are undefined")
+    life = lives.loc[tuple(row[k] for k in ID + ["value"])]
+    off = [f"{pol} {v!r} y" for pol, v in life.items() if not np.isfinite(v)]
+    return f"{', '.join(bad)} undefined at {knob} = {row['value']:g}: " + (
+        f"lifetime not finite for {', '.join(off)}" if off else "a lifetime ratio has no finite value")
 
 
 def spread(df: pd.DataFrame, columns: Sequence[str] = ("n_star", "lachesis/hbm_first", "live_short_kv_gb")) -> pd.DataFrame:
-    """Per cell of :func:`at_own_load`: how far each column moves over the knob's values (max/min − 1, %)."""
-    g = df.groupby(ID, sort=False)
+    """Per cell of :func:`at_own_load`: how far each column moves over the knob's values (max/min − 1, %),
+    over the values where the SLO admits a load (N* > 0; the others say so in ``why_undefined``)."""
+    g = df[df["n_star"].gt(0)].groupby(ID, sort=False)
     return pd.DataFrame({c: (g[c].max() / g[c].min() - 1.0) * 100 for c in columns if c in df}).add_suffix(
         " moves %").reset_index()

@@ -176,15 +176,23 @@ class Plan:
         return self._lists
 
     def session_span_s(self, session: str, tpot_s: float) -> float:
-        """Critical-path duration of one session when every token takes ``tpot_s`` (same delays)."""
-        def agent(a: AgentPlan) -> float:
+        """Critical-path duration of one session when every token takes ``tpot_s`` (same delays).  Sub-agents
+        before their parents on an explicit stack, so a nesting of any depth has no recursion limit."""
+        span: dict[int, float] = {}
+        stack = [(a, False) for a in self.roots[session]]
+        while stack:
+            a, kids_done = stack.pop()
+            if not kids_done:
+                stack.append((a, True))
+                stack += [(c, False) for kids in a.children.values() for c in kids]
+                continue
             t = 0.0
             for q in a.requests:
                 q = int(q)
-                kids = max((agent(c) for c in a.children.get(q, [])), default=0.0)
+                kids = max((span[id(c)] for c in a.children.get(q, [])), default=0.0)
                 t += self.t_user[q] + self.out_tokens[q] * tpot_s + max(self.t_tools[q], kids) + self.t_obs[q]
-            return t
-        return max(agent(a) for a in self.roots[session])
+            span[id(a)] = t
+        return max(span[id(a)] for a in self.roots[session])
 
     def session_spans(self, tpot_s: float) -> np.ndarray:
         """:meth:`session_span_s` of every session in ``sessions`` order (cached per TPOT; read-only)."""

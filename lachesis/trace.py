@@ -11,8 +11,15 @@ is held to the same rules as the JSON values of a JSONL file (a column of numeri
 number).  Token and count fields are whole numbers in ``[0, MAX_COUNT)``; floats are finite.  Rows
 are kept in the order given, which must be session order per agent (Appendix B: "with the trace
 aligned in session order"): a request's matched prefix may reuse at most its agent's earlier context
-(the previous request's input + output) plus the ``shared_prefix_tokens`` it declares, and its
-``turn`` never falls below the agent's previous one.
+(the previous request's input + output) plus the ``shared_prefix_tokens`` it declares, its ``turn``
+never falls below the agent's previous one, and, where the trace has ``t_start``, its start time never
+precedes the agent's previous request's.
+
+What the data cannot show (the contract's limit): rows of one agent swapped inside one turn, in a trace
+without times, whose matched prefixes still fit the earlier context they now follow (a turn whose
+context was stripped of reasoning, or any request whose prefix is shorter than its predecessor's
+context), are accepted as given, and their lifetimes are computed in that wrong order.  The row order is
+the caller's to keep; an adapter keeps the order of its source (and adds times where the source has them).
 """
 
 from __future__ import annotations
@@ -376,6 +383,15 @@ def validate_requests(df: pd.DataFrame, source: str = "<memory>") -> pd.DataFram
     prev_turn = pd.Series(turn).groupby(by_agent, sort=False).shift(1, fill_value=0).to_numpy()
     rows.fail(turn < prev_turn, source, "turn",
               lambda p: f"turn {turn[p]} follows turn {prev_turn[p]} of agent {by_agent[p]!r}: rows out of session order")
+    if "t_start" in out:  # an agent's requests run one after another: its start times never go back
+        ts = out["t_start"].to_numpy(dtype=float)
+        prev_ts = pd.Series(ts).groupby(by_agent, sort=False).shift(1).to_numpy()
+        prev_id = out["request_id"].groupby(by_agent, sort=False).shift(1).to_numpy()
+        with np.errstate(invalid="ignore"):
+            back = ts < prev_ts  # NaN (a time not recorded) compares False: nothing to check
+        rows.fail(back, source, "t_start",
+                  lambda p: f"t_start {float(ts[p])!r} precedes t_start {float(prev_ts[p])!r} of the request before it of agent "
+                            f"{by_agent[p]!r} ({prev_id[p]!r}): rows out of session order")
     earlier = pd.Series(inp + outp).groupby(by_agent, sort=False).shift(1, fill_value=0).to_numpy()
     rows.fail(mp > earlier + shared, source, "matched_prefix_tokens",
               lambda p: f"matched prefix {mp[p]} exceeds the {earlier[p]} tokens of earlier context of agent "
@@ -544,6 +560,8 @@ def iter_json_lines(lines: Iterable[str], source: str) -> Iterator[tuple[int, di
             rec = json.loads(line)
         except json.JSONDecodeError as e:
             raise TraceError(source, f"line {lineno}", "(json)", f"not valid JSON: {e.msg}") from None
+        except RecursionError:
+            raise TraceError(source, f"line {lineno}", "(json)", "nested deeper than Python's JSON reader allows") from None
         if not isinstance(rec, dict):
             raise TraceError(source, f"line {lineno}", "(json)", "expected a JSON object")
         yield lineno, rec
@@ -590,6 +608,10 @@ def read_trace(path: str | os.PathLike[str]) -> Trace:
     ``spawns.{...}`` and ``tool_classes.json`` (:data:`TOOL_CLASS_FILE`), or a single requests file
     (spawns and tool classes then read from siblings ``<stem>.spawns.<ext>`` and
     ``<stem>.tool_classes.json`` when present).
+
+    Rows must be in session order per agent; what is checked (matched-prefix bound, turn order, start
+    times where present) and what cannot be seen (a swap inside a turn of a trace without times whose
+    prefixes still fit) are in the module docstring: such a trace loads, in the order given.
     """
     p = Path(path)
     if p.is_dir():
@@ -632,6 +654,8 @@ def _read_tool_classes(path: Path) -> dict[str, str]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise TraceError(str(path), f"line {e.lineno}", "(json)", f"not valid JSON: {e.msg}") from None
+    except RecursionError:
+        raise TraceError(str(path), "(file)", "(json)", "nested deeper than Python's JSON reader allows") from None
     except UnicodeDecodeError as e:
         raise TraceError(str(path), "(file)", "(encoding)", f"not UTF-8 text (byte {e.start})") from None
     return validate_tool_classes(data, str(path))

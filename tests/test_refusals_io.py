@@ -129,3 +129,61 @@ def test_replace_folder_mode_is_that_of_mkdir(tmp_path) -> None:
     mask = os.umask(0)
     os.umask(mask)
     assert out.stat().st_mode & 0o777 == 0o777 & ~mask
+
+
+# -- a full disk part-way through `lachesis adapt` (issue 17): never new requests beside old spawns and an old report
+
+
+def _adapt_fails(tmp_path, capsys, monkeypatch, patch) -> None:
+    out = tmp_path / "out"
+    adapters.adapt("claude_code_subagents", FIX / "claude_code_subagents", out, fmt="jsonl")
+    before = snapshot(out)
+    assert {"requests.jsonl", "spawns.jsonl", "adapt_report.json"} <= set(before)
+    patch(monkeypatch)
+    assert main(["adapt", "claude_code_subagents", str(FIX / "claude_code_subagents"), "--out", str(out),
+                 "--format", "jsonl"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "No space left" in err[0] and "left as it was" in err[0], err
+    assert snapshot(out) == before and siblings(out) == []
+
+
+def test_a_full_disk_after_the_requests_leaves_the_old_requests_spawns_and_report(tmp_path, capsys, monkeypatch) -> None:
+    from lachesis import trace
+
+    real = trace._write_table
+
+    def spawns_fail(df, path):
+        if path.name.startswith("spawns"):
+            _full_disk()
+        return real(df, path)
+
+    _adapt_fails(tmp_path, capsys, monkeypatch, lambda m: m.setattr(trace, "_write_table", spawns_fail))
+
+
+def test_a_full_disk_half_way_through_a_file_leaves_the_old_folder(tmp_path, capsys, monkeypatch) -> None:
+    real = io.atomic_write
+
+    def half_then_full(path, write):
+        if Path(path).name.startswith("requests"):
+            def partial(tmp):
+                write(tmp)
+                with open(tmp, "r+b") as fh:  # the disk filled half-way through this file
+                    fh.truncate(max(1, fh.seek(0, 2) // 2))
+                _full_disk()
+            return real(path, partial)
+        return real(path, write)
+
+    from lachesis import trace
+
+    _adapt_fails(tmp_path, capsys, monkeypatch, lambda m: m.setattr(trace, "atomic_write", half_then_full))
+
+
+def test_a_full_disk_at_the_swap_restores_the_old_folder(tmp_path, capsys, monkeypatch) -> None:
+    real = os.replace
+
+    def swap_fails(src, dst):
+        if str(src).endswith(".new"):  # the new folder moved in over the old one
+            _full_disk()
+        return real(src, dst)
+
+    _adapt_fails(tmp_path, capsys, monkeypatch, lambda m: m.setattr(io.os, "replace", swap_fails))

@@ -33,7 +33,7 @@ def project(tmp_path_factory) -> Path:
               "import json, pathlib\n"
               "d = pathlib.Path(out_dir) / 'real_traces'; d.mkdir(parents=True, exist_ok=True)\n"
               "(d / 'missing_sources.json').write_text(json.dumps(['claude_code_more', 'who_and_when']))")
-    (nbs / "params" / "p.yaml").write_text(yaml.safe_dump({"common": {"seed": 7, "out_dir": "out", "scale": 1.0}}))
+    (nbs / "params" / "p.yaml").write_text(yaml.safe_dump({"common": {"seed": 7, "out_dir": "out"}}))
     return root
 
 

@@ -163,12 +163,21 @@ def read_text(path: Path) -> str:
         raise TraceError(str(path), f"byte {e.start}", "(utf-8)", "not valid UTF-8") from None
 
 
+#: Why a JSON document nested past Python's reader is refused (no source nests more than a few dozen levels).
+TOO_DEEP = "nested deeper than Python's JSON reader allows (not a trace of this format)"
+
+
 def read_json(path: Path) -> Any:
-    """One JSON document; a decode error names the line."""
+    """One JSON document; a decode error names the line, an empty file or a nesting too deep says so."""
+    text = read_text(path)
+    if not text.strip():
+        raise TraceError(str(path), "(file)", "(json)", "empty file: expected a JSON document")
     try:
-        return json.loads(read_text(path))
+        return json.loads(text)
     except json.JSONDecodeError as e:
         raise TraceError(str(path), f"line {e.lineno}", "(json)", f"not valid JSON: {e.msg}") from None
+    except RecursionError:
+        raise TraceError(str(path), "(file)", "(json)", TOO_DEEP) from None
 
 
 def json_records(lines: Iterable[str], source: str) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -184,6 +193,8 @@ def json_records(lines: Iterable[str], source: str) -> Iterator[tuple[int, dict[
             recs = _back_to_back(line) if e.msg == "Extra data" else None
             if recs is None:
                 raise TraceError(source, f"line {lineno}", "(json)", f"not valid JSON: {e.msg}") from None
+        except RecursionError:
+            raise TraceError(source, f"line {lineno}", "(json)", TOO_DEEP) from None
         for rec in recs:
             if not isinstance(rec, dict):
                 raise TraceError(source, f"line {lineno}", "(json)", "expected a JSON object")
@@ -195,7 +206,7 @@ def _back_to_back(line: str) -> list[Any] | None:
     while i < len(line):
         try:
             obj, i = dec.raw_decode(line, i)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return None
         out.append(obj)
         while i < len(line) and line[i].isspace():

@@ -24,7 +24,13 @@ def read(path: Path) -> pd.DataFrame:
     """The request table, validated: a bad row raises naming the file, the line and the column."""
     import io
 
-    df = pd.read_csv(io.StringIO(read_text(path)), dtype=str, keep_default_na=False)
+    text = read_text(path)
+    if not text.strip():
+        raise TraceError(str(path), "line 1", COLUMNS[0], "empty file: expected a CSV header " + ",".join(COLUMNS))
+    try:
+        df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise TraceError(str(path), "(file)", "(csv)", f"not CSV: {' '.join(str(e).split())}") from None
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise TraceError(str(path), "line 1", missing[0], "column missing from the header")

@@ -1,0 +1,70 @@
+"""Rows out of session order (issue 17): detected where the data shows it (start times, besides the matched-prefix
+bound and turn order), and the trace contract says what it cannot see."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lachesis import trace as T
+from lachesis.cli import main
+
+
+def _rows(n: int = 4, times: bool = True) -> list[dict]:
+    out = []
+    for i in range(n):
+        r = dict(session_id="s", request_id=f"r{i}", agent_id="a", parent_agent_id=None, role="single", turn=0,
+                 input_tokens=100 + 50 * i, matched_prefix_tokens=0, output_tokens=10, reasoning_tokens=0,
+                 tool_names=[], n_observations=0)
+        if times:
+            r.update(t_start=10.0 * i, t_end=10.0 * i + 5)
+        out.append(r)
+    return out
+
+
+def _write(folder: Path, rows: list[dict], fmt: str = "jsonl") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    if fmt == "jsonl":
+        (folder / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    else:
+        pd.DataFrame(rows).to_parquet(folder / "requests.parquet", index=False)
+    return folder
+
+
+@pytest.mark.parametrize("fmt, record", [("jsonl", "record line 3"), ("parquet", "record 2")])
+def test_swapped_rows_with_times_are_refused_naming_file_record_field(tmp_path, capsys, fmt, record) -> None:
+    rows = _rows()
+    rows[1], rows[2] = rows[2], rows[1]
+    d = _write(tmp_path / "t", rows, fmt)
+    assert main(["segments", str(d)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert f"requests.{fmt}: {record} (request_id='r1'): field 't_start': t_start 10.0 precedes t_start 20.0" in err[0]
+    assert "rows out of session order" in err[0]
+
+
+def test_in_order_rows_and_unrecorded_times_load(tmp_path) -> None:
+    rows = _rows()
+    rows[2]["t_start"] = rows[2]["t_end"] = math.nan  # a time not recorded is not checked
+    T.validate_requests(pd.DataFrame(rows))
+    T.validate_requests(pd.DataFrame(_rows()))
+
+
+def test_concurrent_agents_may_interleave(tmp_path) -> None:
+    a, b = _rows(2), _rows(2)
+    for r in b:
+        r.update(agent_id="b", session_id="s2", request_id="b" + r["request_id"])
+    T.validate_requests(pd.DataFrame([a[0], b[0], a[1], b[1]]))  # b starts at 0 after a's row at 0, 10: fine
+
+
+def test_what_cannot_be_seen_is_stated_in_the_contract() -> None:
+    rows = _rows(times=False)
+    rows[1], rows[2] = rows[2], rows[1]
+    T.validate_requests(pd.DataFrame(rows))  # no times, prefixes fit: the data cannot show the swap
+    for text in (T.__doc__, T.read_trace.__doc__,
+                 (Path(__file__).resolve().parents[1] / "docs" / "design.md").read_text(encoding="utf-8")):
+        assert "cannot" in text and "swap" in text

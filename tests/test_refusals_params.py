@@ -1,0 +1,113 @@
+"""Parameters checked by name and type before anything runs (issue 17): a misspelled params-file key, a value
+not of the type the notebook declares, a ``-p`` override, and ``papermill -p`` straight into a notebook."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from lachesis import reproduce
+from lachesis.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _notebook(path: Path, params: str, body: str = "print('ran')") -> None:
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell(params)
+    cell.metadata["tags"] = ["parameters"]
+    nb.cells = [cell, nbformat.v4.new_code_cell(
+        "from lachesis.reproduce import check_parameters; check_parameters(globals())\n" + body)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+
+
+@pytest.fixture()
+def project(tmp_path) -> Path:
+    nbs = tmp_path / "notebooks"
+    (nbs / "params").mkdir(parents=True)
+    _notebook(nbs / "grid.ipynb", 'seeds: str = "0,1"\nscale: float = 0.05\nn_jobs: int = 2\nfast: bool = True')
+    _notebook(nbs / "table.ipynb", 'scale: float = 0.05\nout_dir: str = "build"')
+    return tmp_path
+
+
+def _run(project: Path, spec: dict, capsys, *extra: str) -> str:
+    p = project / "notebooks" / "params" / "p.yaml"
+    p.write_text(yaml.safe_dump(spec))
+    assert main(["reproduce", "--params", str(p), "--no-fetch", *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    return err[0]
+
+
+@pytest.mark.parametrize("spec, words", [
+    ({"notebooks": {"table": {"scael": 0.02}}}, ["p.yaml", "notebooks: table:", "'scael'", "did you mean 'scale'"]),
+    ({"common": {"scael": 0.02}}, ["p.yaml", "common:", "'scael' is a parameter of no notebook", "'scale'"]),
+    ({"comon": {"scale": 0.02}}, ["p.yaml", "unknown top-level key 'comon'"]),
+    ({"notebooks": {"grid": {"seeds": 0}}}, ["notebooks: grid: seeds: expected str, got int 0", "notebook grid"]),
+    ({"common": {"scale": "big"}}, ["common: scale: expected float, got str 'big'"]),
+    ({"notebooks": {"grid": {"n_jobs": 1.5}}}, ["grid: n_jobs: expected int, got float 1.5"]),
+    ({"notebooks": {"grid": {"fast": "yes"}}}, ["grid: fast: expected bool, got str 'yes'"]),
+    ({"notebooks": {"grid": {"n_jobs": True}}}, ["grid: n_jobs: expected int, got bool True"]),
+])
+def test_params_file_refused_by_key_and_type_before_running(project, capsys, monkeypatch, spec, words) -> None:
+    import papermill as pm
+
+    monkeypatch.setattr(pm, "execute_notebook", lambda *a, **k: pytest.fail("a notebook ran"))
+    err = _run(project, spec, capsys)
+    assert all(w in err for w in words), err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["-p", "scael", "1"], ["-p scael: a parameter of none of the notebooks to run", "'scale'"]),
+    (["-p", "n_jobs", "two"], ["-p n_jobs: expected int, got 'two'", "notebook grid"]),
+    (["-p", "fast", "maybe"], ["-p fast: expected bool"]),
+    (["--only", "table", "-p", "seeds", "0"], ["-p seeds: a parameter of none of the notebooks to run (table)"]),
+])
+def test_p_overrides_refused_by_name_and_type(project, capsys, monkeypatch, argv, words) -> None:
+    import papermill as pm
+
+    monkeypatch.setattr(pm, "execute_notebook", lambda *a, **k: pytest.fail("a notebook ran"))
+    err = _run(project, {}, capsys, *argv)
+    assert all(w in err for w in words), err
+
+
+def test_valid_params_and_p_overrides_typed_by_the_declaration(project) -> None:
+    p = project / "notebooks" / "params" / "ok.yaml"
+    p.write_text(yaml.safe_dump({"common": {"scale": 1}, "notebooks": {"grid": {"seeds": "0,1,2"}}}))
+    got = dict((n, v) for n, _, v in reproduce.plan(p, overrides=[("seeds", "0"), ("n_jobs", "1"), ("fast", "false")]))
+    assert got == {"grid": {"scale": 1, "seeds": "0", "n_jobs": 1, "fast": False}, "table": {"scale": 1}}
+
+
+def test_the_paper_and_ci_params_pass_the_check() -> None:
+    for name in ("paper", "ci"):
+        assert len(reproduce.plan(ROOT / "notebooks" / "params" / f"{name}.yaml")) == 12
+
+
+def test_every_notebook_checks_its_parameters_first() -> None:
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        i = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
+        nxt = next(c for c in nb.cells[i + 1:] if c.cell_type == "code")
+        assert nxt.source.startswith("from lachesis.reproduce import check_parameters; check_parameters(globals())"), path
+
+
+def test_check_parameters_names_the_parameter_and_type() -> None:
+    ns = {"__annotations__": {"seeds": "str", "scale": float, "n": "int"}, "seeds": 0, "scale": 1, "n": 3}
+    with pytest.raises(TypeError, match=r"parameter seeds: expected str, got int 0 .*-r"):
+        reproduce.check_parameters(ns)
+    ns["seeds"] = "0"
+    reproduce.check_parameters(ns)  # an int fits a float
+
+
+def test_papermill_p_with_the_wrong_type_stops_at_the_check(tmp_path) -> None:
+    import papermill as pm
+
+    src = tmp_path / "nb.ipynb"
+    _notebook(src, 'seeds: str = "0,1"', "raise AssertionError('ran past the check')")
+    with pytest.raises(pm.PapermillExecutionError, match="parameter seeds: expected str, got int 0"):
+        pm.execute_notebook(str(src), str(tmp_path / "out.ipynb"), parameters={"seeds": 0}, progress_bar=False,
+                            kernel_name="python3", cwd=str(ROOT))
