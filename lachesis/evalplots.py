@@ -173,7 +173,8 @@ def composition_figure(df: pd.DataFrame, comp: pd.DataFrame, layout: Sequence[Se
             ax.set_title(panel.title, fontsize=title_size)
             if j == 0:
                 ax.set_ylabel("KV write bytes (% of run)")
-    handles = (axes[0][-1].get_legend_handles_labels()[0] + ([bound_key] if bound_key else [])
+    # the classes' keys from the first panel (the last slot of the first row may be empty), beside that row
+    handles = (axes[0][0].get_legend_handles_labels()[0] + ([bound_key] if bound_key else [])
                + ([paper_key] if paper_key else []))
     axes[0][-1].legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()

@@ -6,7 +6,9 @@ cell and seed (:func:`ratio_table`, the one place a ratio is computed: :func:`wi
 median over seeds with min–max (:func:`seed_table`), the write composition and HBM shares
 (Figs. 10 and 12), the load at which a paper number is reproduced (:func:`paper_loads`), and the
 comparison tables the notebooks print beside the paper (:func:`multi_agent_stats`,
-:func:`single_agent_stats`, :func:`compare_intervals`).  Nothing here simulates.
+:func:`single_agent_stats`, :func:`compare_intervals`), and what the Figs. 9–12 notebooks print beside
+them (:func:`run_line`, :func:`check_numbers`, :func:`multi_agent_findings`, :func:`single_agent_findings`).
+Nothing here simulates; the figures are drawn by :mod:`lachesis.evalplots`.
 """
 
 from __future__ import annotations
@@ -440,7 +442,7 @@ def replicas(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
     """The runs of seeds beyond the one that sized their cell's load, and each one's p99 TPOT over its SLO's
     bound."""
     rep = df[df["seed"].ne(df["load_seed"])]
-    return rep, rep["slo_p99_tpot_s"] / rep["slo"].map(lambda s: SLOS[s].p99_tpot_s)
+    return rep, rep["slo_p99_tpot_s"] / rep["slo"].map(lambda s: SLOS[s].p99_tpot_s).astype(float)
 
 
 def run_line(df: pd.DataFrame, n_seeds: int) -> str:
