@@ -7,7 +7,7 @@ grid columns it selects on), its title and whether the paper's values go beside 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import matplotlib.pyplot as plt
@@ -33,7 +33,7 @@ class Panel:
     title: str
     paper: bool = False
     policy: str = ""  # write-composition panels: the policy shown
-    paper_range: tuple[float, float] | None = field(default=None)
+    paper_range: tuple[float, float] | None = None  # write-composition panels: the paper's HBM share there
 
 
 def _select(t: pd.DataFrame, where: Mapping[str, Any]) -> pd.DataFrame:
