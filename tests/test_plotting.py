@@ -5,6 +5,7 @@ import time
 
 import matplotlib.pyplot as plt
 import pandas as pd
+import pytest
 
 from lachesis.plotting import compare_table, ecdf, save_figure, save_markdown, save_numbers
 
@@ -87,3 +88,71 @@ def test_a_range_written_to_a_comparison_table_reads_back() -> None:
     assert format_range((1.25, 3.5)) == "1.25–3.5" and parse_range(format_range((1.25, 3.5))) == (1.25, 3.5)
     assert parse_range(format_range(-0.175)) == (-0.175, -0.175) and parse_range("-0.175–0.084") == (-0.175, 0.084)
     assert parse_range("— (not in the paper)") is None and parse_range(float("nan")) is None
+
+
+# ------------------------------------------------------------------------------------------------
+# The grid notebooks' figures (lachesis.evalplots)
+# ------------------------------------------------------------------------------------------------
+
+def _evalplots_grid():
+    from tests.grid_rows import grid
+
+    return pd.concat([grid(), grid(workload="multi_agent_no_reviewer")], ignore_index=True)
+
+
+def test_rows_by_workload_splits_each_workload_into_rows():
+    from lachesis.evalplots import Panel, rows_by_workload
+
+    ps = [Panel(dict(workload=w), f"{w}{i}") for w, n in (("a", 4), ("b", 2)) for i in range(n)]
+    rows = rows_by_workload(ps, 3)
+    assert [[q.title for q in r] for r in rows] == [["a0", "a1", "a2"], ["a3"], ["b0", "b1"]]
+
+
+def test_lifetime_figure_draws_medians_whiskers_misses_and_the_paper():
+    from matplotlib.patches import Rectangle
+
+    from lachesis import evaluation
+    from lachesis.evalplots import Panel, lifetime_figure
+    from lachesis.plotting import MISSED_SLO_HATCH
+
+    df = _evalplots_grid()
+    r = evaluation.ratio_table(df)
+    layout = [[Panel(dict(workload=w), w, paper=w == "multi_agent") for w in ("multi_agent", "multi_agent_no_reviewer")]]
+    fig = lifetime_figure(df, r, layout, bars=("hbm_first", "deterministic", "lachesis"), paper_years=[
+        ("lachesis", (3.3, 9.3)), ("deterministic", (1.0, 2.0))])
+    ax = fig.axes[0]
+    bars = [p for p in ax.patches if isinstance(p, Rectangle) and p.get_width() < 0.5]
+    # HBM-first's and Lachesis's bars (w/o predictive path did not run): medians over the two seeds
+    assert sorted(round(b.get_height(), 3) for b in bars) == [1.25, 2.0, 2.75, 4.25]
+    hatched = [b for b in bars if b.get_hatch() == MISSED_SLO_HATCH]
+    assert [round(b.get_height(), 3) for b in hatched] == [4.25]  # Lachesis at 4/4 missed at the sizing seed
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1/7", "4/4"]
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels[:3] == ["HBM-first", "Lachesis", "oracle (clairvoyant)"]
+    assert "paper: Lachesis, 3.3–9.3 (1/7–4/4)" in labels
+    assert not any("w/o predictive path" in x for x in labels)  # neither a bar nor a band for what did not run
+    assert ax.get_ylabel() and ax.get_xlabel() and not fig.axes[1].get_ylabel()
+    plt.close(fig)
+
+
+def test_composition_figure_stacks_each_run_to_its_whole_and_marks_the_bound():
+    from lachesis import evaluation
+    from lachesis.evalplots import Panel, composition_figure
+    from lachesis.plotting import BOUND_LABEL
+
+    df = _evalplots_grid()
+    comp = evaluation.write_composition(df)
+    layout = [[Panel(dict(workload="multi_agent", model="m"), "L", policy="lachesis", paper_range=(0.3, 0.5)),
+               Panel(dict(workload="multi_agent", model="m"), "H", policy="hbm_first")]]
+    fig = composition_figure(df, comp, layout, classes=["lead", "worker"], n_cols=3, figsize=(9, 3))
+    ax = fig.axes[0]
+    tops = {}
+    for p in ax.patches:
+        if p.get_width() > 0:
+            x = round(p.get_x() + p.get_width() / 2)
+            tops[x] = max(tops.get(x, 0), p.get_y() + p.get_height())
+    assert tops == {0: pytest.approx(100.0), 1: pytest.approx(100.0)}  # each run's bytes in full
+    assert not fig.axes[2].axison  # an empty slot
+    labels = [t.get_text() for t in fig.axes[2].get_legend().get_texts()]  # beside the first row, though its slot is empty
+    assert labels[0] == "lead (HBM)" and BOUND_LABEL in labels and "paper: HBM share of write bytes (§5.3)" in labels
+    plt.close(fig)

@@ -1,0 +1,181 @@
+"""The two figures both grid notebooks draw (Figs. 9–12): HBF lifetime per memory configuration (bars for the
+paper's policies, markers for the baselines beyond it, the offline bound, the paper's bands) and the KV write
+bytes by segment class in each tier.
+
+A figure is laid out by its notebook as rows of panels; each panel names the cell it shows (``where``: the
+grid columns it selects on), its title and whether the paper's values go beside ours there."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from lachesis import evaluation, sweep
+from lachesis.plotting import (CLASS_STYLE, LIFETIME_AXIS, MEMORY_AXIS, MISSED_SLO_HATCH, bound_marks,
+                               missed_slo_keys, paper_band, policy_color, policy_key, policy_label, policy_marker,
+                               warranty_key, warranty_line, whisker_key)
+
+#: The baselines beyond the paper, drawn as markers beside the paper's bars.
+MARK_POLICIES = sweep.BASELINES
+#: The paper's band spans these memory configurations (its numbers are for 1/7–4/4).
+PAPER_SPLIT = ("1/7", "2/6", "3/5", "4/4")
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One panel: the grid rows it shows (``where``: column -> value), its title, and whether the paper's
+    values are drawn in it."""
+    where: Mapping[str, Any]
+    title: str
+    paper: bool = False
+    policy: str = ""  # write-composition panels: the policy shown
+    paper_range: tuple[float, float] | None = None  # write-composition panels: the paper's HBM share there
+
+
+def _select(t: pd.DataFrame, where: Mapping[str, Any]) -> pd.DataFrame:
+    keep = np.ones(len(t), dtype=bool)
+    for k, v in where.items():
+        keep &= (t[k] == v).to_numpy()
+    return t[keep]
+
+
+def rows_by_workload(panels: Sequence[Panel], per_row: int) -> list[list[Panel]]:
+    """``panels`` in rows of at most ``per_row``, each row one workload's (in the order they first appear)."""
+    wls = list(dict.fromkeys(q.where["workload"] for q in panels))
+    rows = []
+    for w in wls:
+        ps = [q for q in panels if q.where["workload"] == w]
+        rows += [ps[i:i + per_row] for i in range(0, len(ps), per_row)]
+    return rows
+
+
+def config_order(df: pd.DataFrame) -> list[str]:
+    """The memory configurations the grid ran, in the paper's order."""
+    return [c for c in sweep.CONFIG_LABELS if c in set(df["memory"])]
+
+
+def lifetime_figure(df: pd.DataFrame, r: pd.DataFrame, layout: Sequence[Sequence[Panel]], bars: Sequence[str],
+                    paper_years: Sequence[tuple[str, tuple[float, float]]], sharey: Any = True) -> plt.Figure:
+    """HBF lifetime (device-years) at each cell's common load (Figs. 9 and 11).
+
+    ``df``: the grid rows; ``r``: :func:`lachesis.evaluation.ratio_table` of them; ``bars``: the paper's
+    policies, drawn as bars (the rest of :data:`MARK_POLICIES` that ran as markers); ``paper_years``:
+    (policy, (lo, hi)) the paper gives over 1/7–4/4, drawn as bands in panels with ``paper`` set.  Bars and
+    markers are medians over seeds with min–max whiskers; a hatched bar or an open marker misses the SLO at
+    the seed that sized the load."""
+    pols = [p for p in r.columns if p in set(df["policy"])]
+    bound = [evaluation.BOUND] if evaluation.BOUND in r else []
+    life = evaluation.seed_table(r, pols + bound)
+    missed = evaluation.missed_slo(df)
+    cfg_order = config_order(df)
+    bars = [p for p in bars if p in pols]
+    n_rows, n_cols = len(layout), max(len(row) for row in layout)
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(4.6 * n_cols, 3.4 * n_rows), squeeze=False, sharey=sharey)
+    bound_key = None
+    paper_keys = {}
+    x = np.arange(len(cfg_order))
+    for i, row in enumerate(layout):
+        for j, panel in enumerate(row):
+            ax = axes[i][j]
+            d = _select(life, panel.where).set_index("memory").reindex(cfg_order)
+            ok = _select(missed, panel.where)
+            marks = [p for p in MARK_POLICIES if p in d and d[p].notna().any()]
+            wd = (0.54 if marks else 0.8) / max(len(bars), 1)  # bars left of each group's centre, markers right
+            for k, p in enumerate(bars + marks):
+                y, lo, hi = d[p].to_numpy(float), d[f"{p}_min"].to_numpy(float), d[f"{p}_max"].to_numpy(float)
+                met = ok[ok.policy == p].set_index("memory")["all_met"].reindex(cfg_order).fillna(True).to_numpy(bool)
+                if p in bars:
+                    xs = x - 0.4 + (k + 0.5) * wd
+                    b = ax.bar(xs, y, wd, color=policy_color(p), label=policy_label(p))
+                    ax.errorbar(xs, y, yerr=[y - lo, hi - y], fmt="none", ecolor="0.2", elinewidth=0.8, capsize=2)
+                    for bb, good in zip(b, met):
+                        if not good:
+                            bb.set_hatch(MISSED_SLO_HATCH)
+                else:
+                    mk, col = policy_marker(p), policy_color(p)
+                    xs = x + 0.2 + 0.09 * (k - len(bars))
+                    ms = 10 if mk == "*" else 6
+                    ax.errorbar(xs, y, yerr=[y - lo, hi - y], fmt="none", ecolor=col, elinewidth=0.8, capsize=2)
+                    ax.plot(xs[met], y[met], mk, color=col, ms=ms, label=policy_label(p))
+                    ax.plot(xs[~met], y[~met], mk, color=col, ms=ms, mfc="white")
+            if bound and d[evaluation.BOUND].notna().any():
+                bound_key = bound_marks(ax, x, d[evaluation.BOUND], d[f"{evaluation.BOUND}_min"],
+                                        d[f"{evaluation.BOUND}_max"])
+            slots = [k for k, cfg in enumerate(cfg_order) if cfg in PAPER_SPLIT]
+            if panel.paper and slots:
+                for p, (lo_p, hi_p) in paper_years:
+                    if p in pols:
+                        paper_keys[p] = paper_band(ax, lo_p, hi_p, policy_color(p),
+                                                   x=(min(slots) - 0.45, max(slots) + 0.45),
+                                                   label=f"paper: {policy_label(p)}, {lo_p:g}–{hi_p:g} (1/7–4/4)")
+            warranty_line(ax)
+            ax.set_xticks(x, cfg_order)
+            ax.set_xlabel(MEMORY_AXIS, fontsize=8)
+            ax.set_title(panel.title, fontsize=9)
+            if j == 0:
+                ax.set_ylabel(LIFETIME_AXIS)
+    keys = ([policy_key(p) for p in bars] + [policy_key(p, bar=False) for p in MARK_POLICIES if p in pols]
+            + ([bound_key] if bound_key else []) + list(paper_keys.values())
+            + [warranty_key(), *missed_slo_keys(), whisker_key()])
+    if n_cols > 1:  # the keys in rows of four below the panels
+        fig.legend(handles=keys, loc="lower center", ncol=4, fontsize=8, frameon=False)
+        fig.tight_layout(rect=(0, 0.24 * (1 + (len(keys) - 1) // 4) / fig.get_figheight(), 1, 1))
+    else:  # one panel column: the keys beside it
+        fig.tight_layout()
+        fig.legend(handles=keys, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
+    return fig
+
+
+def composition_figure(df: pd.DataFrame, comp: pd.DataFrame, layout: Sequence[Sequence[Panel]],
+                       classes: Sequence[str], n_cols: int, figsize: tuple[float, float],
+                       title_size: float = 9) -> plt.Figure:
+    """KV write bytes by segment class in each tier, % of each run's total, mean over seeds (Figs. 10 and 12).
+
+    ``comp``: :func:`lachesis.evaluation.write_composition` rows of the figure's model (and SLO); each panel
+    shows ``panel.policy`` on ``panel.where["workload"]``, the offline bound's HBM share of the same cell
+    (:func:`lachesis.evaluation.bound_share_pct` over ``df`` restricted as ``comp`` is) and, where
+    ``panel.paper_range`` is set, the paper's HBM share of write bytes."""
+    cfg_order = config_order(df)
+    means = evaluation.composition_means(comp)
+    fig, axes = plt.subplots(len(layout), n_cols, figsize=figsize, squeeze=False, sharey=True)
+    colors = {k: CLASS_STYLE[k]["color"] for k in classes}
+    bound_key = paper_key = None
+    for i, row in enumerate(layout):
+        for j in range(n_cols):
+            ax = axes[i][j]
+            if j >= len(row):
+                ax.axis("off")
+                continue
+            panel = row[j]
+            w = panel.where["workload"]
+            d = means[(means.workload == w) & (means.policy == panel.policy)]
+            bottom = np.zeros(len(cfg_order))
+            for tier, hatch in (("hbm", ""), ("hbf", "//")):
+                for c in classes:
+                    y = np.array([d[(d.memory == m) & (d.seg_class == c) & (d.tier == tier)]["pct"].sum()
+                                  for m in cfg_order])
+                    ax.bar(cfg_order, y, bottom=bottom, color=colors[c], hatch=hatch, edgecolor="white",
+                           label=f"{CLASS_STYLE[c]['label']} ({tier.upper()}{', hatched' if hatch else ''})")
+                    bottom += y
+            b = evaluation.bound_share_pct(df, **{k: v for k, v in panel.where.items() if k != "workload"})
+            if w in b.index.get_level_values("workload"):
+                b = b.loc[w].reindex(cfg_order)
+                bound_key = bound_marks(ax, np.arange(len(cfg_order)), b["mean"], b["min"], b["max"])
+            if panel.paper_range is not None:  # the paper's HBM share of write bytes (§5.3)
+                lo_p, hi_p = panel.paper_range
+                paper_key = paper_band(ax, 100 * lo_p, 100 * hi_p, "k", label="paper: HBM share of write bytes (§5.3)",
+                                       zorder=5)
+            ax.set_xlabel(MEMORY_AXIS, fontsize=7)
+            ax.set_title(panel.title, fontsize=title_size)
+            if j == 0:
+                ax.set_ylabel("KV write bytes (% of run)")
+    # the classes' keys from the first panel (the last slot of the first row may be empty), beside that row
+    handles = (axes[0][0].get_legend_handles_labels()[0] + ([bound_key] if bound_key else [])
+               + ([paper_key] if paper_key else []))
+    axes[0][-1].legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    return fig
