@@ -205,6 +205,9 @@ def parse_log(path: Path, res: AdapterResult, sid: str) -> tuple[list[dict[str, 
     if not any(ph["calls"] for ph in phases):
         res.skip("ChatDev logs without any LLM usage record (no requests)")
     k_spawn = 0
+    # the log's clock can run backwards (Tetris: an entry stamped 18:19:21 before one stamped 18:15:13), and the
+    # chat chain issues its phases in time, so its placeholder spawns go in time order (stable for ties)
+    phases.sort(key=lambda ph: ph["t"])
     for k, ph in enumerate(phases):
         if not ph["calls"]:
             res.skip("ChatDev phase instances without LLM calls")
