@@ -10,7 +10,7 @@ LOCK   := requirements.lock
 # Headless plotting in this shell's processes; notebook kernels draw inline whatever this says (lachesis.reproduce).
 export MPLBACKEND ?= Agg
 
-.PHONY: reproduce reproduce-ci test lab explore lock browser-check bench clean-build
+.PHONY: reproduce reproduce-ci test test-fast lab explore lock browser-check bench clean-build
 
 # The package and its test extras, pinned to the environment that produced figures/ (requirements.lock).
 $(STAMP): pyproject.toml $(LOCK)
@@ -34,6 +34,12 @@ reproduce-ci: $(STAMP)
 ## (each must show an inline figure: notebooks/conftest.py).
 test: $(STAMP)
 	$(PY) -m pytest -q tests --nbval-lax notebooks --nbval-current-env -p no:cacheprovider
+
+## The fast lane (under 2 min on 2 cores): the tests without the `slow` marker (pyproject.toml: long simulated runs,
+## capacity searches, ranker fits, notebook kernels, process pools, the Dask cluster) and no notebooks.
+## `make test` still runs everything.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q tests -m "not slow" -p no:cacheprovider
 
 ## JupyterLab on the notebooks with the package's kernel ("Python 3 (lachesis)"); figures show inline.
 lab: $(STAMP)

@@ -246,6 +246,7 @@ def _hbm_tokens(events, policy, hbm, bt) -> int | None:
         return None
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(events=streams(), hbm=st.integers(0, 12), bt=st.integers(1, 5))
 def test_bound_is_at_least_every_policy_on_the_same_stream(events, hbm, bt):
@@ -314,6 +315,7 @@ def test_the_baseline_row_carries_the_bound_of_its_own_run(fixture_plan, tmp_pat
     assert base["bound_capacity_tokens"] == (cfg.memory.hbm_bytes // (bpt * bt)) * bt
 
 
+@pytest.mark.slow
 def test_the_bound_holds_for_every_policy_replayed_on_a_simulated_run(fixture_plan):
     """A simulated HBM-first run's event stream, replayed through every policy at the run's capacity."""
     pt = _cell(("hbm_first",))[0]

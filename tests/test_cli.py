@@ -253,6 +253,7 @@ def test_reproduce_finds_the_project_from_any_params_file(tmp_path, monkeypatch)
     assert project_root(tmp_path / "mine.yaml") == REPO
 
 
+@pytest.mark.slow
 def test_sweep_runs_the_named_grid_and_writes_its_rows(tmp_path, monkeypatch, capsys) -> None:
     """``lachesis sweep``: the handler runs :func:`sweep.named_grid`'s points (two small ones here, at the CI
     preset) and writes one CSV row per point, with the cache beside it."""

@@ -75,6 +75,7 @@ def test_request_ids_unique_across_corpus() -> None:
     assert set(traces["tau3"].requests["benchmark"]) == set(corpus.TEMPORAL_WORKLOADS[:4])
 
 
+@pytest.mark.slow
 def test_table3_within_ten_percent_at_scale_one(paper_scale) -> None:
     traces, seconds = paper_scale
     tab = corpus.table3(traces, scale=1.0)

@@ -37,6 +37,7 @@ def no_simulation(monkeypatch):
     monkeypatch.setattr(sweep, "_plan", boom)
 
 
+@pytest.mark.slow
 def test_a_cached_selection_is_shown_without_simulating(no_simulation) -> None:
     d = explored()
     v = explorer.view(SEL, d, fractions=(0.5,), knobs=KNOBS)
@@ -63,6 +64,7 @@ def test_a_cached_selection_is_shown_without_simulating(no_simulation) -> None:
     assert "nothing is missing" in explorer.missing_text(explorer.View(SEL, v.grid, v.own, v.curve, v.sensitivity), d)
 
 
+@pytest.mark.slow
 def test_seeds_show_as_the_median_and_its_range(no_simulation) -> None:
     d = explored()
     v = explorer.view(SEEDS, d)
@@ -84,6 +86,7 @@ def test_seeds_show_as_the_median_and_its_range(no_simulation) -> None:
     assert "median over seeds 0, 1" in explorer.headline(v)
 
 
+@pytest.mark.slow
 def test_a_missing_selection_is_listed_with_the_command_that_computes_it(no_simulation, monkeypatch, capsys) -> None:
     d = explored()
     sel = explorer.Selection("multi_agent", "Llama-4-Maverick", "loose", "4/4", "lachesis", SCALE, (0, 2), "ci")
@@ -118,6 +121,7 @@ def test_bad_selections_fail_in_one_line(tmp_path, capsys) -> None:
         assert what in err and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.slow
 def test_the_widget_redraws_the_picked_selection(no_simulation) -> None:
     shown = []
     box = explorer.widget(SEL, shown.append)

@@ -66,6 +66,7 @@ def test_params_files_name_real_notebooks_and_parameters(params_file: str) -> No
     assert spec["order"] == yaml.safe_load((NB_DIR / "params" / "paper.yaml").read_text())["order"]
 
 
+@pytest.mark.slow
 def test_the_real_trace_notebook_finishes_and_names_every_source_when_none_is_available(tmp_path, monkeypatch) -> None:
     """A clone with no download and no offline copy: the notebook runs to its end (what `make reproduce`
     shows a new user) and writes the list of missing sources."""

@@ -543,6 +543,7 @@ def _compare(events, policy, hbm, hbf, bt):
     return fast
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(events=st.one_of(churn_lists(), churn_lists(), event_lists(n_ops=("write",) * 3 + ("close",) * 3 + ("end",))),
        hbm=st.integers(0, 6), hbf=st.integers(2, 12), bt=st.integers(2, 6))

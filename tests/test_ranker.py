@@ -212,6 +212,7 @@ def corpus_oof():
     return tr, seg, R.compare_rankers(tr, seg, n_splits=5, seed=0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env", [{"OPENBLAS_CORETYPE": "Sandybridge"},
                                  {"NPY_DISABLE_CPU_FEATURES": "X86_V4,AVX512_ICL,X86_V3"}],
                          ids=["other-blas-kernel", "no-avx-numpy"])

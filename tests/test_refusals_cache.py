@@ -27,6 +27,7 @@ def _edit(path, **changes) -> None:
     path.write_text(json.dumps(body))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("edit", [
     dict(values=lambda vs: [v * 0.5 for v in vs]),                     # the keys moved, the key kept
     dict(values=lambda vs: vs[::-1]),                                  # the order among agents changed

@@ -52,6 +52,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_the_extreme_allowed_values_run_to_the_end_with_finite_results() -> None:
     """Each clock knob at its upper limit (together), the write bandwidth at both limits: ``simulate`` ends
     (a subprocess with a deadline, so a hang fails the test instead of stalling it) and reports numbers."""
@@ -79,6 +80,7 @@ def test_kyung_tolerance_valid_still_counts() -> None:
     assert kyung.kyung_summary(grid, 0.15)["within_tol"] == 1
 
 
+@pytest.mark.slow
 def test_an_extreme_write_bandwidth_that_admits_no_load_says_why(tmp_path) -> None:
     """At 0.01x the HBF write bandwidth the tight SLO admits no load: N* = 0, the gains are NaN, and the row
     says why instead of a bare NaN; the spread skips it rather than reporting an infinite move."""

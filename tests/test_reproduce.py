@@ -48,6 +48,7 @@ def full_run(project) -> tuple[int, str]:
     return rc, buf.getvalue()
 
 
+@pytest.mark.slow
 def test_every_notebook_runs_and_the_failure_is_summarized(full_run) -> None:
     rc, out = full_run
     assert rc == 1
@@ -56,6 +57,7 @@ def test_every_notebook_runs_and_the_failure_is_summarized(full_run) -> None:
     assert "  ran     real_traces (" in out  # the failure did not stop the notebooks after it
 
 
+@pytest.mark.slow
 def test_progress_is_visible(full_run) -> None:
     _, out = full_run
     assert "[reproduce 1/3] a_ok started  {'out_dir': 'out', 'seed': 7}" in out  # only declared parameters
@@ -63,6 +65,7 @@ def test_progress_is_visible(full_run) -> None:
     assert "  [a_ok] hello from a 7" in out and "  [a_ok] progress 1/2" in out  # streamed from the kernel
 
 
+@pytest.mark.slow
 def test_missing_sources_name_the_fetch_command(full_run) -> None:
     _, out = full_run
     assert "  missing claude_code_more, who_and_when" in out

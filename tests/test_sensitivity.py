@@ -182,6 +182,7 @@ def _gains() -> pd.DataFrame:
     return sensitivity.gains(tiny_study()[1])
 
 
+@pytest.mark.slow
 def test_the_load_is_held_fixed_except_for_the_load_knob() -> None:
     g = _gains()
     n_star = int(g["n_star"].iloc[0])
@@ -192,6 +193,7 @@ def test_the_load_is_held_fixed_except_for_the_load_knob() -> None:
     assert g["all_meet_slo"].dtype == bool and g.loc[g["knob"].eq("paper"), "all_meet_slo"].all()
 
 
+@pytest.mark.slow
 def test_endurance_knobs_need_no_run_leave_gains_unchanged_and_scale_device_years() -> None:
     runs = tiny_study()[1]
     paper = runs[runs["knob"].eq("paper")].set_index("policy")
@@ -211,6 +213,7 @@ def test_endurance_knobs_need_no_run_leave_gains_unchanged_and_scale_device_year
     assert not tlc["outlasts_warranty_lachesis"]  # TLC-class flash: 3% of the paper's device-years
 
 
+@pytest.mark.slow
 def test_a_knob_the_trace_does_not_use_reproduces_the_papers_runs() -> None:
     """The multi-agent trace has one user turn per session and no reasoning-laden segment."""
     runs = tiny_study()[1]
@@ -221,6 +224,7 @@ def test_a_knob_the_trace_does_not_use_reproduces_the_papers_runs() -> None:
         np.testing.assert_allclose(r["lifetime_years"], paper.loc[r.index], rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_sentences_say_how_far_each_knob_moves_the_gain() -> None:
     said = sensitivity.sentences(_gains())
     assert [s.split("**")[1] for s in said] == list(STUDIED)
@@ -230,6 +234,7 @@ def test_sentences_say_how_far_each_knob_moves_the_gain() -> None:
     assert "% away" in load or "unchanged" in load
 
 
+@pytest.mark.slow
 def test_the_cache_only_readers_never_simulate_or_build_a_plan(monkeypatch) -> None:
     d, runs = tiny_study()
 
@@ -249,6 +254,7 @@ def test_the_cache_only_readers_never_simulate_or_build_a_plan(monkeypatch) -> N
     assert missing == [] and len(grid) == 3 and grid["load"].eq("baseline").all()
 
 
+@pytest.mark.slow
 def test_the_cache_only_readers_name_what_is_missing(tmp_path, monkeypatch) -> None:
     d, _ = tiny_study()
     monkeypatch.setattr(S, "simulate_windows", lambda *a, **k: (_ for _ in ()).throw(AssertionError("simulated")))
@@ -264,6 +270,7 @@ def test_the_cache_only_readers_name_what_is_missing(tmp_path, monkeypatch) -> N
 
 
 
+@pytest.mark.slow
 def test_at_own_load_searches_n_star_again_per_value_and_reports_the_operating_point(tmp_path) -> None:
     """The user's think time sets how many sessions fit: at 4x the median N* must rise well above 1.5x."""
     tau = sensitivity.study_cells(SCALE, 0, multi=dict(workload="multi_agent", configs=()),

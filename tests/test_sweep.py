@@ -66,6 +66,7 @@ def _tiny_points():
             for p in ("hbm_first", "lachesis")]
 
 
+@pytest.mark.slow
 def test_run_grid_local_processes(tmp_path):
     df = W.run_grid(_tiny_points(), TINY, tmp_path, n_jobs=2, progress=False)
     assert len(df) == 2 and (df["n_star"] >= 1).all()
@@ -76,6 +77,7 @@ def test_run_grid_local_processes(tmp_path):
     assert np.allclose(comp.groupby("policy")["pct"].sum(), 100)
 
 
+@pytest.mark.slow
 def test_run_grid_on_dask_localcluster(tmp_path):
     """The same grid on a Dask cluster: seeds replicate after their first seed's cell, the oracle reads the
     baseline's record from the shared cache, and a local rerun reads every number back."""
@@ -94,6 +96,7 @@ def test_run_grid_on_dask_localcluster(tmp_path):
     assert len(list(tmp_path.glob("*.rank.json"))) == 2  # the ranker fitted once per seed's trace, for every worker
 
 
+@pytest.mark.slow
 def test_a_grid_the_cache_holds_whole_is_read_back_identically_without_a_plan(tmp_path, monkeypatch):
     """Seeds, the paper's policies, the baselines and the oracle: computed, then read back from the cache by
     run_grid itself without building a plan or starting a process, with every column equal."""
@@ -279,6 +282,7 @@ def _alive(pid: int) -> bool:
     return "\nState:\tZ" not in state
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc to see the workers")
 def test_pool_workers_exit_when_their_parent_dies(tmp_path):
     script = tmp_path / "parent.py"
@@ -522,6 +526,7 @@ def test_named_grid_names_the_workloads_or_a_trace_path(tmp_path):
         W.named_grid("no_such_thing")
 
 
+@pytest.mark.slow
 def test_the_rankers_keys_are_kept_in_the_cache_and_read_back_exactly(tmp_path, monkeypatch):
     from lachesis import ranker
     from lachesis.segments import prepare
