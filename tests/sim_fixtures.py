@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from lachesis.trace import Trace
@@ -59,3 +60,25 @@ def multi_agent_trace(n_sessions: int = 6, reviewer: bool = True, scale: int = 1
                          500 * scale + 60 + 200 + 40, 50, 10, [], 0))
     sp = pd.DataFrame(spawns)
     return Trace.from_frames(pd.DataFrame(rows), sp)
+
+
+def random_worker_events(seed: int, steps: int, p_close: float = 0.3, p_new: float = 0.4, max_tokens: int = 30,
+                         reviewers: bool = True, integer_keys: bool = True) -> list[tuple]:
+    """A seeded allocator event stream of workers (and, with ``reviewers``, a reviewer for every id ending in 7):
+    each step closes a random live segment with ``p_close``, else writes 1..max_tokens-1 tokens to a new
+    segment (``p_new``) or a live one, with a rank key in 0..4 (``integer_keys``) or uniform in [0, 1)."""
+    rng = np.random.default_rng(seed)
+    events: list[tuple] = []
+    live: list[str] = []
+    for t in range(steps):
+        if live and rng.random() < p_close:
+            events.append((t, "close", live.pop(int(rng.integers(len(live))))))
+            continue
+        sid = f"w{t}" if rng.random() < p_new or not live else live[int(rng.integers(len(live)))]
+        if sid not in live:
+            live.append(sid)
+        cls = "reviewer" if reviewers and sid.endswith("7") else "worker"
+        tokens = int(rng.integers(1, max_tokens))
+        key = float(rng.integers(5)) if integer_keys else float(rng.random())
+        events.append((t, "write", sid, cls, tokens, "S", key))
+    return events

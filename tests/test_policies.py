@@ -33,6 +33,7 @@ from lachesis.policies import (
     get_policy,
 )
 from reference_blocksim import reference_replay
+from sim_fixtures import random_worker_events
 
 
 def table(policy, hbm=10, hbf=100, bt=1) -> SegmentTable:
@@ -570,17 +571,7 @@ def test_fast_equals_reference_predictive_path(events, hbm, bt):
 def test_reference_drives_policy_objects_like_the_fast_path():
     """Naive Lachesis, the shared policy object in the reference, and the fast table agree on a long
     worker-heavy trace (long enough for the table to compact its live-worker arrays)."""
-    rng = np.random.default_rng(0)
-    events, live = [], []
-    for t in range(1500):
-        if live and rng.random() < 0.3:
-            events.append((t, "close", live.pop(int(rng.integers(len(live))))))
-        else:
-            sid = f"w{t}" if rng.random() < 0.4 or not live else live[int(rng.integers(len(live)))]
-            if sid not in live:
-                live.append(sid)
-            cls = "reviewer" if sid.endswith("7") else "worker"
-            events.append((t, "write", sid, cls, int(rng.integers(1, 30)), "S", float(rng.integers(5))))
+    events = random_worker_events(0, 1500)
     a = reference_replay(events, "lachesis", 20, 600, 4)
     b = reference_replay(events, Lachesis(), 20, 600, 4)
     fast_table = SegmentTable(TieredAllocator(20, 600), Lachesis(), block_tokens=4)

@@ -19,7 +19,7 @@ from lachesis.policies import SIZE_ESTIMATES, Lachesis, SegmentInfo, as_policy, 
 from lachesis.ranker import rank_keys
 from lachesis.segments import recover
 from reference_blocksim import reference_replay
-from sim_fixtures import multi_agent_trace
+from sim_fixtures import multi_agent_trace, random_worker_events
 from test_policies import _compare, event_lists
 
 
@@ -119,17 +119,7 @@ def test_policy_object_through_the_reference_view(est):
     own naive rule and the fast table, on a long worker-heavy trace."""
     from lachesis.allocator import replay_events
 
-    rng = np.random.default_rng(1)
-    events, live = [], []
-    for t in range(600):
-        if live and rng.random() < 0.3:
-            events.append((t, "close", live.pop(int(rng.integers(len(live))))))
-        else:
-            sid = f"w{t}" if rng.random() < 0.4 or not live else live[int(rng.integers(len(live)))]
-            if sid not in live:
-                live.append(sid)
-            cls = "reviewer" if sid.endswith("7") else "worker"
-            events.append((t, "write", sid, cls, int(rng.integers(1, 30)), "S", float(rng.integers(5))))
+    events = random_worker_events(1, 600)
     spec = f"lachesis:size_estimate={est}"
     a = reference_replay(events, spec, 20, 600, 4)
     b = reference_replay(events, Lachesis(est), 20, 600, 4)
@@ -142,16 +132,8 @@ def test_estimates_differ_on_a_long_trace():
     """On the same trace the three estimates place differently; HBM holds most under ``held``."""
     from lachesis.allocator import replay_events
 
-    rng = np.random.default_rng(3)
-    events, live = [], []
-    for t in range(800):
-        if live and rng.random() < 0.25:
-            events.append((t, "close", live.pop(int(rng.integers(len(live))))))
-        else:
-            sid = f"w{t}" if rng.random() < 0.3 or not live else live[int(rng.integers(len(live)))]
-            if sid not in live:
-                live.append(sid)
-            events.append((t, "write", sid, "worker", int(rng.integers(1, 40)), "S", float(rng.random())))
+    events = random_worker_events(3, 800, p_close=0.25, p_new=0.3, max_tokens=40, reviewers=False,
+                                  integer_keys=False)
     hbm = {est: int(replay_events(events, f"lachesis:size_estimate={est}", 64, 4000, 4).tokens[0])
            for est in SIZE_ESTIMATES}
     assert len(set(hbm.values())) == 3 and hbm["held"] == max(hbm.values())

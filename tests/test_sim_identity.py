@@ -1,9 +1,9 @@
-"""The simulator's and the allocator's fast paths give exactly the outputs recorded before them.
+"""The simulator's and the allocator's fast paths give exactly the recorded outputs.
 
 ``tests/fixtures/sim_reference.json`` holds, for small closed-loop runs of every policy, every
 ``SimResult`` field (floats round-trip exactly through JSON), and for a seeded allocator event stream
-per policy a digest of every block id handed out, the free lists and the block states.  It was
-recorded on the code before the speed work; a change that moves any output bit fails here.
+per policy a digest of every block id handed out, the free lists and the block states.  A change that
+moves any output bit fails here.
 
 Re-record (only for an intended change of the model):
 
@@ -39,8 +39,8 @@ from lachesis.config import DEFAULT, MEMORY_CONFIGS, MODELS, MemoryConfig, Stack
 from lachesis.segments import recover  # noqa: E402
 
 REFERENCE = Path(__file__).resolve().parent / "fixtures" / "sim_reference.json"
-#: the policies the records were made with; Lachesis then sized a ranked worker at the finished workers' mean at
-#: least (its default until issue 15), so it is pinned under that spec
+#: the policies the records hold; Lachesis's records size a ranked worker at least at the finished workers' mean
+#: (``size_estimate=mean_floor``)
 POLICIES = ("hbm_first", "deterministic", "lachesis:size_estimate=mean_floor", "hbm_first_reclaim", "rho_threshold",
             "oracle")
 #: the allocator's digests (integer logic, any machine) also pin today's default Lachesis (``held``)

@@ -392,7 +392,7 @@ def test_parquet_list_columns_and_categoricals_load(tmp_path):
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
 def test_swapped_rows_of_a_session_are_rejected(tmp_path, fmt):
-    """Swapping two rows of a single-agent session used to load silently and change every result."""
+    """Two swapped rows of a single-agent session are refused where their times show it."""
     rows = _single_rows()
     rows[1], rows[2] = rows[2], rows[1]
     t = Trace.from_frames(pd.DataFrame(_single_rows()))

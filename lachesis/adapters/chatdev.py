@@ -97,6 +97,14 @@ def _ts(m: re.Match[str], prev: float | None, path: Path, lineno: int) -> float:
     return times[0] if prev is None else min(times, key=lambda t: abs(t - prev))
 
 
+def _check_usage(vals: dict[str, int], path: Path, line: int, missing: str) -> None:
+    """Both token counts of one logged call present and valid, else an error naming the line and the field."""
+    for f in ("prompt_tokens", "completion_tokens"):
+        if f not in vals:
+            raise TraceError(str(path), f"line {line}", f, missing)
+        count(vals[f], path, f"line {line}", f)
+
+
 def _llm_api_call(lines: list[str], i: int, path: Path, ts: float | None, res: AdapterResult
                   ) -> tuple[dict[str, Any] | None, int]:
     """The call an ``Out of LLM_api at <phase>.`` line (line ``i``) reports: its token counts follow up to
@@ -118,10 +126,7 @@ def _llm_api_call(lines: list[str], i: int, path: Path, ts: float | None, res: A
     if not vals.keys() & {"prompt_tokens", "completion_tokens"}:
         res.skip("ChatDev 'Out of LLM_api' calls without token counts (no usage: not a request)")
         return None, j
-    for f in ("prompt_tokens", "completion_tokens"):
-        if f not in vals:
-            raise TraceError(str(path), f"line {i + 1}", f, "missing after 'Out of LLM_api' (the other count is there)")
-        count(vals[f], path, f"line {i + 1}", f)
+    _check_usage(vals, path, i + 1, "missing after 'Out of LLM_api' (the other count is there)")
     if ts is None:
         raise TraceError(str(path), f"line {i + 1}", "timestamp", "an LLM_api call before any timestamped log line")
     return dict(P=vals["prompt_tokens"], C=vals["completion_tokens"], t_start=ts, t_end=ts, line=i + 1,
@@ -180,10 +185,7 @@ def parse_log(path: Path, res: AdapterResult, sid: str) -> tuple[list[dict[str, 
                 if n:
                     vals[n.group(1)] = int(n.group(2))
                 j += 1
-            for f in ("prompt_tokens", "completion_tokens"):
-                if f not in vals:
-                    raise TraceError(str(path), f"line {i + 1}", f, "missing in the OpenAI_Usage_Info Receive block")
-                count(vals[f], path, f"line {i + 1}", f)
+            _check_usage(vals, path, i + 1, "missing in the OpenAI_Usage_Info Receive block")
             if current is None:
                 raise TraceError(str(path), f"line {i + 1}", "(phase)", "LLM call before any RolePlaying block")
             current["calls"].append(dict(P=vals["prompt_tokens"], C=vals["completion_tokens"],
