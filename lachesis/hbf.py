@@ -96,6 +96,18 @@ def weight_storage_bytes_per_gpu(model: ModelSpec, deployment: Deployment) -> fl
     return (model.total_params - routed + routed / deployment.n_gpus) * model.weight_dtype_bytes
 
 
+def kv_blocks(memory: MemoryConfig, model: ModelSpec, deployment: Deployment) -> tuple[int, int]:
+    """KV blocks one GPU holds in (HBM, HBF): HBM whole, HBF less the weights (§5.2: weights live in HBF);
+    a ValueError if the weights leave no room for KV."""
+    w = float(weight_storage_bytes_per_gpu(model, deployment))
+    if not w < memory.hbf_bytes:
+        raise ValueError(f"model {model.name!r} does not fit memory configuration {memory.label!r}: its "
+                         f"weights need {w / 1e9:.1f} GB of HBF per GPU, the configuration has "
+                         f"{memory.hbf_bytes / 1e9:.1f} GB")
+    block_bytes = int(model.kv_bytes_per_token) * int(deployment.block_tokens)
+    return int(memory.hbm_bytes // block_bytes), int(max(memory.hbf_bytes - w, 0) // block_bytes)
+
+
 def local_experts_read(model: ModelSpec, deployment: Deployment, batch: ArrayLike) -> float | np.ndarray:
     """Expected distinct local experts (per MoE layer, per GPU) that a step at ``batch`` sequences per GPU reads.
 

@@ -67,12 +67,8 @@ NOMINAL_TPOT_S = 0.05  # unit of simulated time, see Plan.mean_session_s
 
 def check_fits(cfg: Config) -> float:
     """HBF bytes one GPU's weights occupy (§5.2: weights live in HBF); a ValueError if they leave no room for KV."""
-    w = float(hbf.weight_storage_bytes_per_gpu(cfg.model, cfg.deployment))
-    if not w < cfg.memory.hbf_bytes:
-        raise ValueError(f"model {cfg.model.name!r} does not fit memory configuration {cfg.memory.label!r}: its "
-                         f"weights need {w / 1e9:.1f} GB of HBF per GPU, the configuration has "
-                         f"{cfg.memory.hbf_bytes / 1e9:.1f} GB")
-    return w
+    hbf.kv_blocks(cfg.memory, cfg.model, cfg.deployment)
+    return float(hbf.weight_storage_bytes_per_gpu(cfg.model, cfg.deployment))
 
 
 def _check_run_args(n_sessions: Any, seed: Any, duration_s: float, warmup_s: float, n_samples: Any) -> None:
@@ -574,11 +570,7 @@ class Memory:
         self.policy = as_policy(policy)
         self.bpt = int(cfg.model.kv_bytes_per_token)
         bt = int(cfg.deployment.block_tokens)
-        block_bytes = self.bpt * bt
-        weight_bytes = check_fits(cfg)
-        hbm = int(cfg.memory.hbm_bytes // block_bytes)
-        hbf = int(max(cfg.memory.hbf_bytes - weight_bytes, 0) // block_bytes)
-        self.alloc = TieredAllocator(hbm, hbf)
+        self.alloc = TieredAllocator(*hbf.kv_blocks(cfg.memory, cfg.model, cfg.deployment))
         self.table = SegmentTable(self.alloc, self.policy, bt, self.bpt)
         self._marks: dict[int, dict[str, np.ndarray]] = {}  # window -> per-class totals at its warm-up end
         lists = plan.lists()  # per-segment class/role/key as Python objects (no numpy scalars per event)

@@ -506,7 +506,7 @@ def bound_fields(r: sim.SimResult, cfg: Config, timeline: Timeline) -> dict:
     the bound and the run are then read on the same window and timeline, so bound/HBM-first ≥ 1 holds
     exactly, and the lifetime is settled as every row's is (:func:`lachesis.hbf.settled_rate`)."""
     bpt, bt = int(cfg.model.kv_bytes_per_token), int(cfg.deployment.block_tokens)
-    hbm_tokens = int(cfg.memory.hbm_bytes // (bpt * bt)) * bt  # the simulator's HBM blocks × tokens per block
+    hbm_tokens = hbf.kv_blocks(cfg.memory, cfg.model, cfg.deployment)[0] * bt
     res = hbm_bound(timeline, hbm_tokens, window=(r.warmup_s, np.inf), bytes_per_token=bpt)
     hbf_run = float((r.events_bytes_by_tier or r.bytes_by_tier).get("hbf", np.nan))  # the recorded rank's
     rate = r.hbf_write_rate * (res.window_bytes - res.hbm_bytes) / hbf_run if hbf_run > 0 else 0.0 * r.hbf_write_rate

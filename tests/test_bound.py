@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, event, given, settings, target
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
-from lachesis import evaluation
+from lachesis import evaluation, hbf
 from lachesis import simulator as S
 from lachesis import sweep as W
 from lachesis.allocator import AllocationError, annotate_clairvoyant, replay_events
@@ -312,7 +312,7 @@ def test_the_baseline_row_carries_the_bound_of_its_own_run(fixture_plan, tmp_pat
     bpt, bt = cfg.model.kv_bytes_per_token, cfg.deployment.block_tokens
     again = hbm_bound(tl, base["bound_capacity_tokens"], (base["warmup_s"], math.inf), bpt)
     assert again.hbm_bytes == base["bound_hbm_bytes"] and again.window_bytes == base["bound_window_bytes"]
-    assert base["bound_capacity_tokens"] == (cfg.memory.hbm_bytes // (bpt * bt)) * bt
+    assert base["bound_capacity_tokens"] == S.Memory(fixture_plan, cfg, "hbm_first").alloc.hbm_blocks * bt
 
 
 @pytest.mark.slow
@@ -322,7 +322,7 @@ def test_the_bound_holds_for_every_policy_replayed_on_a_simulated_run(fixture_pl
     cfg = pt.config()
     r = S.simulate(fixture_plan, cfg, "hbm_first", 6, seed=0, duration_s=600.0, warmup_s=100.0, record_events=True)
     bpt, bt = cfg.model.kv_bytes_per_token, cfg.deployment.block_tokens
-    hbm_blocks = int(cfg.memory.hbm_bytes // (bpt * bt))
+    hbm_blocks = hbf.kv_blocks(cfg.memory, cfg.model, cfg.deployment)[0]
     events = annotate_clairvoyant(r.events)
     assert int(replay_events(events, "hbm_first", hbm_blocks, 10**9, bt).tokens[0]) == r.totals.tokens[0]
     for blocks in (hbm_blocks, hbm_blocks // 8, hbm_blocks // 40):  # the run's HBM, and smaller ones that bind

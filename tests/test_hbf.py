@@ -24,6 +24,19 @@ def test_weight_storage_per_gpu_replicated_plus_one_eighth_of_experts() -> None:
     assert hbf.weight_storage_bytes_per_gpu(MAV, DEP) == (MAV_TOTAL - MAV_ROUTED + MAV_ROUTED / 8) * 2
 
 
+def test_kv_blocks_hbm_whole_hbf_less_weights_floored_to_blocks() -> None:
+    """Blocks are whole: HBM bytes // block bytes, (HBF bytes - weights) // block bytes; no room is an error."""
+    model, dep = MAV, DEP
+    block = int(model.kv_bytes_per_token) * dep.block_tokens
+    w = hbf.weight_storage_bytes_per_gpu(model, dep)
+    mem = C.MemoryConfig("t", 1, 1, hbm=C.StackSpec("h", 10 * block + block - 1, 1e12, 1e12),
+                         hbf=C.StackSpec("f", w + 7 * block + 1, 1e12, 1e10))
+    assert hbf.kv_blocks(mem, model, dep) == (10, 7)
+    small = C.MemoryConfig("t", 1, 1, hbm=mem.hbm, hbf=C.StackSpec("f", w, 1e12, 1e10))
+    with pytest.raises(ValueError, match="does not fit"):
+        hbf.kv_blocks(small, model, dep)
+
+
 def test_weight_read_saturated_skips_embedding_and_small_batch_hits_fewer_experts() -> None:
     rep = MAV_TOTAL - MAV_ROUTED - MAV_EMB  # the input table is gathered, not streamed
     full = (rep + MAV_ROUTED / 8) * 2
