@@ -15,8 +15,6 @@ from lachesis.reproduce import CHECK_MARK, check_cells
 
 NB_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(NB_DIR.glob("*.ipynb"))
-#: Evaluation notebooks that get their output check in the evaluation-side pass; it empties this list.
-NOT_YET_CHECKED: set[str] = set()
 
 
 def _parameters_cell(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
@@ -33,12 +31,11 @@ def test_source_notebook_is_clean_and_parameterized(path: Path) -> None:
     others = [c for i, c in enumerate(nb.cells) if c.cell_type == "code" and i not in marked]
     assert all(not c.get("outputs") and not c.get("execution_count") for c in others), \
         "source notebooks are committed without outputs, except their output check"
-    if path.stem not in NOT_YET_CHECKED:
-        assert len(marked) == 1, f"exactly one cell marked {CHECK_MARK!r}"
-        check = nb.cells[marked[0]]
-        assert check.execution_count and [o.output_type for o in check.outputs] == ["stream"], \
-            "the check cell stores its expected output (lachesis reproduce --refresh-checks)"
-        assert check.outputs[0].name == "stdout" and check.outputs[0].text.strip()
+    assert len(marked) == 1, f"exactly one cell marked {CHECK_MARK!r}"
+    check = nb.cells[marked[0]]
+    assert check.execution_count and [o.output_type for o in check.outputs] == ["stream"], \
+        "the check cell stores its expected output (lachesis reproduce --refresh-checks)"
+    assert check.outputs[0].name == "stdout" and check.outputs[0].text.strip()
     cell = _parameters_cell(nb)
     assigned = {ln.split(":")[0].split("=")[0].strip() for ln in cell.source.splitlines()
                 if ln and not ln.lstrip().startswith("#") and "=" in ln.split("#")[0]}
