@@ -132,7 +132,6 @@ class Window:
     n_samples: int = 200
 
 
-
 @dataclass(frozen=True)
 class RunSettings:
     """How one run is driven and what it keeps, beside the node (``cfg``), the policy and the load."""
@@ -142,7 +141,8 @@ class RunSettings:
     #: :func:`lachesis.hbf.scalar_step_fn`'s decode step (a toy step in tests)
     step_fn: Callable[..., float] | None = None
     land: bool = True  # False skips KV landing delays
-    #: a baseline run's closes: each segment's close time at its first write, for the oracle (:mod:`lachesis.clairvoyance`)
+    #: a baseline run's closes, giving each segment its close time at its first write, for the oracle
+    #: (:mod:`lachesis.clairvoyance`)
     clairvoyance: CloseTimes | None = None
     record_events: bool = False  # keep the recorded rank's allocator event stream (``SimResult.events``)
     record_closes: bool = False  # keep every segment close (``SimResult.closes``)
@@ -197,8 +197,8 @@ class _Counts:
 
 
 class _Run:
-    """One closed-loop run on one GPU: the simpy environment, the memory, the decode engine and the
-    explicit state its processes share (counts, TTFT samples, fast-forward budgets).
+    """One closed-loop run on the decode node's G ranks: the simpy environment, each rank's memory, the
+    decode engine and the explicit state its processes share (counts, TTFT samples, fast-forward budgets).
 
     Its processes are one :meth:`slot` per concurrent session, which replays sessions one after
     another, each through :meth:`agent` processes (one per agent, sub-agents concurrent).
