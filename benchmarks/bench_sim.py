@@ -34,6 +34,7 @@ from reference_blocksim import reference_replay  # noqa: E402
 from lachesis import simulator as S  # noqa: E402
 from lachesis import sweep as W  # noqa: E402
 from lachesis.allocator import replay_events  # noqa: E402
+from lachesis.node_memory import Memory  # noqa: E402
 from results import record  # noqa: E402
 
 TITLE = "Decode-node simulator (`benchmarks/bench_sim.py`)"
@@ -62,7 +63,7 @@ def bench(workload: str, scale: float, n: int, hbm_gb: float, hbf_kv_gb: float, 
     if r.oom:
         raise SystemExit(f"the run ran out of memory at {n} sessions: raise --hbf-kv-gb or lower --n")
     t_sim = time.process_time() - t0
-    mem = S.Memory(plan, cfg, policy)
+    mem = Memory(plan, cfg, policy)
     hb, fb, bt = mem.alloc.hbm_blocks, mem.alloc.hbf_blocks, cfg.deployment.block_tokens
     t0 = time.process_time()
     fast = replay_events(r.events, policy, hb, fb, bt)

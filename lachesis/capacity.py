@@ -18,7 +18,7 @@ non-monotone case is visible in the cached JSON.  It is monotone only in expecta
 short run is noisy near N*, so two valid candidate sequences can settle on different N* within the
 noise (its size: ``benchmarks/RESULTS.md``, "Capacity search" and "Seed spread").
 ASSUMPTION (durations): simulated time is counted in mean session durations of the workload
-(:attr:`lachesis.simulator.Plan.mean_session_s`), so the same settings cover short single-agent and
+(:attr:`lachesis.plan.Plan.mean_session_s`), so the same settings cover short single-agent and
 long multi-agent sessions.
 """
 
@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 from lachesis import simulator as sim
 from lachesis.config import SLO, Config
+from lachesis.plan import Plan
 
 #: memory snapshots per search run (its settling check is not used; only p99 TPOT/TTFT and OOM are)
 SEARCH_SAMPLES = 50
@@ -47,13 +48,13 @@ class SearchParams:
     #: the search stops when the bracket is within this fraction of N (the capacity's resolution)
     rel_tol: float = 0.04
 
-    def search_window(self, plan: sim.Plan) -> sim.Window:
+    def search_window(self, plan: Plan) -> sim.Window:
         """A candidate's short run, in seconds of simulated time for this plan."""
         m = plan.mean_session_s
         return sim.Window(duration_s=(self.search_warmup + self.search_measure) * m,
                           warmup_s=self.search_warmup * m, n_samples=SEARCH_SAMPLES)
 
-    def lifetime_window(self, plan: sim.Plan) -> sim.Window:
+    def lifetime_window(self, plan: Plan) -> sim.Window:
         """The longer run that lifetime is read from, in seconds of simulated time for this plan."""
         m = plan.mean_session_s
         return sim.Window(duration_s=(self.warmup + self.measure) * m, warmup_s=self.warmup * m,
@@ -229,7 +230,7 @@ def search(probe: Probe, slo: SLO, params: SearchParams = SearchParams(),
     return Search(probe, slo, params).run(hint)
 
 
-def capacity_search(plan: sim.Plan, cfg: Config, policy: str, seed: int = 0,
+def capacity_search(plan: Plan, cfg: Config, policy: str, seed: int = 0,
                     params: SearchParams = SearchParams(), run=sim.simulate,
                     hint: int | None = None) -> tuple[int, list[dict]]:
     """Largest N (sessions per GPU) meeting the SLO and fitting memory: bracket, then narrow.

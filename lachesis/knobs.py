@@ -28,8 +28,8 @@ from typing import Any, Iterable, Mapping
 
 from lachesis.config import (HBF_STACK, LANDINGS, NODE_STARTS, Config, Deployment, Endurance, MemoryConfig,
                              ReferenceClock)
+from lachesis.plan import LADEN_CLOSES
 from lachesis.policies import SIZE_ESTIMATES
-from lachesis.simulator import LADEN_CLOSES
 
 _CLOCK = ReferenceClock()
 _ENDURANCE = Endurance()
@@ -112,7 +112,7 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "§5.1 [23, 41]: the cited HBF simulator adds a prompt's KV write to the device time (stall)",
          LANDINGS),
     Knob("node_start", "", _DEPLOYMENT.start, "deployment", ("aged",),
-         "ASSUMPTION (simulator.Memory.age): a long-running node's boundary-unaware cache is full of dead blocks",
+         "ASSUMPTION (node_memory.Memory.age): a long-running node's boundary-unaware cache is full of dead blocks",
          NODE_STARTS),
     Knob("size_estimate", "", SIZE_ESTIMATES[0], "policy", ("mean_floor", "spawn"),
          "ASSUMPTION (policies.Lachesis.size_estimate): what a ranked worker counts for when k is found",

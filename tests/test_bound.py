@@ -19,6 +19,7 @@ from lachesis import simulator as S
 from lachesis import sweep as W
 from lachesis.allocator import AllocationError, annotate_clairvoyant, replay_events
 from lachesis.bound import BoundResult, Timeline, hbm_bound, max_absorbed
+from lachesis.node_memory import Memory
 from test_sweep import TINY, fixture_plan, plan  # noqa: F401 (the sweep tests' search settings and plan fixtures)
 
 POLICIES = ["hbm_first", "hbm_first_reclaim", "deterministic", "lachesis", "rho_threshold", "oracle"]
@@ -312,7 +313,7 @@ def test_the_baseline_row_carries_the_bound_of_its_own_run(fixture_plan, tmp_pat
     bpt, bt = cfg.model.kv_bytes_per_token, cfg.deployment.block_tokens
     again = hbm_bound(tl, base["bound_capacity_tokens"], (base["warmup_s"], math.inf), bpt)
     assert again.hbm_bytes == base["bound_hbm_bytes"] and again.window_bytes == base["bound_window_bytes"]
-    assert base["bound_capacity_tokens"] == S.Memory(fixture_plan, cfg, "hbm_first").alloc.hbm_blocks * bt
+    assert base["bound_capacity_tokens"] == Memory(fixture_plan, cfg, "hbm_first").alloc.hbm_blocks * bt
 
 
 @pytest.mark.slow

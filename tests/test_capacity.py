@@ -11,6 +11,7 @@ import pytest
 from lachesis import capacity as C
 from lachesis import simulator as S
 from lachesis.config import DEFAULT, SLO
+from lachesis.plan import build_plan
 from lachesis.ranker import rank_keys
 from lachesis.segments import recover
 from sim_fixtures import multi_agent_trace
@@ -20,7 +21,7 @@ from sim_fixtures import multi_agent_trace
 def plan():
     tr = multi_agent_trace()
     seg = recover(tr, seed=0)
-    return S.build_plan(tr, seg, rank_keys(tr, seg))
+    return build_plan(tr, seg, rank_keys(tr, seg))
 
 
 def test_capacity_search_finds_threshold_with_fake_runs(plan):

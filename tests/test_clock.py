@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 
 from lachesis import corpus
-from lachesis import simulator as S
 from lachesis.clock import clock_for, schedule
 from lachesis.config import TOOL_CLASSES, ReferenceClock, ToolClass
+from lachesis.plan import build_plan
 from lachesis.segments import recover
 from lachesis.trace import Trace
 
@@ -69,7 +69,7 @@ def test_simulator_replays_the_same_charges():
     """The decode-node replay reads the clock's charges: at TPOT_ref its critical path is the reference end."""
     tr = lead_two_workers_one_reviewer()
     seg = recover(tr, clock=ZERO_TOOLS)
-    plan = S.build_plan(tr, seg)
+    plan = build_plan(tr, seg)
     t_obs = dict(zip(seg.schedule["request_id"], seg.schedule["t_obs_s"]))
     assert t_obs["l0"] == 3.0 and t_obs["l1"] == 1.0
     # l0 2 + max(tools 0, W1 4+1+2=7, W2 10) + 3 = 15; l1 2 + max(0, R 1) + 1 = 4; l2 1  -> 20 s

@@ -11,6 +11,8 @@ import simpy
 from lachesis import hbf
 from lachesis import simulator as S
 from lachesis.config import DEFAULT, MEMORY_CONFIGS, MODELS
+from lachesis.decode import DecodeEngine
+from lachesis.plan import build_plan
 from lachesis.ranker import rank_keys
 from lachesis.segments import recover
 from sim_fixtures import multi_agent_trace
@@ -26,7 +28,7 @@ def node(cfg=None, **changes):
 def multi_plan():
     tr = multi_agent_trace()
     seg = recover(tr, seed=0)
-    return S.build_plan(tr, seg, rank_keys(tr, seg))
+    return build_plan(tr, seg, rank_keys(tr, seg))
 
 
 def test_a_landing_on_one_rank_lengthens_the_other_ranks_tpot():
@@ -35,7 +37,7 @@ def test_a_landing_on_one_rank_lengthens_the_other_ranks_tpot():
     60 ms.  With landings overlapping decode it ends at 0.10 s."""
     def run(stall: bool) -> tuple[float, list[float]]:
         env = simpy.Environment()
-        eng = S.DecodeEngine(env, lambda b, *a: 0.01, ranks=2)
+        eng = DecodeEngine(env, lambda b, *a: 0.01, ranks=2)
         done = {}
 
         def decoder():
@@ -63,7 +65,7 @@ def test_a_landing_on_one_rank_lengthens_the_other_ranks_tpot():
 
 def test_landings_on_one_rank_queue_and_on_two_ranks_overlap():
     env = simpy.Environment()
-    eng = S.DecodeEngine(env, lambda b, *a: 0.01, ranks=2)
+    eng = DecodeEngine(env, lambda b, *a: 0.01, ranks=2)
     assert eng.stall(0, 0.05) == pytest.approx(0.05)
     assert eng.stall(0, 0.05) == pytest.approx(0.10)  # behind the first on the same device
     assert eng.stall(1, 0.03) == pytest.approx(0.03)  # another device: in parallel

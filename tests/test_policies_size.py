@@ -15,6 +15,7 @@ from lachesis import knobs, sweep
 from lachesis import simulator as sim
 from lachesis.allocator import SegmentTable, TieredAllocator
 from lachesis.config import Config
+from lachesis.plan import build_plan
 from lachesis.policies import SIZE_ESTIMATES, Lachesis, SegmentInfo, as_policy, get_policy
 from lachesis.ranker import rank_keys
 from lachesis.segments import recover
@@ -143,7 +144,7 @@ def test_estimates_differ_on_a_long_trace():
 def multi_plan():
     tr = multi_agent_trace()
     seg = recover(tr, seed=0)
-    return sim.build_plan(tr, seg, rank_keys(tr, seg))
+    return build_plan(tr, seg, rank_keys(tr, seg))
 
 
 def _run(plan, policy, cfg):

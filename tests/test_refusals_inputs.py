@@ -92,8 +92,8 @@ def chain(folder: Path, depth: int) -> Path:
 
 
 def test_a_500_deep_sub_agent_chain_is_replayed(tmp_path, capsys) -> None:
-    from lachesis import simulator as S
     from lachesis.clock import schedule
+    from lachesis.plan import build_plan
     from lachesis.segments import recover
     from lachesis.trace import read_trace
 
@@ -104,7 +104,7 @@ def test_a_500_deep_sub_agent_chain_is_replayed(tmp_path, capsys) -> None:
     sched = schedule(tr)
     # each worker starts when its parent's request ends: decode ends 10 tokens apart, in chain order
     assert np.all(np.diff(sched["t_decode_end_s"].to_numpy()) > 0)
-    plan = S.build_plan(tr, recover(tr))
+    plan = build_plan(tr, recover(tr))
     assert plan.session_span_s("s", 0.05) == pytest.approx(501 * 10 * 0.05)
 
 

@@ -15,6 +15,7 @@ from lachesis import hbf, knobs, sensitivity, sweep
 from lachesis import simulator as S
 from lachesis.config import HBF_STACK, ReferenceClock
 from lachesis.knobs import KNOBS
+from lachesis.plan import Plan
 from sens_fixtures import CI, SCALE, VALUES, cells, tiny_study
 from sens_fixtures import KNOBS as STUDIED
 
@@ -110,7 +111,7 @@ def test_cache_keys_differ_per_override_and_the_papers_setting_keeps_its_key() -
 # ------------------------------------------------------------------------------------------------
 
 
-def _plan(**o) -> S.Plan:
+def _plan(**o) -> Plan:
     return sweep.workload_plan("tau3", SCALE, 0, overrides=tuple(o.items()))
 
 

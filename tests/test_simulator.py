@@ -11,6 +11,9 @@ import pytest
 from lachesis import hbf
 from lachesis import simulator as S
 from lachesis.config import DEFAULT, MemoryConfig, StackSpec
+from lachesis.decode import DecodeEngine
+from lachesis.node_memory import Memory
+from lachesis.plan import build_plan
 from lachesis.ranker import rank_keys
 from lachesis.segments import recover
 from reference_blocksim import reference_replay
@@ -28,14 +31,14 @@ def const_step(b, h, f, fl, hw=0.0):
 def multi_plan():
     tr = multi_agent_trace()
     seg = recover(tr, seed=0)
-    return S.build_plan(tr, seg, rank_keys(tr, seg))
+    return build_plan(tr, seg, rank_keys(tr, seg))
 
 
 @pytest.fixture(scope="module")
 def single_plan():
     tr = single_agent_trace(6)
     seg = recover(tr, seed=0)
-    return S.build_plan(tr, seg)
+    return build_plan(tr, seg)
 
 
 def small_cfg(hbm_bytes: float = 2e8, hbf_kv_bytes: float = 2e9):
@@ -94,7 +97,7 @@ def test_differential_against_reference(plan_name, policy, request):
     cfg = small_cfg(hbm_bytes=1.5e8, hbf_kv_bytes=4e9)
     r = S.simulate(plan, cfg, policy, 6, seed=0, record_events=True)
     assert r.events and not r.oom
-    mem = S.Memory(plan, cfg, policy)
+    mem = Memory(plan, cfg, policy)
     ref = reference_replay(r.events, policy, mem.alloc.hbm_blocks, mem.alloc.hbf_blocks, cfg.deployment.block_tokens)
     np.testing.assert_array_equal(r.totals.tokens, ref.tokens)
     for c, v in r.totals.tokens_by_class.items():
@@ -118,7 +121,7 @@ def test_step_time_advances_in_aggregate():
     import simpy
 
     env = simpy.Environment()
-    eng = S.DecodeEngine(env, lambda b, *a: 0.01 * b)
+    eng = DecodeEngine(env, lambda b, *a: 0.01 * b)
     done = {}
 
     def req(name, start, tokens):
@@ -148,7 +151,7 @@ def test_build_plan_rejects_unknown_segment(multi_plan):
     seg.writes = seg.writes.copy()
     seg.writes.loc[0, "segment_id"] = "nope"
     with pytest.raises(ValueError, match="writes.segment_id"):
-        S.build_plan(tr, seg)
+        build_plan(tr, seg)
 
 
 def test_same_seed_same_numbers(multi_plan):
@@ -165,12 +168,12 @@ def test_laden_close_at_last_read_frees_hbm_earlier():
     cfg = small_cfg(hbm_bytes=6e7, hbf_kv_bytes=3e9)
     share = {}
     for mode in ("arrival", "last_read"):
-        plan = S.build_plan(tr, seg, laden_close=mode)
+        plan = build_plan(tr, seg, laden_close=mode)
         r = S.simulate(plan, cfg, "deterministic", 6, seed=0, step_fn=const_step, land=False)
         share[mode] = r.totals.tokens_by_class["reasoning_laden"][0] / r.totals.tokens_by_class["reasoning_laden"].sum()
     assert share["last_read"] > share["arrival"]
     with pytest.raises(ValueError, match="laden_close"):
-        S.build_plan(tr, seg, laden_close="later")
+        build_plan(tr, seg, laden_close="later")
 
 
 @pytest.mark.parametrize("policy", ["hbm_first", "lachesis"])

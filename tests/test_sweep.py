@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from lachesis import simulator as S
+from lachesis.plan import build_plan
 from lachesis.ranker import rank_keys
 from lachesis import evaluation
 from lachesis import sweep as W
@@ -28,7 +29,7 @@ TINY = W.SearchParams(search_warmup=0.2, search_measure=0.3, warmup=0.2, measure
 def plan():
     tr = multi_agent_trace()
     seg = recover(tr, seed=0)
-    return S.build_plan(tr, seg, rank_keys(tr, seg))
+    return build_plan(tr, seg, rank_keys(tr, seg))
 
 
 def test_grid_shapes():
