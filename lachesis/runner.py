@@ -15,6 +15,7 @@ from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any, Callable, Sequence
 
+
 def _exit_with_parent(parent_pid: int, interval_s: float = 0.5) -> None:
     """Pool-worker initializer: a daemon thread ends the worker once its parent has died (it is reparented)."""
     def watch() -> None:
@@ -39,11 +40,83 @@ def progress_line(text: str) -> None:
 
 
 def _timed(fn: Callable, args: tuple) -> tuple[Any, float]:
+    """``fn(*args)`` and the seconds it took."""
     t = time.perf_counter()
     return fn(*args), time.perf_counter() - t
 
 
-Followup = Callable[[int, Any], Sequence[tuple[Callable, tuple, str]]]
+#: one task: ``(fn, args, label)``
+Task = tuple[Callable, tuple, str]
+#: what a finished task may add: ``follow(k, result)`` -> more tasks
+Followup = Callable[[int, Any], Sequence[Task]]
+
+
+class _Tasks:
+    """The tasks of one :func:`run_tasks` call, their results in order, and the progress bar."""
+
+    def __init__(self, tasks: list[Task], progress: bool, desc: str, follow: Followup | None) -> None:
+        from tqdm.auto import tqdm
+
+        self.tasks, self.progress, self.desc, self.follow = tasks, progress, desc, follow
+        self.out: list[Any] = [None] * len(tasks)
+        self.t0 = time.perf_counter()
+        self.bar = tqdm(total=len(tasks), disable=not progress, desc=desc)
+
+    def put(self, k: int, res: tuple[Any, float]) -> list[int]:
+        """Record task k's result; the indices of the tasks it adds."""
+        self.out[k] = res[0]
+        self.bar.update(1)
+        if self.progress:
+            progress_line(f"[{self.desc}] {self.bar.n}/{len(self.tasks)} {self.tasks[k][2]}: {res[1]:.1f} s "
+                          f"(elapsed {time.perf_counter() - self.t0:.0f} s)")
+        more = list(self.follow(k, res[0])) if self.follow is not None else []
+        self.tasks.extend(more)
+        self.out.extend([None] * len(more))
+        if more:
+            self.bar.total = len(self.tasks)
+            self.bar.refresh()
+        return list(range(len(self.tasks) - len(more), len(self.tasks)))
+
+
+def _on_dask(ts: _Tasks, scheduler: str | Any) -> None:
+    """Every task (and those they add) on a Dask cluster: a scheduler address or a client."""
+    from dask.distributed import Client, as_completed as das_completed
+
+    client = scheduler if hasattr(scheduler, "submit") else Client(scheduler)
+    futs: dict[Any, int] = {}
+
+    def submit(k: int):
+        f = client.submit(_timed, ts.tasks[k][0], ts.tasks[k][1], pure=False)
+        futs[f] = k
+        return f
+
+    try:
+        done = das_completed([submit(k) for k in range(len(ts.tasks))])
+        for f in done:
+            for k in ts.put(futs[f], f.result()):
+                done.add(submit(k))
+    finally:
+        if client is not scheduler:
+            client.close()
+
+
+def _in_process(ts: _Tasks) -> None:
+    """Every task (and those they add) in this process, in order."""
+    todo = deque(range(len(ts.tasks)))
+    while todo:
+        k = todo.popleft()
+        todo.extend(ts.put(k, _timed(ts.tasks[k][0], ts.tasks[k][1])))
+
+
+def _on_pool(ts: _Tasks, n_workers: int) -> None:
+    """Every task (and those they add) on local worker processes (:func:`worker_pool`)."""
+    with worker_pool(n_workers) as ex:
+        pending = {ex.submit(_timed, f_, a): k for k, (f_, a, _) in enumerate(ts.tasks)}
+        while pending:
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for f in finished:
+                for k in ts.put(pending.pop(f), f.result()):
+                    pending[ex.submit(_timed, ts.tasks[k][0], ts.tasks[k][1])] = k
 
 
 def run_tasks(fn: Callable, args: Sequence[tuple], labels: Sequence[str], n_jobs: int | None = None,
@@ -54,60 +127,14 @@ def run_tasks(fn: Callable, args: Sequence[tuple], labels: Sequence[str], n_jobs
     ``follow(k, result)`` may return more tasks, ``(fn, args, label)``, once task ``k`` has finished
     (a seed's replica after its first seed's cell); they run on the same workers and their results
     are appended to the returned list in the order they were returned."""
-    from tqdm.auto import tqdm
-
-    tasks: list[tuple[Callable, tuple, str]] = [(fn, a, lab) for a, lab in zip(args, labels)]
-    out: list[Any] = [None] * len(tasks)
-    t0 = time.perf_counter()
-    bar = tqdm(total=len(tasks), disable=not progress, desc=desc)
-
-    def put(k: int, res: tuple[Any, float]) -> list[int]:
-        """Record task k's result; the indices of the tasks it adds."""
-        out[k] = res[0]
-        bar.update(1)
-        if progress:
-            progress_line(f"[{desc}] {bar.n}/{len(tasks)} {tasks[k][2]}: {res[1]:.1f} s "
-                          f"(elapsed {time.perf_counter() - t0:.0f} s)")
-        more = list(follow(k, res[0])) if follow is not None else []
-        tasks.extend(more)
-        out.extend([None] * len(more))
-        if more:
-            bar.total = len(tasks)
-            bar.refresh()
-        return list(range(len(tasks) - len(more), len(tasks)))
-
+    ts = _Tasks([(fn, a, lab) for a, lab in zip(args, labels)], progress, desc, follow)
     try:
         if scheduler is not None:
-            from dask.distributed import Client, as_completed as das_completed
-
-            client = scheduler if hasattr(scheduler, "submit") else Client(scheduler)
-            try:
-                def submit(k: int):
-                    f = client.submit(_timed, tasks[k][0], tasks[k][1], pure=False)
-                    futs[f] = k
-                    return f
-
-                futs: dict[Any, int] = {}
-                done = das_completed([submit(k) for k in range(len(tasks))])
-                for f in done:
-                    for k in put(futs[f], f.result()):
-                        done.add(submit(k))
-            finally:
-                if client is not scheduler:
-                    client.close()
-        elif (n_jobs or os.cpu_count() or 1) <= 1 or (len(tasks) <= 1 and follow is None):
-            todo = deque(range(len(tasks)))
-            while todo:
-                k = todo.popleft()
-                todo.extend(put(k, _timed(tasks[k][0], tasks[k][1])))
+            _on_dask(ts, scheduler)
+        elif (n_jobs or os.cpu_count() or 1) <= 1 or (len(ts.tasks) <= 1 and follow is None):
+            _in_process(ts)
         else:
-            with worker_pool(n_jobs or os.cpu_count() or 1) as ex:
-                pending = {ex.submit(_timed, f_, a): k for k, (f_, a, _) in enumerate(tasks)}
-                while pending:
-                    finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-                    for f in finished:
-                        for k in put(pending.pop(f), f.result()):
-                            pending[ex.submit(_timed, tasks[k][0], tasks[k][1])] = k
+            _on_pool(ts, n_jobs or os.cpu_count() or 1)
     finally:
-        bar.close()
-    return out
+        ts.bar.close()
+    return ts.out

@@ -144,6 +144,19 @@ def _sidecar_write(path: Path | None, key: str, fingerprint: str, arrays: dict[s
     atomic_write(path, write)
 
 
+def _sidecar_problem(meta: Any, arrays: dict[str, np.ndarray], key: str, fingerprint: str) -> str | None:
+    """Why a sidecar's header and arrays are not ``key``'s on this trace under this code, or None."""
+    if not isinstance(meta, dict):
+        return "its header is not a JSON object"
+    if (problem := _foreign(meta, key)) is not None:
+        return problem
+    if meta.get("digest") != _arrays_digest(arrays):
+        return "its arrays do not match their digest (edited or truncated)"
+    if meta.get("fingerprint") != fingerprint:
+        return f"recorded on trace {meta.get('fingerprint')!r}, not {fingerprint!r}"
+    return None
+
+
 def _sidecar_read(path: Path | None, key: str, fingerprint: str, build: Callable[[dict], Any]) -> Any:
     """``build(arrays)`` of the sidecar at ``path`` if it is intact and belongs to ``key`` and the trace;
     else None (a :class:`CacheWarning` if it existed).  Read without pickle."""
@@ -154,15 +167,7 @@ def _sidecar_read(path: Path | None, key: str, fingerprint: str, build: Callable
         with np.load(io.BytesIO(path.read_bytes()), allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
         meta = json.loads(str(arrays.pop("meta")))
-        if not isinstance(meta, dict):
-            problem = "its header is not a JSON object"
-        elif (problem := _foreign(meta, key)) is not None:
-            pass
-        elif meta.get("digest") != _arrays_digest(arrays):
-            problem = "its arrays do not match their digest (edited or truncated)"
-        elif meta.get("fingerprint") != fingerprint:
-            problem = f"recorded on trace {meta.get('fingerprint')!r}, not {fingerprint!r}"
-        else:
+        if (problem := _sidecar_problem(meta, arrays, key, fingerprint)) is None:
             out = build(arrays)
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, json.JSONDecodeError) as e:
         problem = f"unreadable ({type(e).__name__}: {e})"
