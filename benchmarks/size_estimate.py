@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from lachesis import simulator as sim  # noqa: E402
-from lachesis import capacity, grid, plancache, sweep  # noqa: E402
+from lachesis import capacity, grid, plancache  # noqa: E402
 from lachesis.policies import SIZE_ESTIMATES  # noqa: E402
 from results import record  # noqa: E402
 
@@ -41,7 +41,7 @@ def run(mem: str, n: int, group: bool, cache_dir: str) -> list[dict]:
             ov = (dict(GROUP) if group else {}) | ({"size_estimate": est} if est else {})
             pt = grid.Point("multi_agent", mem, "Llama-4-Maverick", "tight", pol, overrides=ov)
             plan, cfg = plancache.point_plan(pt, cache_dir), pt.config()
-            sw, lw = sweep._windows(plan, capacity.PAPER)
+            sw, lw = capacity.PAPER.windows(plan)
             t0 = time.time()
             short, r = sim.simulate_windows(plan, cfg, pt.run_policy(), n, [sw, lw], seed=0)
             tiers = r.bytes_by_tier

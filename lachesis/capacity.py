@@ -59,6 +59,10 @@ class SearchParams:
         return sim.Window(duration_s=(self.warmup + self.measure) * m, warmup_s=self.warmup * m,
                           n_samples=self.n_samples)
 
+    def windows(self, plan: sim.Plan) -> list[sim.Window]:
+        """The search window and the lifetime window of this plan, in that order."""
+        return [self.search_window(plan), self.lifetime_window(plan)]
+
 
 #: The grid's search and measurement settings: :class:`SearchParams` with a shorter
 #: lifetime run.  ASSUMPTION (lifetime window, knobs ``warmup``/``measure``): 0.25 + 1.0 mean session

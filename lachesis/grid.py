@@ -34,10 +34,13 @@ CONFIG_LABELS = tuple(m.label for m in MEMORY_CONFIGS)
 MODEL_NAMES = tuple(MODELS)
 #: the policy whose N* sets a cell's load under ``load="baseline"`` (docs/design.md §5, "Load")
 LOAD_POLICY = "hbm_first"
+#: the rules a cell's load follows (``load``: docs/design.md §5, "Load")
 LOADS = ("baseline", "min", "own")
 #: the policy that runs with the load policy's recorded close times (docs/design.md §5, "Oracle clairvoyance")
 CLAIRVOYANT = "oracle"
+#: the rules a cell's other seeds' load follows (``seed_load``: docs/design.md §5, "Seeds")
 SEED_LOADS = ("fixed", "search")
+#: the columns that name a cell in a grid's rows (seeds apart)
 CELL = ["workload", "model", "slo", "memory"]
 
 
@@ -81,6 +84,11 @@ class Point:
             f" [{knobs.describe(self.overrides)}]" if self.overrides else "")
 
 
+def is_clairvoyant(policy: str) -> bool:
+    """Whether a policy (name, possibly with knobs) runs with the baseline's recorded close times."""
+    return policy.partition(":")[0] == CLAIRVOYANT
+
+
 def grid_policies(workload: str) -> tuple[str, ...]:
     """The policies the Figs. 9–12 grid runs on a workload (the defaults of :func:`multi_agent_grid` and
     :func:`single_agent_grid`): the ablation's three on the trace without the reviewer."""
@@ -89,7 +97,7 @@ def grid_policies(workload: str) -> tuple[str, ...]:
     return MULTI_POLICIES if workload in MULTI_WORKLOADS else SINGLE_POLICIES
 
 
-def _grid(name: str, **dims: Sequence[str]) -> None:
+def _check_dims(name: str, **dims: Sequence[str]) -> None:
     """One-line errors for an empty or unknown grid dimension."""
     known = dict(configs=CONFIG_LABELS, models=MODEL_NAMES, slos=tuple(SLOS), policies=tuple(POLICIES))
     for arg, vals in dims.items():
@@ -121,7 +129,7 @@ def multi_agent_grid(scale: float = 1.0, seed: int | Sequence[int] = 0, configs:
     read on the first unless it names the second (§5.4)"), which names HBM-first, w/o predictive path
     and Lachesis.
     """
-    _grid("multi_agent_grid", configs=configs, models=models, slos=slos, policies=policies, workloads=workloads)
+    _check_dims("multi_agent_grid", configs=configs, models=models, slos=slos, policies=policies, workloads=workloads)
     seeds = seed_list("multi_agent_grid", seed)
 
     def pols(w: str) -> list[str]:
@@ -137,15 +145,12 @@ def single_agent_grid(scale: float = 1.0, seed: int | Sequence[int] = 0, configs
                       models: Sequence[str] = MODEL_NAMES, policies: Sequence[str] = SINGLE_POLICIES,
                       workloads: Sequence[str] = SINGLE_WORKLOADS, laden_close: str = "last_read") -> list[Point]:
     """Fig. 11/12 grid: τ³-bench and BFCLv4 at the tight SLO × configs × models × policies × seeds."""
-    _grid("single_agent_grid", configs=configs, models=models, policies=policies, workloads=workloads)
+    _check_dims("single_agent_grid", configs=configs, models=models, policies=policies, workloads=workloads)
     seeds = seed_list("single_agent_grid", seed)
     return [Point(w, c, m, "tight", p, scale, k, laden_close=laden_close) for k in seeds for w in workloads
             for m in models for c in configs for p in policies]
 
 
-def is_clairvoyant(policy: str) -> bool:
-    """Whether a policy (name, possibly with knobs) runs with the baseline's recorded close times."""
-    return policy.partition(":")[0] == CLAIRVOYANT
 
 
 def named_grid(name: str, scale: float = 1.0, seed: int = 0) -> list[Point]:

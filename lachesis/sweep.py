@@ -32,42 +32,15 @@ from lachesis.config import Config
 from lachesis.grid import LOAD_POLICY, LOADS, SEED_LOADS, Point, is_clairvoyant
 from lachesis.policies import get_policy
 
-def bound_fields(r: sim.SimResult, cfg: Config, timeline: Timeline) -> dict:
-    """The offline bound (:mod:`lachesis.bound`) on a load-policy run's timeline over its measurement
-    window, as row fields ``bound_*``, and the lifetime it allows (``bound_lifetime_years``).
 
-    ASSUMPTION (the bound's lifetime, no knob): the run's total KV write rate is its settled HBF rate
-    over its HBF share of the window's bytes, so the bound's HBF rate is that total × (1 − bound share),
-    i.e. the run's settled rate × the bound's HBF bytes / the run's HBF bytes in the window.  Reason:
-    the bound and the run are then read on the same window and timeline, so bound/HBM-first ≥ 1 holds
-    exactly, and the lifetime is settled as every row's is (:func:`lachesis.hbf.settled_rate`)."""
-    bpt, bt = int(cfg.model.kv_bytes_per_token), int(cfg.deployment.block_tokens)
-    hbm_tokens = hbf.kv_blocks(cfg.memory, cfg.model, cfg.deployment)[0] * bt
-    res = hbm_bound(timeline, hbm_tokens, window=(r.warmup_s, np.inf), bytes_per_token=bpt)
-    hbf_run = float((r.events_bytes_by_tier or r.bytes_by_tier).get("hbf", np.nan))  # the recorded rank's
-    rate = r.hbf_write_rate * (res.window_bytes - res.hbm_bytes) / hbf_run if hbf_run > 0 else 0.0 * r.hbf_write_rate
-    life = float(hbf.hbf_lifetime_years(cfg.memory, rate, cfg.endurance)) if np.isfinite(rate) else float("nan")
-    return dict(res.as_dict(), bound_lifetime_years=life)
-
-
-def _baseline_record(r: sim.SimResult, cfg: Config, cache_dir: str | os.PathLike | None, key: str,
-                     fingerprint: str) -> dict:
-    """A load-policy run's sidecars (its closes, the oracle's clairvoyance; its write timeline if it recorded
-    its events), filed under the key of the run it is, and its bound fields for its entry (none without events)."""
-    store.write_closes(store.closes_path(cache_dir, key), key, r.closes)
-    if r.events is None:
-        return {}
-    timeline = Timeline.from_events(r.events)
-    store.write_timeline(store.timeline_path(cache_dir, key), key, fingerprint, timeline)
-    return bound_fields(r, cfg, timeline)
+# ------------------------------------------------------------------------------------------------
+# Points: a capacity search, a run at a given load, the load policy's record and bound
+# ------------------------------------------------------------------------------------------------
 
 
 def _run_fields(r: sim.SimResult) -> dict:
+    """A run's numbers as row fields (the row names its own load and policy)."""
     return {k: v for k, v in r.to_dict().items() if k not in ("n_sessions", "policy")}
-
-
-def _windows(plan: sim.Plan, params: SearchParams) -> list[sim.Window]:
-    return [params.search_window(plan), params.lifetime_window(plan)]
 
 
 def evaluate_point(point: Point, params: SearchParams = PAPER, cache_dir: str | os.PathLike | None = None,
@@ -84,7 +57,7 @@ def evaluate_point(point: Point, params: SearchParams = PAPER, cache_dir: str | 
     if (hit := store.read_entry(path, key)) is not None:
         return hit
     cfg = point.config()
-    sw, lw = _windows(plan, params)
+    sw, lw = params.windows(plan)
     record = point.policy == LOAD_POLICY
 
     def probe(n: int):
@@ -135,7 +108,7 @@ def _run_at_load(point: Point, n: int, params: SearchParams, cache_dir: str | os
     a load-policy run also records its timeline and solves the bound on it (:func:`baseline_timeline`)."""
     key = store.point_key(point, plan.fingerprint, params, n=int(n))
     cfg = point.config()
-    sw, lw = _windows(plan, params)
+    sw, lw = params.windows(plan)
     base = point.policy == LOAD_POLICY
     kw = dict(seed=point.seed, record_closes=base or clair is not None, clairvoyance=clair,
               record_events=base and bound)
@@ -178,6 +151,42 @@ def baseline_timeline(point: Point, n: int, params: SearchParams = PAPER,
     if (hit := store.read_timeline(store.timeline_path(cache_dir, key), key, plan.fingerprint)) is not None:
         return hit
     return Timeline.from_events(_run_at_load(base, n, params, cache_dir, plan, bound=True)[1].events or [])
+
+
+def bound_fields(r: sim.SimResult, cfg: Config, timeline: Timeline) -> dict:
+    """The offline bound (:mod:`lachesis.bound`) on a load-policy run's timeline over its measurement
+    window, as row fields ``bound_*``, and the lifetime it allows (``bound_lifetime_years``).
+
+    ASSUMPTION (the bound's lifetime, no knob): the run's total KV write rate is its settled HBF rate
+    over its HBF share of the window's bytes, so the bound's HBF rate is that total × (1 − bound share),
+    i.e. the run's settled rate × the bound's HBF bytes / the run's HBF bytes in the window.  Reason:
+    the bound and the run are then read on the same window and timeline, so bound/HBM-first ≥ 1 holds
+    exactly, and the lifetime is settled as every row's is (:func:`lachesis.hbf.settled_rate`)."""
+    bpt, bt = int(cfg.model.kv_bytes_per_token), int(cfg.deployment.block_tokens)
+    hbm_tokens = hbf.kv_blocks(cfg.memory, cfg.model, cfg.deployment)[0] * bt
+    res = hbm_bound(timeline, hbm_tokens, window=(r.warmup_s, np.inf), bytes_per_token=bpt)
+    hbf_run = float((r.events_bytes_by_tier or r.bytes_by_tier).get("hbf", np.nan))  # the recorded rank's
+    rate = r.hbf_write_rate * (res.window_bytes - res.hbm_bytes) / hbf_run if hbf_run > 0 else 0.0 * r.hbf_write_rate
+    life = float(hbf.hbf_lifetime_years(cfg.memory, rate, cfg.endurance)) if np.isfinite(rate) else float("nan")
+    return dict(res.as_dict(), bound_lifetime_years=life)
+
+
+def _baseline_record(r: sim.SimResult, cfg: Config, cache_dir: str | os.PathLike | None, key: str,
+                     fingerprint: str) -> dict:
+    """A load-policy run's sidecars (its closes, the oracle's clairvoyance; its write timeline if it recorded
+    its events), filed under the key of the run it is, and its bound fields for its entry (none without events)."""
+    store.write_closes(store.closes_path(cache_dir, key), key, r.closes)
+    if r.events is None:
+        return {}
+    timeline = Timeline.from_events(r.events)
+    store.write_timeline(store.timeline_path(cache_dir, key), key, fingerprint, timeline)
+    return bound_fields(r, cfg, timeline)
+
+
+
+# ------------------------------------------------------------------------------------------------
+# Cells: one load per cell, a seed's replica at its first seed's load
+# ------------------------------------------------------------------------------------------------
 
 
 def _at_own_n_star(entry: dict) -> dict:
@@ -305,6 +314,12 @@ def replicate_cell(points: Sequence[Point], leader: Sequence[dict], params: Sear
             for p, r in zip(points, _at_loads(points, loads, params, cache_dir))]
 
 
+
+# ------------------------------------------------------------------------------------------------
+# Cache-only reading: what a cache holds for some points, without simulating (the explorer, sensitivity)
+# ------------------------------------------------------------------------------------------------
+
+
 def cached_entry(point: Point, cache_dir: str | os.PathLike | None, params: SearchParams = SearchParams(),
                  n: int | None = None) -> dict | None:
     """The cache's entry for the point's capacity search (``n`` None) or its run at ``n`` sessions per GPU,
@@ -361,6 +376,12 @@ def cached_results(points: Sequence[Point], cache_dir: str | os.PathLike | None,
     return results_frame([r for r in rows if r is not None]), [p for p, r in zip(points, rows) if r is None]
 
 
+
+# ------------------------------------------------------------------------------------------------
+# Grids: every point, in parallel, one row per point
+# ------------------------------------------------------------------------------------------------
+
+
 def _check_points(points: Sequence[Point], load: str = "baseline", seed_load: str = "fixed") -> None:
     """Clear one-line errors before any process starts: empty grid, unknown load rule/policy, a model too big."""
     if not len(points):
@@ -379,6 +400,7 @@ def _check_points(points: Sequence[Point], load: str = "baseline", seed_load: st
 
 
 def _cells(points: Sequence[Point]) -> list[list[int]]:
+    """The points' indices grouped by cell."""
     groups: dict[tuple, list[int]] = {}
     for i, p in enumerate(points):
         groups.setdefault(p.cell(), []).append(i)
@@ -451,7 +473,14 @@ def results_frame(results: Iterable[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+
+# ------------------------------------------------------------------------------------------------
+# Gain versus load
+# ------------------------------------------------------------------------------------------------
+
+
 def _cell_searches(points: Sequence[Point], params: SearchParams, cache_dir: str | None) -> dict[str, dict]:
+    """The load policy's capacity search at a cell (a task of :func:`load_curve`)."""
     return search_cell(points, [LOAD_POLICY], params, cache_dir)
 
 
