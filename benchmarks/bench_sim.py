@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from reference_blocksim import reference_replay  # noqa: E402
 
 from lachesis import simulator as S  # noqa: E402
-from lachesis import sweep as W  # noqa: E402
+from lachesis import plancache  # noqa: E402
 from lachesis.allocator import replay_events  # noqa: E402
 from lachesis.node_memory import Memory  # noqa: E402
 from results import record  # noqa: E402
@@ -54,7 +54,7 @@ def bench_config(hbm_gb: float, hbf_kv_gb: float):
 
 def bench(workload: str, scale: float, n: int, hbm_gb: float, hbf_kv_gb: float, policy: str,
           with_reference: bool = True) -> dict:
-    plan = W.workload_plan(workload, scale, 0)
+    plan = plancache.workload_plan(workload, scale, 0)
     cfg = bench_config(hbm_gb, hbf_kv_gb)
     dur = len(plan.sessions) / n * plan.mean_session_s
     plan.lists()  # per-plan preparation, done once per process in a sweep

@@ -27,20 +27,20 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from lachesis import sweep  # noqa: E402
+from lachesis import capacity, grid, sweep  # noqa: E402
 from results import record  # noqa: E402
 
 TITLE = "Decode node: the paper's eight-GPU group"
 GROUP = {"group_ranks": 8, "landing": "stall", "node_start": "aged"}
-PAPER_POLICIES = {"multi": sweep.PAPER_MULTI_POLICIES, "single": sweep.PAPER_SINGLE_POLICIES}
+PAPER_POLICIES = {"multi": grid.PAPER_MULTI_POLICIES, "single": grid.PAPER_SINGLE_POLICIES}
 WORKLOADS = {"multi": ("multi_agent",), "single": ("tau3", "bfcl")}
 FIGURE = {"multi": ROOT / "figures" / "fig09_grid.csv", "single": ROOT / "figures" / "fig11_grid.csv"}
 CELL = ["workload", "model", "slo", "memory"]
 
 
-def points(kind: str, models: list[str], slos: list[str], configs: list[str]) -> list[sweep.Point]:
+def points(kind: str, models: list[str], slos: list[str], configs: list[str]) -> list[grid.Point]:
     slos = slos if kind == "multi" else ["tight"]  # §5.2: single-agent traces at the tight SLO alone
-    return [sweep.Point(w, c, m, s, p, overrides=GROUP) for w in WORKLOADS[kind] for m in models for s in slos
+    return [grid.Point(w, c, m, s, p, overrides=GROUP) for w in WORKLOADS[kind] for m in models for s in slos
             for c in configs for p in PAPER_POLICIES[kind]]
 
 
@@ -83,10 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     kinds = ["multi", "single"] if a.cells == "both" else [a.cells]
     lines = []
     for kind in kinds:
-        pts = points(kind, sweep.split_csv(a.models), sweep.split_csv(a.slos), sweep.split_csv(a.configs))
+        pts = points(kind, grid.split_csv(a.models), grid.split_csv(a.slos), grid.split_csv(a.configs))
         t0 = time.process_time()
         w0 = time.time()
-        rows = sweep.run_grid(pts, sweep.PAPER, a.cache_dir, n_jobs=a.jobs)
+        rows = sweep.run_grid(pts, capacity.PAPER, a.cache_dir, n_jobs=a.jobs)
         cpu, wall = time.process_time() - t0, time.time() - w0
         group = summary(rows, "8-GPU group")
         one = summary(figure_rows(kind, rows), "1 GPU (figures)")

@@ -1,6 +1,6 @@
 """Evidence for the grid's lifetime window: what reading lifetime from a shorter run changes.
 
-``lachesis.sweep.PAPER`` reads HBF lifetime from ``warmup`` 0.25 + ``measure`` 1.0 mean session
+``lachesis.capacity.PAPER`` reads HBF lifetime from ``warmup`` 0.25 + ``measure`` 1.0 mean session
 durations instead of :class:`lachesis.capacity.SearchParams`' 0.5 + 2.0 (a named assumption there).
 This runs sample cells at their N* (HBM-first's search, seed 0, read from the grid's cache when it is
 there) for several seeds and policies; each run is observed through both windows at once
@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from lachesis import simulator as sim
-from lachesis import sweep
+from lachesis import capacity, grid, plancache, sweep
 from lachesis.capacity import SearchParams
 
 #: (workload, memory, model, SLO): the multi-agent corner and middle cells, H3, one cell per single-agent trace
@@ -33,16 +33,16 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--cache", default="build/sweep_cache_paper")
     a = ap.parse_args()
-    short, long_ = sweep.PAPER, SearchParams()
+    short, long_ = capacity.PAPER, SearchParams()
     rows = []
     for wl, mem, model, slo in CELLS:
-        n = sweep.evaluate_point(sweep.Point(wl, mem, model, slo, "hbm_first"), short, a.cache)["n_star"]
+        n = sweep.evaluate_point(grid.Point(wl, mem, model, slo, "hbm_first"), short, a.cache)["n_star"]
         pols = ["hbm_first", "deterministic", "lachesis"] if wl.startswith("multi") else ["hbm_first", "lachesis"]
         for seed in a.seeds:
-            plan = sweep.workload_plan(wl, 1.0, seed)
+            plan = plancache.workload_plan(wl, 1.0, seed)
             wins = [short.lifetime_window(plan), long_.lifetime_window(plan)]
             for pol in pols:
-                cfg = sweep.Point(wl, mem, model, slo, pol).config()
+                cfg = grid.Point(wl, mem, model, slo, pol).config()
                 res = list(sim.simulate_windows(plan, cfg, pol, n, wins, seed=seed))
                 rows.append(dict(workload=wl, memory=mem, model=model, slo=slo, seed=seed, policy=pol, n=n,
                                  short=res[0].lifetime_years, long=res[1].lifetime_years,

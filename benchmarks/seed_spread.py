@@ -20,11 +20,11 @@ import time
 
 import pandas as pd
 
-from lachesis import evaluation, sweep
+from lachesis import capacity, evaluation, grid, sweep
 
 
-def grid(which: str, seeds: list[int]) -> list[sweep.Point]:
-    return sweep.multi_agent_grid(1.0, seeds) if which == "multi" else sweep.single_agent_grid(1.0, seeds)
+def grid_points(which: str, seeds: list[int]) -> list[grid.Point]:
+    return grid.multi_agent_grid(1.0, seeds) if which == "multi" else grid.single_agent_grid(1.0, seeds)
 
 
 def main() -> None:
@@ -37,17 +37,17 @@ def main() -> None:
     pd.set_option("display.width", 200)
     for which in a.which:
         t = time.perf_counter()
-        df = sweep.run_grid(grid(which, a.seeds), sweep.PAPER, a.cache, n_jobs=a.n_jobs, progress=False)
+        df = sweep.run_grid(grid_points(which, a.seeds), capacity.PAPER, a.cache, n_jobs=a.n_jobs, progress=False)
         print(f"[{which}] {len(df)} runs in {time.perf_counter() - t:.0f} s")
         r = evaluation.ratio_table(df)
-        wide = r.pivot_table(index=sweep.CELL, columns="seed", values="lachesis/hbm_first")
+        wide = r.pivot_table(index=grid.CELL, columns="seed", values="lachesis/hbm_first")
         spread = wide.max(axis=1) / wide.min(axis=1) - 1
         cv = wide.std(axis=1, ddof=1) / wide.mean(axis=1)
         print(f"\n[{which}] Lachesis/HBM-first per cell and seed (spread = max/min - 1, cv = std/mean):")
         print(wide.round(2).assign(spread=spread.round(3), cv=cv.round(3)).to_string())
         print(f"[{which}] gain spread per cell: median {spread.median():.1%}, max {spread.max():.1%}; "
               f"cv median {cv.median():.1%}")
-        life = df.pivot_table(index=sweep.CELL + ["policy"], columns="seed", values="lifetime_years")
+        life = df.pivot_table(index=grid.CELL + ["policy"], columns="seed", values="lifetime_years")
         ls = life.max(axis=1) / life.min(axis=1) - 1
         print(f"[{which}] lifetime spread per run: median {ls.median():.1%}, max {ls.max():.1%} "
               f"(by policy: {ls.groupby(level='policy').median().round(3).to_dict()})")

@@ -76,15 +76,14 @@ def _fields(r: Any) -> dict:
 
 def run_one(spec: dict) -> tuple[dict, float, int]:
     """(recorded fields, CPU seconds, requests simulated) of one sample."""
-    from lachesis import capacity
+    from lachesis import capacity, plancache
     from lachesis import simulator as S
-    from lachesis import sweep as W
 
-    plan = W.workload_plan(spec["workload"], spec["scale"], 0)
+    plan = plancache.workload_plan(spec["workload"], spec["scale"], 0)
     plan.lists()  # per-plan work a sweep process does once
     plan.mean_session_s
     cfg = _config(spec)
-    params = W.SEARCH_PRESETS["paper"] if spec["scale"] >= 1 or spec.get("search") else W.SEARCH_PRESETS["ci"]
+    params = capacity.SEARCH_PRESETS["paper"] if spec["scale"] >= 1 or spec.get("search") else capacity.SEARCH_PRESETS["ci"]
     sw, lw = params.search_window(plan), params.lifetime_window(plan)
     t0 = time.process_time()
     if spec.get("search"):

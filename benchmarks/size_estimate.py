@@ -1,7 +1,7 @@
 """The predictive path's worker size estimate (knob ``size_estimate``): Lachesis under each value beside
 w/o predictive path and HBM-first, at fixed loads on the multi-agent trace (Maverick, tight SLO, seed 0).
 
-Each row is one lifetime run (the grid's window, ``sweep.PAPER``) at ``n`` sessions per GPU: lifetime,
+Each row is one lifetime run (the grid's window, ``capacity.PAPER``) at ``n`` sessions per GPU: lifetime,
 HBM's share of the window's KV write bytes, HBM's live fill (time-averaged live HBM ÷ HBM capacity), and
 whether a search-length window there meets the SLO.  ``--group`` runs the paper's eight-GPU node
 (``group_ranks=8, landing=stall, node_start=aged``) instead of the figures' one GPU.
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from lachesis import simulator as sim  # noqa: E402
-from lachesis import sweep  # noqa: E402
+from lachesis import capacity, grid, plancache  # noqa: E402
 from lachesis.policies import SIZE_ESTIMATES  # noqa: E402
 from results import record  # noqa: E402
 
@@ -36,12 +36,12 @@ GROUP = {"group_ranks": 8, "landing": "stall", "node_start": "aged"}
 
 def run(mem: str, n: int, group: bool, cache_dir: str) -> list[dict]:
     rows = []
-    for pol in sweep.PAPER_MULTI_POLICIES:
+    for pol in grid.PAPER_MULTI_POLICIES:
         for est in SIZE_ESTIMATES if pol == "lachesis" else (None,):
             ov = (dict(GROUP) if group else {}) | ({"size_estimate": est} if est else {})
-            pt = sweep.Point("multi_agent", mem, "Llama-4-Maverick", "tight", pol, overrides=ov)
-            plan, cfg = sweep.point_plan(pt, cache_dir), pt.config()
-            sw, lw = sweep._windows(plan, sweep.PAPER)
+            pt = grid.Point("multi_agent", mem, "Llama-4-Maverick", "tight", pol, overrides=ov)
+            plan, cfg = plancache.point_plan(pt, cache_dir), pt.config()
+            sw, lw = capacity.PAPER.windows(plan)
             t0 = time.time()
             short, r = sim.simulate_windows(plan, cfg, pt.run_policy(), n, [sw, lw], seed=0)
             tiers = r.bytes_by_tier
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.rows:
         rows = [json.loads(line) for f in a.rows for line in Path(f).read_text().splitlines() if line.strip()]
     else:
-        rows = [r for m in sweep.split_csv(a.configs) for n in sweep.split_csv(a.loads)
+        rows = [r for m in grid.split_csv(a.configs) for n in grid.split_csv(a.loads)
                 for r in run(m, int(n), a.group, a.cache_dir)]
     text = table(rows)
     print(text)

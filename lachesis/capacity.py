@@ -60,6 +60,29 @@ class SearchParams:
         return sim.Window(duration_s=(self.warmup + self.measure) * m, warmup_s=self.warmup * m,
                           n_samples=self.n_samples)
 
+    def windows(self, plan: Plan) -> list[sim.Window]:
+        """The search window and the lifetime window of this plan, in that order."""
+        return [self.search_window(plan), self.lifetime_window(plan)]
+
+
+#: The grid's search and measurement settings: :class:`SearchParams` with a shorter
+#: lifetime run.  ASSUMPTION (lifetime window, knobs ``warmup``/``measure``): 0.25 + 1.0 mean session
+#: durations instead of 0.5 + 2.0.  Reason: every seed of a cell is a lifetime run of every policy,
+#: the grid's main cost; the settled rate is read over the window's second half, so each seed reads
+#: 0.5 mean session durations and three seeds 1.5, against 1.0 for one seed at the longer window.
+#: The change in gains and settling on a sample of cells is in ``benchmarks/RESULTS.md``
+#: (``benchmarks/lifetime_window.py``); the notebooks print the share of settled runs.
+PAPER = SearchParams(warmup=0.25, measure=1.0)
+
+
+#: Search/measurement presets.  "paper": :data:`PAPER` (used by paper.yaml at scale 1); "ci": short
+#: windows and a coarse capacity resolution so a reduced grid runs in CI-sized time.  Neither is
+#: tuned to any evaluation number.
+SEARCH_PRESETS: dict[str, SearchParams] = {
+    "paper": PAPER,
+    "ci": SearchParams(search_warmup=0.05, search_measure=0.15, warmup=0.1, measure=0.4, rel_tol=0.25, n_samples=60),
+}
+
 
 def margin(rec: dict, slo: SLO) -> float | None:
     """A candidate's load relative to the SLO: max(p99 TPOT / bound, p99 TTFT / bound); None if unknown or OOM."""

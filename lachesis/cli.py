@@ -298,14 +298,14 @@ def _sweep(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=out_file, default=Path("build/sweep.csv"))
 
     def run(a: argparse.Namespace) -> int:
-        from lachesis import sweep
+        from lachesis import capacity, grid, sweep
         from lachesis.io import atomic_write
 
         if a.scheduler:
             probe_scheduler(a.scheduler)
-        points = sweep.named_grid(a.trace, a.scale, a.seed)
+        points = grid.named_grid(a.trace, a.scale, a.seed)
         cache = a.out.parent / "sweep_cache"
-        df = sweep.run_grid(points, sweep.PAPER, cache_dir=cache, scheduler=a.scheduler)
+        df = sweep.run_grid(points, capacity.PAPER, cache_dir=cache, scheduler=a.scheduler)
         a.out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(a.out, lambda tmp: df.to_csv(tmp, index=False))
         print(f"wrote {len(df)} points to {a.out} (cache: {cache})")

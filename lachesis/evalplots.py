@@ -14,13 +14,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from lachesis import evaluation, sweep
+from lachesis import evaluation
+from lachesis.grid import BASELINES, CONFIG_LABELS
 from lachesis.plotting import (CLASS_STYLE, LIFETIME_AXIS, MEMORY_AXIS, MISSED_SLO_HATCH, bound_marks,
                                missed_slo_keys, paper_band, policy_color, policy_key, policy_label, policy_marker,
                                warranty_key, warranty_line, whisker_key)
 
 #: The baselines beyond the paper, drawn as markers beside the paper's bars.
-MARK_POLICIES = sweep.BASELINES
+MARK_POLICIES = BASELINES
 #: The paper's band spans these memory configurations (its numbers are for 1/7–4/4).
 PAPER_SPLIT = ("1/7", "2/6", "3/5", "4/4")
 
@@ -55,7 +56,7 @@ def rows_by_workload(panels: Sequence[Panel], per_row: int) -> list[list[Panel]]
 
 def config_order(df: pd.DataFrame) -> list[str]:
     """The memory configurations the grid ran, in the paper's order."""
-    return [c for c in sweep.CONFIG_LABELS if c in set(df["memory"])]
+    return [c for c in CONFIG_LABELS if c in set(df["memory"])]
 
 
 def lifetime_figure(df: pd.DataFrame, r: pd.DataFrame, layout: Sequence[Sequence[Panel]], bars: Sequence[str],

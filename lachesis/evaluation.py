@@ -18,7 +18,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from lachesis.sweep import CELL, LOAD_POLICY, SLOS, is_clairvoyant
+from lachesis.config import SLOS
+from lachesis.grid import CELL, LOAD_POLICY, is_clairvoyant
 
 # ------------------------------------------------------------------------------------------------
 # Lifetime ratios per cell and seed; seed intervals; write composition

@@ -23,8 +23,11 @@ import numpy as np
 import pandas as pd
 
 from lachesis import evaluation, sensitivity, sweep
+from lachesis.capacity import SEARCH_PRESETS, SearchParams
 from lachesis.config import SLOS, Endurance
-from lachesis.knobs import KNOBS, STUDY
+from lachesis.grid import (CONFIG_LABELS, LOAD_POLICY, MODEL_NAMES, MULTI_WORKLOADS, SINGLE_WORKLOADS, Point,
+                           grid_policies, is_clairvoyant, seed_list)
+from lachesis.knobs import STUDY
 from lachesis.policies import get_policy
 
 PARTS = ("grid", "load", "sensitivity")
@@ -46,31 +49,31 @@ class Selection:
     search: str = "paper"
 
     def __post_init__(self) -> None:
-        if self.search not in sweep.SEARCH_PRESETS:
-            raise ValueError(f"explorer: search must be one of {list(sweep.SEARCH_PRESETS)}, got {self.search!r}")
+        if self.search not in SEARCH_PRESETS:
+            raise ValueError(f"explorer: search must be one of {list(SEARCH_PRESETS)}, got {self.search!r}")
         for k, allowed in choices().items():
             if k != "policy" and getattr(self, k) not in allowed:
                 raise ValueError(f"explorer: {k} must be one of {list(allowed)}, got {getattr(self, k)!r}")
         get_policy(self.policy)  # a registered name, possibly with knobs: a one-line error otherwise
-        object.__setattr__(self, "seeds", tuple(sorted(sweep._seeds("explorer", self.seeds))))
+        object.__setattr__(self, "seeds", tuple(sorted(seed_list("explorer", self.seeds))))
 
     @property
-    def params(self) -> sweep.SearchParams:
-        return sweep.SEARCH_PRESETS[self.search]
+    def params(self) -> SearchParams:
+        return SEARCH_PRESETS[self.search]
 
-    def points(self, policies: Sequence[str] | None = None, seeds: Sequence[int] | None = None) -> list[sweep.Point]:
-        """The cell's points: ``policies`` (default: the grid's, :func:`lachesis.sweep.grid_policies`, and
+    def points(self, policies: Sequence[str] | None = None, seeds: Sequence[int] | None = None) -> list[Point]:
+        """The cell's points: ``policies`` (default: the grid's, :func:`lachesis.grid.grid_policies`, and
         the selected one) at ``seeds`` (default: every selected seed)."""
-        pols = policies if policies is not None else (*sweep.grid_policies(self.workload), self.policy)
-        return [sweep.Point(self.workload, self.memory, self.model, self.slo, p, self.scale, k)
+        pols = policies if policies is not None else (*grid_policies(self.workload), self.policy)
+        return [Point(self.workload, self.memory, self.model, self.slo, p, self.scale, k)
                 for k in (seeds if seeds is not None else self.seeds) for p in dict.fromkeys(pols)]
 
-    def curve_points(self) -> list[sweep.Point]:
+    def curve_points(self) -> list[Point]:
         """The load curve's points: the paper's policies of the family (as ``gain_vs_load`` runs them) and
         the selected one, at the first seed."""
         return self.points((*sensitivity.policies(self.workload), self.policy), self.seeds[:1])
 
-    def study_points(self) -> list[sweep.Point]:
+    def study_points(self) -> list[Point]:
         """The sensitivity study's points (:func:`lachesis.sensitivity.policies`), at the first seed."""
         return self.points(sensitivity.policies(self.workload), self.seeds[:1])
 
@@ -93,7 +96,7 @@ def view(sel: Selection, cache_dir: str | Path, fractions: Sequence[float] = (),
     pts, cache = sel.points(), str(cache_dir)
     grid, miss = sweep.cached_results(pts, cache, sel.params)
     own = pd.DataFrame([dict(policy=p.policy, n_star=e["n_star"]) for p in sel.points(seeds=sel.seeds[:1])
-                        if not sweep.is_clairvoyant(p.policy)
+                        if not is_clairvoyant(p.policy)
                         and (e := sweep.cached_entry(p, cache, sel.params)) is not None])
     missing = {"grid": [f"{p.label()} {p.policy} seed {p.seed}" for p in miss]}
     first = grid[grid["seed"].eq(sel.seeds[0])] if not grid.empty else grid
@@ -104,7 +107,7 @@ def view(sel: Selection, cache_dir: str | Path, fractions: Sequence[float] = (),
     return View(sel, grid, own, curve, sens, {k: v for k, v in missing.items() if v})
 
 
-def _curve(pts: list[sweep.Point], grid: pd.DataFrame, cache: str, params: sweep.SearchParams,
+def _curve(pts: list[Point], grid: pd.DataFrame, cache: str, params: SearchParams,
            fractions: Sequence[float]) -> tuple[pd.DataFrame, list[str]]:
     if not len(fractions):
         return pd.DataFrame(), []
@@ -278,7 +281,7 @@ def headline(v: View) -> str:
     seeds = f"seed {sel.seeds[0]}" if len(sel.seeds) == 1 else \
         f"the median over seeds {', '.join(map(str, sel.seeds))} (min–max in brackets)"
     own = f"; its own N* is {int(r['own_n_star'])}" if "own_n_star" in r and np.isfinite(r["own_n_star"]) else ""
-    return (f"At {int(r['n_sessions'])} sessions per GPU (N* of {name(sweep.LOAD_POLICY)} at seed {sel.seeds[0]}), "
+    return (f"At {int(r['n_sessions'])} sessions per GPU (N* of {name(LOAD_POLICY)} at seed {sel.seeds[0]}), "
             f"{name(sel.policy)} lasts {_interval(r, 'lifetime_years')} device-years"
             + (f", {gains}" if gains else "") + f" ({seeds}); it meets the SLO there at {int(r['slo_met_seeds'])} "
             f"of {int(r['seeds'])} seeds{own}; its median "
@@ -390,8 +393,8 @@ def choices() -> dict[str, tuple[str, ...]]:
     """The values each dropdown offers (a selection's values must be among them; a policy may carry knobs)."""
     from lachesis.policies import POLICIES
 
-    return dict(workload=sweep.MULTI_WORKLOADS + sweep.SINGLE_WORKLOADS, model=sweep.MODEL_NAMES, slo=tuple(SLOS),
-                memory=sweep.CONFIG_LABELS, policy=tuple(POLICIES))
+    return dict(workload=MULTI_WORKLOADS + SINGLE_WORKLOADS, model=MODEL_NAMES, slo=tuple(SLOS),
+                memory=CONFIG_LABELS, policy=tuple(POLICIES))
 
 
 def widget(initial: Selection, show: Any) -> Any:

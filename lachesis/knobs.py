@@ -1,7 +1,7 @@
 """The parameters the paper leaves open or fixes by citation, as named overrides of one grid point.
 
 A knob moves one input of the evaluation away from the paper's setting, for the sensitivity study
-(:mod:`lachesis.sensitivity`) and for any grid point (``sweep.Point.overrides``, a sorted tuple of
+(:mod:`lachesis.sensitivity`) and for any grid point (``grid.Point.overrides``, a sorted tuple of
 ``(name, value)`` pairs that is part of the point's cache key).  Each knob has a unit, its default
 (the paper's setting, read from :mod:`lachesis.config`), a validity check, and what it acts on:
 

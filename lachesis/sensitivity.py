@@ -3,7 +3,7 @@
 For a few representative cells (by default the multi-agent and τ³-bench traces at the tight SLO, with
 the smallest and a large HBM share; the notebook's parameters pick others) every policy the gains need
 runs at the cell's load, N* of HBM-first at the paper's
-setting (:data:`lachesis.sweep.LOAD_POLICY`, read from the grid's cache or searched once), while one
+setting (:data:`lachesis.grid.LOAD_POLICY`, read from the grid's cache or searched once), while one
 knob (:data:`lachesis.knobs.KNOBS`) moves to each of its values.  The load is HELD FIXED while a
 parameter moves: the comparison is on the same number of sessions per GPU, and each row records
 whether the SLO is still met there (``slo_met``, judged as N* was).  The load itself is a knob
@@ -15,8 +15,9 @@ measured HBF write rate through :func:`lachesis.hbf.hbf_lifetime_years` with the
 :class:`~lachesis.config.Endurance`.  Gains are invariant to them; device-years and the five-year
 warranty verdict are not.
 
-Every run goes through :mod:`lachesis.sweep`'s cache and runner (local processes or Dask); what is
-already cached is read without building a plan or simulating.
+Every run goes through :mod:`lachesis.sweep`, its cache (:mod:`lachesis.store`) and its runner
+(:mod:`lachesis.runner`: local processes or Dask); what is already cached is read without building a
+plan or simulating.
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from lachesis import evaluation, hbf, knobs, sweep
+from lachesis import evaluation, hbf, knobs, runner, sweep
 from lachesis.capacity import SearchParams
 from lachesis.config import SLOS, Endurance
+from lachesis.grid import (LOAD_POLICY, MULTI_WORKLOADS, PAPER_MULTI_POLICIES, PAPER_SINGLE_POLICIES, POLICY_NAMES, Point,
+                           multi_agent_grid, single_agent_grid)
 from lachesis.knobs import KNOBS, STUDY
 
 #: The cells of the study (ASSUMPTION, knob: the ``cells`` arguments): the paper's headline multi-agent
@@ -53,7 +56,7 @@ class Variant:
     def is_paper(self) -> bool:
         return self.knob == "paper"
 
-    def point(self, p: sweep.Point) -> sweep.Point:
+    def point(self, p: Point) -> Point:
         """``p`` with this knob set (the load knob leaves the point alone)."""
         if self.is_paper or KNOBS[self.knob].acts_on == "load":
             return p
@@ -82,11 +85,11 @@ def policies(workload: str) -> tuple[str, ...]:
     """The policies the study's gains (:data:`RATIOS`) need on a workload: multi-agent HBM-first, w/o
     predictive path and Lachesis (§5.4); single-agent HBM-first and Lachesis (the deterministic path places
     every segment, §5.5)."""
-    return sweep.PAPER_MULTI_POLICIES if workload in sweep.MULTI_WORKLOADS else sweep.PAPER_SINGLE_POLICIES
+    return PAPER_MULTI_POLICIES if workload in MULTI_WORKLOADS else PAPER_SINGLE_POLICIES
 
 
 def study_cells(scale: float = 1.0, seed: int = 0, models: Sequence[str] = ("Llama-4-Maverick",),
-                slo: str = "tight", multi: dict | None = None, single: dict | None = None) -> list[list[sweep.Point]]:
+                slo: str = "tight", multi: dict | None = None, single: dict | None = None) -> list[list[Point]]:
     """The study's cells, each a list of the points (:func:`policies`) its gains need.
 
     ``multi``/``single``: ``dict(workload=…,
@@ -95,13 +98,13 @@ def study_cells(scale: float = 1.0, seed: int = 0, models: Sequence[str] = ("Lla
     multi, single = multi or MULTI_CELL, single or SINGLE_CELL
     pts = []
     if multi["configs"]:
-        pts += sweep.multi_agent_grid(scale, seed, configs=multi["configs"], models=models, slos=(slo,),
+        pts += multi_agent_grid(scale, seed, configs=multi["configs"], models=models, slos=(slo,),
                                       policies=policies(multi["workload"]), workloads=(multi["workload"],))
     if single["configs"]:
-        pts += [replace(p, slo=slo) for p in sweep.single_agent_grid(
+        pts += [replace(p, slo=slo) for p in single_agent_grid(
             scale, seed, configs=single["configs"], models=models, policies=policies(single["workload"]),
             workloads=(single["workload"],))]
-    cells: dict[tuple, list[sweep.Point]] = {}
+    cells: dict[tuple, list[Point]] = {}
     for p in pts:
         cells.setdefault(p.cell(), []).append(p)
     return list(cells.values())
@@ -130,12 +133,12 @@ def variants(names: Sequence[str] = STUDY, values: dict[str, Sequence[Any]] | No
 # ------------------------------------------------------------------------------------------------
 
 
-def _plan_key(p: sweep.Point) -> tuple:
+def _plan_key(p: Point) -> tuple:
     """Points with the same key replay the same plan (a worker builds it once)."""
     return (p.workload, p.scale, p.seed, p.trace, p.laden_close, knobs.clock_overrides(p.overrides))
 
 
-def _run_group(tasks: list[tuple[list[sweep.Point], int]], params: SearchParams, cache_dir: str | None) -> list[list[dict]]:
+def _run_group(tasks: list[tuple[list[Point], int]], params: SearchParams, cache_dir: str | None) -> list[list[dict]]:
     """Several (cell points, load) runs in one process, sharing the plans they have in common."""
     return [sweep.evaluate_cell_at(pts, n, params, cache_dir) for pts, n in tasks]
 
@@ -144,7 +147,7 @@ def _tag(row: dict, v: Variant, n_star: int) -> dict:
     return dict(row, knob=v.knob, value=v.label(), n_star=n_star, simulated=True)
 
 
-def run(cells: Sequence[Sequence[sweep.Point]], names: Sequence[str] = STUDY,
+def run(cells: Sequence[Sequence[Point]], names: Sequence[str] = STUDY,
         values: dict[str, Sequence[Any]] | None = None, params: SearchParams = SearchParams(),
         cache_dir: str | os.PathLike | None = None, n_jobs: int | None = None, scheduler: Any = None,
         progress: bool = True) -> pd.DataFrame:
@@ -157,14 +160,14 @@ def run(cells: Sequence[Sequence[sweep.Point]], names: Sequence[str] = STUDY,
     return _study(cells, names, values, params, cache_dir, True, n_jobs, scheduler, progress)[0]
 
 
-def cached(cells: Sequence[Sequence[sweep.Point]], names: Sequence[str] = STUDY,
+def cached(cells: Sequence[Sequence[Point]], names: Sequence[str] = STUDY,
            values: dict[str, Sequence[Any]] | None = None, params: SearchParams = SearchParams(),
            cache_dir: str | os.PathLike | None = None) -> tuple[pd.DataFrame, list[str]]:
     """The rows of :func:`run` that the cache holds, and one line per (cell, variant) it lacks; never simulates."""
     return _study(cells, names, values, params, cache_dir, False)
 
 
-def _study(cells: Sequence[Sequence[sweep.Point]], names: Sequence[str], values: dict[str, Sequence[Any]] | None,
+def _study(cells: Sequence[Sequence[Point]], names: Sequence[str], values: dict[str, Sequence[Any]] | None,
            params: SearchParams, cache_dir: str | os.PathLike | None, compute: bool, n_jobs: int | None = None,
            scheduler: Any = None, progress: bool = True) -> tuple[pd.DataFrame, list[str]]:
     cells = [list(c) for c in cells]
@@ -179,7 +182,7 @@ def _study(cells: Sequence[Sequence[sweep.Point]], names: Sequence[str], values:
     lacking = [f"{c[0].label()}: the paper's setting (N*)" for c in cells if any(p in missing for p in c)]
     rows: list[dict] = [dict(r, knob="paper", value="paper", simulated=True) for r in base.to_dict("records")]
 
-    todo: dict[tuple, list[tuple[list[sweep.Point], int, Variant, int]]] = {}
+    todo: dict[tuple, list[tuple[list[Point], int, Variant, int]]] = {}
     for c in cells:
         if any(p in missing for p in c):
             continue
@@ -200,7 +203,7 @@ def _study(cells: Sequence[Sequence[sweep.Point]], names: Sequence[str], values:
                     for items in todo.values() for (c, *_), _, v, _ in items]
     elif todo:
         groups = _balanced(todo)
-        res = sweep.run_tasks(_run_group, [([(pts, n) for pts, n, _, _ in g], params, cache) for g in groups],
+        res = runner.run_tasks(_run_group, [([(pts, n) for pts, n, _, _ in g], params, cache) for g in groups],
                               [f"{g[0][0][0].label()} {g[0][2].knob} ({len(g)} cells)" for g in groups],
                               n_jobs, scheduler, progress, desc="sensitivity")
         for g, out in zip(groups, res):
@@ -213,7 +216,7 @@ def _study(cells: Sequence[Sequence[sweep.Point]], names: Sequence[str], values:
     return _ordered(df, vs), lacking
 
 
-def _cell_mask(df: pd.DataFrame, p: sweep.Point) -> pd.Series:
+def _cell_mask(df: pd.DataFrame, p: Point) -> pd.Series:
     return df["workload"].eq(p.workload) & df["model"].eq(p.model) & df["slo"].eq(p.slo) & df["memory"].eq(p.memory)
 
 
@@ -222,7 +225,7 @@ def _balanced(todo: dict[tuple, list]) -> list[list]:
     per variant so it does not serialize the study; the largest first, so the workers finish together."""
     groups: list[list] = []
     for key, items in todo.items():
-        if key[-1] or key[4] != sweep.Point.laden_close:  # a plan of its own (clock knob, free point)
+        if key[-1] or key[4] != Point.laden_close:  # a plan of its own (clock knob, free point)
             groups.append(items)
         else:
             by: dict[Variant, list] = {}
@@ -239,7 +242,7 @@ def _endurance_rows(paper: pd.DataFrame, vs: Sequence[Variant]) -> pd.DataFrame:
         if v.is_paper or KNOBS[v.knob].simulated:
             continue
         for r in paper.to_dict("records"):
-            cfg = sweep.Point(r["workload"], r["memory"], r["model"], r["slo"], r["policy"],
+            cfg = Point(r["workload"], r["memory"], r["model"], r["slo"], r["policy"],
                               overrides={v.knob: v.value}).config()
             life = float(hbf.hbf_lifetime_years(cfg.memory, r.get("hbf_write_rate", math.nan), cfg.endurance))
             out.append(dict(r, knob=v.knob, value=v.label(), lifetime_years=life, simulated=False))
@@ -321,13 +324,13 @@ def knob_label(name: str) -> str:
 
 
 def family(workload: str) -> str:
-    return "multi-agent" if workload in sweep.MULTI_WORKLOADS else "single-agent"
+    return "multi-agent" if workload in MULTI_WORKLOADS else "single-agent"
 
 
 def pol_name(column: str) -> str:
     """"years_lachesis" -> "Lachesis" (the policy a years column belongs to, as the paper names it)."""
     pol = column.removeprefix("years_")
-    return sweep.POLICY_NAMES.get(pol, pol)
+    return POLICY_NAMES.get(pol, pol)
 
 
 def _span(x: pd.Series) -> str:
@@ -395,7 +398,7 @@ OWN_LOAD_COLUMNS = ["n_star", "lachesis/hbm_first", "deterministic/hbm_first", "
                     "kv_read_per_step_gb", "hbm_over_live_short"]
 
 
-def at_own_load(cells: Sequence[Sequence[sweep.Point]], knob: str, values: Sequence[Any],
+def at_own_load(cells: Sequence[Sequence[Point]], knob: str, values: Sequence[Any],
                 params: SearchParams = SearchParams(), cache_dir: str | os.PathLike | None = None,
                 n_jobs: int | None = None, progress: bool = True) -> pd.DataFrame:
     """Each cell at each value of ``knob``, with N* searched again at that value (the grid's own evaluation),
@@ -410,7 +413,7 @@ def at_own_load(cells: Sequence[Sequence[sweep.Point]], knob: str, values: Seque
     rows = rows.assign(value=[v for v in vals for c in cells for _ in c])  # run_grid keeps the points' order
     lives = rows.set_index(ID + ["value", "policy"])["lifetime_years"].unstack("policy")
     out = evaluation.with_ratios(lives, RATIOS, shares=False).drop(columns=list(lives.columns))
-    base = rows[rows["policy"].eq(sweep.LOAD_POLICY)].set_index(ID + ["value"])
+    base = rows[rows["policy"].eq(LOAD_POLICY)].set_index(ID + ["value"])
     out["n_star"] = base["n_sessions"]
     out["live_short_kv_gb"] = base["live_short_kv_bytes"] / 1e9
     out["kv_read_per_step_gb"] = base["kv_read_per_step_bytes"] / 1e9

@@ -26,8 +26,6 @@ from lachesis.decode import DecodeEngine
 from lachesis.kv import Policy
 from lachesis.node_memory import SHORT_LIVED, Memory, OutOfMemory
 from lachesis.plan import NOMINAL_TPOT_S, AgentPlan, Plan
-# read by lachesis.sweep as ``sim.<name>``: the plan it builds and fingerprints for each grid point
-from lachesis.plan import LADEN_CLOSES, build_plan, trace_fingerprint, trace_row_hashes  # noqa: F401
 
 SIM_VERSION = "sim-3"
 

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from lachesis import sensitivity, sweep
+from lachesis import capacity, grid, sensitivity
 
-CI = sweep.SEARCH_PRESETS["ci"]
+CI = capacity.SEARCH_PRESETS["ci"]
 SCALE = 0.05
 KNOBS = ("load", "user_delay_median_s", "pe_cycles", "write_amplification", "laden_close")
 VALUES = {"load": (0.5,), "user_delay_median_s": (600.0,), "pe_cycles": (50_000.0, 3_000.0)}
 
 
-def cells() -> list[list[sweep.Point]]:
+def cells() -> list[list[grid.Point]]:
     return sensitivity.study_cells(SCALE, 0, multi=dict(workload="multi_agent", configs=("1/7",)),
                                    single=dict(workload="tau3", configs=()))
 

@@ -11,7 +11,6 @@ import json
 import shutil
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from lachesis import read_trace

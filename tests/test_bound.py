@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, event, given, settings, target
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
-from lachesis import evaluation, hbf
+from lachesis import evaluation, grid, hbf, store
 from lachesis import simulator as S
 from lachesis import sweep as W
 from lachesis.allocator import AllocationError, annotate_clairvoyant, replay_events
@@ -290,7 +290,7 @@ def test_bound_grows_with_capacity(events, caps):
 # -- on the grid: the baseline run's timeline, the bound in its row, the derived tables -------------------
 
 def _cell(policies=("hbm_first", "lachesis", "oracle"), memory="1/7"):
-    return [W.Point("fixture", memory, "Llama-4-Maverick", "tight", p, 1.0, 0) for p in policies]
+    return [grid.Point("fixture", memory, "Llama-4-Maverick", "tight", p, 1.0, 0) for p in policies]
 
 
 @pytest.mark.parametrize("memory", ["1/7", "4/4"])
@@ -305,7 +305,7 @@ def test_the_baseline_row_carries_the_bound_of_its_own_run(fixture_plan, tmp_pat
     assert base["bound_lifetime_years"] >= base["lifetime_years"]
     assert all(not any(k.startswith("bound_") for k in r) for r in rows[1:])
     # the timeline is filed under the baseline's run at N*, read back without simulating, and gives the row's bound
-    key = W.point_key(pts[0], fixture_plan.fingerprint, TINY, n=n)
+    key = store.point_key(pts[0], fixture_plan.fingerprint, TINY, n=n)
     assert (tmp_path / f"{key}.timeline.npz").exists()
     monkeypatch.setattr(S, "simulate_windows", lambda *a, **k: (_ for _ in ()).throw(AssertionError("reran")))
     tl = W.baseline_timeline(pts[2], n, TINY, str(tmp_path), fixture_plan)
@@ -322,7 +322,7 @@ def test_the_bound_holds_for_every_policy_replayed_on_a_simulated_run(fixture_pl
     pt = _cell(("hbm_first",))[0]
     cfg = pt.config()
     r = S.simulate(fixture_plan, cfg, "hbm_first", 6, seed=0, duration_s=600.0, warmup_s=100.0, record_events=True)
-    bpt, bt = cfg.model.kv_bytes_per_token, cfg.deployment.block_tokens
+    bt = cfg.deployment.block_tokens
     hbm_blocks = hbf.kv_blocks(cfg.memory, cfg.model, cfg.deployment)[0]
     events = annotate_clairvoyant(r.events)
     assert int(replay_events(events, "hbm_first", hbm_blocks, 10**9, bt).tokens[0]) == r.totals.tokens[0]
@@ -351,7 +351,7 @@ def test_a_bad_timeline_is_reported_and_the_baseline_rerun(fixture_plan, tmp_pat
         arrays["tokens"] = arrays["tokens"] + 1
         with open(path, "wb") as fh:
             np.savez_compressed(fh, **arrays)
-    with pytest.warns(W.CacheWarning, match=path.name):
+    with pytest.warns(store.CacheWarning, match=path.name):
         back = W.baseline_timeline(pts[1], n, TINY, str(tmp_path), fixture_plan)
     for f, a in good.arrays().items():
         np.testing.assert_array_equal(getattr(back, f), a)
@@ -385,7 +385,7 @@ def test_only_the_run_that_sized_the_load_carries_the_bound(fixture_plan, tmp_pa
     """seed_load="fixed": the first seed's searched run solves the bound; a replica at its load does not,
     and the tables then hold the bound for that seed alone."""
     lead = W.evaluate_cell(_cell(("hbm_first", "lachesis")), TINY, str(tmp_path))
-    other = [W.Point("fixture", "1/7", "Llama-4-Maverick", "tight", p, 1.0, 1) for p in ("hbm_first", "lachesis")]
+    other = [grid.Point("fixture", "1/7", "Llama-4-Maverick", "tight", p, 1.0, 1) for p in ("hbm_first", "lachesis")]
     rows = W.replicate_cell(other, lead, TINY, str(tmp_path))
     assert "bound_hbm_bytes" in lead[0] and not any(k.startswith("bound_") for r in rows for k in r)
     assert not list(tmp_path.glob("*.timeline.npz"))[1:]  # one timeline: the first seed's

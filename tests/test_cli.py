@@ -255,15 +255,15 @@ def test_reproduce_finds_the_project_from_any_params_file(tmp_path, monkeypatch)
 
 @pytest.mark.slow
 def test_sweep_runs_the_named_grid_and_writes_its_rows(tmp_path, monkeypatch, capsys) -> None:
-    """``lachesis sweep``: the handler runs :func:`sweep.named_grid`'s points (two small ones here, at the CI
+    """``lachesis sweep``: the handler runs :func:`grid.named_grid`'s points (two small ones here, at the CI
     preset) and writes one CSV row per point, with the cache beside it."""
-    from lachesis import sweep
+    from lachesis import capacity, grid
 
-    pts = [sweep.Point("multi_agent", "4/4", "Qwen3-235B-A22B", "loose", p, scale=0.02, seed=0)
+    pts = [grid.Point("multi_agent", "4/4", "Qwen3-235B-A22B", "loose", p, scale=0.02, seed=0)
            for p in ("hbm_first", "lachesis")]
     seen = {}
-    monkeypatch.setattr(sweep, "named_grid", lambda name, scale, seed: seen.update(name=name, scale=scale) or pts)
-    monkeypatch.setattr(sweep, "PAPER", sweep.SEARCH_PRESETS["ci"])
+    monkeypatch.setattr(grid, "named_grid", lambda name, scale, seed: seen.update(name=name, scale=scale) or pts)
+    monkeypatch.setattr(capacity, "PAPER", capacity.SEARCH_PRESETS["ci"])
     out = tmp_path / "grid" / "s.csv"
     assert main(["sweep", "--trace", "multi_agent", "--scale", "0.02", "--out", str(out)]) == 0
     assert seen == {"name": "multi_agent", "scale": 0.02}

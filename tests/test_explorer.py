@@ -10,7 +10,7 @@ from functools import lru_cache
 import numpy as np
 import pytest
 
-from lachesis import cli, explorer, sweep
+from lachesis import cli, explorer, grid, plancache
 from lachesis import simulator as S
 from sens_fixtures import KNOBS, SCALE, tiny_study
 
@@ -34,7 +34,7 @@ def no_simulation(monkeypatch):
 
     for name in ("simulate", "simulate_windows", "build_plan"):
         monkeypatch.setattr(S, name, boom)
-    monkeypatch.setattr(sweep, "_plan", boom)
+    monkeypatch.setattr(plancache, "_plan", boom)
 
 
 @pytest.mark.slow
@@ -45,21 +45,21 @@ def test_a_cached_selection_is_shown_without_simulating(no_simulation) -> None:
     assert v.missing == {"sensitivity": ["multi_agent Llama-4-Maverick tight 1/7: load = 1.5",
                                          "multi_agent Llama-4-Maverick tight 1/7: user_delay_median_s = 30"]}
     s = explorer.summary(v)
-    assert s["policy"].tolist() == list(sweep.MULTI_POLICIES)
-    assert s["selected"].tolist() == [p == "lachesis" for p in sweep.MULTI_POLICIES]
+    assert s["policy"].tolist() == list(grid.MULTI_POLICIES)
+    assert s["selected"].tolist() == [p == "lachesis" for p in grid.MULTI_POLICIES]
     assert s.loc[s["policy"].eq("hbm_first"), "over_hbm_first"].iloc[0] == 1.0
     assert s["n_star"].nunique() == 1 and s["own_n_star"].notna().iloc[0]  # HBM-first's N* is the cell's load
     assert s["seeds"].eq(1).all()
     c = explorer.composition(v)
-    assert set(c["policy"]) == set(sweep.MULTI_POLICIES)
+    assert set(c["policy"]) == set(grid.MULTI_POLICIES)
     assert c.groupby("policy")[["hbm", "hbf"]].sum().sum(axis=1).tolist() == pytest.approx(
-        [100.0] * len(sweep.MULTI_POLICIES))
+        [100.0] * len(grid.MULTI_POLICIES))
     assert sorted(explorer.curve_table(v)["n_sessions"]) == sorted({int(s["n_star"].iloc[0]),
                                                                   round(0.5 * int(s["n_star"].iloc[0]))})
     assert set(explorer.sensitivity_table(v)["knob"]) == {"paper", *KNOBS}
     head = explorer.headline(v)
     assert "device-years" in head and "Lachesis" in head
-    assert all(sweep.POLICY_NAMES[p] in head for p in sweep.MULTI_POLICIES)  # its gain over every other policy
+    assert all(grid.POLICY_NAMES[p] in head for p in grid.MULTI_POLICIES)  # its gain over every other policy
     assert "--parts sensitivity" in explorer.missing_text(v, d)
     assert "nothing is missing" in explorer.missing_text(explorer.View(SEL, v.grid, v.own, v.curve, v.sensitivity), d)
 
@@ -71,11 +71,11 @@ def test_seeds_show_as_the_median_and_its_range(no_simulation) -> None:
     assert "grid" not in v.missing and sorted(set(v.grid["seed"])) == [0, 1]
     # the second seed ran every policy at the first seed's load, as the grid does
     assert v.grid.groupby("policy")["n_sessions"].nunique().eq(1).all() and v.grid["load_seed"].eq(0).all()
-    assert len(v.grid) == 2 * len(sweep.MULTI_POLICIES)
+    assert len(v.grid) == 2 * len(grid.MULTI_POLICIES)
     s = explorer.summary(v).set_index("policy")
     assert s["seeds"].eq(2).all()
     years = v.grid.pivot_table(index="seed", columns="policy", values="lifetime_years")
-    for pol in sweep.MULTI_POLICIES:
+    for pol in grid.MULTI_POLICIES:
         assert s.loc[pol, "lifetime_years"] == pytest.approx(years[pol].median())
         assert (s.loc[pol, "lifetime_years_min"], s.loc[pol, "lifetime_years_max"]) == (years[pol].min(),
                                                                                        years[pol].max())
@@ -92,7 +92,7 @@ def test_a_missing_selection_is_listed_with_the_command_that_computes_it(no_simu
     sel = explorer.Selection("multi_agent", "Llama-4-Maverick", "loose", "4/4", "lachesis", SCALE, (0, 2), "ci")
     v = explorer.view(sel, d, fractions=(0.25,), knobs=("pe_cycles",))
     assert set(v.missing) == {"grid", "load", "sensitivity"} and v.grid.empty
-    assert len(v.missing["grid"]) == 2 * len(sweep.MULTI_POLICIES)  # every grid policy at both seeds
+    assert len(v.missing["grid"]) == 2 * len(grid.MULTI_POLICIES)  # every grid policy at both seeds
     text = explorer.missing_text(v, d, (0.25,), ("pe_cycles",))
     cmd = text.split("```")[1].strip()
     args = shlex.split(cmd)

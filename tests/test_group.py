@@ -125,16 +125,16 @@ def test_an_aged_start_fills_the_cache_and_counts_no_write(multi_plan):
 
 
 def test_the_node_is_a_set_of_knobs():
-    from lachesis import knobs, sweep
+    from lachesis import grid, knobs
 
-    p = sweep.Point("multi_agent", "4/4", "Llama-4-Maverick", "tight", "lachesis",
+    p = grid.Point("multi_agent", "4/4", "Llama-4-Maverick", "tight", "lachesis",
                     overrides={"group_ranks": 8, "landing": "stall", "node_start": "aged"})
     dep = p.config().deployment
     assert (dep.group_ranks, dep.landing, dep.start) == (8, "stall", "aged")
-    assert sweep.Point("multi_agent", "4/4", "Llama-4-Maverick", "tight", "lachesis").config().deployment \
+    assert grid.Point("multi_agent", "4/4", "Llama-4-Maverick", "tight", "lachesis").config().deployment \
         == DEFAULT.deployment
     for bad in ({"group_ranks": 9}, {"group_ranks": 2.5}, {"landing": "sometimes"}, {"node_start": "warm"}):
         with pytest.raises(ValueError, match=next(iter(bad))):
-            sweep.Point("multi_agent", "4/4", "Llama-4-Maverick", "tight", "lachesis", overrides=bad).config()
+            grid.Point("multi_agent", "4/4", "Llama-4-Maverick", "tight", "lachesis", overrides=bad).config()
     # a deployment knob changes the load the SLO admits, so the fixed-load sensitivity study leaves it out
     assert "group_ranks" in knobs.KNOBS and "group_ranks" not in knobs.STUDY

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lachesis import knobs, sweep
+from lachesis import grid, knobs
 from lachesis import simulator as sim
 from lachesis.allocator import SegmentTable, TieredAllocator
 from lachesis.config import Config
@@ -102,7 +101,7 @@ def test_the_registry_knob_reaches_lachesis_only():
     assert knobs.apply(cfg, o) == cfg  # no run input but the policy changes
     with pytest.raises(ValueError, match="size_estimate"):
         knobs.canonical({"size_estimate": "mean"})
-    pt = sweep.Point("multi_agent", "4/4", "Llama-4-Maverick", "tight", "lachesis", overrides=o)
+    pt = grid.Point("multi_agent", "4/4", "Llama-4-Maverick", "tight", "lachesis", overrides=o)
     assert pt.run_policy() == "lachesis:size_estimate=mean_floor" and pt.policy == "lachesis"
 
 

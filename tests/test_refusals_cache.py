@@ -7,8 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from lachesis import ranker
-from lachesis import sweep as W
+from lachesis import plancache, ranker, store
 from lachesis.segments import prepare
 
 
@@ -36,19 +35,19 @@ def _edit(path, **changes) -> None:
     dict(values=lambda vs: vs[:-1]),                                   # a value lost
 ])
 def test_an_edited_sidecar_with_its_key_kept_is_refitted(tmp_path, prep, monkeypatch, edit) -> None:
-    fitted = W.rank_keys_cached(prep, tmp_path)
+    fitted = plancache.rank_keys_cached(prep, tmp_path)
     (path,) = tmp_path.glob("*.rank.json")
     _edit(path, **edit)
-    with pytest.warns(W.CacheWarning, match="digest|values"):
-        again = W.rank_keys_cached(prep, tmp_path)
+    with pytest.warns(store.CacheWarning, match="digest|values"):
+        again = plancache.rank_keys_cached(prep, tmp_path)
     pd.testing.assert_series_equal(again, fitted)  # the fit, not the edit
     _no_refit(monkeypatch)  # and the refit was written back intact: read now without a warning
-    pd.testing.assert_series_equal(W.rank_keys_cached(prep, tmp_path), fitted)
+    pd.testing.assert_series_equal(plancache.rank_keys_cached(prep, tmp_path), fitted)
 
 
 def test_an_intact_sidecar_is_read_without_a_refit(tmp_path, prep, monkeypatch) -> None:
-    fitted = W.rank_keys_cached(prep, tmp_path)
+    fitted = plancache.rank_keys_cached(prep, tmp_path)
     (path,) = tmp_path.glob("*.rank.json")
     assert json.loads(path.read_text())["digest"]
     _no_refit(monkeypatch)
-    pd.testing.assert_series_equal(W.rank_keys_cached(prep, tmp_path), fitted)
+    pd.testing.assert_series_equal(plancache.rank_keys_cached(prep, tmp_path), fitted)

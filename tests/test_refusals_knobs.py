@@ -41,11 +41,11 @@ def test_every_numeric_knob_has_a_finite_range_holding_its_study_values() -> Non
 _RUN = """
 import json, math, sys
 sys.path.insert(0, {tests!r})
-from lachesis import sweep
+from lachesis import grid, sweep
 from sens_fixtures import CI, SCALE
 out = {{}}
 for o in {cases!r}:
-    p = sweep.Point("multi_agent", "1/7", "Llama-4-Maverick", "tight", "lachesis", SCALE, 0, overrides=o)
+    p = grid.Point("multi_agent", "1/7", "Llama-4-Maverick", "tight", "lachesis", SCALE, 0, overrides=o)
     r = sweep.run_at_load(p, 4, CI)
     out[json.dumps(o)] = [k for k in ("p99_tpot_s", "hbf_write_rate", "lifetime_years") if not math.isfinite(r[k])]
 print(json.dumps(out))
@@ -84,10 +84,10 @@ def test_kyung_tolerance_valid_still_counts() -> None:
 def test_an_extreme_write_bandwidth_that_admits_no_load_says_why(tmp_path) -> None:
     """At 0.01x the HBF write bandwidth the tight SLO admits no load: N* = 0, the gains are NaN, and the row
     says why instead of a bare NaN; the spread skips it rather than reporting an infinite move."""
-    from lachesis import sensitivity, sweep
+    from lachesis import grid, sensitivity
     from sens_fixtures import CI, SCALE
 
-    pts = [sweep.Point("multi_agent", "1/7", "Llama-4-Maverick", "tight", pol, SCALE, 0)
+    pts = [grid.Point("multi_agent", "1/7", "Llama-4-Maverick", "tight", pol, SCALE, 0)
            for pol in ("hbm_first", "deterministic", "lachesis")]
     df = sensitivity.at_own_load([pts], "hbf_write_bw_scale", [0.01, 1.0], CI, tmp_path, n_jobs=1, progress=False)
     r = df.set_index("value")

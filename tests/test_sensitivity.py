@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lachesis import hbf, knobs, sensitivity, sweep
+from lachesis import grid, hbf, plancache, sensitivity, store, sweep
 from lachesis import simulator as S
 from lachesis.config import HBF_STACK, ReferenceClock
 from lachesis.knobs import KNOBS
@@ -19,7 +19,7 @@ from lachesis.plan import Plan
 from sens_fixtures import CI, SCALE, VALUES, cells, tiny_study
 from sens_fixtures import KNOBS as STUDIED
 
-P = sweep.Point("tau3", "1/7", "Llama-4-Maverick", "tight", "lachesis", SCALE, 0)
+P = grid.Point("tau3", "1/7", "Llama-4-Maverick", "tight", "lachesis", SCALE, 0)
 
 
 def _flat(o, prefix=""):
@@ -45,7 +45,7 @@ def _changed(overrides: dict) -> set[str]:
 def test_every_knob_defaults_to_the_papers_setting() -> None:
     assert KNOBS["user_delay_median_s"].default == 120.0 == ReferenceClock().user_delay_median_s
     assert KNOBS["pe_cycles"].default == 100_000 and KNOBS["write_amplification"].default == 1.02
-    assert KNOBS["read_pricing"].default == "aggregate" and KNOBS["laden_close"].default == sweep.Point.laden_close
+    assert KNOBS["read_pricing"].default == "aggregate" and KNOBS["laden_close"].default == grid.Point.laden_close
     for k in KNOBS.values():
         assert k.default not in k.values, f"{k.name}: the study's values move away from the paper's"
         for v in k.values:
@@ -97,13 +97,13 @@ def test_cache_keys_differ_per_override_and_the_papers_setting_keeps_its_key() -
     variants = [{}, {"pe_cycles": 3000}, {"pe_cycles": 10_000}, {"write_amplification": 3}, {"read_pricing": "per_tier"},
                 {"user_delay_median_s": 600}, {"tool_latency_scale": 2}, {"hbf_write_bw_scale": 0.5},
                 {"pe_cycles": 3000, "write_amplification": 3}]
-    keys = [sweep.point_key(replace(P, overrides=o), "fp", CI) for o in variants]
+    keys = [store.point_key(replace(P, overrides=o), "fp", CI) for o in variants]
     assert len(set(keys)) == len(keys)
     # no override: the key caches written before overrides existed were filed under
     pt = {k: v for k, v in asdict(P).items() if k != "overrides"}
-    blob = json.dumps(dict(point=pt, trace="fp", config=sweep._canonical(asdict(P.config())), params=asdict(CI),
-                           load=None, code=sweep.CODE_VERSION), sort_keys=True, default=str)
-    assert sweep.point_key(P, "fp", CI) == hashlib.sha256(blob.encode()).hexdigest()[:24]
+    blob = json.dumps(dict(point=pt, trace="fp", config=store.canonical(asdict(P.config())), params=asdict(CI),
+                           load=None, code=store.CODE_VERSION), sort_keys=True, default=str)
+    assert store.point_key(P, "fp", CI) == hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -112,7 +112,7 @@ def test_cache_keys_differ_per_override_and_the_papers_setting_keeps_its_key() -
 
 
 def _plan(**o) -> Plan:
-    return sweep.workload_plan("tau3", SCALE, 0, overrides=tuple(o.items()))
+    return plancache.workload_plan("tau3", SCALE, 0, overrides=tuple(o.items()))
 
 
 def test_user_delay_median_doubles_every_user_delay_and_nothing_else() -> None:
@@ -143,7 +143,7 @@ def test_user_delay_sigma_moves_the_spread_not_the_median() -> None:
 
 def test_laden_free_point_moves_a_single_agent_plan_only() -> None:
     def closes(w: str, lc: str) -> tuple:
-        p = sweep.workload_plan(w, SCALE, 0, laden_close=lc)
+        p = plancache.workload_plan(w, SCALE, 0, laden_close=lc)
         return p.ca_seg.tolist(), p.ce_seg.tolist()
 
     assert closes("tau3", "last_read") != closes("tau3", "arrival")
@@ -244,7 +244,7 @@ def test_the_cache_only_readers_never_simulate_or_build_a_plan(monkeypatch) -> N
 
     for name in ("simulate", "simulate_windows", "build_plan"):
         monkeypatch.setattr(S, name, boom)
-    monkeypatch.setattr(sweep, "_plan", boom)
+    monkeypatch.setattr(plancache, "_plan", boom)
     got, lacking = sensitivity.cached(cells(), STUDIED, VALUES, CI, d)
     assert lacking == []
     pd.testing.assert_frame_equal(got[runs.columns].reset_index(drop=True), runs.reset_index(drop=True))

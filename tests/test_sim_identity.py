@@ -36,6 +36,7 @@ from lachesis import hbf  # noqa: E402
 from lachesis import simulator as S  # noqa: E402
 from lachesis.ranker import rank_keys  # noqa: E402
 from lachesis.allocator import SegmentTable, TieredAllocator, annotate_clairvoyant, parse_event  # noqa: E402
+from lachesis.plan import build_plan  # noqa: E402
 from lachesis.config import DEFAULT, MEMORY_CONFIGS, MODELS, MemoryConfig, StackSpec  # noqa: E402
 from lachesis.segments import recover  # noqa: E402
 
@@ -70,7 +71,7 @@ def _plans() -> dict:
     out = {}
     for name, tr in (("multi", multi_agent_trace(12, scale=40)), ("single", single_agent_trace(12, scale=40))):
         seg = recover(tr, seed=0)
-        out[name] = S.build_plan(tr, seg, rank_keys(tr, seg))
+        out[name] = build_plan(tr, seg, rank_keys(tr, seg))
     return out
 
 

@@ -17,12 +17,12 @@ import pytest
 from lachesis import simulator as S
 from lachesis.plan import build_plan
 from lachesis.ranker import rank_keys
-from lachesis import evaluation
+from lachesis import capacity, evaluation, grid, plancache, runner, store
 from lachesis import sweep as W
 from lachesis.segments import recover
 from sim_fixtures import multi_agent_trace
 
-TINY = W.SearchParams(search_warmup=0.2, search_measure=0.3, warmup=0.2, measure=0.5, n_max=8, n_samples=40)
+TINY = capacity.SearchParams(search_warmup=0.2, search_measure=0.3, warmup=0.2, measure=0.5, n_max=8, n_samples=40)
 
 
 @pytest.fixture(scope="module")
@@ -34,23 +34,23 @@ def plan():
 
 def test_grid_shapes():
     # with reviewer: the paper's three policies and the three baselines; without: the ablation's three (§5.4)
-    assert len(W.multi_agent_grid()) == 5 * 2 * 2 * (6 + 3)
-    assert {p.policy for p in W.multi_agent_grid() if p.workload == "multi_agent_no_reviewer"} == set(W.PAPER_MULTI_POLICIES)
-    assert len(W.multi_agent_grid(no_reviewer_policies=None)) == 5 * 2 * 2 * 6 * 2
-    assert len(W.single_agent_grid()) == 2 * 5 * 2 * 5
-    assert {p.slo for p in W.single_agent_grid()} == {"tight"}
-    three = W.single_agent_grid(seed=[0, 1, 2])
-    assert len(three) == 3 * len(W.single_agent_grid()) and {p.seed for p in three} == {0, 1, 2}
+    assert len(grid.multi_agent_grid()) == 5 * 2 * 2 * (6 + 3)
+    assert {p.policy for p in grid.multi_agent_grid() if p.workload == "multi_agent_no_reviewer"} == set(grid.PAPER_MULTI_POLICIES)
+    assert len(grid.multi_agent_grid(no_reviewer_policies=None)) == 5 * 2 * 2 * 6 * 2
+    assert len(grid.single_agent_grid()) == 2 * 5 * 2 * 5
+    assert {p.slo for p in grid.single_agent_grid()} == {"tight"}
+    three = grid.single_agent_grid(seed=[0, 1, 2])
+    assert len(three) == 3 * len(grid.single_agent_grid()) and {p.seed for p in three} == {0, 1, 2}
     with pytest.raises(ValueError, match="seed must be an integer >= 0"):
-        W.multi_agent_grid(seed=[])
+        grid.multi_agent_grid(seed=[])
     with pytest.raises(ValueError, match="seed must be an integer >= 0"):
-        W.single_agent_grid(seed=[0, -1])
-    assert {p.policy for p in W.single_agent_grid(policies=["rho_threshold:quantile=0.25"])} == {
+        grid.single_agent_grid(seed=[0, -1])
+    assert {p.policy for p in grid.single_agent_grid(policies=["rho_threshold:quantile=0.25"])} == {
         "rho_threshold:quantile=0.25"}
 
 
 def test_point_cache_is_written_once_and_reused(plan, tmp_path, monkeypatch):
-    pt = W.Point("fixture", "1/7", "Llama-4-Maverick", "tight", "deterministic", 1.0, 0)
+    pt = grid.Point("fixture", "1/7", "Llama-4-Maverick", "tight", "deterministic", 1.0, 0)
     a = W.evaluate_point(pt, TINY, tmp_path, plan=plan)
     files = list(tmp_path.glob("*.json"))
     assert len(files) == 1 and json.loads(files[0].read_text())["n_star"] == a["n_star"]
@@ -58,12 +58,12 @@ def test_point_cache_is_written_once_and_reused(plan, tmp_path, monkeypatch):
     b = W.evaluate_point(pt, TINY, tmp_path, plan=plan)
     np.testing.assert_equal(b, a)
     # a different input (policy) is a different key
-    assert W.point_key(pt, plan.fingerprint, TINY) != W.point_key(
-        W.Point("fixture", "1/7", "Llama-4-Maverick", "tight", "lachesis"), plan.fingerprint, TINY)
+    assert store.point_key(pt, plan.fingerprint, TINY) != store.point_key(
+        grid.Point("fixture", "1/7", "Llama-4-Maverick", "tight", "lachesis"), plan.fingerprint, TINY)
 
 
 def _tiny_points():
-    return [W.Point("multi_agent", "4/4", "Qwen3-235B-A22B", "loose", p, scale=0.02, seed=0)
+    return [grid.Point("multi_agent", "4/4", "Qwen3-235B-A22B", "loose", p, scale=0.02, seed=0)
             for p in ("hbm_first", "lachesis")]
 
 
@@ -83,7 +83,7 @@ def test_run_grid_on_dask_localcluster(tmp_path):
     """The same grid on a Dask cluster: seeds replicate after their first seed's cell, the oracle reads the
     baseline's record from the shared cache, and a local rerun reads every number back."""
     distributed = pytest.importorskip("dask.distributed")
-    pts = [W.Point("multi_agent", "4/4", "Qwen3-235B-A22B", "loose", p, scale=0.02, seed=k)
+    pts = [grid.Point("multi_agent", "4/4", "Qwen3-235B-A22B", "loose", p, scale=0.02, seed=k)
            for k in (0, 1) for p in ("hbm_first", "oracle")]
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cl, \
             distributed.Client(cl) as client:
@@ -101,19 +101,19 @@ def test_run_grid_on_dask_localcluster(tmp_path):
 def test_a_grid_the_cache_holds_whole_is_read_back_identically_without_a_plan(tmp_path, monkeypatch):
     """Seeds, the paper's policies, the baselines and the oracle: computed, then read back from the cache by
     run_grid itself without building a plan or starting a process, with every column equal."""
-    pts = [W.Point("multi_agent", m, "Qwen3-235B-A22B", "tight", p, scale=0.02, seed=k)
-           for k in (0, 1) for m in ("1/7", "4/4") for p in W.MULTI_POLICIES]
+    pts = [grid.Point("multi_agent", m, "Qwen3-235B-A22B", "tight", p, scale=0.02, seed=k)
+           for k in (0, 1) for m in ("1/7", "4/4") for p in grid.MULTI_POLICIES]
     computed = W.run_grid(pts, TINY, tmp_path, n_jobs=2, progress=False)
 
     def boom(*a, **k):
         raise AssertionError("built a plan or started a pool for a cached grid")
 
-    monkeypatch.setattr(W, "_plan", boom)
-    monkeypatch.setattr(W, "worker_pool", boom)
+    monkeypatch.setattr(plancache, "_plan", boom)
+    monkeypatch.setattr(runner, "worker_pool", boom)
     again = W.run_grid(pts, TINY, tmp_path, n_jobs=2, progress=False)
     pd.testing.assert_frame_equal(again, computed)
     # one point missing: the grid runs (here: refused, the plan builder is gone)
-    (tmp_path / f"{W.point_key(pts[-1], W.point_fingerprint(pts[-1]), TINY, n=int(computed['n_sessions'].iloc[-1]))}.json").unlink()
+    (tmp_path / f"{store.point_key(pts[-1], plancache.point_fingerprint(pts[-1]), TINY, n=int(computed['n_sessions'].iloc[-1]))}.json").unlink()
     with pytest.raises(AssertionError, match="built a plan"):
         W.run_grid(pts, TINY, tmp_path, n_jobs=1, progress=False)
 
@@ -124,15 +124,15 @@ def test_a_grid_the_cache_holds_whole_is_read_back_identically_without_a_plan(tm
 
 
 def _cell(policies=("hbm_first", "deterministic", "lachesis"), **kw):
-    return [W.Point("fixture", "1/7", "Llama-4-Maverick", "tight", p, 1.0, 0, **kw) for p in policies]
+    return [grid.Point("fixture", "1/7", "Llama-4-Maverick", "tight", p, 1.0, 0, **kw) for p in policies]
 
 
 @pytest.fixture()
 def fixture_plan(plan, monkeypatch):
     """Points of workload "fixture" replay the hand-made multi-agent trace."""
-    real, real_fp = W.point_plan, W.point_fingerprint
-    monkeypatch.setattr(W, "point_plan", lambda p, cache_dir=None: plan if p.workload == "fixture" else real(p, cache_dir))
-    monkeypatch.setattr(W, "point_fingerprint", lambda p: plan.fingerprint if p.workload == "fixture" else real_fp(p))
+    real, real_fp = plancache.point_plan, plancache.point_fingerprint
+    monkeypatch.setattr(plancache, "point_plan", lambda p, cache_dir=None: plan if p.workload == "fixture" else real(p, cache_dir))
+    monkeypatch.setattr(plancache, "point_fingerprint", lambda p: plan.fingerprint if p.workload == "fixture" else real_fp(p))
     return plan
 
 
@@ -170,15 +170,15 @@ def test_load_rules_min_and_own(fixture_plan, tmp_path):
 def test_laden_close_is_a_point_input():
     a, b = _cell(("lachesis",))[0], _cell(("lachesis",), laden_close="arrival")[0]
     assert a.laden_close == "last_read"
-    assert W.point_key(a, "fp", TINY) != W.point_key(b, "fp", TINY)
+    assert store.point_key(a, "fp", TINY) != store.point_key(b, "fp", TINY)
     with pytest.raises(ValueError, match="laden_close"):
-        W.run_grid([W.Point("multi_agent", "1/7", "Llama-4-Maverick", "tight", "lachesis", laden_close="later")],
+        W.run_grid([grid.Point("multi_agent", "1/7", "Llama-4-Maverick", "tight", "lachesis", laden_close="later")],
                    TINY, progress=False)
 
 
 def test_workload_plan_closes_laden_segments_as_asked():
-    a = W.workload_plan("tau3", 0.01, 0)
-    b = W.workload_plan("tau3", 0.01, 0, laden_close="arrival")
+    a = plancache.workload_plan("tau3", 0.01, 0)
+    b = plancache.workload_plan("tau3", 0.01, 0, laden_close="arrival")
     assert (a.laden_close, b.laden_close) == ("last_read", "arrival")
     assert len(a.ca_seg) < len(b.ca_seg)  # laden segments moved from "close at arrival" to "close at end"
 
@@ -190,7 +190,7 @@ def test_workload_plan_closes_laden_segments_as_asked():
 
 @pytest.mark.parametrize("damage", ["edited", "truncated", "foreign", "other_version", "not_an_object"])
 def test_bad_cache_entry_is_reported_and_recomputed(plan, tmp_path, damage):
-    pt = W.Point("fixture", "1/7", "Llama-4-Maverick", "tight", "deterministic", 1.0, 0)
+    pt = grid.Point("fixture", "1/7", "Llama-4-Maverick", "tight", "deterministic", 1.0, 0)
     good = W.evaluate_point(pt, TINY, tmp_path, plan=plan)
     (path,) = tmp_path.glob("*.json")
     entry = json.loads(path.read_text())
@@ -200,7 +200,7 @@ def test_bad_cache_entry_is_reported_and_recomputed(plan, tmp_path, damage):
     elif damage == "truncated":
         path.write_text(path.read_text()[:200])
     elif damage == "foreign":  # another point's entry under this key's name
-        other = W.evaluate_point(W.Point("fixture", "1/7", "Llama-4-Maverick", "tight", "lachesis", 1.0, 0), TINY,
+        other = W.evaluate_point(grid.Point("fixture", "1/7", "Llama-4-Maverick", "tight", "lachesis", 1.0, 0), TINY,
                                  None, plan=plan)
         path.write_text(json.dumps(dict(other, digest="x")))
     elif damage == "other_version":
@@ -208,7 +208,7 @@ def test_bad_cache_entry_is_reported_and_recomputed(plan, tmp_path, damage):
         path.write_text(json.dumps(entry))
     else:
         path.write_text("[1, 2]")
-    with pytest.warns(W.CacheWarning, match=str(path.name)):
+    with pytest.warns(store.CacheWarning, match=str(path.name)):
         again = W.evaluate_point(pt, TINY, tmp_path, plan=plan)
     np.testing.assert_equal(again, good)
     assert W.evaluate_point(pt, TINY, tmp_path, plan=plan) == again  # rewritten intact: no warning now
@@ -219,35 +219,35 @@ def test_plan_cache_follows_the_trace_files_content(tmp_path):
 
     path = tmp_path / "t.jsonl"
     write_trace(multi_agent_trace(n_sessions=5), path)
-    a = W.workload_plan("t", 1.0, 0, str(path))
-    assert W.workload_plan("t", 1.0, 0, str(path)) is a  # unchanged file: the cached plan
+    a = plancache.workload_plan("t", 1.0, 0, str(path))
+    assert plancache.workload_plan("t", 1.0, 0, str(path)) is a  # unchanged file: the cached plan
     write_trace(multi_agent_trace(n_sessions=6), path)
-    b = W.workload_plan("t", 1.0, 0, str(path))
+    b = plancache.workload_plan("t", 1.0, 0, str(path))
     assert b is not a and len(b.sessions) == 6 and b.fingerprint != a.fingerprint
     with pytest.raises(FileNotFoundError, match="no_such"):
-        W.workload_plan("t", 1.0, 0, str(tmp_path / "no_such.jsonl"))
+        plancache.workload_plan("t", 1.0, 0, str(tmp_path / "no_such.jsonl"))
 
 
 def test_empty_grids_and_unknown_names_are_one_line_errors():
     with pytest.raises(ValueError, match="grid is empty"):
         W.run_grid([], TINY, progress=False)
     with pytest.raises(ValueError, match="multi_agent_grid: policies is empty"):
-        W.multi_agent_grid(policies=[])
+        grid.multi_agent_grid(policies=[])
     with pytest.raises(ValueError, match="single_agent_grid: configs is empty"):
-        W.single_agent_grid(configs="")
+        grid.single_agent_grid(configs="")
     with pytest.raises(ValueError, match="models: unknown 'GPT-9'"):
-        W.multi_agent_grid(models=["GPT-9"])
+        grid.multi_agent_grid(models=["GPT-9"])
     with pytest.raises(ValueError, match="unknown policy"):
-        W.run_grid([W.Point("multi_agent", "1/7", "Llama-4-Maverick", "tight", "lru")], TINY, progress=False)
+        W.run_grid([grid.Point("multi_agent", "1/7", "Llama-4-Maverick", "tight", "lru")], TINY, progress=False)
 
 
 def test_model_too_big_for_the_memory_is_a_clear_error(monkeypatch):
     from lachesis.config import MemoryConfig, StackSpec
 
     small = MemoryConfig("1/1 small", 1, 1, hbf=StackSpec("HBF 1 GB", 1e9, 1.6e12, 16e9))
-    monkeypatch.setattr(W, "memory_config", lambda label: small)
+    monkeypatch.setattr(grid, "memory_config", lambda label: small)
     with pytest.raises(ValueError, match="'Llama-4-Maverick' does not fit memory configuration '1/1 small'"):
-        W.run_grid([W.Point("multi_agent", "1/7", "Llama-4-Maverick", "tight", "lachesis")], TINY, progress=False)
+        W.run_grid([grid.Point("multi_agent", "1/7", "Llama-4-Maverick", "tight", "lachesis")], TINY, progress=False)
 
 
 def test_progress_line_per_finished_cell(fixture_plan, tmp_path, capfd):
@@ -258,7 +258,7 @@ def test_progress_line_per_finished_cell(fixture_plan, tmp_path, capfd):
 
 WATCH = """
 import os, sys, time
-from lachesis import sweep
+from lachesis import runner
 
 def work(path):
     open(path, "w").write(str(os.getpid()))
@@ -266,7 +266,7 @@ def work(path):
 
 if __name__ == "__main__":
     out = sys.argv[1]
-    ex = sweep.worker_pool(2)
+    ex = runner.worker_pool(2)
     futs = [ex.submit(work, f"{out}/w{i}") for i in range(2)]
     while len(os.listdir(out)) < 2:
         time.sleep(0.05)
@@ -387,7 +387,7 @@ def test_oracle_runs_at_the_cells_load_with_the_baselines_close_record(fixture_p
     assert 0 < rows[2]["close_drift_matched"] <= 1 and rows[2]["close_drift_median_abs_s"] >= 0
     assert "close_drift_matched" not in rows[1]
     # the record is filed under the baseline's run at N* (its search run, continued)
-    base_key = W.point_key(pts[0], fixture_plan.fingerprint, TINY, n=n)
+    base_key = store.point_key(pts[0], fixture_plan.fingerprint, TINY, n=n)
     assert (tmp_path / f"{base_key}.closes.npz").exists()
     closes = W.baseline_closes(pts[2], n, TINY, str(tmp_path), fixture_plan)
     assert len(closes) > 0 and closes.fingerprint == fixture_plan.fingerprint
@@ -425,7 +425,7 @@ def test_a_bad_close_record_is_reported_and_the_baseline_rerun(fixture_plan, tmp
         other = tmp_path / "other"
         W.run_at_load(pts[0], max(1, n - 1), TINY, str(other), fixture_plan)
         path.write_bytes(next(other.glob("*.closes.npz")).read_bytes())
-    with pytest.warns(W.CacheWarning, match=path.name):
+    with pytest.warns(store.CacheWarning, match=path.name):
         back = W.baseline_closes(pts[1], n, TINY, str(tmp_path), fixture_plan)
     np.testing.assert_array_equal(back.offset_s, good.offset_s)
     assert W.baseline_closes(pts[1], n, TINY, str(tmp_path), fixture_plan).offset_s.tolist() == good.offset_s.tolist()
@@ -447,7 +447,7 @@ def test_the_oracle_is_never_searched(fixture_plan, tmp_path):
 
 
 def test_seeds_replicate_at_the_first_seeds_load(fixture_plan, tmp_path, monkeypatch):
-    pts = [W.Point("fixture", "1/7", "Llama-4-Maverick", "tight", p, 1.0, k)
+    pts = [grid.Point("fixture", "1/7", "Llama-4-Maverick", "tight", p, 1.0, k)
            for k in (2, 0, 1) for p in ("hbm_first", "lachesis", "oracle")]
     searched: list[int] = []
     real = W.evaluate_point
@@ -487,7 +487,7 @@ def test_seed_table_and_intervals():
     assert evaluation.judge_interval((1.0, 1.4), (1.5, 2.0)) == "disjoint"
     assert evaluation.judge_interval((1.0, 1.4), 1.2) == "overlaps" and evaluation.judge_interval(1.2, 1.2) == "inside"
     assert evaluation.judge_interval((1.0, 1.4), evaluation.NOT_IN_PAPER) == ""
-    v = r.set_index(W.CELL + ["seed"])["g"]
+    v = r.set_index(grid.CELL + ["seed"])["g"]
     cmp = evaluation.compare_intervals([("g", v, (1.1, 2.5)), ("absent", None, 1.0), ("new", v, evaluation.NOT_IN_PAPER)], note="x")
     one = cmp.iloc[0]
     # medians 1.2 and 2.0 lie in the paper's range; every seed's value spans 1.0-2.0, which only overlaps it
@@ -511,20 +511,20 @@ def test_run_tasks_runs_followups_locally_and_in_process():
         return [(pow, (res, 2), f"sq {res}")] if res < 100 else []
 
     for n_jobs in (1, 2):
-        out = W.run_tasks(pow, [(2, 1), (3, 1)], ["a", "b"], n_jobs=n_jobs, progress=False, follow=follow)
+        out = runner.run_tasks(pow, [(2, 1), (3, 1)], ["a", "b"], n_jobs=n_jobs, progress=False, follow=follow)
         assert sorted(out) == [2, 3, 4, 9, 16, 81, 256, 6561] and out[:2] == [2, 3]
 
 
 def test_named_grid_names_the_workloads_or_a_trace_path(tmp_path):
-    assert {p.workload for p in W.named_grid("tau3", 0.1)} == {"tau3"}
-    assert {p.workload for p in W.named_grid("single", 0.1)} == set(W.SINGLE_WORKLOADS)
-    both = W.named_grid("all", 0.1)
-    assert {p.workload for p in both} == set(W.MULTI_WORKLOADS) | set(W.SINGLE_WORKLOADS)
+    assert {p.workload for p in grid.named_grid("tau3", 0.1)} == {"tau3"}
+    assert {p.workload for p in grid.named_grid("single", 0.1)} == set(grid.SINGLE_WORKLOADS)
+    both = grid.named_grid("all", 0.1)
+    assert {p.workload for p in both} == set(grid.MULTI_WORKLOADS) | set(grid.SINGLE_WORKLOADS)
     (tmp_path / "my_trace").mkdir()
-    mine = W.named_grid(str(tmp_path / "my_trace"), 0.1)
+    mine = grid.named_grid(str(tmp_path / "my_trace"), 0.1)
     assert {(p.workload, p.trace) for p in mine} == {("my_trace", str(tmp_path / "my_trace"))}
     with pytest.raises(FileNotFoundError, match="not a workload name"):
-        W.named_grid("no_such_thing")
+        grid.named_grid("no_such_thing")
 
 
 @pytest.mark.slow
@@ -533,19 +533,19 @@ def test_the_rankers_keys_are_kept_in_the_cache_and_read_back_exactly(tmp_path, 
     from lachesis.segments import prepare
 
     prep = prepare("multi_agent", 0.02, 0)
-    fitted = W.rank_keys_cached(prep, tmp_path)
+    fitted = plancache.rank_keys_cached(prep, tmp_path)
     (path,) = tmp_path.glob("*.rank.json")
     monkeypatch.setattr(ranker, "rank_keys", lambda *a, **k: (_ for _ in ()).throw(AssertionError("refitted")))
-    back = W.rank_keys_cached(prep, tmp_path)
+    back = plancache.rank_keys_cached(prep, tmp_path)
     pd.testing.assert_series_equal(back, fitted)
     # another clock is another key; a damaged or foreign entry is reported and refitted
     other = prepare("multi_agent", 0.02, 0, clock=prep.clock.__class__(tool_class_of=dict(prep.clock.tool_class_of),
                                                                        user_delay_median_s=30.0))
     with pytest.raises(AssertionError, match="refitted"):
-        W.rank_keys_cached(other, tmp_path)
+        plancache.rank_keys_cached(other, tmp_path)
     monkeypatch.undo()
     for damage in ("{not json", '{"key": "someone else", "index": null, "agents": [], "values": []}'):
         path.write_text(damage)
-        with pytest.warns(W.CacheWarning, match=path.name):
-            again = W.rank_keys_cached(prep, tmp_path)
+        with pytest.warns(store.CacheWarning, match=path.name):
+            again = plancache.rank_keys_cached(prep, tmp_path)
         pd.testing.assert_series_equal(again, fitted)
