@@ -79,7 +79,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from lachesis import corpus
+from lachesis import corpus, workloads
 from lachesis.clock import clock_for, overlap_s, schedule, wait_intervals
 from lachesis.config import ReferenceClock
 from lachesis.trace import SUBAGENT_ROLES, Trace, TraceError, read_trace
@@ -306,11 +306,11 @@ TraceSource = Trace | str | os.PathLike | Sequence[str]
 
 
 def load_trace(source: TraceSource, scale: float = 1.0, seed: int = 0) -> Trace:
-    """The trace ``source`` names: a Trace as is; a corpus workload (:data:`lachesis.corpus.WORKLOADS`)
+    """The trace ``source`` names: a Trace as is; a corpus workload (:data:`lachesis.workloads.WORKLOADS`)
     generated at ``scale``/``seed``; several workloads generated and concatenated; else a trace path."""
     if isinstance(source, Trace):
         return source
-    if isinstance(source, str) and source in corpus.WORKLOADS:
+    if isinstance(source, str) and source in workloads.WORKLOADS:
         return corpus.generate(source, scale=scale, seed=seed)
     if isinstance(source, Sequence) and not isinstance(source, str):
         names = list(source)
