@@ -135,97 +135,135 @@ def _llm_api_call(lines: list[str], i: int, path: Path, ts: float | None, res: A
 
 def parse_log(path: Path, res: AdapterResult, sid: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """One run log → request rows and spawn records."""
-    lines = read_text(path).splitlines()
-    phases: list[dict[str, Any]] = []      # phase instances and single-call units, in log order
-    current: dict[str, Any] | None = None  # the role-play phase instance that Receive blocks belong to
-    entered = 0                            # "Into LLM_api" lines not yet matched by an "Out of LLM_api"
-    unanswered = 0                         # Send blocks followed by another Send, not by their Receive
-    chatting: dict[str, str] | None = None
-    table: dict[str, str] | None = None
-    send_ts: float | None = None
-    ts: float | None = None
-    i = 0
-    while i < len(lines):
-        m = _HEAD.match(lines[i])
-        if not m and _INTO.match(lines[i]):
-            entered += 1
-        if not m and _OUT.match(lines[i]):
-            entered = max(entered - 1, 0)
-            call, i = _llm_api_call(lines, i, path, ts, res)
-            if call is not None:
-                phases.append(dict(params={}, chatting=None, t=call["t_start"], calls=[call], line=call["line"],
-                                   single=_OUT.match(lines[call["line"] - 1]).group(1)))
-            continue
-        if not m:
-            c = _CELL.match(lines[i])
-            if c and table is not None:
-                table.setdefault(c.group(1), c.group(2).strip())
-            i += 1
-            continue
-        ts, msg = _ts(m, ts, path, i + 1), m.group(7)
-        table = None
-        if msg.startswith("System: **[chatting]**"):
-            chatting = {}
-            table = chatting
-        elif msg.startswith("System: **[RolePlaying]**"):
-            ph = dict(params={}, chatting=chatting, t=ts, calls=[], line=i + 1)
-            phases.append(ph)
-            current = ph
-            table = ph["params"]
-            chatting = None
-        elif msg.startswith("**[OpenAI_Usage_Info Send]**"):
-            if send_ts is not None:
-                unanswered += 1
-            send_ts = ts
-        elif msg.startswith("**[OpenAI_Usage_Info Receive]**"):
-            vals: dict[str, int] = {}
-            j = i + 1
-            while j < len(lines) and not _HEAD.match(lines[j]):
-                n = _NUM.match(lines[j])
-                if n:
-                    vals[n.group(1)] = int(n.group(2))
-                j += 1
-            _check_usage(vals, path, i + 1, "missing in the OpenAI_Usage_Info Receive block")
-            if current is None:
-                raise TraceError(str(path), f"line {i + 1}", "(phase)", "LLM call before any RolePlaying block")
-            current["calls"].append(dict(P=vals["prompt_tokens"], C=vals["completion_tokens"],
-                                            t_start=send_ts if send_ts is not None and send_ts <= ts else ts,
-                                            t_end=ts, line=i + 1))
-            send_ts = None
-            i = j
-            continue
-        i += 1
-    unanswered += send_ts is not None
-    if unanswered:
-        res.skip("ChatDev 'OpenAI_Usage_Info Send' blocks without their Receive (no completion count: not a request)",
-                 unanswered)
-    if entered:
-        res.skip("ChatDev 'Into LLM_api' calls never logged as returned (no usage: not a request)", entered)
-    rows: list[dict[str, Any]] = []
-    spawns: list[dict[str, Any]] = []
-    lead = f"{sid}:ChatChain"
-    if not any(ph["calls"] for ph in phases):
+    scan = _LogScan(path, res, read_text(path).splitlines())
+    scan.run()
+    chain = _Chain(path, sid)
+    if not any(ph["calls"] for ph in scan.phases):
         res.skip("ChatDev logs without any LLM usage record (no requests)")
-    k_spawn = 0
     # the log's clock can run backwards (Tetris: an entry stamped 18:19:21 before one stamped 18:15:13), and the
     # chat chain issues its phases in time, so its placeholder spawns go in time order (stable for ties)
-    phases.sort(key=lambda ph: ph["t"])
-    for k, ph in enumerate(phases):
+    scan.phases.sort(key=lambda ph: ph["t"])
+    for k, ph in enumerate(scan.phases):
         if not ph["calls"]:
             res.skip("ChatDev phase instances without LLM calls")
             continue
+        chain.phase(k, ph)
+    for s in chain.spawns:
+        mine = [r for r in chain.rows if r["agent_id"] == s["agent_id"]]
+        s["t_start"], s["t_end"] = min(r["t_start"] for r in mine), max(r["t_end"] for r in mine)
+    return chain.rows, chain.spawns
+
+
+class _LogScan:
+    """A run log read line by line into phase instances (a RolePlaying block and the calls its Receive
+    blocks report) and single-call units (an ``Out of LLM_api`` call), in log order."""
+
+    def __init__(self, path: Path, res: AdapterResult, lines: list[str]) -> None:
+        self.path, self.res, self.lines = path, res, lines
+        self.phases: list[dict[str, Any]] = []
+        self.current: dict[str, Any] | None = None  # the role-play phase instance that Receive blocks belong to
+        self.entered = 0                            # "Into LLM_api" lines not yet matched by an "Out of LLM_api"
+        self.unanswered = 0                         # Send blocks followed by another Send, not by their Receive
+        self.chatting: dict[str, str] | None = None
+        self.table: dict[str, str] | None = None
+        self.send_ts: float | None = None
+        self.ts: float | None = None
+
+    def run(self) -> None:
+        i = 0
+        while i < len(self.lines):
+            i = self.line(i)
+        self.unanswered += self.send_ts is not None
+        if self.unanswered:
+            self.res.skip("ChatDev 'OpenAI_Usage_Info Send' blocks without their Receive (no completion count: "
+                          "not a request)", self.unanswered)
+        if self.entered:
+            self.res.skip("ChatDev 'Into LLM_api' calls never logged as returned (no usage: not a request)", self.entered)
+
+    def line(self, i: int) -> int:
+        """Read line ``i`` (and any block it opens); the index of the next line to read."""
+        lines = self.lines
+        m = _HEAD.match(lines[i])
+        if not m and _INTO.match(lines[i]):
+            self.entered += 1
+        if not m and _OUT.match(lines[i]):
+            self.entered = max(self.entered - 1, 0)
+            call, i = _llm_api_call(lines, i, self.path, self.ts, self.res)
+            if call is not None:
+                self.phases.append(dict(params={}, chatting=None, t=call["t_start"], calls=[call], line=call["line"],
+                                        single=_OUT.match(lines[call["line"] - 1]).group(1)))
+            return i
+        if not m:
+            c = _CELL.match(lines[i])
+            if c and self.table is not None:
+                self.table.setdefault(c.group(1), c.group(2).strip())
+            return i + 1
+        ts, msg = _ts(m, self.ts, self.path, i + 1), m.group(7)
+        self.ts = ts
+        self.table = None
+        if msg.startswith("System: **[chatting]**"):
+            self.chatting = {}
+            self.table = self.chatting
+        elif msg.startswith("System: **[RolePlaying]**"):
+            ph = dict(params={}, chatting=self.chatting, t=ts, calls=[], line=i + 1)
+            self.phases.append(ph)
+            self.current = ph
+            self.table = ph["params"]
+            self.chatting = None
+        elif msg.startswith("**[OpenAI_Usage_Info Send]**"):
+            if self.send_ts is not None:
+                self.unanswered += 1
+            self.send_ts = ts
+        elif msg.startswith("**[OpenAI_Usage_Info Receive]**"):
+            return self.receive(i, ts)
+        return i + 1
+
+    def receive(self, i: int, ts: float) -> int:
+        """A Receive block: one call of the current phase, timed from its Send; the index after the block."""
+        lines, path = self.lines, self.path
+        vals: dict[str, int] = {}
+        j = i + 1
+        while j < len(lines) and not _HEAD.match(lines[j]):
+            n = _NUM.match(lines[j])
+            if n:
+                vals[n.group(1)] = int(n.group(2))
+            j += 1
+        _check_usage(vals, path, i + 1, "missing in the OpenAI_Usage_Info Receive block")
+        if self.current is None:
+            raise TraceError(str(path), f"line {i + 1}", "(phase)", "LLM call before any RolePlaying block")
+        send_ts = self.send_ts
+        self.current["calls"].append(dict(P=vals["prompt_tokens"], C=vals["completion_tokens"],
+                                          t_start=send_ts if send_ts is not None and send_ts <= ts else ts,
+                                          t_end=ts, line=i + 1))
+        self.send_ts = None
+        return j
+
+
+class _Chain:
+    """The chat chain as a lead (a placeholder spawn request per phase instance) and each phase's two
+    roles as short-lived sub-agents with their spawn records."""
+
+    def __init__(self, path: Path, sid: str) -> None:
+        self.path, self.sid = path, sid
+        self.lead = f"{sid}:ChatChain"
+        self.rows: list[dict[str, Any]] = []
+        self.spawns: list[dict[str, Any]] = []
+
+    def phase(self, k: int, ph: dict[str, Any]) -> None:
+        """Phase instance ``k``: its placeholder spawn request, then its calls alternating between its roles."""
+        sid, lead = self.sid, self.lead
         params, chat = ph["params"], ph["chatting"] or {}
         phase = ph.get("single") or chat.get("phase_name") or ("TaskPromptSelfImprovement" if k == 0 else "(unnamed)")
         roles = [params.get("assistant_role_name"), params.get("user_role_name")] if not ph.get("single") \
             else [f"LLM_api@L{ph['line']}"] * 2
         if not all(roles):
-            raise TraceError(str(path), f"line {ph['line']}", "assistant_role_name/user_role_name",
+            raise TraceError(str(self.path), f"line {ph['line']}", "assistant_role_name/user_role_name",
                              "missing in the RolePlaying table")
         spawn_rid = f"{sid}:p{k}:spawn"
-        rows.append(dict(session_id=sid, request_id=spawn_rid, agent_id=lead, parent_agent_id=None, role="lead",
-                         turn=0, input_tokens=0, matched_prefix_tokens=0, output_tokens=0, reasoning_tokens=0,
-                         tool_names=["spawn_subagent"], n_observations=0, t_start=ph["t"], t_end=ph["t"],
-                         benchmark="chatdev", domain=phase, model="(chat chain program)", placeholder=True))
+        self.rows.append(dict(session_id=sid, request_id=spawn_rid, agent_id=lead, parent_agent_id=None, role="lead",
+                              turn=0, input_tokens=0, matched_prefix_tokens=0, output_tokens=0, reasoning_tokens=0,
+                              tool_names=["spawn_subagent"], n_observations=0, t_start=ph["t"], t_end=ph["t"],
+                              benchmark="chatdev", domain=phase, model="(chat chain program)", placeholder=True))
         last: dict[str, dict[str, Any]] = {}
         for c_i, c in enumerate(ph["calls"]):
             name = roles[c_i % 2]
@@ -237,17 +275,12 @@ def parse_log(path: Path, res: AdapterResult, sid: str) -> tuple[list[dict[str, 
                        matched_prefix_tokens=mp, output_tokens=c["C"], reasoning_tokens=0, tool_names=[],
                        n_observations=0, t_start=c["t_start"], t_end=c["t_end"], benchmark="chatdev",
                        domain=phase, model=MODEL, placeholder=False)
-            rows.append(row)
+            self.rows.append(row)
             if prev is None:
                 prompt_key = "assistant_role_prompt" if c_i % 2 == 0 else "user_role_prompt"
                 text = c.get("prompt") if ph.get("single") else params.get(prompt_key, "")
-                spawns.append(dict(session_id=sid, agent_id=aid, parent_agent_id=lead, role=row["role"],
-                                   spawn_request_id=spawn_rid,
-                                   instruction=(chat.get("phase_prompt", "") + "\n\n" + (text or "")).strip(),
-                                   context=0, tools=[], model=MODEL, spawn_index=k_spawn, phase=phase))
-                k_spawn += 1
+                self.spawns.append(dict(session_id=sid, agent_id=aid, parent_agent_id=lead, role=row["role"],
+                                        spawn_request_id=spawn_rid,
+                                        instruction=(chat.get("phase_prompt", "") + "\n\n" + (text or "")).strip(),
+                                        context=0, tools=[], model=MODEL, spawn_index=len(self.spawns), phase=phase))
             last[aid] = row
-    for s in spawns:
-        mine = [r for r in rows if r["agent_id"] == s["agent_id"]]
-        s["t_start"], s["t_end"] = min(r["t_start"] for r in mine), max(r["t_end"] for r in mine)
-    return rows, spawns

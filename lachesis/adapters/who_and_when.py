@@ -43,6 +43,7 @@ below the folder read when two records share a stem).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -115,17 +116,28 @@ def _history(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return doc, hist
 
 
-def _row(sid: str, rid: str, aid: str, parent: str | None, role: str, inp: int, mp: int, out: int,
-         tools: list[str], n_obs: int, kind: str, bench: str) -> dict[str, Any]:
-    return dict(session_id=sid, request_id=rid, agent_id=aid, parent_agent_id=parent, role=role, turn=0,
-                input_tokens=inp, matched_prefix_tokens=min(mp, inp), output_tokens=out, reasoning_tokens=0,
-                tool_names=tools, n_observations=n_obs, benchmark=bench, domain=kind, model="unknown")
+@dataclass(frozen=True)
+class _Session:
+    """One log's session id, its lead agent, its system (``domain``) and benchmark: what every row shares."""
+
+    sid: str
+    lead: str
+    kind: str
+    bench: str
+
+    def row(self, rid: str, aid: str, role: str, inp: int, mp: int, out: int, tools: list[str]) -> dict[str, Any]:
+        """A request row; a worker's parent is the lead."""
+        return dict(session_id=self.sid, request_id=rid, agent_id=aid, parent_agent_id=None if role == "lead" else self.lead,
+                    role=role, turn=0, input_tokens=inp, matched_prefix_tokens=min(mp, inp), output_tokens=out,
+                    reasoning_tokens=0, tool_names=tools, n_observations=0, benchmark=self.bench, domain=self.kind,
+                    model="unknown")
 
 
 def magentic_one(path: Path, sid: str, doc: dict[str, Any], hist: list[dict[str, Any]], bench: str,
                  res: AdapterResult) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """One Magentic-One log → lead + per-delegation worker requests and spawn records."""
     lead = f"{sid}:Orchestrator"
+    log = _Session(sid, lead, "magentic_one", bench)
     toks = count_tokens([h["content"] for h in hist])
     rows: list[dict[str, Any]] = []
     spawns: list[dict[str, Any]] = []
@@ -138,8 +150,7 @@ def magentic_one(path: Path, sid: str, doc: dict[str, Any], hist: list[dict[str,
         if role.startswith("Orchestrator"):
             rid = f"{sid}:{i}"
             m = _DELEGATE.match(role)
-            rows.append(_row(sid, rid, lead, None, "lead", ctx, prev_lead_end, n,
-                             ["spawn_subagent"] if m else [], 0, "magentic_one", bench))
+            rows.append(log.row(rid, lead, "lead", ctx, prev_lead_end, n, ["spawn_subagent"] if m else []))
             prev_lead_end = ctx + n
             if m:
                 if m.group(1) in open_:
@@ -148,7 +159,7 @@ def magentic_one(path: Path, sid: str, doc: dict[str, Any], hist: list[dict[str,
         elif role in open_:
             spawn_rid, n_instr, text = open_.pop(role)
             aid = f"{sid}:{role}#{k}"
-            rows.append(_row(sid, f"{sid}:{i}", aid, lead, "worker", n_instr, 0, n, [], 0, "magentic_one", bench))
+            rows.append(log.row(f"{sid}:{i}", aid, "worker", n_instr, 0, n, []))
             spawns.append(dict(session_id=sid, agent_id=aid, parent_agent_id=lead, role="worker",
                                spawn_request_id=spawn_rid, instruction=text,
                                context=int(next(r["input_tokens"] for r in rows if r["request_id"] == spawn_rid)),
@@ -166,6 +177,7 @@ def captain_agent(path: Path, sid: str, doc: dict[str, Any], hist: list[dict[str
     """One CaptainAgent nested chat → a derived lead request, one spawn record per expert, expert requests."""
     specs = doc["system_prompt"] or {}
     lead = f"{sid}:CaptainAgent"
+    log = _Session(sid, lead, "captain_agent", bench)
     question = str(doc.get("question") or "")
     names = [str(h.get("name") or h["role"]) for h in hist]
     spec_names = list(specs)
@@ -175,7 +187,7 @@ def captain_agent(path: Path, sid: str, doc: dict[str, Any], hist: list[dict[str
         res.skip("CaptainAgent sessions with an empty history")
         return [], []
     lead_rid = f"{sid}:lead"
-    rows = [_row(sid, lead_rid, lead, None, "lead", q_tok, 0, msg_tok[0], ["spawn_subagent"], 0, "captain_agent", bench)]
+    rows = [log.row(lead_rid, lead, "lead", q_tok, 0, msg_tok[0], ["spawn_subagent"])]
     uses_terminal = TERMINAL in names
     experts = list(dict.fromkeys(spec_names + [n for n in names[1:] if n != TERMINAL]))
     agent_rows: dict[str, dict[str, Any]] = {}
@@ -192,7 +204,7 @@ def captain_agent(path: Path, sid: str, doc: dict[str, Any], hist: list[dict[str
             last = agent_rows.get(name)
             inp = spec_tok.get(name, 0) + ctx
             mp = last["input_tokens"] + last["output_tokens"] if last else 0
-            row = _row(sid, f"{sid}:{i}", aid, lead, "worker", inp, mp, n, [], 0, "captain_agent", bench)
+            row = log.row(f"{sid}:{i}", aid, "worker", inp, mp, n, [])
             rows.append(row)
             agent_rows[name] = row
         ctx += n
