@@ -19,7 +19,8 @@ import pandas as pd
 from lachesis import corpus, workloads
 from lachesis.clock import clock_for, overlap_s, schedule, wait_intervals
 from lachesis.config import ReferenceClock
-from lachesis.trace import SUBAGENT_ROLES, Trace, TraceError, read_trace
+from lachesis.schema import SUBAGENT_ROLES, TraceError
+from lachesis.trace import Trace, read_trace
 
 PHASES = ("turn_prefill", "turn_body", "agent")
 SEGMENT_COLUMNS = ("segment_id", "session_id", "agent_id", "role", "seg_class", "phase", "boundary",

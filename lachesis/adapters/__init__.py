@@ -22,7 +22,7 @@ takes any file or folder (searched recursively) in a source's format, registered
 first verifies a registered dataset against the registry (:mod:`lachesis.datasets`). A file that
 fails to parse is skipped and listed in ``AdapterResult.failed`` with its reason; its siblings are
 still read, and only when no file can be read does the call raise. Malformed input raises
-:class:`~lachesis.trace.TraceError` naming the file, the record and the field. Everything an
+:class:`~lachesis.schema.TraceError` naming the file, the record and the field. Everything an
 adapter leaves out is counted in ``AdapterResult.skipped`` with its reason, repeated requests (the
 same request seen in two transcripts) in ``AdapterResult.duplicates``: nothing is dropped silently.
 
@@ -50,7 +50,8 @@ import numpy as np
 import pandas as pd
 
 from ..io import atomic_write, replace_folder, stranger, write_json
-from ..trace import MAX_COUNT, SUBAGENT_ROLES, Trace, TraceError, write_trace
+from ..schema import MAX_COUNT, SUBAGENT_ROLES, TraceError
+from ..trace import Trace, write_trace
 
 T = TypeVar("T")
 

@@ -49,7 +49,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..trace import TraceError
+from ..schema import TraceError
 from . import (AdapterResult, count, dedupe_requests, find_files, frames_to_trace, name_duplicate_files, read_each, read_text,
                require_data, stem, unique_names)
 

@@ -116,7 +116,8 @@ import numpy as np
 import pandas as pd
 
 from ..config import SPAWN_TOOL_NAMES
-from ..trace import Trace, TraceError
+from ..schema import TraceError
+from ..trace import Trace
 from . import (MAX_COUNT, AdapterResult, dedupe_requests, earlier_context, find_files, iso_seconds, iter_jsonl,
                json_records, name_duplicate_files, need, need_count, read_each, require_data, stem)
 from .codex import CODEX_TYPES, codex_session

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..trace import TraceError
+from ..schema import TraceError
 from . import AdapterResult, iso_seconds, need, need_count
 
 #: Record types that open a Codex rollout (its first record is one of them).

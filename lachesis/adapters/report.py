@@ -30,7 +30,7 @@ import pandas as pd
 
 from .. import characterize, paper
 from ..kv import TEMPORAL_CLASSES
-from ..trace import SUBAGENT_ROLES
+from ..schema import SUBAGENT_ROLES
 from . import AdapterResult, read
 
 #: ASSUMPTION: a median, a percentile ratio or a rank correlation from fewer than 20 independent units

@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from ..trace import TraceError
+from ..schema import TraceError
 from . import (MAX_COUNT, AdapterResult, count_tokens, dedupe_requests, find_files, frames_to_trace, iso_seconds, need,
                need_count, read_each, read_json, require_data)
 

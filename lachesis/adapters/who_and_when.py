@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..trace import TraceError
+from ..schema import TraceError
 from . import (AdapterResult, count_tokens, dedupe_requests, find_files, frames_to_trace, need, read_each, read_json,
                require_data, stem, unique_names)
 
