@@ -1,36 +1,8 @@
 """Adapters: real public agent traces → the per-request trace contract (docs/design.md §2).
 
-One module per source family; each module's docstring says how every field is derived:
-
-========================  =====================  ==============================================================
-source (``read`` name)    module                 what it derives
-========================  =====================  ==============================================================
-tau2-xai-grok-blakeelias  :mod:`.tau2`           single-agent Trace; reasoning from the exact cost (xAI models)
-tau2-qwen3.5-justinchiu   :mod:`.tau2`           single-agent Trace; reasoning tokenized (Qwen3.5 thinking)
-claude_code_subagents     :mod:`.claude_code`    lead + ``Task``/``Agent`` workers, provider cache reads
-claude_code_more          :mod:`.claude_code`    the same, sub-agents embedded as progress records; Codex
-                                                 rollouts as single agents
-who_and_when              :mod:`.who_and_when`   lead + workers from message text (tokenized); benchmark from
-                                                 the task id (GAIA or AssistantBench)
-chatdev_warehouse         :mod:`.chatdev`        phases as short-lived worker/reviewer pairs, real usage
-mooncake_fast25           :mod:`.mooncake`       per-block reuse/lifetime table (no sessions: NOT a Trace)
-azure_llm_2023            :mod:`.azure`          arrival/length statistics (no sessions: NOT a Trace)
-========================  =====================  ==============================================================
-
-Files are found by pattern and recognised by content, never by a hard-coded name: :func:`read`
-takes any file or folder (searched recursively) in a source's format, registered or not; :func:`load`
-first verifies a registered dataset against the registry (:mod:`lachesis.datasets`). A file that
-fails to parse is skipped and listed in ``AdapterResult.failed`` with its reason; its siblings are
-still read, and only when no file can be read does the call raise. Malformed input raises
-:class:`~lachesis.schema.TraceError` naming the file, the record and the field. Everything an
-adapter leaves out is counted in ``AdapterResult.skipped`` with its reason, repeated requests (the
-same request seen in two transcripts) in ``AdapterResult.duplicates``: nothing is dropped silently.
-
-Two trace-contract rules every adapter keeps: ``n_observations`` counts tool results appended after a
-request EXCEPT the returned results of the sub-agents it spawned (the reference clock charges those
-once per returned sub-agent from the spawn records, Appendix B); a matched prefix never exceeds the
-agent's earlier context (previous request's input + output) plus the declared
-``shared_prefix_tokens`` (see :func:`earlier_context`).
+One module per source family.  Files are found by pattern and recognised by content; a file that fails
+to parse is listed with its reason and its siblings are still read; everything an adapter leaves out is
+counted with its reason.  The sources and how each adapter derives every field: docs/design.md §7.
 """
 
 from __future__ import annotations

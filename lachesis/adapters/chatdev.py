@@ -1,45 +1,7 @@
 """ChatDev 1.0 WareHouse run logs → Trace (phases as short-lived sub-agents, reviewer loops).
 
-Every ``*.log[.gz]`` file is one run = one session, named by its folder when the folder holds one
-log (``WareHouse/<project>/``), else by the log's name. ChatDev's chat chain is a fixed program, not
-an LLM lead; each phase is a fresh two-role chat whose context is discarded at phase end. Field by
-field:
-
-* log lines ``[YYYY-DD-MM HH:MM:SS INFO] …`` — **day before month**, 1-second resolution; some runs
-  also write lines as ``YYYY-MM-DD`` through another logger, and a log may mix both (:func:`_ts`).
-* a phase instance starts at ``System: **[RolePlaying]**`` (its table gives ``assistant_role_name``
-  and ``user_role_name``); the phase name comes from the ``System: **[chatting]**`` table just before
-  it (``phase_name``, ``phase_prompt``); the first role-play without one is the task-prompt
-  self-improvement (``TaskPromptSelfImprovement``).
-* a request = one ``**[OpenAI_Usage_Info Receive]**`` block: ``input_tokens`` = ``prompt_tokens``,
-  ``output_tokens`` = ``completion_tokens`` (real OpenAI usage), ``reasoning_tokens`` = 0 (no
-  reasoning model), ``t_start`` = the preceding ``Send`` line's time, ``t_end`` = the ``Receive``
-  line's time.
-* the other log forms (each checked on the project's mirror of the 34 THUNLP runs and the community run
-  ``Tetris_zhuoyundu_20240115181403``): a ``Receive`` block without a ``Send`` line (73 in the THUNLP
-  runs, all 14 in Tetris) is a request with ``t_start`` = ``t_end``; a ``Send`` block followed by another
-  ``Send`` instead of its ``Receive`` (22 in the THUNLP runs; prompt size only, no completion count)
-  is not a request and is counted in ``skipped`` with that reason; a call logged inside a log entry
-  as ``Into LLM_api at <phase>.`` / ``Out of LLM_api at <phase>.`` followed by ``prompt_tokens`` and
-  ``completion_tokens`` and no ``Receive`` header (Tetris' ``Coding_wait`` merges: 3 calls, 9,590
-  tokens) is a request, ``input``/``output`` = those counts, its time the enclosing log entry's; it is
-  a one-call worker ``<session>:p<k>:LLM_api@L<line>`` (a fresh prompt each: matched prefix 0,
-  ``domain`` = the phase) with its own placeholder spawn; an ``Out of LLM_api`` without counts and an
-  ``Into LLM_api`` that never comes out are counted in ``skipped``; one count without the other raises,
-  naming the line and the field. The ``**[Software Info]**`` totals (``num_prompt_tokens=…``) are
-  per-run summaries, not calls, and are not read.
-* ASSUMPTION (speaker): ChatDev's ``RolePlaying.step`` calls the assistant agent, then the user agent,
-  so calls inside a phase instance alternate assistant, user, assistant, …; each role of each phase
-  instance is one agent (its own message memory): ``<session>:p<k>:<role name>``.
-* ASSUMPTION (prefix): an agent's memory is append-only within its phase, so ``matched_prefix`` = its
-  previous request's ``input + output`` (capped at ``input``); 0 at its first request.
-* roles: the ``Code Reviewer`` of a phase = ``reviewer``; every other phase agent = ``worker``
-  (so CodeReviewComment is a reviewer/worker pair and the reviewer loop alternates it with
-  CodeReviewModification). The chat chain = ``lead``: it issues one zero-token placeholder request
-  per phase instance (``tool_names = ["spawn_subagent"]``, at the phase start) so every phase agent
-  has a spawn record; ``instruction`` = the phase prompt (first line of the table cell) + the role
-  prompt, ``context`` = 0, ``tools`` = [], ``model`` = ``"gpt-3.5 (unrecorded)"``.
-* ``turn`` = 0: one customer task per session.
+Every ``*.log[.gz]`` file is one run = one session.  The log forms read, each field, and the speaker
+and prefix assumptions: docs/design.md §7 (ChatDev).
 """
 
 from __future__ import annotations

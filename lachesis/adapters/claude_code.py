@@ -1,105 +1,15 @@
-"""Claude Code transcripts (lead + sub-agents) and Codex CLI rollouts → Trace (structural axis, §3.4).
+"""Claude Code transcripts (lead + sub-agents) → Trace (structural axis, §3.4); Codex CLI rollouts
+found among them are read by :mod:`lachesis.adapters.codex`.  Every file is recognised by its content.
+Field by field, the assumptions and what is skipped: docs/design.md §7 (Claude Code).
 
-Sources: ``claude_code_subagents`` (lead ``<session>.jsonl`` + ``<session>/subagents/agent-<id>.jsonl``),
-``claude_code_more`` (Entire checkpoints: sub-agent steps embedded in the lead file as ``progress``
-records with ``data.type == "agent_progress"``; Codex CLI rollouts are single-agent), or any folder of
-such files (e.g. ``~/.claude/projects/<project>``). Every ``*.jsonl[.gz]`` file is recognised by its
-content, whatever its name or folder: a Codex rollout starts with a Codex record type; a Claude Code
-sub-agent transcript has ``isSidechain`` records with an ``agentId`` and the ``sessionId`` of its lead;
-every other file is a lead transcript, its session id = its records' ``sessionId`` (the file name if
-absent).
-
-Claude Code, field by field:
-
-* one request per ``requestId`` (``message.id`` when absent; a request is logged as several
-  ``assistant`` records, one per content block); ``request_id`` = that id, which the provider makes
-  unique. Resumed sessions and cumulative checkpoints repeat earlier requests in another file: a
-  request is counted once, in the file read first (files ordered by first time stamp, then longest
-  first), and every repeat is counted in ``AdapterResult.duplicates``. ASSUMPTION: each file keeps
-  its own context chain (its turns and tool results are its own), so a second file of the same
-  session id is the session ``<id>#2`` (…): of a cumulative checkpoint nothing is left, of a resumed
-  copy only its new requests, whose cache reads of the copied history are a declared shared prefix.
-* ``input_tokens`` = ``input_tokens + cache_read_input_tokens + cache_creation_input_tokens`` (the
-  whole prompt); ``matched_prefix_tokens`` = ``cache_read_input_tokens`` (the exactly matched,
-  reused prefix). ``cache_creation`` tokens are counted as newly written KV (not matched): the
-  provider prefilled them and stored them for later reads.
-* ``cache_tolerance_tokens`` = :data:`CACHE_TOLERANCE_TOKENS` (16; the ``cache_tolerance_tokens``
-  argument of :func:`load` is the knob), 0 on Codex rows. ASSUMPTION (named, see
-  :mod:`lachesis.segments`, *Provider caches*): the provider's cache read stops a few tokens short of
-  the previous request's input and never holds the previous output, which the next request
-  re-prefills; within the tolerance that is the same context continuing, not a boundary. Evidence
-  (the project's mirror of ``claude_code_more`` and ``claude_code_subagents``, 3,738 requests after an
-  agent's first): the cache read equals the previous input + output at 2 requests only; it falls short
-  of the previous INPUT by 1–14 tokens at 3,334 (89%; 1 token at 2,120, 8 at 586, 3 at 223, 7 at 175,
-  10 at 97), in all but one with the whole previous context inside the new input; the next
-  shortfalls are 41–83 tokens (6 requests), then ≥ 162 (113 requests: cache expiry, compactions).
-  Read exactly, 87% of the Claude Code segments were fragments under 700 tokens and a worker split
-  into 5–10 segments closed at ``turn_end``; 16 covers the observed 1–14 with a margin and stays far
-  below the first real discard.
-* ``shared_prefix_tokens`` (declared external prefix, see :mod:`lachesis.segments`) = the part of the
-  cache read beyond the agent's own earlier context (:func:`~lachesis.adapters.earlier_context`): at
-  an agent's first request its whole cache read (the system prompt and tool definitions written by
-  other agents or sessions), later the excess after a compaction or a resumed session's copied
-  history. That prefix is in no segment of this agent.
-* ``output_tokens`` = the largest ``output_tokens`` over the request's records (streamed records
-  carry partial counts); ``reasoning_tokens`` = 0: the API does not report thinking tokens
-  separately (they are inside ``output_tokens``), so the temporal split is not available from
-  these transcripts; ``thinking_blocks`` counts the request's thinking blocks.
-* ``tool_names`` = names of the request's ``tool_use`` blocks; ``n_observations`` = ``tool_result``
-  blocks that follow before the agent's next request, EXCEPT the results of its ``Task``/``Agent``
-  spawns that became workers (the reference clock charges a returned sub-agent from its spawn
-  record). ASSUMPTION: the result of a spawn whose sub-agent has neither per-request records nor
-  recorded totals (no worker, no spawn record) stays an observation, so the lead's prefill of it is
-  charged exactly once.
-* sub-agents known only by their totals (newer Claude Code versions log an ``Agent``/``Task`` call's
-  steps nowhere in the file, only the totals in the spawn's ``toolUseResult``): the worker is built
-  from them, as ONE request with ``synthetic`` = True (every other row False): ``input_tokens`` =
-  ``usage.input_tokens + cache_read_input_tokens + cache_creation_input_tokens`` (its last prompt:
-  the context it ended with; ``totalTokens`` when ``usage`` is absent), ``output_tokens`` =
-  ``usage.output_tokens``, ``matched_prefix_tokens`` = 0 (ASSUMPTION: the whole context is written by
-  the worker, an upper bound: a recorded worker's first cache read would be a declared shared prefix),
-  no tools or observations, ``request_id`` = ``<tool_use id>:totals``, agent = ``<session>:<agentId>``;
-  ``t_start`` = the spawning request's end, ``t_end`` = ``t_start + totalDurationMs``: the reference
-  clock charges that recorded duration instead of decode time (:mod:`lachesis.clock`), so the lead
-  waits for it as for any worker. A spawn without ``totalDurationMs`` (or without any totals, e.g.
-  ``async_launched`` with no transcript) is skipped and counted with its reason; a
-  ``totalDurationMs`` or usage count that is not a count raises, naming file, line and field.
-  Skipped spawns are counted on their spawning request, so a spawn repeated in a de-duplicated copy
-  of its session is counted once.
-* ``turn`` = number of real user prompts so far − 1 (``isMeta`` records, tool results, task
-  notifications, local-command echoes and interrupts are not prompts; a prompt the user typed while
-  the agent worked, logged as an ``attachment`` record of type ``queued_command`` with
-  ``commandMode`` ``prompt`` (or none) and no ``isMeta``, is one); a worker takes the lead's turn at
-  its spawn.
-* ``t_start`` = timestamp of the last non-assistant record before the request's first record
-  (its input was complete then); ``t_end`` = timestamp of its last record.
-* lead = the session's own chain (``isSidechain`` false), role ``lead`` (``single`` when the session
-  spawns no sub-agent with requests); workers = sub-agent transcripts or embedded ``agent_progress``
-  records, role ``worker``, parent = the lead.
-* spawn record = the lead's ``Task`` or ``Agent`` ``tool_use`` (both names spawn, synchronous or
-  ``async_launched``): ``instruction`` = ``description`` + blank line + ``prompt``; ``context`` = the
-  lead's context tokens at the spawning request; ``tools`` = ``[subagent_type]``; ``model`` =
-  ``input.model`` or the worker's first model; extras ``t_start``/``t_end`` = the worker's first
-  request start and last request end (its lifetime), ``total_duration_ms`` from the spawn's
-  ``toolUseResult`` when present. The tool_use id is linked to its worker by, in order: the result's
-  ``toolUseResult.agentId``, an ``agentId: <id>`` line in the result text, the progress records'
-  ``parentToolUseID``, and last the worker's first message equal to the spawn's ``prompt``.
-
-Skipped and counted (``AdapterResult.skipped``): context-compaction agents (``agent-acompact-*``),
-compaction events in lead files, spawns whose worker has neither per-request records nor recorded
-totals (or totals without a duration), sub-agents without a spawn link, sub-agent transcripts
-without their lead transcript, duplicate embedded records of a worker that also has its own file,
-repeated Codex ``token_count`` events.
-
-Codex CLI (``session_meta`` first): one request per ``event_msg/token_count`` with a new
-``total_token_usage``; ``request_id`` = ``<session>:t<total tokens so far>`` (the same event in two
-copies of a rollout is one request); ``input`` =
-``last_token_usage.input_tokens`` (includes cached), ``matched_prefix`` = ``cached_input_tokens``,
-``output`` = ``output_tokens`` (includes reasoning), ``reasoning`` = ``reasoning_output_tokens``;
-``t_end`` = the last generated item (reasoning, message, tool call) before the count, ``t_start`` =
-the previous count or user message; tools = ``function_call``/``custom_tool_call`` names since the
-previous count, observations = their outputs; turn = ``user_message`` events − 1; role ``single``;
-``shared_prefix_tokens`` as for Claude Code.
+Evidence for :data:`CACHE_TOLERANCE_TOKENS` (the provider-cache assumption, docs/design.md §3), on the
+project's mirror of ``claude_code_more`` and ``claude_code_subagents``, 3,738 requests after an agent's
+first: the cache read equals the previous input + output at 2 requests only; it falls short of the
+previous INPUT by 1–14 tokens at 3,334 (89%; 1 token at 2,120, 8 at 586, 3 at 223, 7 at 175, 10 at 97),
+in all but one with the whole previous context inside the new input; the next shortfalls are 41–83
+tokens (6 requests), then ≥ 162 (113 requests: cache expiry, compactions).  Read exactly, 87% of the
+Claude Code segments were fragments under 700 tokens and a worker split into 5–10 segments closed at
+``turn_end``; 16 covers the observed 1–14 with a margin and stays far below the first real discard.
 """
 
 from __future__ import annotations
@@ -129,7 +39,7 @@ _AGENT_ID_TEXT = re.compile(r"\bagentId:\s*([\w@.-]+)")
 #: Records read before a file's kind is decided (the first user/assistant record is within them in practice).
 SNIFF_RECORDS = 200
 #: How far a Claude Code cache read may fall short of the previous request's input and still continue the
-#: same segment (module doc: the evidence; lachesis.segments, "Provider caches": the rule).
+#: same segment (module docstring: the evidence; docs/design.md §3, "Provider caches": the rule).
 CACHE_TOLERANCE_TOKENS = 16
 
 
@@ -191,7 +101,7 @@ def load(path: Path, cache_tolerance_tokens: int = CACHE_TOLERANCE_TOKENS) -> Ad
     """Every Claude Code session transcript and Codex rollout in a file or folder → one Trace.
 
     ``cache_tolerance_tokens``: the provider-cache tolerance declared on every Claude Code request
-    (module doc; 0 reads cache hits exactly).
+    (docs/design.md §3; 0 reads cache hits exactly).
     """
     if isinstance(cache_tolerance_tokens, bool) or not isinstance(cache_tolerance_tokens, (int, np.integer)) \
             or not 0 <= int(cache_tolerance_tokens) < MAX_COUNT:

