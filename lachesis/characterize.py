@@ -17,6 +17,8 @@ import pandas as pd
 from lachesis import paper, stats
 from lachesis.kv import STRUCTURAL_CLASSES, TEMPORAL_CLASSES
 from lachesis.paper import TABLE3  # benchmark display order only
+from lachesis.plotting import compare_table
+from lachesis.segments import prepare, recover
 from lachesis.trace import Trace
 
 #: Fig. 7(b) x axis: fraction of the workers selected (k / n).
@@ -65,8 +67,6 @@ def load_recovered(workloads: Sequence[str], trace: str = "", scale: float = 0.1
     and concatenated; else the trace at that path (``workloads`` ignored).  Segments are recovered
     by :func:`lachesis.segments.prepare` (the trace's reference clock) with the same seed.
     """
-    from lachesis.segments import prepare
-
     p = prepare(Path(trace) if trace else list(workloads), scale, seed)
     return p.trace, label_groups(p.segments.segments, p.trace.requests), p.segments.schedule
 
@@ -319,8 +319,6 @@ def comparison(rows: Sequence[Row], note: str = "") -> pd.DataFrame:
     """:func:`lachesis.plotting.compare_table` plus ``n``, ``unit``, ``sessions`` and ``small_sample``
     (:func:`lachesis.stats.small_sample`: why the row's sample is too small to judge, else empty).
     For a two-sample statistic ``n`` is the smaller sample."""
-    from lachesis.plotting import compare_table
-
     cmp = compare_table([r[:3] for r in rows], note=note)
     at = cmp.columns.get_loc("in_paper_range") + 1
     for i, (col, vals) in enumerate((("n", [int(r[3]) for r in rows]), ("unit", [r[4] for r in rows]),
@@ -446,9 +444,6 @@ def table3_summary(tab: pd.DataFrame) -> dict[str, object]:
 def fig4b_check(traces: Mapping[str, Trace], seed: int = 0) -> pd.DataFrame:
     """Fig. 4(b)'s per-turn means are an input of the corpus: the mean KV tokens a turn writes into each
     temporal class, from the segments recovered out of each single-agent trace, beside the paper's."""
-    from lachesis.plotting import compare_table
-    from lachesis.segments import recover
-
     rows = []
     for w, tr in traces.items():
         seg = recover(tr, seed=seed).segments

@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar
 import numpy as np
 import pandas as pd
 
+from .. import datasets
 from ..io import atomic_write, replace_folder, stranger, write_json
 from ..schema import MAX_COUNT, SUBAGENT_ROLES, TraceError
 from ..trace import Trace, write_trace
@@ -327,11 +328,9 @@ def frames_to_trace(rows: list[dict[str, Any]], spawns: list[dict[str, Any]], so
 
 def adapter_module(source: str):
     """The adapter module of a registered dataset name or of an adapter name (``tau2``, ``claude_code`` …)."""
-    from ..datasets import ADAPTERS
-
-    mod = ADAPTERS.get(source) or (source if source in ADAPTER_MODULES else None)
+    mod = datasets.ADAPTERS.get(source) or (source if source in ADAPTER_MODULES else None)
     if mod is None:
-        raise ValueError(f"unknown dataset {source!r}; choose a registered dataset ({', '.join(sorted(ADAPTERS))}) "
+        raise ValueError(f"unknown dataset {source!r}; choose a registered dataset ({', '.join(sorted(datasets.ADAPTERS))}) "
                          f"or an adapter ({', '.join(ADAPTER_MODULES)})")
     return importlib.import_module(f"{__name__}.{mod}")
 
@@ -345,10 +344,8 @@ def read(source: str, path: str | os.PathLike[str], **kwargs: Any) -> AdapterRes
 
 def load(dataset: str, local: str | os.PathLike[str] | None = None, **kwargs: Any) -> AdapterResult:
     """Fetch (or verify the offline copy of) a registered dataset and run its adapter."""
-    from ..datasets import fetch
-
     adapter_module(dataset)  # an unknown name fails before any download
-    return read(dataset, fetch(dataset, local), **kwargs)
+    return read(dataset, datasets.fetch(dataset, local), **kwargs)
 
 
 @dataclass
