@@ -10,7 +10,7 @@ and why ranks are the same on every machine: docs/design.md §4.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -24,6 +24,10 @@ from sklearn.preprocessing import FunctionTransformer, StandardScaler
 from threadpoolctl import threadpool_limits
 
 from lachesis.stats import kendall_tau  # Kendall τ-b (scipy.stats.kendalltau)
+
+if TYPE_CHECKING:
+    from lachesis.segments import Segments
+    from lachesis.trace import Trace
 
 #: Numeric spawn-signal columns (lengths and session position).
 NUMERIC_FEATURES = ("instruction_words", "instruction_chars", "context_tokens", "n_tools",
@@ -183,11 +187,11 @@ def _as_signal(df: pd.DataFrame) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------------
 
 
-def _segments_frame(segments: Any) -> pd.DataFrame:
+def _segments_frame(segments: Segments | pd.DataFrame) -> pd.DataFrame:
     return segments.segments if hasattr(segments, "segments") else segments
 
 
-def worker_lifetimes(segments: Any) -> pd.DataFrame:
+def worker_lifetimes(segments: Segments | pd.DataFrame) -> pd.DataFrame:
     """One row per worker agent: session_id, T_norm span and summed write volume (docs/design.md §4)."""
     seg = _segments_frame(segments)
     w = seg[seg["seg_class"] == "worker"]
@@ -199,7 +203,7 @@ def worker_lifetimes(segments: Any) -> pd.DataFrame:
     return agg.drop(columns=["t_first", "t_last"])
 
 
-def worker_table(trace: Any, segments: Any) -> pd.DataFrame:
+def worker_table(trace: Trace, segments: Segments | pd.DataFrame) -> pd.DataFrame:
     """One row per worker: its spawn signal, benchmark, T_norm and write volume (docs/design.md §4)."""
     agg = worker_lifetimes(segments).set_index("agent_id")
     sp = trace.spawns
@@ -243,7 +247,7 @@ def _oof(table: pd.DataFrame, folds: np.ndarray, make_model: Callable[[], Pipeli
     return pred
 
 
-def cross_validate(trace: Any, segments: Any, n_splits: int = 5, seed: int = 0,
+def cross_validate(trace: Trace, segments: Segments | pd.DataFrame, n_splits: int = 5, seed: int = 0,
                    make_model: Callable[[], Pipeline] = ridge_model) -> pd.DataFrame:
     """Out-of-fold predictions per worker (agent_id, session_id, benchmark, t_norm_s,
     tokens_written, pred, fold), folds grouped by session."""
@@ -255,13 +259,13 @@ def cross_validate(trace: Any, segments: Any, n_splits: int = 5, seed: int = 0,
     return out
 
 
-def oof_predictions(trace: Any, segments: Any, seed: int = 0) -> pd.Series:
+def oof_predictions(trace: Trace, segments: Segments | pd.DataFrame, seed: int = 0) -> pd.Series:
     """Out-of-fold rank key per worker (indexed by agent_id) from the default ranker."""
     cv = compare_rankers(trace, segments, seed=seed)
     return cv.oof.set_index("agent_id")[cv.winner].rename("pred")
 
 
-def rank_keys(trace: Any, segments: Any, seed: int = 0) -> pd.Series:
+def rank_keys(trace: Trace, segments: Segments | pd.DataFrame, seed: int = 0) -> pd.Series:
     """The key the predictive path ranks each worker agent by (§4; lower = shorter-lived): its
     out-of-fold prediction (:func:`oof_predictions`); empty when the trace has no worker."""
     if trace.spawns is None or len(trace.spawns) == 0 or not (trace.requests["role"] == "worker").any():
@@ -278,7 +282,7 @@ class RankerComparison:
     winner: str
 
 
-def compare_rankers(trace: Any, segments: Any, n_splits: int = 5, seed: int = 0) -> RankerComparison:
+def compare_rankers(trace: Trace, segments: Segments | pd.DataFrame, n_splits: int = 5, seed: int = 0) -> RankerComparison:
     """Ridge vs gradient-boosted trees on the same session-grouped folds; the default stays ridge
     unless the boosted model has the higher out-of-fold Kendall τ."""
     table = worker_table(trace, segments)

@@ -6,13 +6,16 @@ is a named one): docs/design.md §6.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 from scipy import stats as st
 
 from lachesis.kv import TEMPORAL_CLASSES
+
+if TYPE_CHECKING:
+    from lachesis.segments import Segments
 
 
 #: ASSUMPTION (small samples): a statistic computed on fewer than 20 units (segments, turns, workers),
@@ -80,7 +83,7 @@ def cdf_overlap(a: Any, b: Any, method: str = "ks", bins: int = 30) -> float:
     raise ValueError(f"method must be 'ks' or 'histogram', not {method!r}")
 
 
-def laden_share(seg: Any, per_turn: bool = False) -> float | pd.Series:
+def laden_share(seg: Segments | pd.DataFrame, per_turn: bool = False) -> float | pd.Series:
     """Reasoning-laden share of the KV tokens single-agent turns write (aggregate, or one value per turn);
     §3.3 "66–83%"."""
     df = seg.segments if hasattr(seg, "segments") else seg
