@@ -282,7 +282,8 @@ class RankerComparison:
     winner: str
 
 
-def compare_rankers(trace: Trace, segments: Segments | pd.DataFrame, n_splits: int = 5, seed: int = 0) -> RankerComparison:
+def compare_rankers(trace: Trace, segments: Segments | pd.DataFrame, n_splits: int = 5,
+                    seed: int = 0) -> RankerComparison:
     """Ridge vs gradient-boosted trees on the same session-grouped folds; the default stays ridge
     unless the boosted model has the higher out-of-fold Kendall τ."""
     table = worker_table(trace, segments)

@@ -292,7 +292,8 @@ class _RequestRules:
             if len(bad):
                 aid = bad.index[0]
                 pos = int(np.flatnonzero(((out["agent_id"] == aid) & (out[col] != agents.at[aid, col])).to_numpy())[0])
-                raise TraceError(self.source, self.rows.label(pos), col, f"agent {aid!r} appears with more than one {col}")
+                raise TraceError(self.source, self.rows.label(pos), col,
+                                 f"agent {aid!r} appears with more than one {col}")
         parent = out["parent_agent_id"]
         sub = out["role"].isin(SUBAGENT_ROLES).to_numpy()
         fail(sub & parent.isna().to_numpy(), "parent_agent_id", "a {role} request must name its parent agent")

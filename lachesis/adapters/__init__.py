@@ -330,7 +330,8 @@ def adapter_module(source: str):
     """The adapter module of a registered dataset name or of an adapter name (``tau2``, ``claude_code`` …)."""
     mod = datasets.ADAPTERS.get(source) or (source if source in ADAPTER_MODULES else None)
     if mod is None:
-        raise ValueError(f"unknown dataset {source!r}; choose a registered dataset ({', '.join(sorted(datasets.ADAPTERS))}) "
+        known = ", ".join(sorted(datasets.ADAPTERS))
+        raise ValueError(f"unknown dataset {source!r}; choose a registered dataset ({known}) "
                          f"or an adapter ({', '.join(ADAPTER_MODULES)})")
     return importlib.import_module(f"{__name__}.{mod}")
 

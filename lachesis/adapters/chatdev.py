@@ -140,7 +140,8 @@ class _LogScan:
             self.res.skip("ChatDev 'OpenAI_Usage_Info Send' blocks without their Receive (no completion count: "
                           "not a request)", self.unanswered)
         if self.entered:
-            self.res.skip("ChatDev 'Into LLM_api' calls never logged as returned (no usage: not a request)", self.entered)
+            self.res.skip("ChatDev 'Into LLM_api' calls never logged as returned (no usage: not a request)",
+                          self.entered)
 
     def line(self, i: int) -> int:
         """Read line ``i`` (and any block it opens); the index of the next line to read."""

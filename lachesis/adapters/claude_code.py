@@ -369,8 +369,9 @@ class _LeadFile:
     def spawn_results(self, lineno: int, rec: dict[str, Any]) -> None:
         """A user record's results of the lead's spawns: their recorded totals and the worker's agent id."""
         tur = rec.get("toolUseResult")
+        spawn_tools = self.lead.spawn_tools
         for b in _content(rec.get("message") or {}):
-            if not (isinstance(b, dict) and b.get("type") == "tool_result" and b.get("tool_use_id") in self.lead.spawn_tools):
+            if not (isinstance(b, dict) and b.get("type") == "tool_result" and b.get("tool_use_id") in spawn_tools):
                 continue
             tid = b["tool_use_id"]
             if isinstance(tur, dict):

@@ -92,10 +92,10 @@ class _Session:
 
     def row(self, rid: str, aid: str, role: str, inp: int, mp: int, out: int, tools: list[str]) -> dict[str, Any]:
         """A request row; a worker's parent is the lead."""
-        return dict(session_id=self.sid, request_id=rid, agent_id=aid, parent_agent_id=None if role == "lead" else self.lead,
-                    role=role, turn=0, input_tokens=inp, matched_prefix_tokens=min(mp, inp), output_tokens=out,
-                    reasoning_tokens=0, tool_names=tools, n_observations=0, benchmark=self.bench, domain=self.kind,
-                    model="unknown")
+        parent = None if role == "lead" else self.lead
+        return dict(session_id=self.sid, request_id=rid, agent_id=aid, parent_agent_id=parent, role=role, turn=0,
+                    input_tokens=inp, matched_prefix_tokens=min(mp, inp), output_tokens=out, reasoning_tokens=0,
+                    tool_names=tools, n_observations=0, benchmark=self.bench, domain=self.kind, model="unknown")
 
 
 def magentic_one(path: Path, sid: str, doc: dict[str, Any], hist: list[dict[str, Any]], bench: str,
