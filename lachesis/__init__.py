@@ -1,7 +1,8 @@
 """Lachesis: lifetime-aware KV cache placement across HBM and high-bandwidth flash (reproducibility package)."""
 
 from lachesis.config import DEFAULT, Config
-from lachesis.trace import Trace, TraceError, read_trace, write_trace
+from lachesis.schema import TraceError
+from lachesis.trace import Trace, read_trace, write_trace
 
 __all__ = ["Config", "DEFAULT", "Trace", "TraceError", "read_trace", "write_trace"]
 __version__ = "0.1.0"

@@ -1,24 +1,9 @@
-"""Per-figure characterization statistics of §3.3–§3.5 (Figs. 4–7), as functions.
+"""Per-figure characterization statistics of §3.3–§3.5 (Figs. 4–7, Table 3), as functions.
 
-The notebooks call these and only plot/save; the primitive statistics (median ratio,
-separability, p90/p10, Kendall τ, CDF overlap, laden share) come from :mod:`lachesis.stats`.
-Every function takes the segments table of :func:`lachesis.segments.recover` (one row per
-context segment) and a ``group`` column naming the benchmark/domain a segment belongs to.
-
-Fig. 7(b) (:func:`selection_shares`): the k shortest-predicted workers S are compared with the
-k shortest-lived (K), the 2k shortest-lived (K2) and the k longest-lived (L) workers, pooled over
-every session (the predictive path ranks the workers of every session a node serves, §4):
-``share_k_shortest = |S∩K|/k`` (= the share of K that S holds, as both have k members),
-``share_2k_shortest = |S∩K2|/k``, ``share_k_longest = |S∩L|/k`` and ``avoided_k_longest = 1 -
-share_k_longest``.  A random selection of k of the n workers has expected values k/n,
-min(2k, n)/n, k/n and 1 - k/n (hypergeometric means).  Ties in lifetime or prediction are broken
-by row order (stable sort), so the result is deterministic.
-
-ASSUMPTION (lead waiting share, Fig. 5): per benchmark, the pooled share sum(wait_s)/sum(T_norm)
-over lead segments — the fraction of lead-segment lifetime spent waiting on sub-agents.
-ASSUMPTION (Fig. 4(b) turn writes): the KV tokens one turn writes into a class are the
-``tokens_written`` of that class's segments whose ``write_turn`` is that turn, summed per
-(session, agent, turn); turns that write nothing into a class are not counted for that class.
+The notebooks call these and only plot and save; the primitive statistics come from
+:mod:`lachesis.stats`.  Every function takes the segments table of :func:`lachesis.segments.recover`
+and a ``group`` column naming the benchmark or domain of a segment.  Definitions and assumptions
+(Fig. 7(b)'s selection shares, the lead waiting share, Fig. 4(b)'s turn writes): docs/design.md §6.
 """
 
 from __future__ import annotations
@@ -32,6 +17,8 @@ import pandas as pd
 from lachesis import paper, stats
 from lachesis.kv import STRUCTURAL_CLASSES, TEMPORAL_CLASSES
 from lachesis.paper import TABLE3  # benchmark display order only
+from lachesis.plotting import compare_table
+from lachesis.segments import prepare, recover
 from lachesis.trace import Trace
 
 #: Fig. 7(b) x axis: fraction of the workers selected (k / n).
@@ -80,8 +67,6 @@ def load_recovered(workloads: Sequence[str], trace: str = "", scale: float = 0.1
     and concatenated; else the trace at that path (``workloads`` ignored).  Segments are recovered
     by :func:`lachesis.segments.prepare` (the trace's reference clock) with the same seed.
     """
-    from lachesis.segments import prepare
-
     p = prepare(Path(trace) if trace else list(workloads), scale, seed)
     return p.trace, label_groups(p.segments.segments, p.trace.requests), p.segments.schedule
 
@@ -161,7 +146,7 @@ def temporal_table(seg: pd.DataFrame) -> pd.DataFrame:
 
 
 def lead_waiting_share(seg: pd.DataFrame) -> float:
-    """Pooled share of lead-segment lifetime spent waiting on sub-agents (module docstring)."""
+    """Pooled share of lead-segment lifetime spent waiting on sub-agents (docs/design.md §6)."""
     lead = seg[seg["seg_class"] == "lead"]
     tot = float(lead["t_norm_s"].sum())
     return float(lead["wait_s"].fillna(0).sum()) / tot if tot > 0 else np.nan
@@ -334,8 +319,6 @@ def comparison(rows: Sequence[Row], note: str = "") -> pd.DataFrame:
     """:func:`lachesis.plotting.compare_table` plus ``n``, ``unit``, ``sessions`` and ``small_sample``
     (:func:`lachesis.stats.small_sample`: why the row's sample is too small to judge, else empty).
     For a two-sample statistic ``n`` is the smaller sample."""
-    from lachesis.plotting import compare_table
-
     cmp = compare_table([r[:3] for r in rows], note=note)
     at = cmp.columns.get_loc("in_paper_range") + 1
     for i, (col, vals) in enumerate((("n", [int(r[3]) for r in rows]), ("unit", [r[4] for r in rows]),
@@ -461,9 +444,6 @@ def table3_summary(tab: pd.DataFrame) -> dict[str, object]:
 def fig4b_check(traces: Mapping[str, Trace], seed: int = 0) -> pd.DataFrame:
     """Fig. 4(b)'s per-turn means are an input of the corpus: the mean KV tokens a turn writes into each
     temporal class, from the segments recovered out of each single-agent trace, beside the paper's."""
-    from lachesis.plotting import compare_table
-    from lachesis.segments import recover
-
     rows = []
     for w, tr in traces.items():
         seg = recover(tr, seed=seed).segments

@@ -73,7 +73,7 @@ def seed(text: str) -> int:
 
 def workload(text: str) -> str:
     """A workload of the synthetic corpus."""
-    from lachesis.corpus import WORKLOADS
+    from lachesis.workloads import WORKLOADS
 
     if text not in WORKLOADS:
         raise argparse.ArgumentTypeError(f"unknown workload {text!r}; choose from {', '.join(WORKLOADS)}")

@@ -1,39 +1,7 @@
-"""The seeded reference clock of Eq. 1 (§3.2, Appendix B): replay each session with fixed costs.
-
-Every request of a trace gets a decode start ``t_start_s`` and a decode end ``t_decode_end_s`` on
-the reference clock (:class:`lachesis.config.ReferenceClock`), from which segment lifetimes
-``T_norm`` are read (:mod:`lachesis.segments`).  The replay, per session:
-
-* each generated token costs ``TPOT_ref`` (decode end = decode start + output_tokens × TPOT_ref);
-  a ``synthetic`` request (a sub-agent known only by its recorded totals, :mod:`lachesis.trace`) costs
-  its recorded duration ``t_end − t_start`` instead: its steps, tool calls and prefills are not in the
-  source, only how long it ran (ASSUMPTION: that wall-clock time stands for its reference time);
-* after a request: its tool calls, each ~ Exponential(mean ``clock.tool_mean_s(name)``); spawn
-  tools (``clock.spawn_tools``) charge nothing; latencies add (or, with
-  ``clock.parallel_tool_calls``, the slowest call counts);
-* then the agent WAITS until every sub-agent spawned by that request has returned;
-* then ``(n_observations + returned sub-agents) × TTFT_ref``: one observation prefill per tool
-  result and one per returned sub-agent result, whatever its length (Appendix B: "Appending a tool
-  result forces a partial prefill before the next round can decode … charges TTFTref once per
-  observation").  **Trace contract**: ``n_observations`` counts the tool results appended after a
-  request EXCLUDING the results of the sub-agents it spawned; those are counted here, one per spawn
-  record whose ``spawn_request_id`` is the request;
-* before the first request of a turn t > 0 of the root agent (single or lead): a user delay
-  ~ LogNormal(median ``user_delay_median_s``, sigma ``user_delay_sigma``);
-* initial prefill time is not counted (Appendix B).
-
-Sub-agents start when their spawn request (``spawns.spawn_request_id``) ends its decode, run their
-own requests sequentially and return when their last request's decode ends; concurrent sub-agents
-advance in parallel.  Nested sub-agents (a sub-agent spawning sub-agents) follow the same rule.
-
-Determinism: draws use ``np.random.default_rng([seed, crc32(session_id)])`` in a fixed order
-(depth first in request order: user delay, then the request's tool calls in list order, then the
-sub-agents it spawns in ``spawn_index`` order), so a session's times do not depend on which other
-sessions the trace holds.  Draws are made for an agent's last request too (fixed order), but
-nothing waits on them, so its charged ``t_tools_s``/``t_obs_s`` are 0.
-
-ASSUMPTION (named): a session has exactly one root agent (role single or lead) and it starts at
-reference time 0; the user delay is applied only at a turn change *after* the root's first request.
+"""The seeded reference clock of Eq. 1 (§3.2, Appendix B): which clock a trace gets (:func:`clock_for`),
+and the per-session replay with fixed costs (:func:`schedule`) that gives every request a decode start
+and end, from which segment lifetimes are read.  The costs, the replay order, the draws and the
+assumptions: docs/design.md §3.
 """
 
 from __future__ import annotations

@@ -1,38 +1,8 @@
-"""Real public agent traces: a checksummed registry, a cache, an offline override (docs/design.md §7).
+"""Real public agent traces: a checksummed registry, a cache, an offline override.
 
-Every file of every registered source is a row of the committed registry ``lachesis/data/registry.tsv``
-(built by :func:`build_registry` from a copy of the sources whose folders carry a ``MANIFEST.tsv``):
-
-``dataset, local_path, original_path, raw_url, sha256_original, bytes_original, gzipped_here,
-sha256_local, bytes_local, licence, origin``
-
-* ``raw_url`` is the public origin pinned to a commit (raw.githubusercontent.com); ``sha256_original``
-  and ``bytes_original`` are of the upstream bytes (after decompression when ``gzipped_here``).
-* ``sha256_local`` is of the file as laid out in that copy (gzip-compressed where ``gzipped_here``
-  is ``yes``).
-* ``origin`` is ``upstream`` (downloadable and checksummed against the origin) or ``local-only``
-  (no byte-identical public file is known: the tau2 Qwen3.5 sample was transcribed from a code
-  index and re-serialised). A local-only file can be used only through the offline override.
-
-Where the data comes from at run time, in order:
-
-1. ``local=`` argument or env ``LACHESIS_DATA``: a folder with one sub-folder per dataset.
-   Files are used *in place* after checksum verification: the file's sha256 must equal
-   ``sha256_local``; failing that, a gzip file is decompressed (streamed) and must equal
-   ``sha256_original`` (a copy re-compressed by another gzip is accepted).
-2. The user cache (env ``LACHESIS_CACHE`` or ``pooch.os_cache("lachesis")``), filled by pooch from
-   ``raw_url`` with ``known_hash=sha256_original``. Pooch downloads to a temporary file and moves it
-   in place only after the hash matches, so no half-written file stays in the cache. Cached files
-   hold the upstream bytes (not gzip-compressed): :func:`member` finds either form.
-
-A corrupted or truncated file raises :class:`DatasetError` naming the dataset and the file.
-
-ASSUMPTION (tau2 grok raw URLs): pinned to the ``addendum`` branch tip ``cf95bf5…`` (the snapshot
-the git blob ids were read from), not the earlier commit that added the files.
-
-Registry verification is for the registered files only: a user's own files in a source's format are
-read without it, by :func:`lachesis.adapters.read` or ``lachesis adapt``. :func:`missing_sources`
-names the registered sources that are neither in the override folder nor in the cache.
+Every file of every registered source is a row of ``lachesis/data/registry.tsv``; a source is read
+from the offline override (``local=`` or ``LACHESIS_DATA``) or the user cache, each file verified
+against its checksum.  The registry's columns, the lookup order and the assumptions: docs/design.md §7.
 """
 
 from __future__ import annotations

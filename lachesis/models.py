@@ -321,114 +321,138 @@ def model_from_hf_config(config: str | Path | Mapping[str, Any], name: str | Non
     ``first_k_dense_replace``, ``moe_layer_freq``, MLA's ``kv_lora_rank``, ``qk_rope_head_dim``,
     ``qk_nope_head_dim``, ``v_head_dim``, ``q_lora_rank``).  Dtypes come from ``torch_dtype``
     (FP8 ``quantization_config`` → 1-byte weights) unless given.  Architecture features the step
-    does not price are kept as ``notes`` (ASSUMPTION: Llama-4's chunked local attention and sliding
-    windows are read over the full context, as the paper's 196,608 B/token counts it; DeepSeek's
-    multi-token-prediction layers are not served).  A missing or malformed key raises a one-line
+    does not price are kept as ``notes`` (ASSUMPTION, docs/design.md §5).  A missing or malformed key raises a one-line
     ValueError naming the source and the field: KV heads must be >= 1 and divide the query heads,
     MoE layer steps (``interleave_moe_layer_step``, ``decoder_sparse_step``, ``moe_layer_freq``)
     are integers >= 1, and a NaN / Infinity anywhere in the file is refused by its key path.
     """
-    if isinstance(config, (str, Path)):
-        src = str(config)
-        raw = _read_json(Path(config), src)
-    else:
-        src, raw = "model config", config
-    if not isinstance(raw, Mapping):
-        raise ValueError(f"{src}: expected a JSON object, got {type(raw).__name__}")
-    _refuse_non_finite(raw, src)
-    c: dict[str, Any] = dict(raw)
-    if isinstance(raw.get("text_config"), Mapping):  # multimodal wrappers (Llama-4): the language model
-        c = {**{k: v for k, v in raw.items() if k != "text_config"}, **raw["text_config"]}
-    mtype = str(c.get("model_type") or "").lower()
+    cfg = _HFConfig.read(config)
+    attn = _attention_fields(cfg)
+    ffn = _ffn_fields(cfg, attn["layers"])
+    dtype = cfg.opt("torch_dtype", "dtype")
+    base = _dtype_bytes(dtype, cfg.src, "torch_dtype") if dtype is not None else 2
+    quant = cfg.c.get("quantization_config")
+    wq = base
+    if isinstance(quant, Mapping) and "fp8" in str(quant.get("quant_method", "")).lower():
+        wq = 1
+    if name is None:
+        name = str(cfg.opt("_name_or_path") or cfg.mtype or "model").rstrip("/").rsplit("/", 1)[-1]
+    return ModelSpec(
+        name=name, **attn, **ffn, tie_embeddings=bool(cfg.c.get("tie_word_embeddings", False)),
+        kv_dtype_bytes=kv_dtype_bytes or base, weight_dtype_bytes=weight_dtype_bytes or wq,
+        declared_total_params=declared_total_params, declared_active_params=declared_active_params,
+        source=str(cfg.c.get("_source") or cfg.src), notes=tuple(_unpriced_features(cfg)))
 
-    def opt(*keys: str) -> Any:
+
+@dataclass(frozen=True)
+class _HFConfig:
+    """A Hugging Face config's keys (a multimodal wrapper's language model flattened in), its source name
+    and model type; values read by key, each malformed one a ValueError naming the source and the field."""
+
+    src: str
+    c: Mapping[str, Any]
+    mtype: str
+
+    @classmethod
+    def read(cls, config: str | Path | Mapping[str, Any]) -> _HFConfig:
+        if isinstance(config, (str, Path)):
+            src = str(config)
+            raw = _read_json(Path(config), src)
+        else:
+            src, raw = "model config", config
+        if not isinstance(raw, Mapping):
+            raise ValueError(f"{src}: expected a JSON object, got {type(raw).__name__}")
+        _refuse_non_finite(raw, src)
+        c: dict[str, Any] = dict(raw)
+        if isinstance(raw.get("text_config"), Mapping):  # multimodal wrappers (Llama-4): the language model
+            c = {**{k: v for k, v in raw.items() if k != "text_config"}, **raw["text_config"]}
+        return cls(src, c, str(c.get("model_type") or "").lower())
+
+    def opt(self, *keys: str) -> Any:
+        """The first of ``keys`` the config sets (not null), else None."""
         for k in keys:
-            if c.get(k) is not None:
-                return c[k]
+            if self.c.get(k) is not None:
+                return self.c[k]
         return None
 
-    def integer(*keys: str, default: int | None = None) -> int:
-        v = opt(*keys)
+    def integer(self, *keys: str, default: int | None = None) -> int:
+        """The first of ``keys`` set, as an integer >= 0; ``default`` when none is (missing without one raises)."""
+        v = self.opt(*keys)
         if v is None:
             if default is None:
-                raise ValueError(f"{src}: field {keys[0]!r}: missing (needed to price the decode step)")
+                raise ValueError(f"{self.src}: field {keys[0]!r}: missing (needed to price the decode step)")
             return default
-        return _whole(v, src, next(k for k in keys if c.get(k) is not None), 0)
+        return _whole(v, self.src, next(k for k in keys if self.c.get(k) is not None), 0)
 
-    layers = integer("num_hidden_layers", "n_layer", "num_layers")
-    hidden = integer("hidden_size", "d_model")
-    q_heads = integer("num_attention_heads", "n_head")
-    kv_heads = integer("num_key_value_heads", default=q_heads)
-    _check_heads(q_heads, kv_heads, src)
-    vocab = integer("vocab_size")
-    notes: list[str] = []
 
-    mla = opt("kv_lora_rank") is not None
-    mla_keys = [k for k in ("qk_rope_head_dim", "qk_nope_head_dim", "q_lora_rank") if opt(k) is not None]
+def _attention_fields(cfg: _HFConfig) -> dict[str, int]:
+    """Layers, widths, heads and vocabulary; MLA's latent, RoPE and query-LoRA widths (0 without MLA)."""
+    layers = cfg.integer("num_hidden_layers", "n_layer", "num_layers")
+    hidden = cfg.integer("hidden_size", "d_model")
+    q_heads = cfg.integer("num_attention_heads", "n_head")
+    kv_heads = cfg.integer("num_key_value_heads", default=q_heads)
+    _check_heads(q_heads, kv_heads, cfg.src)
+    vocab = cfg.integer("vocab_size")
+    mla = cfg.opt("kv_lora_rank") is not None
+    mla_keys = [k for k in ("qk_rope_head_dim", "qk_nope_head_dim", "q_lora_rank") if cfg.opt(k) is not None]
     if not mla and mla_keys:
-        raise ValueError(f"{src}: field 'kv_lora_rank': missing, but the config has MLA fields {mla_keys}")
+        raise ValueError(f"{cfg.src}: field 'kv_lora_rank': missing, but the config has MLA fields {mla_keys}")
     if mla:
-        head_dim = integer("qk_nope_head_dim")
-        v_head_dim = integer("v_head_dim", default=head_dim)
-        kv_lora, rope, q_lora = integer("kv_lora_rank"), integer("qk_rope_head_dim"), integer("q_lora_rank", default=0)
+        head_dim = cfg.integer("qk_nope_head_dim")
+        v_head_dim = cfg.integer("v_head_dim", default=head_dim)
+        kv_lora, rope = cfg.integer("kv_lora_rank"), cfg.integer("qk_rope_head_dim")
+        q_lora = cfg.integer("q_lora_rank", default=0)
     else:
         if q_heads == 0 or hidden % max(q_heads, 1):
             head_default = None
         else:
             head_default = hidden // q_heads
-        head_dim = integer("head_dim", default=head_default)
+        head_dim = cfg.integer("head_dim", default=head_default)
         v_head_dim, kv_lora, rope, q_lora = 0, 0, 0, 0
+    return dict(layers=layers, hidden=hidden, q_heads=q_heads, kv_heads=kv_heads, head_dim=head_dim, vocab=vocab,
+                v_head_dim=v_head_dim, kv_lora_rank=kv_lora, qk_rope_head_dim=rope, q_lora_rank=q_lora)
 
-    # routed experts
-    n_experts = integer("num_local_experts", "num_experts", "n_routed_experts", default=0)
-    is_llama4 = mtype.startswith("llama4")
+
+def _ffn_fields(cfg: _HFConfig, layers: int) -> dict[str, int]:
+    """The dense FFN width, the MoE layers, their routed experts (count, top-k, width) and shared experts."""
+    n_experts = cfg.integer("num_local_experts", "num_experts", "n_routed_experts", default=0)
+    is_llama4 = cfg.mtype.startswith("llama4")
     if n_experts:
-        k = integer("num_experts_per_tok", "num_experts_per_token", "moe_topk")
-        expert_ffn = integer("moe_intermediate_size", "intermediate_size")
-        dense_ffn = integer("intermediate_size_mlp", "intermediate_size", default=0) if is_llama4 else \
-            integer("intermediate_size", default=0)
-        moe_flags = _moe_layer_flags(c, layers, mtype, src)
+        k = cfg.integer("num_experts_per_tok", "num_experts_per_token", "moe_topk")
+        expert_ffn = cfg.integer("moe_intermediate_size", "intermediate_size")
+        dense_ffn = cfg.integer("intermediate_size_mlp", "intermediate_size", default=0) if is_llama4 else \
+            cfg.integer("intermediate_size", default=0)
+        moe_flags = _moe_layer_flags(cfg.c, layers, cfg.mtype, cfg.src)
     else:
         k, expert_ffn, moe_flags = 0, 0, [False] * layers
-        dense_ffn = integer("intermediate_size", "ffn_dim", "n_inner")
+        dense_ffn = cfg.integer("intermediate_size", "ffn_dim", "n_inner")
     moe_layers = sum(moe_flags)
-    # shared experts
     if not moe_layers:
         n_shared, shared_ffn = 0, 0
     elif is_llama4:  # Llama4TextMoe: one shared expert of the expert width in every MoE layer
         n_shared, shared_ffn = 1, expert_ffn
-    elif opt("n_shared_experts") is not None:
-        n_shared, shared_ffn = integer("n_shared_experts"), expert_ffn
-    elif opt("shared_expert_intermediate_size") is not None:
-        n_shared, shared_ffn = 1, integer("shared_expert_intermediate_size")
+    elif cfg.opt("n_shared_experts") is not None:
+        n_shared, shared_ffn = cfg.integer("n_shared_experts"), expert_ffn
+    elif cfg.opt("shared_expert_intermediate_size") is not None:
+        n_shared, shared_ffn = 1, cfg.integer("shared_expert_intermediate_size")
         n_shared = n_shared if shared_ffn else 0
     else:
         n_shared, shared_ffn = 0, 0
+    return dict(dense_ffn=dense_ffn if moe_layers < layers else 0, moe_layers=moe_layers,
+                n_experts=n_experts if moe_layers else 0, experts_per_token=k if moe_layers else 0,
+                expert_ffn=expert_ffn if moe_layers else 0, n_shared_experts=n_shared, shared_ffn=shared_ffn)
 
+
+def _unpriced_features(cfg: _HFConfig) -> list[str]:
+    """Architecture features the step does not price, kept as the model's notes."""
+    notes: list[str] = []
     for key, what in (("attention_chunk_size", "chunked local attention"), ("sliding_window", "sliding-window attention")):
-        if opt(key) and (key != "sliding_window" or c.get("use_sliding_window", True)):
-            notes.append(f"{key}={c[key]}: {what} not modelled; every layer caches and reads the full context")
-    if opt("num_nextn_predict_layers"):
-        notes.append(f"num_nextn_predict_layers={c['num_nextn_predict_layers']}: multi-token-prediction layers "
+        if cfg.opt(key) and (key != "sliding_window" or cfg.c.get("use_sliding_window", True)):
+            notes.append(f"{key}={cfg.c[key]}: {what} not modelled; every layer caches and reads the full context")
+    if cfg.opt("num_nextn_predict_layers"):
+        notes.append(f"num_nextn_predict_layers={cfg.c['num_nextn_predict_layers']}: multi-token-prediction layers "
                      "are not served (not counted)")
-
-    dtype = opt("torch_dtype", "dtype")
-    base = _dtype_bytes(dtype, src, "torch_dtype") if dtype is not None else 2
-    quant = c.get("quantization_config")
-    wq = base
-    if isinstance(quant, Mapping) and "fp8" in str(quant.get("quant_method", "")).lower():
-        wq = 1
-    if name is None:
-        name = str(opt("_name_or_path") or mtype or "model").rstrip("/").rsplit("/", 1)[-1]
-    return ModelSpec(
-        name=name, layers=layers, hidden=hidden, q_heads=q_heads, kv_heads=kv_heads, head_dim=head_dim, vocab=vocab,
-        dense_ffn=dense_ffn if moe_layers < layers else 0, moe_layers=moe_layers, n_experts=n_experts if moe_layers else 0,
-        experts_per_token=k if moe_layers else 0, expert_ffn=expert_ffn if moe_layers else 0,
-        n_shared_experts=n_shared, shared_ffn=shared_ffn, v_head_dim=v_head_dim, kv_lora_rank=kv_lora,
-        qk_rope_head_dim=rope, q_lora_rank=q_lora, tie_embeddings=bool(c.get("tie_word_embeddings", False)),
-        kv_dtype_bytes=kv_dtype_bytes or base, weight_dtype_bytes=weight_dtype_bytes or wq,
-        declared_total_params=declared_total_params, declared_active_params=declared_active_params,
-        source=str(c.get("_source") or src), notes=tuple(notes))
+    return notes
 
 
 def _moe_layer_flags(c: Mapping[str, Any], layers: int, mtype: str, src: str) -> list[bool]:

@@ -1,39 +1,16 @@
-"""Spawn-time worker lifetime ranker (§3.5, §4 predictive path; docs/design.md §4).
+"""Spawn-time worker lifetime ranker (§3.5, §4 predictive path).
 
-A worker's *spawn signal* is its spawn record's instruction, context and tool list plus where the
-spawn falls in the session.  :class:`SpawnRanker` turns it into features with scikit-learn
-(lengths, one indicator per tool, session position, a hashed bag of words), fits a ridge
-regression on log T_norm, and is read only for the order it induces.  One predictor serves every
-benchmark (the benchmark is never a feature).  It is scored by 5-fold cross-validation grouped by
-session (``GroupKFold``) with Kendall's τ of the out-of-fold predictions against the true T_norm.
-
-:func:`oof_predictions` gives the simulator a rank key per worker that never saw its own session
-in training.  :func:`compare_rankers` fits an alternative (gradient-boosted trees on the same
-signal) on the *same folds* and picks the default by held-out τ.
-
-ASSUMPTION (worker lifetime): a worker's T_norm is the span of its worker segments on the
-reference clock, max(t_last_read_s) - min(t_first_write_s); with no rematerialization a worker
-has one segment and this is that segment's T_norm (Eq. 1).  Its write volume is the sum of its
-segments' tokens_written.  Reason: the ranker ranks workers (agents), and segments of one worker
-close at the same sub-agent return.
-ASSUMPTION (context length): a spawn record's ``context`` is text or a token count
-(docs/design.md §2); a purely numeric string is read as a token count, otherwise its whitespace word
-count is used.
-
-Same ranks on another machine.  The ridge is solved by conjugate gradients on the sparse features
-(scikit-learn's solver for sparse input with an intercept) to a relative residual of
-:data:`RIDGE_TOL`, not the loose default (1e-4), whose early stop amplifies the last-bit
-differences between BLAS/SIMD kernels into prediction differences of ~1e-4; predictions are then
-rounded to :data:`RANK_DECIMALS` decimals of log lifetime, and every ranking sorts stably (ties keep
-row order).  What stays machine-dependent: predictions still differ by ~1e-12 between kernels, so
-two workers whose predicted log lifetimes lie that close, or a prediction that close to a rounding
-boundary, may order differently; the gradient-boosted alternative uses no BLAS and is bitwise stable.
+:class:`SpawnRanker` turns a worker's spawn signal into features and fits a ridge regression on log
+T_norm, read only for the order it induces; :func:`oof_predictions` gives the simulator a rank key per
+worker from a model that never saw its session; :func:`compare_rankers` fits a gradient-boosted
+alternative on the same folds.  Features, scoring, the worker-lifetime and context-length assumptions
+and why ranks are the same on every machine: docs/design.md §4.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -48,6 +25,10 @@ from threadpoolctl import threadpool_limits
 
 from lachesis.stats import kendall_tau  # Kendall τ-b (scipy.stats.kendalltau)
 
+if TYPE_CHECKING:
+    from lachesis.segments import Segments
+    from lachesis.trace import Trace
+
 #: Numeric spawn-signal columns (lengths and session position).
 NUMERIC_FEATURES = ("instruction_words", "instruction_chars", "context_tokens", "n_tools",
                     "spawn_index", "lead_request_index", "lead_tokens_before")
@@ -55,7 +36,7 @@ NUMERIC_FEATURES = ("instruction_words", "instruction_chars", "context_tokens", 
 #: the vocabulary size of spawn instructions, and the width is not tuned to any result.
 HASH_FEATURES = 2 ** 12
 RIDGE_ALPHA = 1.0  # ASSUMPTION: sklearn's default regularization; not tuned to the τ result.
-#: Conjugate-gradient tolerance of the ridge solve (module docstring): tight enough that predictions
+#: Conjugate-gradient tolerance of the ridge solve (docs/design.md §4): tight enough that predictions
 #: agree to ~1e-12 across BLAS kernels, at no measurable cost (CG converges in tens of iterations).
 RIDGE_TOL = 1e-12
 #: Predictions (log seconds) are rounded to 1e-9, 1000x above the ~1e-12 machine noise; a 1e-9 step
@@ -206,12 +187,12 @@ def _as_signal(df: pd.DataFrame) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------------
 
 
-def _segments_frame(segments: Any) -> pd.DataFrame:
+def _segments_frame(segments: Segments | pd.DataFrame) -> pd.DataFrame:
     return segments.segments if hasattr(segments, "segments") else segments
 
 
-def worker_lifetimes(segments: Any) -> pd.DataFrame:
-    """One row per worker agent: session_id, T_norm span and summed write volume (module docstring)."""
+def worker_lifetimes(segments: Segments | pd.DataFrame) -> pd.DataFrame:
+    """One row per worker agent: session_id, T_norm span and summed write volume (docs/design.md §4)."""
     seg = _segments_frame(segments)
     w = seg[seg["seg_class"] == "worker"]
     keys = ["agent_id", "session_id"] + (["group"] if "group" in w.columns else [])
@@ -222,8 +203,8 @@ def worker_lifetimes(segments: Any) -> pd.DataFrame:
     return agg.drop(columns=["t_first", "t_last"])
 
 
-def worker_table(trace: Any, segments: Any) -> pd.DataFrame:
-    """One row per worker: its spawn signal, benchmark, T_norm and write volume (module docstring)."""
+def worker_table(trace: Trace, segments: Segments | pd.DataFrame) -> pd.DataFrame:
+    """One row per worker: its spawn signal, benchmark, T_norm and write volume (docs/design.md §4)."""
     agg = worker_lifetimes(segments).set_index("agent_id")
     sp = trace.spawns
     sp = sp[sp["role"] == "worker"]
@@ -266,7 +247,7 @@ def _oof(table: pd.DataFrame, folds: np.ndarray, make_model: Callable[[], Pipeli
     return pred
 
 
-def cross_validate(trace: Any, segments: Any, n_splits: int = 5, seed: int = 0,
+def cross_validate(trace: Trace, segments: Segments | pd.DataFrame, n_splits: int = 5, seed: int = 0,
                    make_model: Callable[[], Pipeline] = ridge_model) -> pd.DataFrame:
     """Out-of-fold predictions per worker (agent_id, session_id, benchmark, t_norm_s,
     tokens_written, pred, fold), folds grouped by session."""
@@ -278,13 +259,13 @@ def cross_validate(trace: Any, segments: Any, n_splits: int = 5, seed: int = 0,
     return out
 
 
-def oof_predictions(trace: Any, segments: Any, seed: int = 0) -> pd.Series:
+def oof_predictions(trace: Trace, segments: Segments | pd.DataFrame, seed: int = 0) -> pd.Series:
     """Out-of-fold rank key per worker (indexed by agent_id) from the default ranker."""
     cv = compare_rankers(trace, segments, seed=seed)
     return cv.oof.set_index("agent_id")[cv.winner].rename("pred")
 
 
-def rank_keys(trace: Any, segments: Any, seed: int = 0) -> pd.Series:
+def rank_keys(trace: Trace, segments: Segments | pd.DataFrame, seed: int = 0) -> pd.Series:
     """The key the predictive path ranks each worker agent by (§4; lower = shorter-lived): its
     out-of-fold prediction (:func:`oof_predictions`); empty when the trace has no worker."""
     if trace.spawns is None or len(trace.spawns) == 0 or not (trace.requests["role"] == "worker").any():
@@ -301,7 +282,8 @@ class RankerComparison:
     winner: str
 
 
-def compare_rankers(trace: Any, segments: Any, n_splits: int = 5, seed: int = 0) -> RankerComparison:
+def compare_rankers(trace: Trace, segments: Segments | pd.DataFrame, n_splits: int = 5,
+                    seed: int = 0) -> RankerComparison:
     """Ridge vs gradient-boosted trees on the same session-grouped folds; the default stays ridge
     unless the boosted model has the higher out-of-fold Kendall τ."""
     table = worker_table(trace, segments)

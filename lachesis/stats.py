@@ -1,30 +1,21 @@
-"""Statistics the characterization figures report (§3.3–3.5), on top of :mod:`scipy.stats`.
-
-* :func:`separability` — P(a random long-class segment outlives a random short-class one), the
-  Mann–Whitney U of the two samples over n1·n2 (ties count half); §3.3 "0.96–0.99", §3.4 "0.90–1.00".
-* :func:`median_ratio` — median(a) / median(b); §3.3 "7.6–17.2×", §3.4 "4.0–6.1×".
-* :func:`p90_over_p10` — spread of one class; §3.5 "3.7–23.6×".
-* :func:`kendall_tau` — Kendall's τ-b (scipy); §3.5 "0.51–0.72", ranker "0.53".
-* :func:`cdf_overlap` — how much two distributions overlap; §3.4 "lead and worker overlap in ρR/W
-  by 0.25–0.60".  DEFINITION (named; the paper does not define it): ``1 - D`` where ``D`` is the
-  two-sample Kolmogorov–Smirnov statistic (the largest vertical gap between the two empirical CDFs,
-  ``scipy.stats.ks_2samp``).  It reads directly off a CDF plot like Fig. 5(b), is 1 for identical
-  and 0 for fully separated samples, needs no bins, and is invariant to the log axis (any monotone
-  transform).  ``method="histogram"`` gives the alternative overlapping coefficient: the shared
-  area of the two density histograms on common log-spaced bins.
-* :func:`laden_share` — share of the tokens a turn writes that are reasoning-laden; §3.3 "66–83%".
-* :func:`small_sample` — the flag the comparison tables put on a statistic computed from few units.
+"""Statistics the characterization figures report (§3.3–3.5), on top of :mod:`scipy.stats`: separability,
+median ratio, p90/p10 spread, Kendall's τ-b, CDF overlap, the laden share, and the small-sample flag.
+Each function's docstring names the paper's numbers it is compared with; the definitions (CDF overlap
+is a named one): docs/design.md §6.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 from scipy import stats as st
 
 from lachesis.kv import TEMPORAL_CLASSES
+
+if TYPE_CHECKING:
+    from lachesis.segments import Segments
 
 
 #: ASSUMPTION (small samples): a statistic computed on fewer than 20 units (segments, turns, workers),
@@ -50,31 +41,34 @@ def _arr(x: Any) -> np.ndarray:
 
 
 def separability(long: Any, short: Any) -> float:
-    """P(random ``long`` sample > random ``short`` sample), ties counting half (Mann–Whitney U / n1 n2)."""
+    """P(random ``long`` sample > random ``short`` sample), ties counting half (Mann–Whitney U / n1 n2);
+    §3.3 "0.96–0.99", §3.4 "0.90–1.00"."""
     a, b = _arr(long), _arr(short)
     u = st.mannwhitneyu(a, b, alternative="two-sided").statistic
     return float(u / (a.size * b.size))
 
 
 def median_ratio(a: Any, b: Any) -> float:
-    """median(a) / median(b)."""
+    """median(a) / median(b); §3.3 "7.6–17.2×", §3.4 "4.0–6.1×"."""
     return float(np.median(_arr(a)) / np.median(_arr(b)))
 
 
 def p90_over_p10(x: Any) -> float:
-    """90th over 10th percentile (linear interpolation between order statistics)."""
+    """90th over 10th percentile (linear interpolation between order statistics): the spread of one
+    class; §3.5 "3.7–23.6×"."""
     p10, p90 = np.percentile(_arr(x), [10, 90])
     return float(p90 / p10)
 
 
 def kendall_tau(x: Any, y: Any) -> float:
-    """Kendall's τ-b between paired samples (scipy.stats.kendalltau)."""
+    """Kendall's τ-b between paired samples (scipy.stats.kendalltau); §3.5 "0.51–0.72", ranker "0.53"."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     return float(st.kendalltau(x, y).statistic)
 
 
 def cdf_overlap(a: Any, b: Any, method: str = "ks", bins: int = 30) -> float:
-    """Overlap of two distributions: ``1 - KS statistic`` (default) or the shared histogram area on log bins."""
+    """Overlap of two distributions: ``1 - KS statistic`` (default) or the shared histogram area on log bins
+    (docs/design.md §6); §3.4 "lead and worker overlap in ρR/W by 0.25–0.60"."""
     a, b = _arr(a), _arr(b)
     if method == "ks":
         return float(1.0 - st.ks_2samp(a, b).statistic)
@@ -89,8 +83,9 @@ def cdf_overlap(a: Any, b: Any, method: str = "ks", bins: int = 30) -> float:
     raise ValueError(f"method must be 'ks' or 'histogram', not {method!r}")
 
 
-def laden_share(seg: Any, per_turn: bool = False) -> float | pd.Series:
-    """Reasoning-laden share of the KV tokens single-agent turns write (aggregate, or one value per turn)."""
+def laden_share(seg: Segments | pd.DataFrame, per_turn: bool = False) -> float | pd.Series:
+    """Reasoning-laden share of the KV tokens single-agent turns write (aggregate, or one value per turn);
+    §3.3 "66–83%"."""
     df = seg.segments if hasattr(seg, "segments") else seg
     df = df[df["seg_class"].isin(TEMPORAL_CLASSES)]
     if per_turn:

@@ -20,7 +20,8 @@ from lachesis import read_trace
 from lachesis.adapters import (AdapterResult, adapt, count_tokens, earlier_context, load, read, unique_names)
 from lachesis.adapters import azure, chatdev, claude_code, mooncake, tau2, who_and_when
 from lachesis.cli import main
-from lachesis.trace import Trace, TraceError
+from lachesis.schema import TraceError
+from lachesis.trace import Trace
 
 from fixture_paths import TRACE_FIXTURES as FIX  # the committed excerpts, named once
 TRACE_SOURCES = ["tau2-xai-grok-blakeelias", "tau2-qwen3.5-justinchiu", "claude_code_subagents", "claude_code_more",

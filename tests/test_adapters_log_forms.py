@@ -16,7 +16,8 @@ import pytest
 from lachesis import read_trace
 from lachesis.adapters import adapt, read
 from lachesis.segments import recover
-from lachesis.trace import Trace, TraceError, write_trace
+from lachesis.schema import TraceError
+from lachesis.trace import Trace, write_trace
 
 HERE = Path(__file__).parent / "fixtures" / "log_forms"
 CC = HERE / "claude_code"

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lachesis import corpus
+from lachesis import corpus, workloads
 from lachesis.clock import clock_for
 from lachesis.config import TOOL_CLASSES
 from lachesis.trace import Trace, read_trace, tokens_written
@@ -20,12 +20,13 @@ SMALL = 0.05
 def paper_scale() -> tuple[dict[str, Trace], float]:
     """Every Table 3 workload at scale 1 (seed 0) and the time it took."""
     t0 = time.perf_counter()
-    traces = {w: corpus.generate(w, 1.0, 0) for w in corpus.TEMPORAL_WORKLOADS + corpus.STRUCTURAL_WORKLOADS}
+    traces = {w: corpus.generate(w, 1.0, 0) for w in workloads.TEMPORAL_WORKLOADS + workloads.STRUCTURAL_WORKLOADS}
     return traces, time.perf_counter() - t0
 
 
 def test_workload_names() -> None:
-    assert set(corpus.WORKLOADS) == set(corpus.TABLE3_INPUT) | {"tau3", "bfcl", "multi_agent", "multi_agent_no_reviewer"}
+    composites = {"tau3", "bfcl", "multi_agent", "multi_agent_no_reviewer"}
+    assert set(workloads.WORKLOADS) == set(workloads.TABLE3_INPUT) | composites
     with pytest.raises(KeyError, match="unknown workload"):
         corpus.generate("no_such_workload")
     with pytest.raises(ValueError, match="scale"):
@@ -68,11 +69,11 @@ def test_validation_and_round_trip(tmp_path) -> None:
 
 def test_request_ids_unique_across_corpus() -> None:
     traces = corpus.generate_all(0.02, 0)
-    ids = pd.concat([traces[w].requests["request_id"] for w in corpus.TABLE3_INPUT])
+    ids = pd.concat([traces[w].requests["request_id"] for w in workloads.TABLE3_INPUT])
     assert ids.is_unique
-    parts = [traces[w].requests for w in corpus.STRUCTURAL_WORKLOADS]
+    parts = [traces[w].requests for w in workloads.STRUCTURAL_WORKLOADS]
     assert len(traces["multi_agent"].requests) == sum(len(p) for p in parts)
-    assert set(traces["tau3"].requests["benchmark"]) == set(corpus.TEMPORAL_WORKLOADS[:4])
+    assert set(traces["tau3"].requests["benchmark"]) == set(workloads.TEMPORAL_WORKLOADS[:4])
 
 
 @pytest.mark.slow
@@ -175,25 +176,25 @@ def test_reference_clock_knows_every_tool() -> None:
 
 def test_derivations_follow_table3_arithmetic() -> None:
     """Expected requests per session from the closed form equal Table 3's (no hidden fudge)."""
-    for w, p in corpus.TEMPORAL_PRESETS.items():
-        d = corpus.derive_temporal(p)
-        s, n, _, _ = corpus.TABLE3_INPUT[w]
+    for w, p in workloads.TEMPORAL_PRESETS.items():
+        d = workloads.derive_temporal(p)
+        s, n, _, _ = workloads.TABLE3_INPUT[w]
         assert (1 + d.extra_turns) * (1 + d.extra_rounds) == pytest.approx(n / s)
-    for w, p in corpus.STRUCTURAL_PRESETS.items():
-        d = corpus.derive_structural(p)
+    for w, p in workloads.STRUCTURAL_PRESETS.items():
+        d = workloads.derive_structural(p)
         assert d.worker_rounds > 1 and d.observation_tokens > 0
 
 
 def test_fig4b_turn_tokens_match_the_input_means() -> None:
     """Per-turn laden/stripped KV tokens (recovered segments) land near Fig. 4(b)'s means (inputs)."""
     segments = pytest.importorskip("lachesis.segments")
-    for w in corpus.TEMPORAL_WORKLOADS:
+    for w in workloads.TEMPORAL_WORKLOADS:
         tr = corpus.generate(w, 0.5, 0)
         seg = segments.recover(tr, seed=0).segments
         s = seg[seg.seg_class.isin(["reasoning_laden", "reasoning_stripped"])]
         per_turn = s.pivot_table(index=["session_id", "write_turn"], columns="seg_class",
                                  values="tokens_written", aggfunc="sum", fill_value=0)
-        laden, stripped = corpus.FIG4B_INPUT[w]
+        laden, stripped = workloads.FIG4B_INPUT[w]
         assert per_turn["reasoning_laden"].mean() == pytest.approx(laden, rel=0.15), w
         assert per_turn["reasoning_stripped"].mean() == pytest.approx(stripped, rel=0.15), w
         # and the segments account for every token the trace writes

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lachesis import trace as T
+from lachesis import schema, trace as T
 from lachesis.cli import main
 
 
@@ -50,21 +50,21 @@ def test_swapped_rows_with_times_are_refused_naming_file_record_field(tmp_path, 
 def test_in_order_rows_and_unrecorded_times_load(tmp_path) -> None:
     rows = _rows()
     rows[2]["t_start"] = rows[2]["t_end"] = math.nan  # a time not recorded is not checked
-    T.validate_requests(pd.DataFrame(rows))
-    T.validate_requests(pd.DataFrame(_rows()))
+    schema.validate_requests(pd.DataFrame(rows))
+    schema.validate_requests(pd.DataFrame(_rows()))
 
 
 def test_concurrent_agents_may_interleave(tmp_path) -> None:
     a, b = _rows(2), _rows(2)
     for r in b:
         r.update(agent_id="b", session_id="s2", request_id="b" + r["request_id"])
-    T.validate_requests(pd.DataFrame([a[0], b[0], a[1], b[1]]))  # b starts at 0 after a's row at 0, 10: fine
+    schema.validate_requests(pd.DataFrame([a[0], b[0], a[1], b[1]]))  # b starts at 0 after a's row at 0, 10: fine
 
 
 def test_what_cannot_be_seen_is_stated_in_the_contract() -> None:
     rows = _rows(times=False)
     rows[1], rows[2] = rows[2], rows[1]
-    T.validate_requests(pd.DataFrame(rows))  # no times, prefixes fit: the data cannot show the swap
+    schema.validate_requests(pd.DataFrame(rows))  # no times, prefixes fit: the data cannot show the swap
     for text in (T.__doc__, T.read_trace.__doc__,
                  (Path(__file__).resolve().parents[1] / "docs" / "design.md").read_text(encoding="utf-8")):
         assert "cannot" in text and "swap" in text

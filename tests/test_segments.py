@@ -17,7 +17,8 @@ from lachesis.clock import schedule, session_rng
 from lachesis.config import TOOL_CLASSES, ReferenceClock, ToolClass
 from lachesis.segments import SEGMENT_COLUMNS, recover, summarize
 from lachesis.stats import laden_share
-from lachesis.trace import Trace, TraceError, tokens_written, write_trace
+from lachesis.schema import TraceError
+from lachesis.trace import Trace, tokens_written, write_trace
 
 #: user delays are LogNormal(median 120 s, sigma); sigma = 0 makes every delay exactly 120 s.
 NO_SPREAD = ReferenceClock(user_delay_sigma=0.0)

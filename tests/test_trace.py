@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lachesis.trace import (REQUEST_COLUMNS, SPAWN_COLUMNS, Trace, TraceError, read_trace,
-                            tokens_processed, tokens_written, validate_requests, write_trace)
+from lachesis.schema import REQUEST_COLUMNS, SPAWN_COLUMNS, TraceError, validate_requests
+from lachesis.trace import Trace, read_trace, tokens_processed, tokens_written, write_trace
 
 
 def base_requests() -> pd.DataFrame:

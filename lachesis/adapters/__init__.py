@@ -1,36 +1,8 @@
 """Adapters: real public agent traces → the per-request trace contract (docs/design.md §2).
 
-One module per source family; each module's docstring says how every field is derived:
-
-========================  =====================  ==============================================================
-source (``read`` name)    module                 what it derives
-========================  =====================  ==============================================================
-tau2-xai-grok-blakeelias  :mod:`.tau2`           single-agent Trace; reasoning from the exact cost (xAI models)
-tau2-qwen3.5-justinchiu   :mod:`.tau2`           single-agent Trace; reasoning tokenized (Qwen3.5 thinking)
-claude_code_subagents     :mod:`.claude_code`    lead + ``Task``/``Agent`` workers, provider cache reads
-claude_code_more          :mod:`.claude_code`    the same, sub-agents embedded as progress records; Codex
-                                                 rollouts as single agents
-who_and_when              :mod:`.who_and_when`   lead + workers from message text (tokenized); benchmark from
-                                                 the task id (GAIA or AssistantBench)
-chatdev_warehouse         :mod:`.chatdev`        phases as short-lived worker/reviewer pairs, real usage
-mooncake_fast25           :mod:`.mooncake`       per-block reuse/lifetime table (no sessions: NOT a Trace)
-azure_llm_2023            :mod:`.azure`          arrival/length statistics (no sessions: NOT a Trace)
-========================  =====================  ==============================================================
-
-Files are found by pattern and recognised by content, never by a hard-coded name: :func:`read`
-takes any file or folder (searched recursively) in a source's format, registered or not; :func:`load`
-first verifies a registered dataset against the registry (:mod:`lachesis.datasets`). A file that
-fails to parse is skipped and listed in ``AdapterResult.failed`` with its reason; its siblings are
-still read, and only when no file can be read does the call raise. Malformed input raises
-:class:`~lachesis.trace.TraceError` naming the file, the record and the field. Everything an
-adapter leaves out is counted in ``AdapterResult.skipped`` with its reason, repeated requests (the
-same request seen in two transcripts) in ``AdapterResult.duplicates``: nothing is dropped silently.
-
-Two trace-contract rules every adapter keeps: ``n_observations`` counts tool results appended after a
-request EXCEPT the returned results of the sub-agents it spawned (the reference clock charges those
-once per returned sub-agent from the spawn records, Appendix B); a matched prefix never exceeds the
-agent's earlier context (previous request's input + output) plus the declared
-``shared_prefix_tokens`` (see :func:`earlier_context`).
+One module per source family.  Files are found by pattern and recognised by content; a file that fails
+to parse is listed with its reason and its siblings are still read; everything an adapter leaves out is
+counted with its reason.  The sources and how each adapter derives every field: docs/design.md §7.
 """
 
 from __future__ import annotations
@@ -49,8 +21,10 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar
 import numpy as np
 import pandas as pd
 
+from .. import datasets
 from ..io import atomic_write, replace_folder, stranger, write_json
-from ..trace import MAX_COUNT, SUBAGENT_ROLES, Trace, TraceError, write_trace
+from ..schema import MAX_COUNT, SUBAGENT_ROLES, TraceError
+from ..trace import Trace, write_trace
 
 T = TypeVar("T")
 
@@ -354,11 +328,10 @@ def frames_to_trace(rows: list[dict[str, Any]], spawns: list[dict[str, Any]], so
 
 def adapter_module(source: str):
     """The adapter module of a registered dataset name or of an adapter name (``tau2``, ``claude_code`` …)."""
-    from ..datasets import ADAPTERS
-
-    mod = ADAPTERS.get(source) or (source if source in ADAPTER_MODULES else None)
+    mod = datasets.ADAPTERS.get(source) or (source if source in ADAPTER_MODULES else None)
     if mod is None:
-        raise ValueError(f"unknown dataset {source!r}; choose a registered dataset ({', '.join(sorted(ADAPTERS))}) "
+        known = ", ".join(sorted(datasets.ADAPTERS))
+        raise ValueError(f"unknown dataset {source!r}; choose a registered dataset ({known}) "
                          f"or an adapter ({', '.join(ADAPTER_MODULES)})")
     return importlib.import_module(f"{__name__}.{mod}")
 
@@ -372,10 +345,8 @@ def read(source: str, path: str | os.PathLike[str], **kwargs: Any) -> AdapterRes
 
 def load(dataset: str, local: str | os.PathLike[str] | None = None, **kwargs: Any) -> AdapterResult:
     """Fetch (or verify the offline copy of) a registered dataset and run its adapter."""
-    from ..datasets import fetch
-
     adapter_module(dataset)  # an unknown name fails before any download
-    return read(dataset, fetch(dataset, local), **kwargs)
+    return read(dataset, datasets.fetch(dataset, local), **kwargs)
 
 
 @dataclass

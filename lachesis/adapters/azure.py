@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..trace import TraceError
+from ..schema import TraceError
 from . import MAX_COUNT, AdapterResult, find_files, read_each, read_text, require_data, stem, unique_names
 
 COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")

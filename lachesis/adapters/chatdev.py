@@ -1,45 +1,7 @@
 """ChatDev 1.0 WareHouse run logs → Trace (phases as short-lived sub-agents, reviewer loops).
 
-Every ``*.log[.gz]`` file is one run = one session, named by its folder when the folder holds one
-log (``WareHouse/<project>/``), else by the log's name. ChatDev's chat chain is a fixed program, not
-an LLM lead; each phase is a fresh two-role chat whose context is discarded at phase end. Field by
-field:
-
-* log lines ``[YYYY-DD-MM HH:MM:SS INFO] …`` — **day before month**, 1-second resolution; some runs
-  also write lines as ``YYYY-MM-DD`` through another logger, and a log may mix both (:func:`_ts`).
-* a phase instance starts at ``System: **[RolePlaying]**`` (its table gives ``assistant_role_name``
-  and ``user_role_name``); the phase name comes from the ``System: **[chatting]**`` table just before
-  it (``phase_name``, ``phase_prompt``); the first role-play without one is the task-prompt
-  self-improvement (``TaskPromptSelfImprovement``).
-* a request = one ``**[OpenAI_Usage_Info Receive]**`` block: ``input_tokens`` = ``prompt_tokens``,
-  ``output_tokens`` = ``completion_tokens`` (real OpenAI usage), ``reasoning_tokens`` = 0 (no
-  reasoning model), ``t_start`` = the preceding ``Send`` line's time, ``t_end`` = the ``Receive``
-  line's time.
-* the other log forms (each checked on the project's mirror of the 34 THUNLP runs and the community run
-  ``Tetris_zhuoyundu_20240115181403``): a ``Receive`` block without a ``Send`` line (73 in the THUNLP
-  runs, all 14 in Tetris) is a request with ``t_start`` = ``t_end``; a ``Send`` block followed by another
-  ``Send`` instead of its ``Receive`` (22 in the THUNLP runs; prompt size only, no completion count)
-  is not a request and is counted in ``skipped`` with that reason; a call logged inside a log entry
-  as ``Into LLM_api at <phase>.`` / ``Out of LLM_api at <phase>.`` followed by ``prompt_tokens`` and
-  ``completion_tokens`` and no ``Receive`` header (Tetris' ``Coding_wait`` merges: 3 calls, 9,590
-  tokens) is a request, ``input``/``output`` = those counts, its time the enclosing log entry's; it is
-  a one-call worker ``<session>:p<k>:LLM_api@L<line>`` (a fresh prompt each: matched prefix 0,
-  ``domain`` = the phase) with its own placeholder spawn; an ``Out of LLM_api`` without counts and an
-  ``Into LLM_api`` that never comes out are counted in ``skipped``; one count without the other raises,
-  naming the line and the field. The ``**[Software Info]**`` totals (``num_prompt_tokens=…``) are
-  per-run summaries, not calls, and are not read.
-* ASSUMPTION (speaker): ChatDev's ``RolePlaying.step`` calls the assistant agent, then the user agent,
-  so calls inside a phase instance alternate assistant, user, assistant, …; each role of each phase
-  instance is one agent (its own message memory): ``<session>:p<k>:<role name>``.
-* ASSUMPTION (prefix): an agent's memory is append-only within its phase, so ``matched_prefix`` = its
-  previous request's ``input + output`` (capped at ``input``); 0 at its first request.
-* roles: the ``Code Reviewer`` of a phase = ``reviewer``; every other phase agent = ``worker``
-  (so CodeReviewComment is a reviewer/worker pair and the reviewer loop alternates it with
-  CodeReviewModification). The chat chain = ``lead``: it issues one zero-token placeholder request
-  per phase instance (``tool_names = ["spawn_subagent"]``, at the phase start) so every phase agent
-  has a spawn record; ``instruction`` = the phase prompt (first line of the table cell) + the role
-  prompt, ``context`` = 0, ``tools`` = [], ``model`` = ``"gpt-3.5 (unrecorded)"``.
-* ``turn`` = 0: one customer task per session.
+Every ``*.log[.gz]`` file is one run = one session.  The log forms read, each field, and the speaker
+and prefix assumptions: docs/design.md §7 (ChatDev).
 """
 
 from __future__ import annotations
@@ -49,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..trace import TraceError
+from ..schema import TraceError
 from . import (AdapterResult, count, dedupe_requests, find_files, frames_to_trace, name_duplicate_files, read_each, read_text,
                require_data, stem, unique_names)
 
@@ -135,97 +97,136 @@ def _llm_api_call(lines: list[str], i: int, path: Path, ts: float | None, res: A
 
 def parse_log(path: Path, res: AdapterResult, sid: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """One run log → request rows and spawn records."""
-    lines = read_text(path).splitlines()
-    phases: list[dict[str, Any]] = []      # phase instances and single-call units, in log order
-    current: dict[str, Any] | None = None  # the role-play phase instance that Receive blocks belong to
-    entered = 0                            # "Into LLM_api" lines not yet matched by an "Out of LLM_api"
-    unanswered = 0                         # Send blocks followed by another Send, not by their Receive
-    chatting: dict[str, str] | None = None
-    table: dict[str, str] | None = None
-    send_ts: float | None = None
-    ts: float | None = None
-    i = 0
-    while i < len(lines):
-        m = _HEAD.match(lines[i])
-        if not m and _INTO.match(lines[i]):
-            entered += 1
-        if not m and _OUT.match(lines[i]):
-            entered = max(entered - 1, 0)
-            call, i = _llm_api_call(lines, i, path, ts, res)
-            if call is not None:
-                phases.append(dict(params={}, chatting=None, t=call["t_start"], calls=[call], line=call["line"],
-                                   single=_OUT.match(lines[call["line"] - 1]).group(1)))
-            continue
-        if not m:
-            c = _CELL.match(lines[i])
-            if c and table is not None:
-                table.setdefault(c.group(1), c.group(2).strip())
-            i += 1
-            continue
-        ts, msg = _ts(m, ts, path, i + 1), m.group(7)
-        table = None
-        if msg.startswith("System: **[chatting]**"):
-            chatting = {}
-            table = chatting
-        elif msg.startswith("System: **[RolePlaying]**"):
-            ph = dict(params={}, chatting=chatting, t=ts, calls=[], line=i + 1)
-            phases.append(ph)
-            current = ph
-            table = ph["params"]
-            chatting = None
-        elif msg.startswith("**[OpenAI_Usage_Info Send]**"):
-            if send_ts is not None:
-                unanswered += 1
-            send_ts = ts
-        elif msg.startswith("**[OpenAI_Usage_Info Receive]**"):
-            vals: dict[str, int] = {}
-            j = i + 1
-            while j < len(lines) and not _HEAD.match(lines[j]):
-                n = _NUM.match(lines[j])
-                if n:
-                    vals[n.group(1)] = int(n.group(2))
-                j += 1
-            _check_usage(vals, path, i + 1, "missing in the OpenAI_Usage_Info Receive block")
-            if current is None:
-                raise TraceError(str(path), f"line {i + 1}", "(phase)", "LLM call before any RolePlaying block")
-            current["calls"].append(dict(P=vals["prompt_tokens"], C=vals["completion_tokens"],
-                                            t_start=send_ts if send_ts is not None and send_ts <= ts else ts,
-                                            t_end=ts, line=i + 1))
-            send_ts = None
-            i = j
-            continue
-        i += 1
-    unanswered += send_ts is not None
-    if unanswered:
-        res.skip("ChatDev 'OpenAI_Usage_Info Send' blocks without their Receive (no completion count: not a request)",
-                 unanswered)
-    if entered:
-        res.skip("ChatDev 'Into LLM_api' calls never logged as returned (no usage: not a request)", entered)
-    rows: list[dict[str, Any]] = []
-    spawns: list[dict[str, Any]] = []
-    lead = f"{sid}:ChatChain"
-    if not any(ph["calls"] for ph in phases):
+    scan = _LogScan(path, res, read_text(path).splitlines())
+    scan.run()
+    chain = _Chain(path, sid)
+    if not any(ph["calls"] for ph in scan.phases):
         res.skip("ChatDev logs without any LLM usage record (no requests)")
-    k_spawn = 0
     # the log's clock can run backwards (Tetris: an entry stamped 18:19:21 before one stamped 18:15:13), and the
     # chat chain issues its phases in time, so its placeholder spawns go in time order (stable for ties)
-    phases.sort(key=lambda ph: ph["t"])
-    for k, ph in enumerate(phases):
+    scan.phases.sort(key=lambda ph: ph["t"])
+    for k, ph in enumerate(scan.phases):
         if not ph["calls"]:
             res.skip("ChatDev phase instances without LLM calls")
             continue
+        chain.phase(k, ph)
+    for s in chain.spawns:
+        mine = [r for r in chain.rows if r["agent_id"] == s["agent_id"]]
+        s["t_start"], s["t_end"] = min(r["t_start"] for r in mine), max(r["t_end"] for r in mine)
+    return chain.rows, chain.spawns
+
+
+class _LogScan:
+    """A run log read line by line into phase instances (a RolePlaying block and the calls its Receive
+    blocks report) and single-call units (an ``Out of LLM_api`` call), in log order."""
+
+    def __init__(self, path: Path, res: AdapterResult, lines: list[str]) -> None:
+        self.path, self.res, self.lines = path, res, lines
+        self.phases: list[dict[str, Any]] = []
+        self.current: dict[str, Any] | None = None  # the role-play phase instance that Receive blocks belong to
+        self.entered = 0                            # "Into LLM_api" lines not yet matched by an "Out of LLM_api"
+        self.unanswered = 0                         # Send blocks followed by another Send, not by their Receive
+        self.chatting: dict[str, str] | None = None
+        self.table: dict[str, str] | None = None
+        self.send_ts: float | None = None
+        self.ts: float | None = None
+
+    def run(self) -> None:
+        i = 0
+        while i < len(self.lines):
+            i = self.line(i)
+        self.unanswered += self.send_ts is not None
+        if self.unanswered:
+            self.res.skip("ChatDev 'OpenAI_Usage_Info Send' blocks without their Receive (no completion count: "
+                          "not a request)", self.unanswered)
+        if self.entered:
+            self.res.skip("ChatDev 'Into LLM_api' calls never logged as returned (no usage: not a request)",
+                          self.entered)
+
+    def line(self, i: int) -> int:
+        """Read line ``i`` (and any block it opens); the index of the next line to read."""
+        lines = self.lines
+        m = _HEAD.match(lines[i])
+        if not m and _INTO.match(lines[i]):
+            self.entered += 1
+        if not m and _OUT.match(lines[i]):
+            self.entered = max(self.entered - 1, 0)
+            call, i = _llm_api_call(lines, i, self.path, self.ts, self.res)
+            if call is not None:
+                self.phases.append(dict(params={}, chatting=None, t=call["t_start"], calls=[call], line=call["line"],
+                                        single=_OUT.match(lines[call["line"] - 1]).group(1)))
+            return i
+        if not m:
+            c = _CELL.match(lines[i])
+            if c and self.table is not None:
+                self.table.setdefault(c.group(1), c.group(2).strip())
+            return i + 1
+        ts, msg = _ts(m, self.ts, self.path, i + 1), m.group(7)
+        self.ts = ts
+        self.table = None
+        if msg.startswith("System: **[chatting]**"):
+            self.chatting = {}
+            self.table = self.chatting
+        elif msg.startswith("System: **[RolePlaying]**"):
+            ph = dict(params={}, chatting=self.chatting, t=ts, calls=[], line=i + 1)
+            self.phases.append(ph)
+            self.current = ph
+            self.table = ph["params"]
+            self.chatting = None
+        elif msg.startswith("**[OpenAI_Usage_Info Send]**"):
+            if self.send_ts is not None:
+                self.unanswered += 1
+            self.send_ts = ts
+        elif msg.startswith("**[OpenAI_Usage_Info Receive]**"):
+            return self.receive(i, ts)
+        return i + 1
+
+    def receive(self, i: int, ts: float) -> int:
+        """A Receive block: one call of the current phase, timed from its Send; the index after the block."""
+        lines, path = self.lines, self.path
+        vals: dict[str, int] = {}
+        j = i + 1
+        while j < len(lines) and not _HEAD.match(lines[j]):
+            n = _NUM.match(lines[j])
+            if n:
+                vals[n.group(1)] = int(n.group(2))
+            j += 1
+        _check_usage(vals, path, i + 1, "missing in the OpenAI_Usage_Info Receive block")
+        if self.current is None:
+            raise TraceError(str(path), f"line {i + 1}", "(phase)", "LLM call before any RolePlaying block")
+        send_ts = self.send_ts
+        self.current["calls"].append(dict(P=vals["prompt_tokens"], C=vals["completion_tokens"],
+                                          t_start=send_ts if send_ts is not None and send_ts <= ts else ts,
+                                          t_end=ts, line=i + 1))
+        self.send_ts = None
+        return j
+
+
+class _Chain:
+    """The chat chain as a lead (a placeholder spawn request per phase instance) and each phase's two
+    roles as short-lived sub-agents with their spawn records."""
+
+    def __init__(self, path: Path, sid: str) -> None:
+        self.path, self.sid = path, sid
+        self.lead = f"{sid}:ChatChain"
+        self.rows: list[dict[str, Any]] = []
+        self.spawns: list[dict[str, Any]] = []
+
+    def phase(self, k: int, ph: dict[str, Any]) -> None:
+        """Phase instance ``k``: its placeholder spawn request, then its calls alternating between its roles."""
+        sid, lead = self.sid, self.lead
         params, chat = ph["params"], ph["chatting"] or {}
         phase = ph.get("single") or chat.get("phase_name") or ("TaskPromptSelfImprovement" if k == 0 else "(unnamed)")
         roles = [params.get("assistant_role_name"), params.get("user_role_name")] if not ph.get("single") \
             else [f"LLM_api@L{ph['line']}"] * 2
         if not all(roles):
-            raise TraceError(str(path), f"line {ph['line']}", "assistant_role_name/user_role_name",
+            raise TraceError(str(self.path), f"line {ph['line']}", "assistant_role_name/user_role_name",
                              "missing in the RolePlaying table")
         spawn_rid = f"{sid}:p{k}:spawn"
-        rows.append(dict(session_id=sid, request_id=spawn_rid, agent_id=lead, parent_agent_id=None, role="lead",
-                         turn=0, input_tokens=0, matched_prefix_tokens=0, output_tokens=0, reasoning_tokens=0,
-                         tool_names=["spawn_subagent"], n_observations=0, t_start=ph["t"], t_end=ph["t"],
-                         benchmark="chatdev", domain=phase, model="(chat chain program)", placeholder=True))
+        self.rows.append(dict(session_id=sid, request_id=spawn_rid, agent_id=lead, parent_agent_id=None, role="lead",
+                              turn=0, input_tokens=0, matched_prefix_tokens=0, output_tokens=0, reasoning_tokens=0,
+                              tool_names=["spawn_subagent"], n_observations=0, t_start=ph["t"], t_end=ph["t"],
+                              benchmark="chatdev", domain=phase, model="(chat chain program)", placeholder=True))
         last: dict[str, dict[str, Any]] = {}
         for c_i, c in enumerate(ph["calls"]):
             name = roles[c_i % 2]
@@ -237,17 +238,12 @@ def parse_log(path: Path, res: AdapterResult, sid: str) -> tuple[list[dict[str, 
                        matched_prefix_tokens=mp, output_tokens=c["C"], reasoning_tokens=0, tool_names=[],
                        n_observations=0, t_start=c["t_start"], t_end=c["t_end"], benchmark="chatdev",
                        domain=phase, model=MODEL, placeholder=False)
-            rows.append(row)
+            self.rows.append(row)
             if prev is None:
                 prompt_key = "assistant_role_prompt" if c_i % 2 == 0 else "user_role_prompt"
                 text = c.get("prompt") if ph.get("single") else params.get(prompt_key, "")
-                spawns.append(dict(session_id=sid, agent_id=aid, parent_agent_id=lead, role=row["role"],
-                                   spawn_request_id=spawn_rid,
-                                   instruction=(chat.get("phase_prompt", "") + "\n\n" + (text or "")).strip(),
-                                   context=0, tools=[], model=MODEL, spawn_index=k_spawn, phase=phase))
-                k_spawn += 1
+                self.spawns.append(dict(session_id=sid, agent_id=aid, parent_agent_id=lead, role=row["role"],
+                                        spawn_request_id=spawn_rid,
+                                        instruction=(chat.get("phase_prompt", "") + "\n\n" + (text or "")).strip(),
+                                        context=0, tools=[], model=MODEL, spawn_index=len(self.spawns), phase=phase))
             last[aid] = row
-    for s in spawns:
-        mine = [r for r in rows if r["agent_id"] == s["agent_id"]]
-        s["t_start"], s["t_end"] = min(r["t_start"] for r in mine), max(r["t_end"] for r in mine)
-    return rows, spawns

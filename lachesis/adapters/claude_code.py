@@ -1,105 +1,15 @@
-"""Claude Code transcripts (lead + sub-agents) and Codex CLI rollouts → Trace (structural axis, §3.4).
+"""Claude Code transcripts (lead + sub-agents) → Trace (structural axis, §3.4); Codex CLI rollouts
+found among them are read by :mod:`lachesis.adapters.codex`.  Every file is recognised by its content.
+Field by field, the assumptions and what is skipped: docs/design.md §7 (Claude Code).
 
-Sources: ``claude_code_subagents`` (lead ``<session>.jsonl`` + ``<session>/subagents/agent-<id>.jsonl``),
-``claude_code_more`` (Entire checkpoints: sub-agent steps embedded in the lead file as ``progress``
-records with ``data.type == "agent_progress"``; Codex CLI rollouts are single-agent), or any folder of
-such files (e.g. ``~/.claude/projects/<project>``). Every ``*.jsonl[.gz]`` file is recognised by its
-content, whatever its name or folder: a Codex rollout starts with a Codex record type; a Claude Code
-sub-agent transcript has ``isSidechain`` records with an ``agentId`` and the ``sessionId`` of its lead;
-every other file is a lead transcript, its session id = its records' ``sessionId`` (the file name if
-absent).
-
-Claude Code, field by field:
-
-* one request per ``requestId`` (``message.id`` when absent; a request is logged as several
-  ``assistant`` records, one per content block); ``request_id`` = that id, which the provider makes
-  unique. Resumed sessions and cumulative checkpoints repeat earlier requests in another file: a
-  request is counted once, in the file read first (files ordered by first time stamp, then longest
-  first), and every repeat is counted in ``AdapterResult.duplicates``. ASSUMPTION: each file keeps
-  its own context chain (its turns and tool results are its own), so a second file of the same
-  session id is the session ``<id>#2`` (…): of a cumulative checkpoint nothing is left, of a resumed
-  copy only its new requests, whose cache reads of the copied history are a declared shared prefix.
-* ``input_tokens`` = ``input_tokens + cache_read_input_tokens + cache_creation_input_tokens`` (the
-  whole prompt); ``matched_prefix_tokens`` = ``cache_read_input_tokens`` (the exactly matched,
-  reused prefix). ``cache_creation`` tokens are counted as newly written KV (not matched): the
-  provider prefilled them and stored them for later reads.
-* ``cache_tolerance_tokens`` = :data:`CACHE_TOLERANCE_TOKENS` (16; the ``cache_tolerance_tokens``
-  argument of :func:`load` is the knob), 0 on Codex rows. ASSUMPTION (named, see
-  :mod:`lachesis.segments`, *Provider caches*): the provider's cache read stops a few tokens short of
-  the previous request's input and never holds the previous output, which the next request
-  re-prefills; within the tolerance that is the same context continuing, not a boundary. Evidence
-  (the project's mirror of ``claude_code_more`` and ``claude_code_subagents``, 3,738 requests after an
-  agent's first): the cache read equals the previous input + output at 2 requests only; it falls short
-  of the previous INPUT by 1–14 tokens at 3,334 (89%; 1 token at 2,120, 8 at 586, 3 at 223, 7 at 175,
-  10 at 97), in all but one with the whole previous context inside the new input; the next
-  shortfalls are 41–83 tokens (6 requests), then ≥ 162 (113 requests: cache expiry, compactions).
-  Read exactly, 87% of the Claude Code segments were fragments under 700 tokens and a worker split
-  into 5–10 segments closed at ``turn_end``; 16 covers the observed 1–14 with a margin and stays far
-  below the first real discard.
-* ``shared_prefix_tokens`` (declared external prefix, see :mod:`lachesis.segments`) = the part of the
-  cache read beyond the agent's own earlier context (:func:`~lachesis.adapters.earlier_context`): at
-  an agent's first request its whole cache read (the system prompt and tool definitions written by
-  other agents or sessions), later the excess after a compaction or a resumed session's copied
-  history. That prefix is in no segment of this agent.
-* ``output_tokens`` = the largest ``output_tokens`` over the request's records (streamed records
-  carry partial counts); ``reasoning_tokens`` = 0: the API does not report thinking tokens
-  separately (they are inside ``output_tokens``), so the temporal split is not available from
-  these transcripts; ``thinking_blocks`` counts the request's thinking blocks.
-* ``tool_names`` = names of the request's ``tool_use`` blocks; ``n_observations`` = ``tool_result``
-  blocks that follow before the agent's next request, EXCEPT the results of its ``Task``/``Agent``
-  spawns that became workers (the reference clock charges a returned sub-agent from its spawn
-  record). ASSUMPTION: the result of a spawn whose sub-agent has neither per-request records nor
-  recorded totals (no worker, no spawn record) stays an observation, so the lead's prefill of it is
-  charged exactly once.
-* sub-agents known only by their totals (newer Claude Code versions log an ``Agent``/``Task`` call's
-  steps nowhere in the file, only the totals in the spawn's ``toolUseResult``): the worker is built
-  from them, as ONE request with ``synthetic`` = True (every other row False): ``input_tokens`` =
-  ``usage.input_tokens + cache_read_input_tokens + cache_creation_input_tokens`` (its last prompt:
-  the context it ended with; ``totalTokens`` when ``usage`` is absent), ``output_tokens`` =
-  ``usage.output_tokens``, ``matched_prefix_tokens`` = 0 (ASSUMPTION: the whole context is written by
-  the worker, an upper bound: a recorded worker's first cache read would be a declared shared prefix),
-  no tools or observations, ``request_id`` = ``<tool_use id>:totals``, agent = ``<session>:<agentId>``;
-  ``t_start`` = the spawning request's end, ``t_end`` = ``t_start + totalDurationMs``: the reference
-  clock charges that recorded duration instead of decode time (:mod:`lachesis.clock`), so the lead
-  waits for it as for any worker. A spawn without ``totalDurationMs`` (or without any totals, e.g.
-  ``async_launched`` with no transcript) is skipped and counted with its reason; a
-  ``totalDurationMs`` or usage count that is not a count raises, naming file, line and field.
-  Skipped spawns are counted on their spawning request, so a spawn repeated in a de-duplicated copy
-  of its session is counted once.
-* ``turn`` = number of real user prompts so far − 1 (``isMeta`` records, tool results, task
-  notifications, local-command echoes and interrupts are not prompts; a prompt the user typed while
-  the agent worked, logged as an ``attachment`` record of type ``queued_command`` with
-  ``commandMode`` ``prompt`` (or none) and no ``isMeta``, is one); a worker takes the lead's turn at
-  its spawn.
-* ``t_start`` = timestamp of the last non-assistant record before the request's first record
-  (its input was complete then); ``t_end`` = timestamp of its last record.
-* lead = the session's own chain (``isSidechain`` false), role ``lead`` (``single`` when the session
-  spawns no sub-agent with requests); workers = sub-agent transcripts or embedded ``agent_progress``
-  records, role ``worker``, parent = the lead.
-* spawn record = the lead's ``Task`` or ``Agent`` ``tool_use`` (both names spawn, synchronous or
-  ``async_launched``): ``instruction`` = ``description`` + blank line + ``prompt``; ``context`` = the
-  lead's context tokens at the spawning request; ``tools`` = ``[subagent_type]``; ``model`` =
-  ``input.model`` or the worker's first model; extras ``t_start``/``t_end`` = the worker's first
-  request start and last request end (its lifetime), ``total_duration_ms`` from the spawn's
-  ``toolUseResult`` when present. The tool_use id is linked to its worker by, in order: the result's
-  ``toolUseResult.agentId``, an ``agentId: <id>`` line in the result text, the progress records'
-  ``parentToolUseID``, and last the worker's first message equal to the spawn's ``prompt``.
-
-Skipped and counted (``AdapterResult.skipped``): context-compaction agents (``agent-acompact-*``),
-compaction events in lead files, spawns whose worker has neither per-request records nor recorded
-totals (or totals without a duration), sub-agents without a spawn link, sub-agent transcripts
-without their lead transcript, duplicate embedded records of a worker that also has its own file,
-repeated Codex ``token_count`` events.
-
-Codex CLI (``session_meta`` first): one request per ``event_msg/token_count`` with a new
-``total_token_usage``; ``request_id`` = ``<session>:t<total tokens so far>`` (the same event in two
-copies of a rollout is one request); ``input`` =
-``last_token_usage.input_tokens`` (includes cached), ``matched_prefix`` = ``cached_input_tokens``,
-``output`` = ``output_tokens`` (includes reasoning), ``reasoning`` = ``reasoning_output_tokens``;
-``t_end`` = the last generated item (reasoning, message, tool call) before the count, ``t_start`` =
-the previous count or user message; tools = ``function_call``/``custom_tool_call`` names since the
-previous count, observations = their outputs; turn = ``user_message`` events − 1; role ``single``;
-``shared_prefix_tokens`` as for Claude Code.
+Evidence for :data:`CACHE_TOLERANCE_TOKENS` (the provider-cache assumption, docs/design.md §3), on the
+project's mirror of ``claude_code_more`` and ``claude_code_subagents``, 3,738 requests after an agent's
+first: the cache read equals the previous input + output at 2 requests only; it falls short of the
+previous INPUT by 1–14 tokens at 3,334 (89%; 1 token at 2,120, 8 at 586, 3 at 223, 7 at 175, 10 at 97),
+in all but one with the whole previous context inside the new input; the next shortfalls are 41–83
+tokens (6 requests), then ≥ 162 (113 requests: cache expiry, compactions).  Read exactly, 87% of the
+Claude Code segments were fragments under 700 tokens and a worker split into 5–10 segments closed at
+``turn_end``; 16 covers the observed 1–14 with a margin and stays far below the first real discard.
 """
 
 from __future__ import annotations
@@ -110,25 +20,26 @@ import zlib
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pandas as pd
 
 from ..config import SPAWN_TOOL_NAMES
-from ..trace import Trace, TraceError
+from ..schema import TraceError
+from ..trace import Trace
 from . import (MAX_COUNT, AdapterResult, dedupe_requests, earlier_context, find_files, iso_seconds, iter_jsonl,
                json_records, name_duplicate_files, need, need_count, read_each, require_data, stem)
+from .codex import CODEX_TYPES, codex_session
 
 NOT_PROMPT_PREFIXES = ("<local-command-", "<task-notification>", "[Request interrupted", "<system-reminder>",
                        "Caveat:", "<bash-stdout>", "<bash-stderr>")
-CODEX_TYPES = {"session_meta", "response_item", "event_msg", "turn_context"}
 USAGE_FIELDS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens")
 _AGENT_ID_TEXT = re.compile(r"\bagentId:\s*([\w@.-]+)")
 #: Records read before a file's kind is decided (the first user/assistant record is within them in practice).
 SNIFF_RECORDS = 200
 #: How far a Claude Code cache read may fall short of the previous request's input and still continue the
-#: same segment (module doc: the evidence; lachesis.segments, "Provider caches": the rule).
+#: same segment (module docstring: the evidence; docs/design.md §3, "Provider caches": the rule).
 CACHE_TOLERANCE_TOKENS = 16
 
 
@@ -146,29 +57,35 @@ class Sniff:
 def sniff(path: Path, part: AdapterResult | None = None) -> Sniff:
     """Recognise a transcript by its first records (streamed: large files are not read whole here)."""
     size = path.stat().st_size
-    sid = agent = None
-    first_ts = float("inf")
     try:
         fh = gzip.open(path, "rt", encoding="utf-8") if path.name.endswith(".gz") else open(path, encoding="utf-8")
         with fh:
-            for k, (lineno, rec) in enumerate(json_records(fh, str(path))):
-                if k == 0 and rec.get("type") in CODEX_TYPES:
-                    payload = rec.get("payload") if isinstance(rec.get("payload"), dict) else {}
-                    sid = str(payload.get("id") or "") if rec["type"] == "session_meta" else ""
-                    return Sniff("codex", sid or stem(path), first_ts=_ts_or_inf(rec, path, lineno), size=size)
-                if "type" not in rec:
-                    raise TraceError(str(path), f"line {lineno}", "type",
-                                     "missing field (not a Claude Code transcript or a Codex rollout)")
-                first_ts = min(first_ts, _ts_or_inf(rec, path, lineno))
-                sid = sid or (rec.get("sessionId") if isinstance(rec.get("sessionId"), str) else None)
-                if rec["type"] in ("user", "assistant"):
-                    if rec.get("isSidechain") and rec.get("agentId"):
-                        agent = str(rec["agentId"])
-                    break
-                if k >= SNIFF_RECORDS:
-                    break
+            return _sniff_records(json_records(fh, str(path)), path, size)
     except (OSError, EOFError, zlib.error) as e:
         raise TraceError(str(path), "(file)", "(gzip)", f"truncated or corrupt gzip: {e}") from None
+
+
+def _sniff_records(records: Iterator[tuple[int, dict[str, Any]]], path: Path, size: int) -> Sniff:
+    """A file's kind from its first records: a Codex record type first, else a sidechain's ``agentId``
+    at the first user/assistant record (a sub-agent), else a lead transcript."""
+    sid = agent = None
+    first_ts = float("inf")
+    for k, (lineno, rec) in enumerate(records):
+        if k == 0 and rec.get("type") in CODEX_TYPES:
+            payload = rec.get("payload") if isinstance(rec.get("payload"), dict) else {}
+            sid = str(payload.get("id") or "") if rec["type"] == "session_meta" else ""
+            return Sniff("codex", sid or stem(path), first_ts=_ts_or_inf(rec, path, lineno), size=size)
+        if "type" not in rec:
+            raise TraceError(str(path), f"line {lineno}", "type",
+                             "missing field (not a Claude Code transcript or a Codex rollout)")
+        first_ts = min(first_ts, _ts_or_inf(rec, path, lineno))
+        sid = sid or (rec.get("sessionId") if isinstance(rec.get("sessionId"), str) else None)
+        if rec["type"] in ("user", "assistant"):
+            if rec.get("isSidechain") and rec.get("agentId"):
+                agent = str(rec["agentId"])
+            break
+        if k >= SNIFF_RECORDS:
+            break
     if agent is not None:  # a sub-agent transcript: its lead's session, else the <session>/subagents/ folder
         sid = sid or (path.parent.parent.name if path.parent.name == "subagents" else "")
         return Sniff("subagent", sid, agent, first_ts, size)
@@ -184,7 +101,7 @@ def load(path: Path, cache_tolerance_tokens: int = CACHE_TOLERANCE_TOKENS) -> Ad
     """Every Claude Code session transcript and Codex rollout in a file or folder → one Trace.
 
     ``cache_tolerance_tokens``: the provider-cache tolerance declared on every Claude Code request
-    (module doc; 0 reads cache hits exactly).
+    (docs/design.md §3; 0 reads cache hits exactly).
     """
     if isinstance(cache_tolerance_tokens, bool) or not isinstance(cache_tolerance_tokens, (int, np.integer)) \
             or not 0 <= int(cache_tolerance_tokens) < MAX_COUNT:
@@ -383,56 +300,105 @@ def _worker_from(records, agent: _Agent, label: str) -> _Agent:
 def claude_session(path: Path, sid: str, recs: list[tuple[int, dict[str, Any]]], sub_files: list[tuple[Path, Sniff]],
                    res: AdapterResult) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """One Claude Code lead transcript (+ its sub-agent transcripts) → request rows and spawn records."""
-    lead = _Agent(path, sid, f"{sid}:lead")
-    turn = -1
-    lead_turn: dict[str, int] = {}
-    tool_agent: dict[str, str] = {}        # spawn tool_use id -> agentId
-    tool_result: dict[str, dict[str, Any]] = {}
-    result_line: dict[str, int] = {}        # spawn tool_use id -> line of its toolUseResult
-    embedded: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
+    scan = _LeadFile(path, sid)
     for lineno, rec in recs:
+        scan.record(lineno, rec, res)
+    workers = _read_workers(scan, sub_files, res)
+    _link_by_prompt(scan, workers)
+    spawns = _Spawns()
+    for key, r in scan.lead.reqs.items():
+        for tid, inp in r["spawn_ids"]:
+            spawns.add(scan, workers, key, r, tid, inp, res)
+    if not scan.lead.reqs:
+        res.skip("sessions without lead requests")
+        return [], []
+    rows: list[dict[str, Any]] = []
+    spawned_turn = {s["agent_id"]: scan.lead_turn.get(s["spawn_request_id"], 0) for s in spawns.records}
+    for w in workers.values():
+        if w.agent_id not in spawned_turn:
+            if w.reqs:
+                res.skip("sub-agents without a spawn link (their requests left out)")
+                res.skip("requests of sub-agents without a spawn link", len(w.reqs))
+            continue
+        t = spawned_turn[w.agent_id]
+        rows += w.rows("worker", scan.lead.agent_id, {k: t for k in w.reqs}, set())
+    rows += spawns.synthetic
+    role = "lead" if spawns.records else "single"
+    rows = scan.lead.rows(role, None, scan.lead_turn, spawns.linked_tools) + rows
+    rows.sort(key=lambda x: (x["t_start"], x["t_end"]))
+    return rows, spawns.records
+
+
+class _LeadFile:
+    """A lead transcript read record by record: the lead's requests and turns, and what links each of its
+    ``Task``/``Agent`` spawns to a worker (agent ids, recorded totals, embedded progress records)."""
+
+    def __init__(self, path: Path, sid: str) -> None:
+        self.path, self.sid = path, sid
+        self.lead = _Agent(path, sid, f"{sid}:lead")
+        self.turn = -1
+        self.lead_turn: dict[str, int] = {}
+        self.tool_agent: dict[str, str] = {}        # spawn tool_use id -> agentId
+        self.tool_result: dict[str, dict[str, Any]] = {}
+        self.result_line: dict[str, int] = {}        # spawn tool_use id -> line of its toolUseResult
+        self.embedded: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
+
+    def record(self, lineno: int, rec: dict[str, Any], res: AdapterResult) -> None:
         where = f"line {lineno}"
         t = rec.get("type")
         if t is None:
-            raise TraceError(str(path), where, "type", "missing field")
+            raise TraceError(str(self.path), where, "type", "missing field")
         if rec.get("isSidechain") and t in ("assistant", "user"):
             res.skip("sidechain records inside a lead file")
-            continue
-        if t == "assistant":
-            r = lead.assistant(rec, where)
-            lead_turn.setdefault(r["key"], max(turn, 0))
+        elif t == "assistant":
+            r = self.lead.assistant(rec, where)
+            self.lead_turn.setdefault(r["key"], max(self.turn, 0))
         elif t == "user":
             if rec.get("isCompactSummary"):
                 res.skip("compaction events in lead transcripts (no boundary emitted)")
             elif _is_prompt(rec):
-                turn += 1
-            lead.other(rec, where)
-            tur = rec.get("toolUseResult")
-            for b in _content(rec.get("message") or {}):
-                if not (isinstance(b, dict) and b.get("type") == "tool_result" and b.get("tool_use_id") in lead.spawn_tools):
-                    continue
-                tid = b["tool_use_id"]
-                if isinstance(tur, dict):
-                    tool_result[tid] = tur
-                    result_line[tid] = lineno
-                m = _AGENT_ID_TEXT.search(_text(b.get("content")))
-                aid = tur.get("agentId") if isinstance(tur, dict) and tur.get("agentId") else (m.group(1) if m else None)
-                if aid:
-                    tool_agent[tid] = str(aid)
+                self.turn += 1
+            self.lead.other(rec, where)
+            self.spawn_results(lineno, rec)
         elif t == "attachment" and _is_queued_prompt(rec):
-            turn += 1
-            lead.other(rec, where)
+            self.turn += 1
+            self.lead.other(rec, where)
         elif t == "progress":
-            data = rec.get("data") or {}
-            if isinstance(data, dict) and data.get("type") == "agent_progress":
-                aid = data.get("agentId")
-                if not aid:
-                    raise TraceError(str(path), where, "data.agentId", "missing field")
-                if rec.get("parentToolUseID"):
-                    tool_agent.setdefault(rec["parentToolUseID"], str(aid))
-                if isinstance(data.get("message"), dict):
-                    embedded[str(aid)].append((lineno, data["message"]))
-    # workers: sub-agent transcripts first, then embedded progress records
+            self.progress(rec, where, lineno)
+
+    def spawn_results(self, lineno: int, rec: dict[str, Any]) -> None:
+        """A user record's results of the lead's spawns: their recorded totals and the worker's agent id."""
+        tur = rec.get("toolUseResult")
+        spawn_tools = self.lead.spawn_tools
+        for b in _content(rec.get("message") or {}):
+            if not (isinstance(b, dict) and b.get("type") == "tool_result" and b.get("tool_use_id") in spawn_tools):
+                continue
+            tid = b["tool_use_id"]
+            if isinstance(tur, dict):
+                self.tool_result[tid] = tur
+                self.result_line[tid] = lineno
+            m = _AGENT_ID_TEXT.search(_text(b.get("content")))
+            aid = tur.get("agentId") if isinstance(tur, dict) and tur.get("agentId") else (m.group(1) if m else None)
+            if aid:
+                self.tool_agent[tid] = str(aid)
+
+    def progress(self, rec: dict[str, Any], where: str, lineno: int) -> None:
+        """An embedded sub-agent step (``agent_progress``): kept for its worker, linked to its spawn."""
+        data = rec.get("data") or {}
+        if not (isinstance(data, dict) and data.get("type") == "agent_progress"):
+            return
+        aid = data.get("agentId")
+        if not aid:
+            raise TraceError(str(self.path), where, "data.agentId", "missing field")
+        if rec.get("parentToolUseID"):
+            self.tool_agent.setdefault(rec["parentToolUseID"], str(aid))
+        if isinstance(data.get("message"), dict):
+            self.embedded[str(aid)].append((lineno, data["message"]))
+
+
+def _read_workers(scan: _LeadFile, sub_files: list[tuple[Path, Sniff]], res: AdapterResult) -> dict[str, _Agent]:
+    """The session's workers: sub-agent transcripts first, then embedded progress records."""
+    sid = scan.sid
     workers: dict[str, _Agent] = {}
     for wpath, ws in sub_files:
         if ws.agent_id.startswith("acompact"):
@@ -443,87 +409,84 @@ def claude_session(path: Path, sid: str, recs: list[tuple[int, dict[str, Any]]],
         except TraceError as e:
             res.failed.append((str(wpath), str(e)))
             res.errors.append(e)
-    for aid, items in embedded.items():
+    for aid, items in scan.embedded.items():
         if aid in workers:
             res.skip("embedded sub-agent records superseded by the sub-agent's own file", len(items))
             continue
         if aid.startswith("acompact"):
             res.skip("compaction agents (agent-acompact-*)")
             continue
-        workers[aid] = _worker_from(items, _Agent(path, sid, f"{sid}:{aid}"), " (data.message)")
-    # link spawns without an agent id to the unlinked worker whose first message is the spawn's prompt
-    free = [a for a in workers if a not in tool_agent.values()]
-    for r in lead.reqs.values():
+        workers[aid] = _worker_from(items, _Agent(scan.path, sid, f"{sid}:{aid}"), " (data.message)")
+    return workers
+
+
+def _link_by_prompt(scan: _LeadFile, workers: dict[str, _Agent]) -> None:
+    """Link each spawn without an agent id to the unlinked worker whose first message is the spawn's prompt."""
+    free = [a for a in workers if a not in scan.tool_agent.values()]
+    for r in scan.lead.reqs.values():
         for tid, inp in r["spawn_ids"]:
-            if tid not in tool_agent and inp.get("prompt"):
-                hit = next((a for a in free if workers[a].first_prompt == str(inp["prompt"]).strip()), None)
-                if hit:
-                    tool_agent[tid] = hit
-                    free.remove(hit)
-    # spawn records
-    spawn_rows: list[dict[str, Any]] = []
-    linked_tools: set[str] = set()
-    linked: set[str] = set()
-    synthetic: list[dict[str, Any]] = []
-    for key, r in lead.reqs.items():
-        for tid, inp in r["spawn_ids"]:
-            aid = tool_agent.get(tid)
-            w = workers.get(aid) if aid else None
-            tur = tool_result.get(tid, {})
-            if w is None or not w.reqs:
-                # counted on the spawning request, so a spawn repeated in a de-duplicated copy counts once
-                built = _from_totals(path, sid, lead, r, tid, aid, inp, tur, result_line.get(tid), lead_turn.get(key, 0))
-                if isinstance(built, str):
-                    r["skipped_spawns"].append(built)
-                    continue
-                w = _Agent(path, sid, built["agent_id"])
-                aid = aid or tid
-            if aid in linked:
-                res.skip("second spawn link to an already linked sub-agent")
+            if tid in scan.tool_agent or not inp.get("prompt"):
                 continue
-            if not w.reqs:
-                synthetic.append(built)
-            linked.add(aid)
-            linked_tools.add(tid)
-            u = r["usage"]
-            wreq = list(w.reqs.values()) or [dict(t_start=built["t_start"], t_end=built["t_end"], model=built["model"])]
-            spawn_rows.append(dict(
-                session_id=sid, agent_id=w.agent_id, parent_agent_id=lead.agent_id, role="worker",
-                spawn_request_id=key,
-                instruction=f"{inp.get('description', '')}\n\n{inp.get('prompt', '')}".strip(),
-                context=int(u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"]),
-                tools=[str(inp.get("subagent_type") or "general-purpose")],
-                model=str(inp.get("model") or wreq[0]["model"]), spawn_index=len(spawn_rows),
-                subagent_type=str(inp.get("subagent_type") or ""),
-                t_start=min(x["t_start"] for x in wreq), t_end=max(x["t_end"] for x in wreq),
-                total_duration_ms=_duration_ms(tur.get("totalDurationMs")), from_totals=not w.reqs))
-    if not lead.reqs:
-        res.skip("sessions without lead requests")
-        return [], []
-    rows: list[dict[str, Any]] = []
-    spawned_turn = {s["agent_id"]: lead_turn.get(s["spawn_request_id"], 0) for s in spawn_rows}
-    for aid, w in workers.items():
-        if w.agent_id not in spawned_turn:
-            if w.reqs:
-                res.skip("sub-agents without a spawn link (their requests left out)")
-                res.skip("requests of sub-agents without a spawn link", len(w.reqs))
-            continue
-        t = spawned_turn[w.agent_id]
-        rows += w.rows("worker", lead.agent_id, {k: t for k in w.reqs}, set())
-    rows += synthetic
-    role = "lead" if spawn_rows else "single"
-    rows = lead.rows(role, None, lead_turn, linked_tools) + rows
-    rows.sort(key=lambda x: (x["t_start"], x["t_end"]))
-    return rows, spawn_rows
+            hit = next((a for a in free if workers[a].first_prompt == str(inp["prompt"]).strip()), None)
+            if hit:
+                scan.tool_agent[tid] = hit
+                free.remove(hit)
 
 
-def _from_totals(path: Path, sid: str, lead: _Agent, r: dict[str, Any], tid: str, aid: str | None,
-                 inp: dict[str, Any], tur: dict[str, Any], line: int | None, turn: int) -> dict[str, Any] | str:
-    """The one synthetic request of a sub-agent known only by its spawn's recorded totals (module doc),
-    or why it cannot be built (a skip reason)."""
+class _Spawns:
+    """The session's spawn records, the spawn tool_use ids linked to a worker, and the synthetic requests
+    of workers known only by their recorded totals."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+        self.linked_tools: set[str] = set()
+        self.linked: set[str] = set()
+        self.synthetic: list[dict[str, Any]] = []
+
+    def add(self, scan: _LeadFile, workers: dict[str, _Agent], key: str, r: dict[str, Any], tid: str,
+            inp: dict[str, Any], res: AdapterResult) -> None:
+        """The spawn ``tid`` of lead request ``key``: its worker's spawn record, or a counted skip."""
+        aid = scan.tool_agent.get(tid)
+        w = workers.get(aid) if aid else None
+        tur = scan.tool_result.get(tid, {})
+        if w is None or not w.reqs:
+            # counted on the spawning request, so a spawn repeated in a de-duplicated copy counts once
+            built = _from_totals(scan, key, r, tid, aid, inp)
+            if isinstance(built, str):
+                r["skipped_spawns"].append(built)
+                return
+            w = _Agent(scan.path, scan.sid, built["agent_id"])
+            aid = aid or tid
+        if aid in self.linked:
+            res.skip("second spawn link to an already linked sub-agent")
+            return
+        if not w.reqs:
+            self.synthetic.append(built)
+        self.linked.add(aid)
+        self.linked_tools.add(tid)
+        u = r["usage"]
+        wreq = list(w.reqs.values()) or [dict(t_start=built["t_start"], t_end=built["t_end"], model=built["model"])]
+        self.records.append(dict(
+            session_id=scan.sid, agent_id=w.agent_id, parent_agent_id=scan.lead.agent_id, role="worker",
+            spawn_request_id=key,
+            instruction=f"{inp.get('description', '')}\n\n{inp.get('prompt', '')}".strip(),
+            context=int(u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"]),
+            tools=[str(inp.get("subagent_type") or "general-purpose")],
+            model=str(inp.get("model") or wreq[0]["model"]), spawn_index=len(self.records),
+            subagent_type=str(inp.get("subagent_type") or ""),
+            t_start=min(x["t_start"] for x in wreq), t_end=max(x["t_end"] for x in wreq),
+            total_duration_ms=_duration_ms(tur.get("totalDurationMs")), from_totals=not w.reqs))
+
+
+def _from_totals(scan: _LeadFile, key: str, r: dict[str, Any], tid: str, aid: str | None,
+                 inp: dict[str, Any]) -> dict[str, Any] | str:
+    """The one synthetic request of a sub-agent known only by its spawn's recorded totals (docs/design.md §7,
+    Claude Code), or why it cannot be built (a skip reason)."""
+    path, sid = scan.path, scan.sid
+    tur = scan.tool_result.get(tid, {})
     if not tur or tur.get("status") == "async_launched" or ("usage" not in tur and "totalTokens" not in tur):
         return "spawns without per-request worker records or recorded totals"
-    where = f"line {line}"
+    where = f"line {scan.result_line.get(tid)}"
     dur = tur.get("totalDurationMs")
     if dur is None:
         return "spawns with recorded tokens but no totalDurationMs (no clock for the worker)"
@@ -539,8 +502,9 @@ def _from_totals(path: Path, sid: str, lead: _Agent, r: dict[str, Any], tid: str
         prompt, out, cc = need_count(tur, "totalTokens", path, where + " toolUseResult"), 0, 0
     t0 = r["t_end"]
     model = str(inp.get("model") or "(unrecorded)")
-    return dict(session_id=sid, request_id=f"{tid}:totals", agent_id=f"{sid}:{aid or tid}", parent_agent_id=lead.agent_id,
-                role="worker", turn=turn, input_tokens=prompt, matched_prefix_tokens=0, output_tokens=out,
+    return dict(session_id=sid, request_id=f"{tid}:totals", agent_id=f"{sid}:{aid or tid}",
+                parent_agent_id=scan.lead.agent_id, role="worker", turn=scan.lead_turn.get(key, 0),
+                input_tokens=prompt, matched_prefix_tokens=0, output_tokens=out,
                 reasoning_tokens=0, tool_names=[], n_observations=0, t_start=t0, t_end=t0 + float(dur) / 1000.0,
                 model=model, benchmark="claude_code", cache_creation_tokens=cc, thinking_blocks=0, synthetic=True)
 
@@ -549,77 +513,3 @@ def _duration_ms(v: Any) -> float:
     """A spawn's measured ``totalDurationMs``, NaN when absent or not a plausible duration."""
     ok = isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) and 0 <= v < MAX_COUNT
     return float(v) if ok else float("nan")
-
-
-def codex_session(path: Path, recs: list[tuple[int, dict[str, Any]]], res: AdapterResult,
-                  label: str | None = None) -> list[dict[str, Any]]:
-    """One Codex CLI rollout → single-agent request rows (session ``label``, default its own id)."""
-    sid = None
-    model = ""
-    turn = -1
-    tools: list[str] = []
-    obs = 0
-    window_start: float | None = None
-    last_gen: float | None = None  # last generated item of the window (decode end)
-    last_total = None
-    rows: list[dict[str, Any]] = []
-    for lineno, rec in recs:
-        where = f"line {lineno}"
-        t = rec.get("type")
-        p = rec.get("payload") or {}
-        if not isinstance(p, dict):
-            raise TraceError(str(path), where, "payload", "expected an object")
-        ts = rec.get("timestamp")
-        tsec = iso_seconds(ts, path, where) if isinstance(ts, str) else None
-        if t == "session_meta":
-            sid = str(need(p, "id", path, where + " payload"))
-        elif t == "turn_context":
-            model = str(p.get("model", model))
-        elif t == "compacted":
-            res.skip("codex compaction events (no boundary emitted)")
-        elif t == "response_item":
-            if window_start is None:
-                window_start = tsec
-            if p.get("type") in ("function_call", "custom_tool_call"):
-                tools.append(str(p.get("name", "")))
-            if p.get("type") in ("function_call", "custom_tool_call", "reasoning", "message") and p.get("role") != "user":
-                last_gen = tsec
-            elif p.get("type") in ("function_call_output", "custom_tool_call_output"):
-                obs += 1
-        elif t == "event_msg":
-            if p.get("type") == "user_message":
-                turn += 1
-                window_start = tsec
-            elif p.get("type") == "token_count":
-                info = p.get("info")
-                if not info:
-                    res.skip("codex token_count events without usage")
-                    continue
-                total = need(info, "total_token_usage", path, where + " payload.info", dict)
-                key = tuple(sorted(total.items()))
-                if key == last_total:
-                    res.skip("repeated codex token_count events")
-                    continue
-                last_total = key
-                last = need(info, "last_token_usage", path, where + " payload.info", dict)
-                lw = where + " payload.info.last_token_usage"
-                vals = {f: need_count(last, f, path, lw) for f in ("input_tokens", "cached_input_tokens", "output_tokens")}
-                reasoning = need_count(last, "reasoning_output_tokens", path, lw, default=0)
-                if sid is None:
-                    raise TraceError(str(path), where, "session_meta", "token usage before the session_meta record")
-                total_tokens = sum(v for v in total.values() if isinstance(v, int) and not isinstance(v, bool))
-                sess = label or sid
-                rows.append(dict(session_id=sess, request_id=f"{sid}:t{total_tokens}", agent_id=f"{sess}:agent",
-                                 parent_agent_id=None, role="single", turn=max(turn, 0),
-                                 input_tokens=vals["input_tokens"], matched_prefix_tokens=vals["cached_input_tokens"],
-                                 output_tokens=vals["output_tokens"], reasoning_tokens=reasoning,
-                                 tool_names=tools, n_observations=obs,
-                                 t_start=min(x for x in (window_start, last_gen, tsec) if x is not None),
-                                 t_end=last_gen if last_gen is not None else tsec,
-                                 model=model, benchmark="codex_cli", cache_creation_tokens=0, thinking_blocks=0))
-                tools, obs, window_start, last_gen = [], 0, tsec, None
-    if sid is None:
-        raise TraceError(str(path), "line 1", "session_meta", "no session_meta record")
-    if not rows:
-        res.skip("Codex rollouts without token usage (no requests)")
-    return rows

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..trace import TraceError
+from ..schema import TraceError
 from . import MAX_COUNT, AdapterResult, count, find_files, iter_jsonl, read_each, require_data, stem, unique_names
 
 BLOCK_TOKENS = 512  # Mooncake FAST'25 release: hash block size in tokens (PROVENANCE.md)

@@ -1,21 +1,7 @@
-"""The three characterization axes (§3.3–§3.5) measured on the real public traces.
-
-Used by ``notebooks/real_traces.ipynb``. Each trace source goes through its adapter, then
-:func:`lachesis.segments.prepare` on the trace's reference clock (the adapters declare no tool
-classes, so every tool is an ``api`` call, 0.69 s mean: ASSUMPTION — the real tool names of these
-harnesses have no InferCept class), then the
-same statistics as Figs. 4–6 (:mod:`lachesis.characterize`). Mooncake gives block lifetimes and
-Azure arrival/length statistics (no sessions: no segments).
-
-Groups are ``<source>:<benchmark>[_<domain>]``; ChatDev's ``domain`` (the phase) is not used as a
-group. Worker lifetime (inter-worker axis) = last read − first write over the worker's segments,
-worker writes = the sum of their ``tokens_written``.
-
-The data is either a folder with one sub-folder per source, read as it is (e.g. the committed test
-excerpts, or a user's own copies), or the registered sources through :mod:`lachesis.datasets` (the
-offline override ``LACHESIS_DATA`` or the cache, checksums verified). A source that is not there is
-skipped and listed with the command that fetches it (``out["missing"]``). Every comparison row
-carries its sample size; a statistic from fewer than :data:`MIN_UNITS` units is flagged and not judged.
+"""The three characterization axes (§3.3–§3.5) measured on the real public traces, for
+``notebooks/real_traces.ipynb``: each source through its adapter, its segments, and the statistics of
+Figs. 4–6 beside the paper's with their sample sizes.  Groups, the tool-class assumption and where the
+data is read from: docs/design.md §7 (the real-trace report).
 """
 
 from __future__ import annotations
@@ -28,9 +14,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import characterize, paper
+from .. import characterize, datasets, paper, ranker
+from ..io import write_json
 from ..kv import TEMPORAL_CLASSES
-from ..trace import SUBAGENT_ROLES
+from ..plotting import compare_table
+from ..schema import SUBAGENT_ROLES
+from ..segments import prepare
+from ..stats import kendall_tau
 from . import AdapterResult, read
 
 #: ASSUMPTION: a median, a percentile ratio or a rank correlation from fewer than 20 independent units
@@ -57,8 +47,6 @@ def sources(source: str) -> tuple[str, ...]:
 
 def segments_of(res: AdapterResult, seed: int = 0) -> tuple[pd.DataFrame, int, int]:
     """Group-labelled segments of one adapter's trace; plus the count of undeclared external prefixes."""
-    from ..segments import prepare
-
     req = res.trace.requests
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # reported below as numbers instead
@@ -85,9 +73,6 @@ def spawn_ranking(res: AdapterResult, seg: pd.DataFrame, seed: int = 0) -> dict[
     """How well this source's spawn records rank its worker lifetimes (§3.5): the paper's ridge ranker
     fitted on this source alone, 5-fold CV grouped by session, out-of-fold Kendall τ and the k = n/10
     selection shares.  Sources with fewer than five sessions with workers get the reason instead."""
-    from .. import ranker
-    from ..stats import kendall_tau
-
     row: dict[str, Any] = dict(source=res.dataset)
     if res.trace is None or not len(res.trace.spawns) or not (seg["seg_class"] == "worker").any():
         return row | dict(note="no worker spawn records")
@@ -121,16 +106,12 @@ def where(name: str, data: str | os.PathLike[str] | None = None) -> Path | None:
     if data:
         p = Path(data) / name
         return p if p.exists() else None
-    from ..datasets import locate
-
-    return locate(name)
+    return datasets.locate(name)
 
 
 def missing_table(names: list[str]) -> pd.DataFrame:
     """The sources that could not be read, each with the command that makes it available."""
-    from ..datasets import fetch_hint
-
-    return pd.DataFrame({"source": names, "how_to_get": [fetch_hint(n) for n in names]},
+    return pd.DataFrame({"source": names, "how_to_get": [datasets.fetch_hint(n) for n in names]},
                         columns=["source", "how_to_get"])
 
 
@@ -140,7 +121,7 @@ SOURCE_COLUMNS = ("source", "files", "duplicates", "duplicate_sessions", "skippe
 
 
 def build(source: str = "all", data: str | os.PathLike[str] | None = None, seed: int = 0) -> dict[str, Any]:
-    """All tables of the real-traces report (see module docstring); unavailable sources are listed in
+    """All tables of the real-traces report (docs/design.md §7); unavailable sources are listed in
     ``out["missing"]`` and skipped."""
     info, segs, ranking, out, missing = [], [], [], {}, []
     for name in sources(source):
@@ -202,16 +183,12 @@ def missing_note(out: dict[str, Any]) -> str:
 def write_missing(out: dict[str, Any], dest: str | os.PathLike[str]) -> Path:
     """``<dest>/missing_sources.json``: the sources this run could not read and how to get each (an
     empty list when none is missing), written atomically."""
-    from ..io import write_json
-
     return write_json(Path(dest) / "missing_sources.json", out["missing"].to_dict("records"), indent=1)
 
 
 def compare(out: dict[str, Any]) -> pd.DataFrame:
     """Ours (per group, with its sample size) beside the paper's range; rows from fewer than
     :data:`MIN_UNITS` units are flagged."""
-    from ..plotting import compare_table
-
     rows: list[tuple[str, Any, Any, int, str]] = []
     seg = out.get("segments")
     if seg is not None and len(seg):

