@@ -156,7 +156,7 @@ def _check_number(s: pd.Series, col: str, integer: bool, nullable: bool, rows: R
         pos = _first_bad(s, lambda v: abs(v) < MAX_COUNT if isinstance(v, int) else True)
         raise TraceError(source, rows.label(pos), col,
                          f"out of range: a {len(str(s.iloc[pos]))}-digit integer (a count must be below 2**31, "
-                         "trace.MAX_COUNT)") from None
+                         "schema.MAX_COUNT)") from None
     shown = lambda p: repr(_plain(s.iloc[p]))  # noqa: E731  (the value as the file gave it)
     rows.fail(~null & ~np.isfinite(vals), source, col, lambda p: f"must be a finite number, got {shown(p)}")
     if not integer:
@@ -164,7 +164,7 @@ def _check_number(s: pd.Series, col: str, integer: bool, nullable: bool, rows: R
     rows.fail(vals != np.floor(vals), source, col, lambda p: f"expected an integer, got {shown(p)}")
     rows.fail(vals < 0, source, col, lambda p: f"must be >= 0, got {shown(p)}")
     rows.fail(vals >= MAX_COUNT, source, col,
-              lambda p: f"out of range: {shown(p)} (a count must be below 2**31, trace.MAX_COUNT)")
+              lambda p: f"out of range: {shown(p)} (a count must be below 2**31, schema.MAX_COUNT)")
     return pd.Series(vals.astype(np.int64), index=s.index)
 
 

@@ -172,7 +172,7 @@ def test_tau2_same_simulation_in_two_files_is_counted_once(tmp_path):
 
 def test_claude_subagent_files_hand_read():
     res = loaded("claude_code_subagents")
-    q, s = res.trace.requests, res.trace.spawns
+    s = res.trace.spawns
     # moredip session: the lead fans out 5 Task workers (agent-*.jsonl files); spotter: 1 Task worker and a
     # compaction agent (agent-acompact-*), which is not a worker
     assert len(s) == 6 and res.skipped["compaction agents (agent-acompact-*)"] == 1
