@@ -1,6 +1,6 @@
-"""The two figures both grid notebooks draw (Figs. 9–12): HBF lifetime per memory configuration (bars for the
-paper's policies, markers for the baselines beyond it, the offline bound, the paper's bands) and the KV write
-bytes by segment class in each tier.
+"""The figures the grid notebooks draw (Figs. 9–12): HBF lifetime per memory configuration (bars for the
+paper's policies, markers for the baselines beyond it, the offline bound, the paper's bands), the KV write
+bytes by segment class in each tier, and the lifetime ratios against load and against the operating point.
 
 A figure is laid out by its notebook as rows of panels; each panel names the cell it shows (``where``: the
 grid columns it selects on), its title and whether the paper's values go beside ours there."""
@@ -13,12 +13,13 @@ from typing import Any, Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.lines import Line2D
 
 from lachesis import evaluation
 from lachesis.grid import BASELINES, CONFIG_LABELS
-from lachesis.plotting import (CLASS_STYLE, LIFETIME_AXIS, MEMORY_AXIS, MISSED_SLO_HATCH, bound_marks,
-                               missed_slo_keys, paper_band, policy_color, policy_key, policy_label, policy_marker,
-                               warranty_key, warranty_line, whisker_key)
+from lachesis.plotting import (CLASS_STYLE, LIFETIME_AXIS, MEMORY_AXIS, MISSED_SLO_HATCH, NSTAR_STYLE, RATIO_STYLE,
+                               bound_marks, missed_slo_keys, nstar_key, paper_band, policy_color, policy_key,
+                               policy_label, policy_marker, warranty_key, warranty_line, whisker_key)
 
 #: The baselines beyond the paper, drawn as markers beside the paper's bars.
 MARK_POLICIES = BASELINES
@@ -179,4 +180,91 @@ def composition_figure(df: pd.DataFrame, comp: pd.DataFrame, layout: Sequence[Se
                + ([paper_key] if paper_key else []))
     axes[0][-1].legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
+    return fig
+
+
+# ------------------------------------------------------------------------------------------------
+# Gain versus load (Figs. 9–10's ratios against the load and against the operating point it sets)
+# ------------------------------------------------------------------------------------------------
+
+#: One marker per memory configuration where configurations share a panel.
+CONFIG_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+
+
+def _ratio_lines(ax: plt.Axes, d: pd.DataFrame, x: str, marker: str = "o", label_suffix: str = "") -> None:
+    """Each ratio of :data:`~lachesis.plotting.RATIO_STYLE` against column ``x``: filled markers where every
+    policy meets the SLO at that load, open ones where one misses it."""
+    d = d.sort_values(x)
+    met = d["all_meet_slo"].astype(bool)
+    for col, style in RATIO_STYLE.items():
+        if col not in d:
+            continue
+        ax.plot(d[x], d[col], "-", color=style["color"], linewidth=1.0, label=style["label"] + label_suffix)
+        ax.plot(d.loc[met, x], d.loc[met, col], marker, ls="", color=style["color"], ms=5)
+        ax.plot(d.loc[~met, x], d.loc[~met, col], marker, ls="", mfc="white", color=style["color"], ms=5)
+
+
+def _gain_axes(ax: plt.Axes, xlabel: str, ylabel: bool) -> None:
+    ax.axhline(1.0, color="0.6", linewidth=0.6)
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    if ylabel:
+        ax.set_ylabel("HBF lifetime ratio (×, log)")
+
+
+def _gain_keys(gains: pd.DataFrame, extra: Sequence[Any] = ()) -> list[Any]:
+    return ([Line2D([], [], color=s["color"], marker="o", label=s["label"]) for k, s in RATIO_STYLE.items()
+             if k in gains] + list(extra)
+            + [Line2D([], [], ls="", marker="o", mfc="white", color="0.3", label="a policy misses the SLO at this load"),
+               Line2D([], [], color="0.6", lw=0.6, label="no gain (1×)")])
+
+
+def _legend_below(fig: plt.Figure, keys: Sequence[Any]) -> None:
+    fig.legend(handles=list(keys), loc="lower center", ncol=3, fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.22 * (1 + (len(keys) - 1) // 3) / fig.get_figheight(), 1, 1))
+
+
+def gain_load_figure(gains: pd.DataFrame, found: pd.DataFrame, models: Sequence[str]) -> plt.Figure:
+    """Lifetime ratios over HBM-first against sessions per GPU: a panel per model (rows) and memory configuration
+    (columns), N* dotted, the paper's number or range for that cell dashed or shaded (``found``:
+    :func:`lachesis.evaluation.paper_loads`)."""
+    cfgs = config_order(gains)
+    fig, axes = plt.subplots(len(models), len(cfgs), figsize=(4.0 * len(cfgs), 3.2 * len(models)), squeeze=False)
+    paper_keys: dict[str, Any] = {}
+    for i, m in enumerate(models):
+        for j, c in enumerate(cfgs):
+            ax = axes[i][j]
+            d = gains[(gains.model == m) & (gains.memory == c)]
+            _ratio_lines(ax, d, "n_sessions")
+            for f in found[(found.model == m) & (found.memory == c)].itertuples() if len(found) else ():
+                style = RATIO_STYLE[f.ratio]
+                paper_keys[f.ratio] = paper_band(ax, f.paper_lo, f.paper_hi, style["color"],
+                                                 label=f"paper: {style['label']}")
+            if len(d):
+                ax.axvline(d["n_star"].iloc[0], **NSTAR_STYLE)
+            ax.set_title(f"{m}, {c}", fontsize=9)
+            _gain_axes(ax, "load (concurrent sessions per GPU)", j == 0)
+    _legend_below(fig, _gain_keys(gains, list(paper_keys.values()) + [nstar_key()]))
+    return fig
+
+
+def gain_capacity_figure(gains: pd.DataFrame, models: Sequence[str]) -> plt.Figure:
+    """The same ratios against the operating point §5.3 names, "HBM's capacity against the short-lived KV live at
+    one time": one GPU's HBM ÷ the live short-lived KV per GPU (HBM-first's run, time-averaged), a panel per model,
+    every memory configuration and load in it (one marker per configuration).  If that ratio sets the gain, the
+    configurations' curves line up."""
+    cfgs = config_order(gains)
+    fig, axes = plt.subplots(1, len(models), figsize=(5.2 * len(models), 3.8), squeeze=False)
+    for i, m in enumerate(models):
+        ax = axes[0][i]
+        for c, marker in zip(cfgs, CONFIG_MARKERS):
+            d = gains[(gains.model == m) & (gains.memory == c)]
+            if "hbm_over_live_short" in d and len(d):
+                _ratio_lines(ax, d, "hbm_over_live_short", marker)
+        ax.set_xscale("log")
+        ax.set_title(m, fontsize=9)
+        _gain_axes(ax, "HBM ÷ live short-lived KV per GPU (×, log)", i == 0)
+    config_keys = [Line2D([], [], ls="", marker=mk, color="0.3", label=f"memory {c}")
+                   for c, mk in zip(cfgs, CONFIG_MARKERS)]
+    _legend_below(fig, _gain_keys(gains, config_keys))
     return fig

@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from lachesis.config import SLOS
 from lachesis.grid import CELL, LOAD_POLICY, is_clairvoyant
@@ -170,15 +171,50 @@ def class_to_flash(df: pd.DataFrame, seg_class: str) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------------
 
 
+#: The ratios a load curve reads (Figs. 9–10's two, over the policy that sets the load).
+LOAD_RATIOS = tuple(f"{num}/{LOAD_POLICY}" for num in ("lachesis", "deterministic"))
+#: The operating point a load-curve row carries, read from the load policy's run at that load (§5.3: the gain is
+#: set by "HBM's capacity against the short-lived KV live at one time"): live short-lived KV per GPU and HBM ÷ it.
+LOAD_OPERATING_POINT = ("live_short_kv_bytes", "hbm_over_live_short")
+
+
 def load_gains(df: pd.DataFrame) -> pd.DataFrame:
-    """Policy lifetime ratios per cell and load (one row per workload/model/SLO/config/sessions per GPU)."""
+    """Policy lifetime ratios per cell and load (one row per workload/model/SLO/config/sessions per GPU), with the
+    load policy's operating point there (:data:`LOAD_OPERATING_POINT`)."""
     idx = ["workload", "model", "slo", "memory", "n_sessions"]
     p = df.pivot_table(index=idx, columns="policy", values="lifetime_years", aggfunc="first")
-    cols = [f"{num}/{LOAD_POLICY}" for num in ("lachesis", "deterministic")]
-    out = with_ratios(p, {c: RATIOS[c] for c in cols}, shares=False).drop(columns=list(p.columns))
+    out = with_ratios(p, {c: RATIOS[c] for c in LOAD_RATIOS}, shares=False).drop(columns=list(p.columns))
     out["n_star"] = df.groupby(idx)["n_star"].first()
     out["all_meet_slo"] = df.groupby(idx)["slo_met"].all()
+    base = df[df["policy"].eq(LOAD_POLICY)].groupby(idx)
+    for col in LOAD_OPERATING_POINT:
+        if col in df:
+            out[col] = base[col].first()
     return out.reset_index()
+
+
+#: What a gain is read against: the load, and the operating point §5.3 says sets it.
+GAIN_AXES = {"n_sessions": "sessions per GPU", "hbm_over_live_short": "HBM ÷ live short-lived KV per GPU"}
+
+
+def gain_collapse(gains: pd.DataFrame) -> pd.DataFrame:
+    """How well one axis explains a ratio across memory configurations: per model and ratio, the R² of
+    log(ratio) on log(axis) over every configuration and load pooled (:data:`GAIN_AXES`).  §5.3 says the gain is
+    set by "HBM's capacity against the short-lived KV live at one time"; if so, that axis explains it across
+    configurations and the load alone does not."""
+    rows = []
+    for m, d in gains.groupby("model"):
+        for col in (c for c in LOAD_RATIOS if c in d):
+            for axis, words in GAIN_AXES.items():
+                if axis not in d:
+                    continue
+                x, y = np.log(d[axis].to_numpy(float)), np.log(d[col].to_numpy(float))
+                ok = np.isfinite(x) & np.isfinite(y)
+                r2 = float(stats.linregress(x[ok], y[ok]).rvalue ** 2) if ok.sum() > 2 and np.ptp(x[ok]) > 0 \
+                    else float("nan")
+                rows.append(dict(model=m, ratio=col, axis=words, r2=r2, n=int(ok.sum()),
+                                 configs=int(d.loc[ok, "memory"].nunique())))
+    return pd.DataFrame(rows)
 
 
 def loads_in_range(n: np.ndarray, ratio: np.ndarray, lo: float, hi: float) -> list[tuple[float, float]]:

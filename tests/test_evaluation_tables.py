@@ -96,3 +96,35 @@ def test_differences_say_when_the_grid_is_reduced(tmp_path):
     p = tmp_path / "g.csv"
     pd.DataFrame(dict(ratio=["lachesis/hbm_first", "oracle/hbm_first"], sentence=["One.", "Other."])).to_csv(p)
     assert evaluation.gain_vs_load_text(p, "g.csv").endswith("notebook): One.")
+
+
+def _curve(live: dict[str, float], power: float) -> pd.DataFrame:
+    """A load curve whose Lachesis/HBM-first ratio is (HBM ÷ live short KV) ** power on every configuration."""
+    hbm = {"1/7": 36e9, "4/4": 144e9}
+    rows = []
+    for mem, cap in hbm.items():
+        for n in (20, 40, 80):
+            short = live[mem] * n
+            for pol, years in (("hbm_first", 1.0), ("lachesis", (cap / short) ** power), ("deterministic", 1.5)):
+                rows.append(dict(workload="multi_agent", model="M", slo="tight", memory=mem, n_sessions=n,
+                                 policy=pol, lifetime_years=years, n_star=80, slo_met=True,
+                                 live_short_kv_bytes=short * (1.0 if pol == "hbm_first" else 9.0),
+                                 hbm_over_live_short=cap / short if pol == "hbm_first" else 0.1))
+    return pd.DataFrame(rows)
+
+
+def test_load_gains_carry_the_load_policys_operating_point():
+    g = evaluation.load_gains(_curve({"1/7": 1e9, "4/4": 5e9}, -1.0))
+    row = g[(g.memory == "4/4") & (g.n_sessions == 40)].iloc[0]
+    assert row["live_short_kv_bytes"] == 5e9 * 40 and row["hbm_over_live_short"] == 144e9 / (5e9 * 40)
+
+
+def test_gain_collapse_names_the_axis_that_lines_the_configurations_up():
+    """A ratio that is a power of HBM ÷ live short KV is explained by that axis (R² 1) across configurations whose
+    short-lived KV per session differs, and less by the load."""
+    c = evaluation.gain_collapse(evaluation.load_gains(_curve({"1/7": 1e9, "4/4": 8e9}, -0.7)))
+    r2 = c[c.ratio == "lachesis/hbm_first"].set_index("axis")["r2"]
+    assert r2[evaluation.GAIN_AXES["hbm_over_live_short"]] == pytest.approx(1.0)
+    assert r2[evaluation.GAIN_AXES["n_sessions"]] < 0.9
+    flat = c[c.ratio == "deterministic/hbm_first"]  # a constant ratio: nothing to explain, R² is 0 or NaN
+    assert not (flat["r2"] > 0.5).any() and set(c["configs"]) == {2}
