@@ -227,7 +227,7 @@ def _legend_below(fig: plt.Figure, keys: Sequence[Any]) -> None:
 def gain_load_figure(gains: pd.DataFrame, found: pd.DataFrame, models: Sequence[str]) -> plt.Figure:
     """Lifetime ratios over HBM-first against sessions per GPU: a panel per model (rows) and memory configuration
     (columns), N* dotted, the paper's number or range for that cell dashed or shaded (``found``:
-    :func:`lachesis.evaluation.paper_loads`)."""
+    :func:`lachesis.gains.paper_loads`)."""
     cfgs = config_order(gains)
     fig, axes = plt.subplots(len(models), len(cfgs), figsize=(4.0 * len(cfgs), 3.2 * len(models)), squeeze=False)
     paper_keys: dict[str, Any] = {}

@@ -25,6 +25,7 @@ import pandas as pd
 from lachesis import evaluation, sensitivity, sweep
 from lachesis.capacity import SEARCH_PRESETS, SearchParams
 from lachesis.config import SLOS, Endurance
+from lachesis.gains import load_gains
 from lachesis.grid import (CONFIG_LABELS, LOAD_POLICY, MODEL_NAMES, MULTI_WORKLOADS, SINGLE_WORKLOADS, Point,
                            grid_policies, is_clairvoyant, seed_list)
 from lachesis.knobs import STUDY
@@ -185,7 +186,7 @@ def curve_table(v: View) -> pd.DataFrame:
     """Lifetime per policy and the gains over HBM-first at each cached load of the cell."""
     if v.curve.empty:
         return pd.DataFrame()
-    return evaluation.load_gains(v.curve).merge(
+    return load_gains(v.curve).merge(
         v.curve.pivot_table(index="n_sessions", columns="policy", values="lifetime_years", aggfunc="first")
         .add_prefix("years_").reset_index(), on="n_sessions")
 

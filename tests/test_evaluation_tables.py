@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from lachesis import evaluation
+from lachesis import evaluation, gains
 from tests.grid_rows import grid
 
 
@@ -114,7 +114,7 @@ def _curve(live: dict[str, float], power: float) -> pd.DataFrame:
 
 
 def test_load_gains_carry_the_load_policys_operating_point():
-    g = evaluation.load_gains(_curve({"1/7": 1e9, "4/4": 5e9}, -1.0))
+    g = gains.load_gains(_curve({"1/7": 1e9, "4/4": 5e9}, -1.0))
     row = g[(g.memory == "4/4") & (g.n_sessions == 40)].iloc[0]
     assert row["live_short_kv_bytes"] == 5e9 * 40 and row["hbm_over_live_short"] == 144e9 / (5e9 * 40)
 
@@ -122,9 +122,9 @@ def test_load_gains_carry_the_load_policys_operating_point():
 def test_gain_collapse_names_the_axis_that_lines_the_configurations_up():
     """A ratio that is a power of HBM ÷ live short KV is explained by that axis (R² 1) across configurations whose
     short-lived KV per session differs, and less by the load."""
-    c = evaluation.gain_collapse(evaluation.load_gains(_curve({"1/7": 1e9, "4/4": 8e9}, -0.7)))
+    c = gains.gain_collapse(gains.load_gains(_curve({"1/7": 1e9, "4/4": 8e9}, -0.7)))
     r2 = c[c.ratio == "lachesis/hbm_first"].set_index("axis")["r2"]
-    assert r2[evaluation.GAIN_AXES["hbm_over_live_short"]] == pytest.approx(1.0)
-    assert r2[evaluation.GAIN_AXES["n_sessions"]] < 0.9
+    assert r2[gains.GAIN_AXES["hbm_over_live_short"]] == pytest.approx(1.0)
+    assert r2[gains.GAIN_AXES["n_sessions"]] < 0.9
     flat = c[c.ratio == "deterministic/hbm_first"]  # a constant ratio: nothing to explain, R² is 0 or NaN
     assert not (flat["r2"] > 0.5).any() and set(c["configs"]) == {2}

@@ -17,7 +17,7 @@ import pytest
 from lachesis import simulator as S
 from lachesis.plan import build_plan
 from lachesis.ranker import rank_keys
-from lachesis import capacity, evaluation, grid, plancache, runner, store
+from lachesis import capacity, evaluation, gains, grid, plancache, runner, store
 from lachesis import sweep as W
 from lachesis.segments import recover
 from sim_fixtures import multi_agent_trace
@@ -317,13 +317,13 @@ def test_pool_workers_exit_when_their_parent_dies(tmp_path):
 def test_loads_in_range_interpolates_between_samples():
     n = np.array([10, 20, 40, 80])
     g = np.array([8.0, 4.0, 2.0, 1.0])  # falls with load
-    (iv,) = evaluation.loads_in_range(n, g, 3.0, 3.0)
+    (iv,) = gains.loads_in_range(n, g, 3.0, 3.0)
     assert iv == pytest.approx((30, 30))  # 4 at 20, 2 at 40: 3 at 30
-    (lo, hi), = evaluation.loads_in_range(n, g, 1.5, 2.5)
+    (lo, hi), = gains.loads_in_range(n, g, 1.5, 2.5)
     assert (lo, hi) == pytest.approx((30 + 5, 40 + 20))  # 2.5 at 35; 1.5 at 60
-    assert evaluation.loads_in_range(n, g, 9, 10) == []
+    assert gains.loads_in_range(n, g, 9, 10) == []
     # a non-monotone curve gives two intervals
-    assert len(evaluation.loads_in_range(np.array([1, 2, 3]), np.array([1.0, 3.0, 1.0]), 0.5, 1.5)) == 2
+    assert len(gains.loads_in_range(np.array([1, 2, 3]), np.array([1.0, 3.0, 1.0]), 0.5, 1.5)) == 2
 
 
 def test_load_curve_runs_every_policy_at_fractions_of_n_star(fixture_plan, tmp_path):
@@ -334,7 +334,7 @@ def test_load_curve_runs_every_policy_at_fractions_of_n_star(fixture_plan, tmp_p
     assert sorted(curve["n_sessions"].unique()) == sorted({max(1, round(0.5 * n)), n})
     at_n = curve[curve["n_sessions"] == n].set_index("policy")["lifetime_years"]
     np.testing.assert_equal(at_n.to_dict(), grid.set_index("policy")["lifetime_years"].to_dict())  # the grid's runs
-    g = evaluation.load_gains(curve)
+    g = gains.load_gains(curve)
     assert {"lachesis/hbm_first", "deterministic/hbm_first", "n_star", "all_meet_slo"} <= set(g)
     assert len(g) == curve["n_sessions"].nunique()
     with pytest.raises(ValueError, match="fractions"):
@@ -347,7 +347,7 @@ def test_paper_load_sentences_come_from_the_curve():
         for n, g in ((20, 12.0), (40, 3.0), (80, 1.2)):
             rows.append(dict(workload="multi_agent", model="M", slo="tight", memory=mem, n_sessions=n,
                              **{"lachesis/hbm_first": g, "deterministic/hbm_first": g / 2}, n_star=80, all_meet_slo=True))
-    found = evaluation.paper_loads(pd.DataFrame(rows))
+    found = gains.paper_loads(pd.DataFrame(rows))
     one = found[(found["memory"] == "1/7") & (found["ratio"] == "lachesis/hbm_first")].iloc[0]
     # 1.50 lies between 3.0 at 40 and 1.2 at 80: 40 + (3.0 - 1.5) / (3.0 - 1.2) * 40 = 73.3
     assert one["loads"] == [pytest.approx((73.33, 73.33), abs=0.01)]
@@ -357,7 +357,7 @@ def test_paper_load_sentences_come_from_the_curve():
     daisy = found[found["memory"] == "8/8*"].iloc[0]  # 10.06-10.09: between 12 at 20 and 3 at 40
     assert daisy["loads"] and 24 < daisy["loads"][0][0] < 25
     rows = [dict(r, **{"lachesis/hbm_first": 1.1}) for r in rows]
-    found = evaluation.paper_loads(pd.DataFrame(rows))
+    found = gains.paper_loads(pd.DataFrame(rows))
     assert any("not reached at 20–80 sessions/GPU" in t for t in found["sentence"])
 
 
