@@ -5,7 +5,8 @@ Each subcommand's handler lives here and calls plain typed functions of the pack
 Arguments are checked where they are parsed (each ``type=`` function names what it expects), and
 every expected error ends the command with ONE line on stderr, ``lachesis <cmd>: error: <what>``,
 and exit status 2 (``--debug`` shows the traceback instead).  Exit status 1 means the command ran
-and found something wrong (bad files, failed notebooks, missing sources).
+and found something wrong (bad files, failed notebooks, missing sources).  A handler imports the package
+modules its subcommand needs when it runs, so ``lachesis --help`` and one subcommand load only their own.
 """
 
 from __future__ import annotations

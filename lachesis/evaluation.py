@@ -19,8 +19,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from lachesis import paper
 from lachesis.config import SLOS
 from lachesis.grid import CELL, LOAD_POLICY, is_clairvoyant
+from lachesis.plotting import compare_table, format_range, span
 
 # ------------------------------------------------------------------------------------------------
 # Lifetime ratios per cell and seed; seed intervals; write composition
@@ -216,19 +218,17 @@ def compare_intervals(stats: Sequence[Stat], note: str = "") -> pd.DataFrame:
     value, whether our medians' range lies in the paper's (``in_paper_range``: yes/partly/no, as
     :func:`lachesis.plotting.compare_table`) and whether the interval does (``interval_vs_paper``:
     inside/overlaps/disjoint), and how many seeds and cells it rests on."""
-    from lachesis.plotting import compare_table, format_range
-
     rows, extra = [], []
-    for label, values, paper in stats:
+    for label, values, theirs in stats:
         v = pd.Series(values, dtype=float).dropna() if values is not None else pd.Series(dtype=float)
         if not len(v):
             continue
         levels = [n for n in v.index.names if n != "seed"]
         med = v.groupby(level=levels).median() if levels else pd.Series([v.median()])
         interval = _range(v)
-        rows.append((label, _range(med), paper))
+        rows.append((label, _range(med), theirs))
         seeds = v.index.get_level_values("seed").nunique() if "seed" in v.index.names else 1
-        extra.append(dict(interval=interval, interval_vs_paper=judge_interval(interval, paper), seeds=seeds,
+        extra.append(dict(interval=interval, interval_vs_paper=judge_interval(interval, theirs), seeds=seeds,
                           cells=len(med)))
     table = compare_table(rows, note=note)
     if not len(table):
@@ -276,7 +276,6 @@ def _baseline_stats(r: pd.DataFrame, hs: pd.DataFrame, frame: str, **where: Any)
 
 def multi_agent_stats(df: pd.DataFrame) -> list[Stat]:
     """The §5.3–§5.4 statistics per cell and seed, over whatever part of the grid was run."""
-    from lachesis import paper
 
     r = ratio_table(df)
     ma = dict(workload="multi_agent", memory=SPLIT)
@@ -314,7 +313,6 @@ def multi_agent_stats(df: pd.DataFrame) -> list[Stat]:
 
 def single_agent_stats(df: pd.DataFrame) -> list[Stat]:
     """The §5.5 statistics per cell and seed, over whatever part of the grid was run."""
-    from lachesis import paper
 
     r = ratio_table(df)
     split = dict(memory=SPLIT)
@@ -385,7 +383,6 @@ def bound_share_pct(df: pd.DataFrame, **where: Any) -> pd.DataFrame:
 def check_numbers(df: pd.DataFrame, cmp: pd.DataFrame, stats: Sequence[str]) -> dict[str, Any]:
     """The numbers a notebook's checked cell prints: runs, cells, the span of N*, and each of ``stats`` from the
     comparison table ``cmp`` as "ours [interval]" ("absent" when the grid did not run it)."""
-    from lachesis.plotting import span
 
     def ours(stat: str) -> str:
         t = cmp[cmp.statistic == stat]

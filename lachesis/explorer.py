@@ -29,7 +29,9 @@ from lachesis.gains import load_gains
 from lachesis.grid import (CONFIG_LABELS, LOAD_POLICY, MODEL_NAMES, MULTI_WORKLOADS, SINGLE_WORKLOADS, Point,
                            grid_policies, is_clairvoyant, seed_list)
 from lachesis.knobs import STUDY
-from lachesis.policies import get_policy
+from lachesis.plotting import (CLASS_STYLE, LIFETIME_AXIS, NSTAR_STYLE, nstar_key, policy_color, save_figure,
+                               warranty_key, warranty_line)
+from lachesis.policies import POLICIES, get_policy
 
 PARTS = ("grid", "load", "sensitivity")
 
@@ -294,8 +296,6 @@ def figure(v: View) -> Any:
     """Device-years per policy, write composition, and (when cached) lifetime against sessions per GPU."""
     from matplotlib.figure import Figure
 
-    from lachesis.plotting import (CLASS_STYLE, LIFETIME_AXIS, NSTAR_STYLE, nstar_key, policy_color, warranty_key,
-                                   warranty_line)
 
     s = summary(v)
     if s.empty:
@@ -356,7 +356,6 @@ def show(sel: Selection, cache_dir: str | Path, fractions: Sequence[float] = (),
     """Display a selection in a notebook: headline, tables, figure (saved under ``out_dir``), what is missing."""
     from IPython.display import Image, Markdown, display
 
-    from lachesis.plotting import save_figure
 
     sel_txt = f"{sel.workload}, {sel.model}, {sel.slo} SLO, {sel.memory}, {sel.policy}"
     try:
@@ -392,7 +391,6 @@ def show(sel: Selection, cache_dir: str | Path, fractions: Sequence[float] = (),
 
 def choices() -> dict[str, tuple[str, ...]]:
     """The values each dropdown offers (a selection's values must be among them; a policy may carry knobs)."""
-    from lachesis.policies import POLICIES
 
     return dict(workload=MULTI_WORKLOADS + SINGLE_WORKLOADS, model=MODEL_NAMES, slo=tuple(SLOS),
                 memory=CONFIG_LABELS, policy=tuple(POLICIES))

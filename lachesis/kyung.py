@@ -28,6 +28,7 @@ from scipy import stats
 from lachesis.config import GB, MEMORY_KYUNG, Deployment, Endurance, GPUSpec, MemoryConfig, ModelSpec
 from lachesis.hbf import ArrayLike, hbf_lifetime_years, step_model, weight_storage_bytes_per_gpu
 from lachesis.models import known_model, with_dtypes
+from lachesis.plotting import compare_table
 
 __all__ = ["KyungTableError", "check_tolerance", "parse_kyung_tables", "default_kyung_table", "KyungSetting",
            "kyung_steady_state", "kyung_grid", "kyung_operators", "kyung_summary", "kyung_comparison", "kyung_implied_batch", "kyung_sensitivity", "expected_max_poisson",
@@ -384,7 +385,6 @@ def kyung_summary(grid: pd.DataFrame, tol: float = 0.15) -> dict[str, float]:
 def kyung_comparison(grid: pd.DataFrame) -> pd.DataFrame:
     """Ours beside Kyung et al.'s: lifetime and TPOT of four cells spread over the grid (first, a third,
     half way, last), and per (model, CV) the mean lifetime growth from the first to the last context."""
-    from lachesis.plotting import compare_table
 
     contexts = list(dict.fromkeys(grid["context"]))
     first, last = contexts[0], contexts[-1]

@@ -43,6 +43,9 @@ from typing import Any, Iterator, TextIO
 
 import yaml
 
+from lachesis import datasets, glance
+from lachesis.io import write_json, write_text
+
 #: The notebook whose run reports real-trace sources that could not be fetched.
 REAL_TRACES = "real_traces"
 MISSING_SOURCES_FILE = Path("real_traces") / "missing_sources.json"
@@ -293,9 +296,7 @@ def missing_sources(out_dir: Path | None, since: float, local: str | None = None
     found = _read_missing(out_dir / MISSING_SOURCES_FILE, since) if out_dir is not None else None
     if found is not None:
         return found
-    from lachesis.datasets import missing_sources as not_available
-
-    return not_available(local=local or None)
+    return datasets.missing_sources(local=local or None)
 
 
 #: The ``source`` parameter value of the real-traces notebook that means :func:`lachesis.datasets.public_sources`.
@@ -307,7 +308,6 @@ def real_trace_sources(params: dict[str, Any]) -> list[str] | None:
     it reads a folder of its own (a non-empty ``data``) and needs nothing fetched."""
     if "data" not in params or params["data"]:
         return None
-    from lachesis import datasets
 
     source = str(params.get("source", "all"))
     if source == PUBLIC:
@@ -323,7 +323,6 @@ def prepare_real_traces(params: dict[str, Any], log: TextIO, fetch: bool = True)
     names = real_trace_sources(params)
     if names is None:
         return [], []
-    from lachesis import datasets
 
     fetched: list[str] = []
     if fetch:
@@ -387,7 +386,6 @@ def run_notebooks(params_file: Path, only: list[str] | None = None, build: Path 
         except (OSError, ValueError) as e:  # the summary still prints; the run fails
             result.failed.append((REAL_TRACES, f"its list of missing sources: {_last_line(e)}"))
     if result.ran:
-        from lachesis import glance
 
         figures = root / str((load_spec(params_file).get("common") or {}).get("out_dir", "build/figures"))
         result.glance = glance.write(figures)
@@ -481,7 +479,6 @@ def _own_version() -> str:
 
 def write_environment(figures: Path, root: Path, params_file: Path) -> Path:
     """Write :func:`environment` as ``<figures>/ENVIRONMENT.json``."""
-    from lachesis.io import write_json
 
     figures.mkdir(parents=True, exist_ok=True)
     return write_json(figures / ENVIRONMENT_FILE, environment(root, params_file), indent=2, sort_keys=True)
@@ -546,7 +543,6 @@ def refresh_check_output(path: Path) -> str:
         raise ValueError(f"{path}: its check cell printed nothing")
     cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)]
     cell.execution_count = 1  # nbval skips the comparison for a cell that was never run
-    from lachesis.io import write_text
 
     out = nbformat.writes(src)
     write_text(path, out if out.endswith("\n") else out + "\n")
