@@ -53,7 +53,7 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import linprog
 
-from lachesis.allocator import parse_event
+from lachesis.replay import parse_event
 from lachesis.io import check_columns, read_columns
 
 __all__ = ["Timeline", "BoundResult", "max_absorbed", "hbm_bound"]

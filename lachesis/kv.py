@@ -32,7 +32,7 @@ import bisect
 import math
 from collections import deque
 from enum import IntEnum
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import Iterator, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -53,6 +53,7 @@ __all__ = [
     "EMA_ALPHA",
     "RHO_WINDOW",
     "MemoryView",
+    "RankedMemoryView",
     "Policy",
 ]
 
@@ -245,7 +246,8 @@ class PlacementStats:
 
 @runtime_checkable
 class MemoryView(Protocol):
-    """Read-only memory state a policy may consult (implemented by the segment table and the reference)."""
+    """Read-only memory state a policy may consult, what §4 lets it know (the segment table's
+    :class:`lachesis.allocator.TableView` and the test reference implement it)."""
 
     stats: PlacementStats
 
@@ -284,6 +286,22 @@ class MemoryView(Protocol):
 
     def segment_position(self, segment_id: str) -> int:
         """Index of a live segment in the arrays :meth:`live_segments` returns."""
+        ...
+
+
+@runtime_checkable
+class RankedMemoryView(MemoryView, Protocol):
+    """A :class:`MemoryView` that also reads its rankings in place (the segment table's view);
+    policies use these when the view has them and the arrays of :class:`MemoryView` otherwise."""
+
+    def workers_ahead(self, segment_id: str) -> tuple[Iterator[int], int, int]:
+        """Blocks of the live workers ranked before one worker (lazily, in rank order), its own
+        blocks, and the HBM blocks all live workers hold."""
+        ...
+
+    def demand_ahead(self, segment_id: str) -> tuple[int, int, int]:
+        """HBM demand (held + still to write) of the live segments closing before one segment, then
+        its own HBM blocks and blocks still to write."""
         ...
 
 
