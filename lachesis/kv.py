@@ -9,7 +9,7 @@ placement decision is told about a segment
 :class:`Policy` protocol itself.
 
 Statistics of closed segments that policies use (:class:`PlacementStats`): the worker-size and
-reviewer-reservation estimates are stated with the predictive path in :mod:`lachesis.policies`;
+reviewer-reservation estimates are stated with the predictive path in docs/design.md §5;
 the reuse estimates are NAMED ASSUMPTIONS here, each with its knob:
 
 * Realized reuse (Eq. 3): a closed segment's ρR/W = decode-stage reads reported for it
@@ -137,7 +137,7 @@ class SegmentInfo(NamedTuple):
     final_tokens: float = math.nan  # clairvoyant: tokens it will have written when it closes
 
 
-EMA_ALPHA = 0.1  # ASSUMPTION: smoothing of the reviewer-reservation EMAs (lachesis.policies docstring)
+EMA_ALPHA = 0.1  # ASSUMPTION: smoothing of the reviewer-reservation EMAs (docs/design.md §5)
 RHO_WINDOW = 1024  # ASSUMPTION: closed segments whose realized ρ form the threshold distribution
 
 
@@ -215,7 +215,7 @@ class PlacementStats:
         return self.closed_worker_blocks / self.closed_workers if self.closed_workers else 0.0
 
     def reviewer_reserve(self, live_reviewer_hbm_blocks: int) -> int:
-        """HBM blocks held back for reviewers before workers are counted (module docstring)."""
+        """HBM blocks held back for reviewers before workers are counted (docs/design.md §5, reviewer reservation)."""
         expected = math.ceil(self.reviewer_blocks_ema * self.live_reviewers_ema - 1e-9)
         return max(0, expected - int(live_reviewer_hbm_blocks))
 
