@@ -182,17 +182,16 @@ class SegmentTable:
         return self.cache.cached(tier)
 
     # -- harness-facing calls ----------------------------------------------------------------------
-    def open(self, segment_id: str, seg_class: str, session_id: str = "", role: str = "",
-             rank_key: float = math.nan, boundary: str | None = None, now: float = 0.0, *,
-             close_s: float = math.nan, final_tokens: float = math.nan) -> None:
-        """Register a segment (at its spawn / first write); a closed id cannot be reopened.
-
-        ``close_s``/``final_tokens``: clairvoyant facts for the oracle policy (NaN when unknown)."""
-        self._open(segment_id, seg_class, session_id, role, rank_key, boundary, now, close_s, final_tokens)
+    def open(self, info: SegmentInfo, now: float = 0.0) -> None:
+        """Register a segment (at its spawn / first write) from what the harness reported about it (its
+        size fields are not read; ``boundary`` "" is the class's default); a closed id cannot be reopened.
+        ``close_s``/``final_tokens`` are the clairvoyant facts for the oracle policy (NaN when unknown)."""
+        self._open(info.segment_id, info.seg_class, info.session_id, info.role, info.rank_key, info.boundary, now,
+                   info.close_s, info.final_tokens)
 
     def _open(self, segment_id: str, seg_class: str, session_id: str, role: str, rank_key: float,
               boundary: str | None, now: float, close_s: float, final_tokens: float) -> SegmentRow:
-        """:meth:`open`, returning the new row."""
+        """:meth:`open` from its fields (the write path's form: no SegmentInfo built), returning the new row."""
         if segment_id in self._live:
             raise ValueError(f"segment {segment_id!r} is already open")
         if segment_id in self._closed_ids:
@@ -204,7 +203,12 @@ class SegmentTable:
         if close_s is not None:
             row.close_s = close_s if type(close_s) is float else _as_float(close_s, segment_id, "close_s")
         if final_tokens is not None:
-            self._set_final(row, final_tokens)
+            final = final_tokens if type(final_tokens) is float else _as_float(final_tokens, segment_id, "final_tokens")
+            if final == final:
+                if not (final >= 0 and math.isfinite(final)):
+                    raise ValueError(f"segment {segment_id!r}: final_tokens must be a finite number >= 0 (or NaN), got {final_tokens!r}")
+                row.final_tokens = final
+                row.final_blocks = float(math.ceil(final / self.block_tokens))
         row.last_use = float(now)
         self._live[segment_id] = row
         mine = self._by_session.get(row.session_id)
@@ -215,21 +219,12 @@ class SegmentTable:
             self.workers.add(row)
         elif seg_class == "reviewer":
             self._reviewers[segment_id] = row
-        self.segments.add(row)
+        if self.segments.cols is not None:  # a policy asked for them: keep them current
+            self.segments.add(row)
         if seg_class not in self._tok_class:
             self._tok_class[seg_class] = [0, 0]
         self.stats.opened(seg_class, len(self._reviewers))
         return row
-
-    def _set_final(self, row: SegmentRow, final_tokens: Any) -> None:
-        """The row's clairvoyant final size (tokens and blocks), when known (not NaN)."""
-        sid = row.segment_id
-        final = final_tokens if type(final_tokens) is float else _as_float(final_tokens, sid, "final_tokens")
-        if final == final:
-            if not (final >= 0 and math.isfinite(final)):
-                raise ValueError(f"segment {sid!r}: final_tokens must be a finite number >= 0 (or NaN), got {final_tokens!r}")
-            row.final_tokens = final
-            row.final_blocks = float(math.ceil(final / self.block_tokens))
 
     def add_write(self, segment_id: str, n_tokens: int, now: float = 0.0, *, seg_class: str | None = None,
                   session_id: str = "", role: str = "", rank_key: float = math.nan,
@@ -354,9 +349,9 @@ class SegmentTable:
         cache = self.cache
         if want == Tier.HBM and self._reclaim_hbm and cache.blocks[0]:
             # Cached HBM blocks count as free for HBM placement: evict LRU dead HBM blocks first.
-            self._check_room(nb)
             k = min(nb - a.free_blocks(Tier.HBM), int(cache.blocks[0]))
             if k > 0:
+                self._check_room(nb)  # before anything changes
                 a.free_owned(*cache.evict(k, Tier.HBM))
         got = a.take(want, nb)
         if got is not None:

@@ -51,6 +51,7 @@ class LRUEviction:
         """Take k blocks from dead segments (of ``tier`` only, if given), least recently used segment
         first, tail blocks first within a segment; returns them and how many are HBM blocks."""
         out: list[np.ndarray] = []
+        hbm = self.hbm_blocks
         heap = self._heap if tier is None else self._heap_tier[tier]
         dead = self.rows
         n_hbm_all = 0
@@ -62,37 +63,30 @@ class LRUEviction:
             if n_t == 0:
                 heapq.heappop(heap)
                 continue
+            ids = row.block_ids()
             take = min(k, n_t)
-            ev, n_hbm = self._take_tail(row, take, tier)
+            if take == row.n_blocks:  # the whole segment goes (its HBM count is known)
+                ev, keep, n_hbm = ids[::-1], None, row.n_hbm
+            elif tier is None:
+                ev = ids[ids.size - take :][::-1]
+                keep = ids[: ids.size - take]
+                held = row.n_hbm  # a segment wholly in one tier needs no scan of its tail
+                n_hbm = take if held == row.n_blocks else int(np.count_nonzero(ev < hbm)) if held else 0
+            else:
+                pos = np.flatnonzero((ids >= hbm) == bool(tier))[::-1][:take]
+                ev = ids[pos]
+                keep = np.delete(ids, pos)
+                n_hbm = take if tier == Tier.HBM else 0
             out.append(ev)
             n_hbm_all += n_hbm
+            self.blocks[0] -= n_hbm
+            self.blocks[1] -= take - n_hbm
+            row.n_hbm -= n_hbm
+            row.n_blocks -= take
+            row.chunks = [keep] if keep is not None and keep.size else []
             if row.n_blocks == 0:
                 del dead[sid]
             k -= take
         ev = out[0] if len(out) == 1 else np.concatenate(out)
         self.evicted += int(ev.size)
         return ev, n_hbm_all
-
-    def _take_tail(self, row: SegmentRow, take: int, tier: Tier | None) -> tuple[np.ndarray, int]:
-        """The last ``take`` blocks of a dead row (of ``tier`` only, if given), tail first, removed
-        from the row and the counts; also how many are HBM blocks."""
-        hbm = self.hbm_blocks
-        ids = row.block_ids()
-        if take == row.n_blocks:  # the whole segment goes (its HBM count is known)
-            ev, keep, n_hbm = ids[::-1], None, row.n_hbm
-        elif tier is None:
-            ev = ids[ids.size - take :][::-1]
-            keep = ids[: ids.size - take]
-            held = row.n_hbm  # a segment wholly in one tier needs no scan of its tail
-            n_hbm = take if held == row.n_blocks else int(np.count_nonzero(ev < hbm)) if held else 0
-        else:
-            pos = np.flatnonzero((ids >= hbm) == bool(tier))[::-1][:take]
-            ev = ids[pos]
-            keep = np.delete(ids, pos)
-            n_hbm = take if tier == Tier.HBM else 0
-        self.blocks[0] -= n_hbm
-        self.blocks[1] -= take - n_hbm
-        row.n_hbm -= n_hbm
-        row.n_blocks -= take
-        row.chunks = [keep] if keep is not None and keep.size else []
-        return ev, n_hbm

@@ -221,30 +221,29 @@ class LiveSegments:
 
     def __init__(self, live: dict[str, SegmentRow]) -> None:
         self._live = live  # the table's live rows, in open order (shared, read only here)
-        self._cols: LiveColumns | None = None
+        self.cols: LiveColumns | None = None  # None until a policy first asks
 
     def add(self, row: SegmentRow) -> None:
-        """A segment opened."""
-        if self._cols is not None:
-            self._cols.add(row)
+        """A segment opened (once the columns exist)."""
+        self.cols.add(row)  # type: ignore[union-attr]
 
     def grew(self, row: SegmentRow, nb: int, n_hbm: int) -> None:
         """A segment with a slot was given nb new blocks, n_hbm of them in HBM."""
-        cols, i = self._cols, row.aslot
+        cols, i = self.cols, row.aslot
         cols.blocks[i] += nb  # type: ignore[union-attr]
         cols.hbm[i] += n_hbm  # type: ignore[union-attr]
         cols.demand[i] = row.n_hbm + row.blocks_to_write()  # type: ignore[union-attr]
 
     def remove(self, row: SegmentRow) -> None:
         """A segment with a slot closed."""
-        self._cols.remove(row)  # type: ignore[union-attr]
+        self.cols.remove(row)  # type: ignore[union-attr]
 
     def _columns(self) -> LiveColumns:
-        if self._cols is None:
-            self._cols = LiveColumns("aslot")
+        if self.cols is None:
+            self.cols = LiveColumns("aslot")
             for row in self._live.values():
-                self._cols.add(row)
-        return self._cols
+                self.cols.add(row)
+        return self.cols
 
     def _row(self, segment_id: str) -> SegmentRow:
         row = self._live.get(segment_id)
