@@ -32,7 +32,7 @@ from lachesis.kv import (
 from lachesis.live_index import LiveSegments, SegmentRow, WorkerRanking
 from lachesis.policies import as_policy
 
-__all__ = ["SegmentTable", "TableView", "WriteTotals", "TieredAllocator", "Tier"]
+__all__ = ["SegmentTable", "TableView", "WriteTotals"]
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 _EMPTY.flags.writeable = False

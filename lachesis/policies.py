@@ -19,13 +19,10 @@ from weakref import WeakKeyDictionary
 import numpy as np
 
 from lachesis.kv import (
-    EMA_ALPHA,
-    LONG_LIVED_CLASSES,
     RHO_WINDOW,
     SEG_CLASSES,
     SHORT_LIVED_CLASSES,
     MemoryView,
-    PlacementStats,
     Policy,
     SegmentInfo,
     Tier,
@@ -43,15 +40,6 @@ __all__ = [
     "SIZE_ESTIMATES",
     "as_policy",
     "get_policy",
-    # the vocabulary, re-exported from lachesis.kv for callers that import it from here
-    "SegmentInfo",
-    "MemoryView",
-    "Policy",
-    "PlacementStats",
-    "Tier",
-    "EMA_ALPHA",
-    "SHORT_LIVED_CLASSES",
-    "LONG_LIVED_CLASSES",
 ]
 
 
@@ -202,7 +190,7 @@ class Lachesis:
 
     #: per memory view: live worker id -> its size fixed at spawn (``spawn``); weak, so a finished
     #: table's record goes with it, and per view, so ranks sharing one policy object keep their own
-    _spawn_sizes: "WeakKeyDictionary[Any, dict[str, float]]" = WeakKeyDictionary()
+    _spawn_sizes: "WeakKeyDictionary[MemoryView, dict[str, float]]" = WeakKeyDictionary()
 
     @staticmethod
     def _admitted_spawn(seg: SegmentInfo, view: MemoryView) -> bool:

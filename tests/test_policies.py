@@ -11,23 +11,19 @@ from hypothesis import strategies as st
 
 from lachesis.allocator import SegmentTable
 from lachesis.free_lists import TieredAllocator
-from lachesis.kv import AllocationError, Tier
-from lachesis.replay import annotate_clairvoyant, replay_events
+from lachesis.kv import AllocationError, MemoryView, PlacementStats, Policy, SegmentInfo, Tier
 from lachesis.policies import (
     POLICIES,
     DeterministicOnly,
     HBMFirst,
     HBMFirstReclaim,
     Lachesis,
-    MemoryView,
     Oracle,
-    PlacementStats,
-    Policy,
     ReuseThreshold,
-    SegmentInfo,
     as_policy,
     get_policy,
 )
+from lachesis.replay import annotate_clairvoyant, replay_events
 from reference_blocksim import reference_replay
 from sim_fixtures import random_worker_events
 

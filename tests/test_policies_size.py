@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 from lachesis import knobs, sweep
 from lachesis import simulator as sim
 from lachesis.allocator import SegmentTable
-from lachesis.free_lists import TieredAllocator
 from lachesis.config import Config
-from lachesis.policies import SIZE_ESTIMATES, Lachesis, SegmentInfo, as_policy, get_policy
+from lachesis.free_lists import TieredAllocator
+from lachesis.kv import SegmentInfo
+from lachesis.policies import SIZE_ESTIMATES, Lachesis, as_policy, get_policy
 from lachesis.ranker import rank_keys
 from lachesis.segments import recover
 from reference_blocksim import reference_replay
