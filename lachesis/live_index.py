@@ -145,22 +145,45 @@ class LiveColumns:
         return tuple(getattr(self, c)[:n] for c in cols)
 
 
-class WorkerRanking:
+class _RowIndex:
+    """Live rows by segment id, with numpy columns of them (:class:`LiveColumns`) built the first time
+    a policy asks and kept current from then on."""
+
+    def __init__(self, rows: dict[str, SegmentRow], slot_attr: str, what: str) -> None:
+        self.rows = rows  # live rows, in open order
+        self.cols: LiveColumns | None = None  # None until a policy first asks
+        self._slot_attr = slot_attr
+        self._what = what
+
+    def _columns(self) -> LiveColumns:
+        if self.cols is None:
+            self.cols = LiveColumns(self._slot_attr)
+            for row in self.rows.values():
+                self.cols.add(row)
+        return self.cols
+
+    def _row(self, segment_id: str) -> SegmentRow:
+        row = self.rows.get(segment_id)
+        if row is None:
+            raise KeyError(f"{self._what} {segment_id!r} is not live in the segment table")
+        return row
+
+
+class WorkerRanking(_RowIndex):
     """The live workers of one table sorted by (rank key, NaN last; open order), with the HBM blocks
-    they hold; numpy columns of them in open order are built the first time a policy asks."""
+    they hold, and in open order as numpy columns."""
 
     def __init__(self) -> None:
-        self.rows: dict[str, SegmentRow] = {}  # live workers, in open order
+        super().__init__({}, "wslot", "worker segment")
         self.hbm_blocks = 0  # HBM blocks all live workers hold
         self._ranked: list[tuple[float, int, SegmentRow]] = []
-        self._cols: LiveColumns | None = None
         self._n_added = 0
 
     def add(self, row: SegmentRow) -> None:
         """Rank a worker that just opened."""
         self.rows[row.segment_id] = row
-        if self._cols is not None:
-            self._cols.add(row)
+        if self.cols is not None:
+            self.cols.add(row)
         self._n_added += 1
         key = row.rank_key
         row.rank = (math.inf if key != key else key, self._n_added, row)
@@ -171,31 +194,18 @@ class WorkerRanking:
         self.hbm_blocks += n_hbm
         i = row.wslot
         if i >= 0:
-            self._cols.blocks[i] += nb  # type: ignore[union-attr]
-            self._cols.hbm[i] += n_hbm  # type: ignore[union-attr]
+            self.cols.blocks[i] += nb  # type: ignore[union-attr]
+            self.cols.hbm[i] += n_hbm  # type: ignore[union-attr]
 
     def remove(self, row: SegmentRow) -> None:
         """Drop a worker that closed."""
         del self.rows[row.segment_id]
         if row.wslot >= 0:
-            self._cols.remove(row)  # type: ignore[union-attr]
+            self.cols.remove(row)  # type: ignore[union-attr]
         ranked = self._ranked
         del ranked[bisect.bisect_left(ranked, row.rank)]
         row.rank = None
         self.hbm_blocks -= row.n_hbm
-
-    def _columns(self) -> LiveColumns:
-        if self._cols is None:
-            self._cols = LiveColumns("wslot")
-            for row in self.rows.values():
-                self._cols.add(row)
-        return self._cols
-
-    def _row(self, segment_id: str) -> SegmentRow:
-        row = self.rows.get(segment_id)
-        if row is None:
-            raise KeyError(f"worker segment {segment_id!r} is not live in the segment table")
-        return row
 
     def live_workers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Live workers in open order: (ids, rank keys, blocks, HBM blocks)."""
@@ -215,16 +225,15 @@ class WorkerRanking:
         return (r.n_blocks for _, _, r in islice(ranked, i)), row.n_blocks, self.hbm_blocks
 
 
-class LiveSegments:
+class LiveSegments(_RowIndex):
     """Every live segment of one table as numpy columns in open order (the oracle's close-time
-    ranking), built from the table's live rows the first time a policy asks, then kept current."""
+    ranking); it reads the table's live rows, and is told of a change only once its columns exist."""
 
     def __init__(self, live: dict[str, SegmentRow]) -> None:
-        self._live = live  # the table's live rows, in open order (shared, read only here)
-        self.cols: LiveColumns | None = None  # None until a policy first asks
+        super().__init__(live, "aslot", "segment")  # the table's own dict, read only here
 
     def add(self, row: SegmentRow) -> None:
-        """A segment opened (once the columns exist)."""
+        """A segment opened."""
         self.cols.add(row)  # type: ignore[union-attr]
 
     def grew(self, row: SegmentRow, nb: int, n_hbm: int) -> None:
@@ -237,19 +246,6 @@ class LiveSegments:
     def remove(self, row: SegmentRow) -> None:
         """A segment with a slot closed."""
         self.cols.remove(row)  # type: ignore[union-attr]
-
-    def _columns(self) -> LiveColumns:
-        if self.cols is None:
-            self.cols = LiveColumns("aslot")
-            for row in self._live.values():
-                self.cols.add(row)
-        return self.cols
-
-    def _row(self, segment_id: str) -> SegmentRow:
-        row = self._live.get(segment_id)
-        if row is None:
-            raise KeyError(f"segment {segment_id!r} is not live in the segment table")
-        return row
 
     def live_segments(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Every live segment in open order: (close_s, final size in blocks, blocks, HBM blocks)."""

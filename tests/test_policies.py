@@ -584,9 +584,9 @@ def test_reference_drives_policy_objects_like_the_fast_path():
                 assert (list(ahead), mine, hbm_workers) == (blocks[order[:pos]].tolist(), int(blocks[me]),
                                                             int(hbm.sum()))
         else:
-            n_slots = fast_table.workers._cols.n
+            n_slots = fast_table.workers.cols.n
             fast_table.close(ev[2])
-            compacted |= fast_table.workers._cols.n < n_slots
+            compacted |= fast_table.workers.cols.n < n_slots
         rows = fast_table.rows()  # the running HBM counters the predictive path reads
         assert fast_table.view.live_reviewer_hbm_blocks() == sum(r["n_hbm"] for r in rows if r["seg_class"] == "reviewer")
     c = fast_table.totals
