@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from lachesis.allocator import SegmentTable
 from lachesis.free_lists import TieredAllocator
-from lachesis.kv import AllocationError, Tier
-from lachesis.replay import parse_event, replay_events
+from lachesis.kv import AllocationError, RankedMemoryView, Tier
 from lachesis.policies import DeterministicOnly, HBMFirst, HBMFirstReclaim, Lachesis
+from lachesis.replay import parse_event, replay_events
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -335,3 +335,24 @@ def test_kv_is_imported_downward():
             "and 'lachesis.allocator' not in sys.modules; import lachesis.policies; "
             "assert 'lachesis.allocator' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_policy_sees_the_table_through_its_read_only_view():
+    """The policy is handed the table's view (the §4 memory state), never the table itself."""
+    seen = []
+
+    class Spy:
+        name = "spy"
+        frees_at_boundary = True
+
+        def tier(self, seg, view):
+            seen.append(view)
+            return Tier.HBM
+
+    t = SegmentTable(TieredAllocator(4, 4), Spy(), block_tokens=1)
+    t.add_write("a", 2, seg_class="worker", rank_key=1.0)
+    assert seen == [t.view] and t.view is not t and isinstance(t.view, RankedMemoryView)
+    view = t.view
+    assert (view.total(Tier.HBM), view.used(Tier.HBM), view.free(Tier.HBM), view.cached(Tier.HBM)) == (4, 2, 2, 0)
+    assert view.stats is t.stats and view.live_reviewer_hbm_blocks() == 0
+    assert not hasattr(view, "add_write") and not hasattr(view, "close")
