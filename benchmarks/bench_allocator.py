@@ -21,7 +21,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from lachesis.allocator import Tier, TieredAllocator, annotate_clairvoyant, replay_events  # noqa: E402
+from lachesis.free_lists import TieredAllocator  # noqa: E402
+from lachesis.kv import Tier  # noqa: E402
+from lachesis.replay import annotate_clairvoyant, replay_events  # noqa: E402
 from reference_blocksim import RefSim, reference_replay  # noqa: E402
 from results import record  # noqa: E402
 

@@ -33,8 +33,8 @@ from reference_blocksim import reference_replay  # noqa: E402
 
 from lachesis import simulator as S  # noqa: E402
 from lachesis import plancache  # noqa: E402
-from lachesis.allocator import replay_events  # noqa: E402
 from lachesis.node_memory import Memory  # noqa: E402
+from lachesis.replay import replay_events  # noqa: E402
 from results import record  # noqa: E402
 
 TITLE = "Decode-node simulator (`benchmarks/bench_sim.py`)"

@@ -26,7 +26,7 @@ ASSUMPTIONS (named):
   HBM-first run at the cell's load and seed (:mod:`lachesis.sweep`).  Placement changes timing only
   through the HBF flush in the decode step and the KV landing, which :func:`lachesis.clairvoyance.drift`
   measures for the oracle's run; the bound holds exactly for every policy replayed on that timeline
-  (:func:`lachesis.allocator.replay_events`) and up to that drift for another policy's own run.
+  (:func:`lachesis.replay.replay_events`) and up to that drift for another policy's own run.
 * Dead blocks never help absorb bytes: KV is read only while its segment is live (rematerialized KV
   is a new segment, docs/design.md §3), so a block kept past its close (HBM-first's cache) only takes
   room, and the bound frees every block at its close.
@@ -53,7 +53,7 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import linprog
 
-from lachesis.allocator import parse_event
+from lachesis.replay import parse_event
 from lachesis.io import check_columns, read_columns
 
 __all__ = ["Timeline", "BoundResult", "max_absorbed", "hbm_bound"]
@@ -132,11 +132,11 @@ class Timeline:
 
     @classmethod
     def from_events(cls, events: Iterable[Sequence[Any]]) -> "Timeline":
-        """A timeline from an allocator event stream (:mod:`lachesis.allocator`'s format, what
+        """A timeline from an allocator event stream (the format of docs/design.md §5, what
         ``simulate(..., record_events=True)`` returns): ``write`` events give the writes, ``close`` and
         ``session_end`` the closes (positions: the events' order); ``read`` events are ignored.  Times
         must not decrease; a segment is closed once and never written after its close, as
-        :func:`~lachesis.allocator.replay_events` requires.  One pass over the events."""
+        :func:`~lachesis.replay.replay_events` requires.  One pass over the events."""
         t_w: list[float] = []
         pos_w: list[int] = []
         seg_w: list[int] = []

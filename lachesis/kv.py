@@ -9,7 +9,7 @@ placement decision is told about a segment
 :class:`Policy` protocol itself.
 
 Statistics of closed segments that policies use (:class:`PlacementStats`): the worker-size and
-reviewer-reservation estimates are stated with the predictive path in :mod:`lachesis.policies`;
+reviewer-reservation estimates are stated with the predictive path in docs/design.md §5;
 the reuse estimates are NAMED ASSUMPTIONS here, each with its knob:
 
 * Realized reuse (Eq. 3): a closed segment's ρR/W = decode-stage reads reported for it
@@ -32,7 +32,7 @@ import bisect
 import math
 from collections import deque
 from enum import IntEnum
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import Iterator, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -53,6 +53,7 @@ __all__ = [
     "EMA_ALPHA",
     "RHO_WINDOW",
     "MemoryView",
+    "RankedMemoryView",
     "Policy",
 ]
 
@@ -136,7 +137,7 @@ class SegmentInfo(NamedTuple):
     final_tokens: float = math.nan  # clairvoyant: tokens it will have written when it closes
 
 
-EMA_ALPHA = 0.1  # ASSUMPTION: smoothing of the reviewer-reservation EMAs (lachesis.policies docstring)
+EMA_ALPHA = 0.1  # ASSUMPTION: smoothing of the reviewer-reservation EMAs (docs/design.md §5)
 RHO_WINDOW = 1024  # ASSUMPTION: closed segments whose realized ρ form the threshold distribution
 
 
@@ -214,7 +215,7 @@ class PlacementStats:
         return self.closed_worker_blocks / self.closed_workers if self.closed_workers else 0.0
 
     def reviewer_reserve(self, live_reviewer_hbm_blocks: int) -> int:
-        """HBM blocks held back for reviewers before workers are counted (module docstring)."""
+        """HBM blocks held back for reviewers before workers are counted (docs/design.md §5, reviewer reservation)."""
         expected = math.ceil(self.reviewer_blocks_ema * self.live_reviewers_ema - 1e-9)
         return max(0, expected - int(live_reviewer_hbm_blocks))
 
@@ -245,7 +246,8 @@ class PlacementStats:
 
 @runtime_checkable
 class MemoryView(Protocol):
-    """Read-only memory state a policy may consult (implemented by the segment table and the reference)."""
+    """Read-only memory state a policy may consult, what §4 lets it know (the segment table's
+    :class:`lachesis.allocator.TableView` and the test reference implement it)."""
 
     stats: PlacementStats
 
@@ -284,6 +286,22 @@ class MemoryView(Protocol):
 
     def segment_position(self, segment_id: str) -> int:
         """Index of a live segment in the arrays :meth:`live_segments` returns."""
+        ...
+
+
+@runtime_checkable
+class RankedMemoryView(MemoryView, Protocol):
+    """A :class:`MemoryView` that also reads its rankings in place (the segment table's view);
+    policies use these when the view has them and the arrays of :class:`MemoryView` otherwise."""
+
+    def workers_ahead(self, segment_id: str) -> tuple[Iterator[int], int, int]:
+        """Blocks of the live workers ranked before one worker (lazily, in rank order), its own
+        blocks, and the HBM blocks all live workers hold."""
+        ...
+
+    def demand_ahead(self, segment_id: str) -> tuple[int, int, int]:
+        """HBM demand (held + still to write) of the live segments closing before one segment, then
+        its own HBM blocks and blocks still to write."""
         ...
 
 

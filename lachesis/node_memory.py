@@ -12,7 +12,8 @@ from typing import Sequence
 import numpy as np
 
 from lachesis import hbf
-from lachesis.allocator import SegmentTable, TieredAllocator
+from lachesis.allocator import SegmentTable
+from lachesis.free_lists import TieredAllocator
 from lachesis.clairvoyance import Clock, Recorder
 from lachesis.config import Config
 from lachesis.kv import AllocationError, Policy, Tier

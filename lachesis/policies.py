@@ -1,95 +1,13 @@
 """KV placement policies (§4, §5.2, §5.4): which tier a segment's next KV blocks are allocated in.
 
-A policy is a small object with ONE decision function, :meth:`~lachesis.kv.Policy.tier`, called by
-the segment table (:class:`lachesis.allocator.SegmentTable`) every time a segment's write needs new
-blocks (so at its first write, and again whenever it grows past its last block).  It receives
-
-* :class:`~lachesis.kv.SegmentInfo` — what the harness told Lachesis about the segment (class,
-  session, role, the predicted rank key of a worker, its size so far and the blocks about to be
-  written, the reads reported for it), and
-* :class:`~lachesis.kv.MemoryView` — read-only memory state: free/used/cached blocks per tier, the
-  live workers with their rank keys and sizes, every live segment, and running statistics of
-  closed segments (:class:`~lachesis.kv.PlacementStats`),
-
-and returns a :class:`~lachesis.kv.Tier`.  Whatever it returns, the allocator serves the blocks
-from the other tier once the chosen tier's free list is empty (block-by-block fallback, docs/design.md §5),
-so a policy never has to check capacity itself.  ``frees_at_boundary`` says whether a closed
-segment's blocks return to the free lists at once or stay cached until memory pressure evicts them
-least-recently-used first (the engine's prefix cache).
-
-Adding a policy takes a few lines::
-
-    from lachesis.kv import MemoryView, SegmentInfo, Tier
-
-    class ReviewersOnlyInHBM:
-        name = "reviewers-only"
-        frees_at_boundary = True
-        def tier(self, seg: SegmentInfo, view: MemoryView) -> Tier:
-            return Tier.HBM if seg.seg_class == "reviewer" else Tier.HBF
-
-    from lachesis.allocator import replay_events
-    totals = replay_events(events, ReviewersOnlyInHBM(), hbm_blocks=1024, hbf_blocks=65536)
-    totals.hbm_bytes, totals.hbf_bytes, totals.bytes_by_class()
-
-Built-in policies, by registered name (:func:`as_policy` takes a name, ``name:key=value,...`` for
-a policy's knobs, or a policy object):
-
-* ``hbm_first`` (:class:`HBMFirst`) — the engine without Lachesis (§5.2 baseline): every write asks
-  for HBM, so it lands in HBM while HBM has a free block and in HBF otherwise; boundary-unaware
-  (dead segments stay cached, evicted LRU across both tiers only when an allocation cannot be served).
-* ``hbm_first_reclaim`` (:class:`HBMFirstReclaim`) — HBM-first on a vLLM-style block pool: a dead
-  segment's blocks return to its tier's free pool still cached, and an allocation evicts the least
-  recently used of them before it spills to the other tier.
-* ``deterministic`` (:class:`DeterministicOnly`) — "w/o predictive path" (§5.4): short-lived
-  classes (reasoning_laden, worker, reviewer) to HBM, long-lived ones (reasoning_stripped, lead) to
-  HBF; frees at boundary.
-* ``lachesis`` (:class:`Lachesis`) — §4: the deterministic path, but reviewers take HBM
-  unconditionally and workers are admitted by the predictive path (rank by predicted key, shortest
-  first, as many as fit in the HBM not reserved for reviewers; k follows free capacity).  Knob
-  ``size_estimate`` (``lachesis:size_estimate=held``): what a ranked worker counts for (below).
-* ``rho_threshold`` (:class:`ReuseThreshold`) — selection by read-to-write ratio, as Kyung et al.
-  select KV for HBF [23]: HBF when the predicted ρR/W exceeds a threshold; frees at boundary.
-* ``oracle`` (:class:`Oracle`) — a clairvoyant heuristic: knowing every segment's close time and
-  final size, keeps the shortest-remaining-lifetime segments in HBM while they fit.
-
-Predictive-path definitions (NAMED ASSUMPTIONS; the paper fixes the ranking and that reviewers
-are reserved for "before it counts k", not the arithmetic):
-
-* ASSUMPTION (worker size, knob ``size_estimate``; the paper sizes nothing: "k is determined by HBM's
-  free capacity rather than set as a parameter", and only a worker's rank is consumed, never a
-  lifetime).  How many blocks a live worker counts for when k is found:
-
-  - ``held`` (the default): the blocks it holds (+ the blocks being written, for the deciding worker); no size is
-    predicted.  Reason: §4's text literally; k is what the free capacity admits now, and a worker
-    that outgrows it is outranked by its own growth (its later blocks go to HBF).  It is the default
-    because the paper predicts a rank, never a size, and because it alone keeps the paper's ordering
-    Lachesis >= w/o predictive path (§5.4) near the paper's load (benchmarks/RESULTS.md, issue 15).
-  - ``mean_floor``:
-    ``max(blocks it holds (+ the blocks being written, for the deciding worker), mean size in
-    blocks of the workers that have closed so far)``; before any worker has closed the mean is 0,
-    i.e. a worker counts with what it has written.  Reason: the running mean of finished workers is
-    the simplest estimate of the room a young worker will still need.  It holds HBM back for growth
-    that has not happened yet, so HBM runs partly empty.
-  - ``spawn``: the ``mean_floor`` estimate taken once, at the worker's spawn (its first placement
-    decision: ``max(blocks of its first write, finished workers' mean then)``), and then fixed: neither
-    its growth nor a later mean revises it.  Reason: §4, "at each worker spawn, Lachesis scores that
-    worker's segment ... and the segment's place in the ranking decides its memory tier", read as a
-    size decided with the rank.  A worker outgrowing its spawn size still counts at it, so the
-    ranking may admit more than fits, and the allocator's fallback spills the excess.
-* ASSUMPTION (reviewer reservation): ``reserve = max(0, ceil(R_ema * N_ema) - HBM blocks live
-  reviewers hold)`` where ``R_ema`` is an exponential moving average (alpha = 0.1) of closed
-  reviewer segment sizes in blocks and ``N_ema`` an EMA (alpha = 0.1) of the number of live
-  reviewers, sampled at every segment open.  Before any reviewer closed, ``R_ema = 0`` (no
-  reservation without evidence).  Reason: a reviewer spawns only after its worker (§4), so the
-  HBM it will need must be held back from worker admission before it exists.
-* ASSUMPTION (budget and k): ``budget = HBM blocks - HBM blocks used by anything but live workers
-  - reserve``.  Live workers are sorted by rank key ascending (NaN last, ties by open order);
-  k is the longest prefix whose estimated sizes sum to <= budget.  A worker's new blocks go to
-  HBM iff it is within the first k at the moment of the write, so a worker outranked by later,
-  shorter-predicted spawns (or grown past what fits) sends its later blocks to HBF; blocks
-  already written never move.
-* ASSUMPTION (scope of the ranking): the ranking covers the live workers of one segment table,
-  i.e. of one memory domain (the simulator keeps one per GPU, whose HBM is the capacity k must fit).
+A policy is an object with one decision function, ``tier(seg, view)``, called by the segment table
+(:class:`lachesis.allocator.SegmentTable`) whenever a segment's write needs new blocks; it is told
+the segment (:class:`~lachesis.kv.SegmentInfo`) and memory through a read-only view
+(:class:`~lachesis.kv.MemoryView`), and the allocator falls back to the other tier when the chosen
+one is full.  :func:`as_policy` takes a registered name (:data:`POLICIES`), ``name:key=value,...``
+for a policy's knobs, or a policy object.  The policies, the view, how to add one, and the
+predictive path's named assumptions (worker size, reviewer reservation, budget and k, scope of the
+ranking) are in docs/design.md §5.
 """
 
 from __future__ import annotations
@@ -101,13 +19,10 @@ from weakref import WeakKeyDictionary
 import numpy as np
 
 from lachesis.kv import (
-    EMA_ALPHA,
-    LONG_LIVED_CLASSES,
     RHO_WINDOW,
     SEG_CLASSES,
     SHORT_LIVED_CLASSES,
     MemoryView,
-    PlacementStats,
     Policy,
     SegmentInfo,
     Tier,
@@ -125,15 +40,6 @@ __all__ = [
     "SIZE_ESTIMATES",
     "as_policy",
     "get_policy",
-    # the vocabulary, re-exported from lachesis.kv for callers that import it from here
-    "SegmentInfo",
-    "MemoryView",
-    "Policy",
-    "PlacementStats",
-    "Tier",
-    "EMA_ALPHA",
-    "SHORT_LIVED_CLASSES",
-    "LONG_LIVED_CLASSES",
 ]
 
 
@@ -185,14 +91,14 @@ class DeterministicOnly:
         return _deterministic(seg)
 
 
-#: the values of :class:`Lachesis`'s ``size_estimate`` knob (module docstring; the first is the default)
+#: the values of :class:`Lachesis`'s ``size_estimate`` knob (docs/design.md §5; the first is the default)
 SIZE_ESTIMATES = ("held", "mean_floor", "spawn")
 
 
 class Lachesis:
     """§4: deterministic path + predictive admission of workers, shortest-predicted first.
 
-    ``size_estimate`` (module docstring, ASSUMPTION worker size): what a ranked worker counts for when k
+    ``size_estimate`` (docs/design.md §5, assumption worker size): what a ranked worker counts for when k
     is found: ``held`` (what it holds; the default, §4 literally), ``mean_floor`` (held, at least the
     finished workers' mean) or ``spawn`` (the mean-floor estimate at its spawn, then fixed)."""
 
@@ -284,7 +190,7 @@ class Lachesis:
 
     #: per memory view: live worker id -> its size fixed at spawn (``spawn``); weak, so a finished
     #: table's record goes with it, and per view, so ranks sharing one policy object keep their own
-    _spawn_sizes: "WeakKeyDictionary[Any, dict[str, float]]" = WeakKeyDictionary()
+    _spawn_sizes: "WeakKeyDictionary[MemoryView, dict[str, float]]" = WeakKeyDictionary()
 
     @staticmethod
     def _admitted_spawn(seg: SegmentInfo, view: MemoryView) -> bool:

@@ -1,7 +1,7 @@
 """Per-block reference simulator: plain Python, one object per KV block, obviously correct.
 
 A differential oracle for :mod:`lachesis.allocator` (and for the decode-node simulator): it parses
-the event list itself (the format in :mod:`lachesis.allocator`'s docstring), replays it block by
+the event list itself (the format in docs/design.md §5), replays it block by
 block and token by token, and re-implements the built-in policies naively from their definitions
 in :mod:`lachesis.policies` and :mod:`lachesis.kv` (Python lists, ``sorted``, loops over the whole
 history; no numpy, no code shared with the allocator).  A user policy object (any object with
@@ -10,7 +10,7 @@ with a naive :class:`RefView` as its memory view.
 
 Entry point: :func:`reference_replay(events, policy, hbm_blocks, hbf_blocks, block_tokens)`,
 returning a :class:`lachesis.allocator.WriteTotals` comparable field by field with
-:func:`lachesis.allocator.replay_events`.  ``policy`` is a built-in name, a name with knobs
+:func:`lachesis.replay.replay_events`.  ``policy`` is a built-in name, a name with knobs
 (``"rho_threshold:quantile=0.25"``) or a policy object.
 """
 
@@ -89,7 +89,7 @@ class Seg:
 
 
 class RefView:
-    """Naive MemoryView over the per-block state (for user policy objects)."""
+    """Naive :class:`lachesis.kv.MemoryView` over the per-block state (for user policy objects)."""
 
     def __init__(self, sim: "RefSim") -> None:
         self.sim = sim

@@ -11,8 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lachesis.allocator import AllocationError, SegmentTable, Tier, TieredAllocator, parse_event, replay_events
+from lachesis.allocator import SegmentTable
+from lachesis.free_lists import TieredAllocator
+from lachesis.kv import AllocationError, RankedMemoryView, Tier
 from lachesis.policies import DeterministicOnly, HBMFirst, HBMFirstReclaim, Lachesis
+from lachesis.replay import parse_event, replay_events
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -139,7 +142,7 @@ def test_partial_blocks_and_token_attribution():
     t.add_write("p", 5, seg_class="reasoning_stripped")
     assert t.totals.tokens_by_class["reasoning_stripped"].tolist() == [0, 5]
     assert t.close("s") == 4
-    assert t.free(Tier.HBM) == 2 and t.used(Tier.HBF) == 2
+    assert t.view.free(Tier.HBM) == 2 and t.view.used(Tier.HBF) == 2
     with pytest.raises(KeyError):
         t.close("s")
     with pytest.raises(ValueError, match="already closed"):
@@ -155,7 +158,7 @@ def test_hbm_first_caches_dead_segments_and_evicts_lru_across_tiers():
     t.add_write("a", 2, seg_class="reasoning_laden")  # HBM 0,1
     t.add_write("b", 1, seg_class="reasoning_laden")  # HBF
     t.close("a", now=1.0)
-    assert t.cached(Tier.HBM) == 2 and t.free(Tier.HBM) == 0
+    assert t.cached(Tier.HBM) == 2 and t.view.free(Tier.HBM) == 0
     t.add_write("c", 1, seg_class="reasoning_laden")  # dead HBM blocks are not free: goes to HBF
     assert t.totals.tokens.tolist() == [2, 2] and t.totals.evicted_blocks == 0
     t.close("b", now=2.0)
@@ -188,7 +191,7 @@ def test_end_session_closes_its_live_segments_only():
     t.add_write("b", 3, seg_class="worker", session_id="s1")
     t.add_write("c", 3, seg_class="lead", session_id="s2")
     assert t.end_session("s1") == ["a", "b"]
-    assert "c" in t and len(t) == 1 and t.used(Tier.HBM) + t.used(Tier.HBF) == 2
+    assert "c" in t and len(t) == 1 and t.view.used(Tier.HBM) + t.view.used(Tier.HBF) == 2
 
 
 def test_parse_event_errors():
@@ -238,7 +241,7 @@ def test_table_conserves_blocks_and_bytes(writes, hbm, hbf, bt, policy):
         assert np.unique(held).size == held.size
         for tier in Tier:
             n_live = int((t.allocator.tier_of(held) == tier).sum())
-            assert n_live + t.cached(tier) + t.free(tier) == t.total(tier)
+            assert n_live + t.cached(tier) + t.view.free(tier) == t.view.total(tier)
         assert t.totals.tokens.sum() == written
         assert t.totals.total_bytes == t.totals.hbm_bytes + t.totals.hbf_bytes == 3 * written
         assert sum(v.sum() for v in t.totals.tokens_by_class.values()) == written
@@ -287,19 +290,19 @@ def test_live_arrays_follow_the_rows(ops):
             closed.add(sid)
         if k % 7 == 3 or k == len(ops) - 1:
             rows = t.rows()
-            close, final, blocks, hbm = t.live_segments()
+            close, final, blocks, hbm = t.view.live_segments()
             np.testing.assert_array_equal(blocks, [r["n_blocks"] for r in rows])
             np.testing.assert_array_equal(hbm, [r["n_hbm"] for r in rows])
             np.testing.assert_array_equal(close, [r["close_s"] for r in rows])
             np.testing.assert_array_equal(final, [math.ceil(r["final_tokens"] / 2) for r in rows])
-            assert [t.segment_position(r["segment_id"]) for r in rows] == list(range(len(rows)))
+            assert [t.view.segment_position(r["segment_id"]) for r in rows] == list(range(len(rows)))
             ws = [r for r in rows if r["seg_class"] == "worker"]
-            ids, keys, wb, wh = t.live_workers()
+            ids, keys, wb, wh = t.view.live_workers()
             assert ids.tolist() == [r["segment_id"] for r in ws]
             np.testing.assert_array_equal(wb, [r["n_blocks"] for r in ws])
-            assert [t.worker_position(r["segment_id"]) for r in ws] == list(range(len(ws)))
+            assert [t.view.worker_position(r["segment_id"]) for r in ws] == list(range(len(ws)))
     with pytest.raises(KeyError):
-        t.segment_position("never")
+        t.view.segment_position("never")
 
 
 # -- events -------------------------------------------------------------------------------------------
@@ -332,3 +335,24 @@ def test_kv_is_imported_downward():
             "and 'lachesis.allocator' not in sys.modules; import lachesis.policies; "
             "assert 'lachesis.allocator' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_policy_sees_the_table_through_its_read_only_view():
+    """The policy is handed the table's view (the §4 memory state), never the table itself."""
+    seen = []
+
+    class Spy:
+        name = "spy"
+        frees_at_boundary = True
+
+        def tier(self, seg, view):
+            seen.append(view)
+            return Tier.HBM
+
+    t = SegmentTable(TieredAllocator(4, 4), Spy(), block_tokens=1)
+    t.add_write("a", 2, seg_class="worker", rank_key=1.0)
+    assert seen == [t.view] and t.view is not t and isinstance(t.view, RankedMemoryView)
+    view = t.view
+    assert (view.total(Tier.HBM), view.used(Tier.HBM), view.free(Tier.HBM), view.cached(Tier.HBM)) == (4, 2, 2, 0)
+    assert view.stats is t.stats and view.live_reviewer_hbm_blocks() == 0
+    assert not hasattr(view, "add_write") and not hasattr(view, "close")

@@ -17,7 +17,8 @@ from scipy.optimize import linprog
 from lachesis import evaluation, grid, hbf, store
 from lachesis import simulator as S
 from lachesis import sweep as W
-from lachesis.allocator import AllocationError, annotate_clairvoyant, replay_events
+from lachesis.kv import AllocationError
+from lachesis.replay import annotate_clairvoyant, replay_events
 from lachesis.bound import BoundResult, Timeline, hbm_bound, max_absorbed
 from lachesis.node_memory import Memory
 from test_sweep import TINY, fixture_plan, plan  # noqa: F401 (the sweep tests' search settings and plan fixtures)

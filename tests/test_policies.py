@@ -9,29 +9,21 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings, target
 from hypothesis import strategies as st
 
-from lachesis.allocator import (
-    AllocationError,
-    SegmentTable,
-    Tier,
-    TieredAllocator,
-    annotate_clairvoyant,
-    replay_events,
-)
+from lachesis.allocator import SegmentTable
+from lachesis.free_lists import TieredAllocator
+from lachesis.kv import AllocationError, MemoryView, PlacementStats, Policy, SegmentInfo, Tier
 from lachesis.policies import (
     POLICIES,
     DeterministicOnly,
     HBMFirst,
     HBMFirstReclaim,
     Lachesis,
-    MemoryView,
     Oracle,
-    PlacementStats,
-    Policy,
     ReuseThreshold,
-    SegmentInfo,
     as_policy,
     get_policy,
 )
+from lachesis.replay import annotate_clairvoyant, replay_events
 from reference_blocksim import reference_replay
 from sim_fixtures import random_worker_events
 
@@ -123,8 +115,8 @@ def test_lachesis_admits_shortest_predicted_first():
     t.add_write("short", 1)  # still first: 5 <= 10 (HBM full, so the allocator falls back)
     assert tiers_of(t, "short")[-1] == 1
     # The decision itself, independent of physical room:
-    assert Lachesis.admitted(SegmentInfo("short", "worker", rank_key=1.0, new_blocks=1), t)
-    assert not Lachesis.admitted(SegmentInfo("long", "worker", rank_key=3.0, new_blocks=1), t)
+    assert Lachesis.admitted(SegmentInfo("short", "worker", rank_key=1.0, new_blocks=1), t.view)
+    assert not Lachesis.admitted(SegmentInfo("long", "worker", rank_key=3.0, new_blocks=1), t.view)
 
 
 def test_lachesis_k_shrinks_as_hbm_fills():
@@ -136,7 +128,7 @@ def test_lachesis_k_shrinks_as_hbm_fills():
             t.add_write("turn", pinned, seg_class="reasoning_laden")
         for i, key in enumerate([1.0, 2.0, 3.0]):
             t.add_write(f"w{i}", 3, seg_class="worker", rank_key=key)
-        return [Lachesis.admitted(SegmentInfo(f"w{i}", "worker", new_blocks=0), t) for i in range(3)]
+        return [Lachesis.admitted(SegmentInfo(f"w{i}", "worker", new_blocks=0), t.view) for i in range(3)]
 
     assert admitted_after(0) == [True, True, True]  # 9 <= 12
     assert admitted_after(4) == [True, True, False]  # budget 8: k = 2
@@ -150,10 +142,10 @@ def test_nan_key_ranks_last_and_ties_keep_open_order():
     t.add_write("a", 3, seg_class="worker", rank_key=1.0)
     t.add_write("b", 3, seg_class="worker", rank_key=1.0)
     info = lambda s: SegmentInfo(s, "worker", new_blocks=0)  # noqa: E731
-    assert Lachesis.admitted(info("a"), t) and Lachesis.admitted(info("b"), t)
-    assert not Lachesis.admitted(info("unknown"), t)
+    assert Lachesis.admitted(info("a"), t.view) and Lachesis.admitted(info("b"), t.view)
+    assert not Lachesis.admitted(info("unknown"), t.view)
     t.close("a")
-    assert Lachesis.admitted(info("unknown"), t)  # k follows free capacity: room again
+    assert Lachesis.admitted(info("unknown"), t.view)  # k follows free capacity: room again
 
 
 def test_reviewers_take_hbm_unconditionally_and_reserve_before_workers():
@@ -167,7 +159,7 @@ def test_reviewers_take_hbm_unconditionally_and_reserve_before_workers():
     t.add_write("w", 8, seg_class="worker", rank_key=1.0)  # budget = 10 - 1 (rv1) - 1 (reserve) = 8: fits
     assert tiers_of(t, "w") == [0] * 8
     t.add_write("w", 1)  # 9 > 8: spills to HBF by the predictive path although HBM has a free block
-    assert tiers_of(t, "w")[-1] == 1 and t.free(Tier.HBM) == 1
+    assert tiers_of(t, "w")[-1] == 1 and t.view.free(Tier.HBM) == 1
     t.add_write("rv1", 1)  # reviewer: HBM regardless of the ranking
     assert tiers_of(t, "rv1") == [0, 0]
 
@@ -329,9 +321,9 @@ def test_oracle_keeps_shortest_remaining_lifetime_in_hbm():
     t.add_write("long", 1)  # mid 2 + long 6 + 1 <= 10 now
     assert tiers_of(t, "long")[-1] == 0
     # the decision itself (any class; ties in close time go to the segment opened first)
-    assert Oracle().tier(SegmentInfo("mid", "reasoning_laden", new_blocks=1), t) == Tier.HBM
+    assert Oracle().tier(SegmentInfo("mid", "reasoning_laden", new_blocks=1), t.view) == Tier.HBM
     with pytest.raises(ValueError, match="unknown seg_class"):
-        Oracle().tier(SegmentInfo("mid", "chat"), t)
+        Oracle().tier(SegmentInfo("mid", "chat"), t.view)
     with pytest.raises(ValueError, match="final_tokens"):
         t.add_write("x", 1, seg_class="worker", final_tokens=-3)
     with pytest.raises(ValueError, match="close_s must be a number"):
@@ -575,28 +567,28 @@ def test_reference_drives_policy_objects_like_the_fast_path():
     a = reference_replay(events, "lachesis", 20, 600, 4)
     b = reference_replay(events, Lachesis(), 20, 600, 4)
     fast_table = SegmentTable(TieredAllocator(20, 600), Lachesis(), block_tokens=4)
-    from lachesis.allocator import parse_event
+    from lachesis.replay import parse_event
 
-    fast_table.live_workers()  # builds the live-worker arrays, kept current from here on
+    fast_table.view.live_workers()  # builds the live-worker arrays, kept current from here on
     compacted = False
     for raw in events:
         ev = parse_event(raw)
         if ev[1] == "write":
             fast_table.add_write(ev[2], ev[4], seg_class=ev[3], session_id=ev[5], rank_key=ev[6])
             if ev[3] == "worker":  # the sorted ranking the policy reads = the arrays ranked as the protocol says
-                _, keys, blocks, hbm = fast_table.live_workers()
-                me = fast_table.worker_position(ev[2])
+                _, keys, blocks, hbm = fast_table.view.live_workers()
+                me = fast_table.view.worker_position(ev[2])
                 order = np.argsort(np.where(np.isnan(keys), np.inf, keys), kind="stable")
                 pos = int(np.flatnonzero(order == me)[0])
-                ahead, mine, hbm_workers = fast_table.workers_ahead(ev[2])
+                ahead, mine, hbm_workers = fast_table.view.workers_ahead(ev[2])
                 assert (list(ahead), mine, hbm_workers) == (blocks[order[:pos]].tolist(), int(blocks[me]),
                                                             int(hbm.sum()))
         else:
-            n_slots = fast_table._ws.n
+            n_slots = fast_table.workers.cols.n
             fast_table.close(ev[2])
-            compacted |= fast_table._ws.n < n_slots
+            compacted |= fast_table.workers.cols.n < n_slots
         rows = fast_table.rows()  # the running HBM counters the predictive path reads
-        assert fast_table.live_reviewer_hbm_blocks() == sum(r["n_hbm"] for r in rows if r["seg_class"] == "reviewer")
+        assert fast_table.view.live_reviewer_hbm_blocks() == sum(r["n_hbm"] for r in rows if r["seg_class"] == "reviewer")
     c = fast_table.totals
     assert compacted
     assert a.as_dict() == b.as_dict() == c.as_dict()

@@ -12,10 +12,12 @@ from hypothesis import strategies as st
 
 from lachesis import grid, knobs
 from lachesis import simulator as sim
-from lachesis.allocator import SegmentTable, TieredAllocator
+from lachesis.allocator import SegmentTable
 from lachesis.config import Config
+from lachesis.free_lists import TieredAllocator
+from lachesis.kv import SegmentInfo
 from lachesis.plan import build_plan
-from lachesis.policies import SIZE_ESTIMATES, Lachesis, SegmentInfo, as_policy, get_policy
+from lachesis.policies import SIZE_ESTIMATES, Lachesis, as_policy, get_policy
 from lachesis.ranker import rank_keys
 from lachesis.segments import recover
 from reference_blocksim import reference_replay
@@ -57,7 +59,7 @@ def test_hand_worked_which_worker_takes_hbm_under_each_estimate():
     for est, (b, c, hbm_used) in want.items():
         t = hand_worked(est)
         assert tiers(t, "a") == [0] * 8, est
-        assert (tiers(t, "b"), tiers(t, "c"), t.used(0)) == (b, c, hbm_used), est
+        assert (tiers(t, "b"), tiers(t, "c"), t.view.used(0)) == (b, c, hbm_used), est
 
 
 def test_held_outranks_a_grown_worker_by_its_own_growth_and_spawn_keeps_its_size():
@@ -66,13 +68,13 @@ def test_held_outranks_a_grown_worker_by_its_own_growth_and_spawn_keeps_its_size
     grows to, so its growth keeps asking for HBM while a's 6 + its 6 fit."""
     t = hand_worked("held")
     info = SegmentInfo("b", "worker", rank_key=2.0, n_blocks=2, new_blocks=2)
-    assert Lachesis.admitted(info, t, "held")
-    assert not Lachesis.admitted(SegmentInfo("c", "worker", rank_key=3.0, n_blocks=2, new_blocks=1), t, "held")
+    assert Lachesis.admitted(info, t.view, "held")
+    assert not Lachesis.admitted(SegmentInfo("c", "worker", rank_key=3.0, n_blocks=2, new_blocks=1), t.view, "held")
     s = hand_worked("spawn")
     s.add_write("b", 30)  # b now holds 32 blocks, still counted at 6
-    assert Lachesis.admitted(SegmentInfo("b", "worker", rank_key=2.0, n_blocks=32, new_blocks=1), s, "spawn")
+    assert Lachesis.admitted(SegmentInfo("b", "worker", rank_key=2.0, n_blocks=32, new_blocks=1), s.view, "spawn")
     m = hand_worked("mean_floor")
-    assert not Lachesis.admitted(SegmentInfo("b", "worker", rank_key=2.0, n_blocks=2, new_blocks=1), m, "mean_floor")
+    assert not Lachesis.admitted(SegmentInfo("b", "worker", rank_key=2.0, n_blocks=2, new_blocks=1), m.view, "mean_floor")
 
 
 def test_default_is_held_and_the_spec_round_trips():
@@ -117,7 +119,7 @@ def test_fast_equals_reference_for_each_estimate(events, hbm, bt, est):
 def test_policy_object_through_the_reference_view(est):
     """The policy object driven through the reference's naive view (its slow path) equals the reference's
     own naive rule and the fast table, on a long worker-heavy trace."""
-    from lachesis.allocator import replay_events
+    from lachesis.replay import replay_events
 
     events = random_worker_events(1, 600)
     spec = f"lachesis:size_estimate={est}"
@@ -130,7 +132,7 @@ def test_policy_object_through_the_reference_view(est):
 
 def test_estimates_differ_on_a_long_trace():
     """On the same trace the three estimates place differently; HBM holds most under ``held``."""
-    from lachesis.allocator import replay_events
+    from lachesis.replay import replay_events
 
     events = random_worker_events(3, 800, p_close=0.25, p_new=0.3, max_tokens=40, reviewers=False,
                                   integer_keys=False)

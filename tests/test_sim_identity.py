@@ -35,8 +35,10 @@ from sim_fixtures import multi_agent_trace, single_agent_trace  # noqa: E402
 from lachesis import hbf  # noqa: E402
 from lachesis import simulator as S  # noqa: E402
 from lachesis.ranker import rank_keys  # noqa: E402
-from lachesis.allocator import SegmentTable, TieredAllocator, annotate_clairvoyant, parse_event  # noqa: E402
+from lachesis.allocator import SegmentTable  # noqa: E402
+from lachesis.free_lists import TieredAllocator  # noqa: E402
 from lachesis.plan import build_plan  # noqa: E402
+from lachesis.replay import annotate_clairvoyant, parse_event  # noqa: E402
 from lachesis.config import DEFAULT, MEMORY_CONFIGS, MODELS, MemoryConfig, StackSpec  # noqa: E402
 from lachesis.segments import recover  # noqa: E402
 
