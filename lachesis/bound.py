@@ -1,45 +1,13 @@
 """The offline optimum of write-time placement: the most KV one run's HBM could have absorbed (beyond the paper).
 
-Every placement the paper and this package evaluate places each KV block once, at its write, in HBM
-or HBF, and never moves it (§4: Lachesis "decides which KV reaches HBF before a segment is written";
-docs/design.md §5: written blocks never move), and a block is freed no earlier than its segment's
-close (§4: ``free([block ids])`` "fires at a context boundary").  So, given one run's timeline — every
-write (its place in the run, time and tokens) and the close of its segment — the HBM tokens any such
-placement puts among the writes of a window are at most the optimum of
+Given one run's timeline (:class:`Timeline`: every write — its place in the run, time and tokens — and
+the close of its segment), :func:`hbm_bound` gives the most HBM tokens any placement that writes each
+block once and frees it no earlier than its segment's close could put among the writes of a window.
+:func:`max_absorbed` solves it as a min-cost flow with HiGHS (:func:`scipy.optimize.linprog`) and checks
+the rounded solution in integers.
 
-    max Σ_i w_i x_i   s.t.   0 ≤ x_i ≤ size_i,   Σ_{i live at τ} x_i ≤ C   for every τ,
-
-where write i is live over [start_i, end_i) (its write to its segment's close), C is HBM's capacity
-in tokens and w_i = 1 for a write inside the window, 0 before or after it (such a write is best put
-in HBF, so it is dropped; a policy that put it in HBM only had less room).  The constraint matrix has
-consecutive ones (totally unimodular), so the problem is a min-cost flow whose optimum is integral
-(Arkin & Silverberg, "Scheduling jobs with fixed start and end times", 1987): one node per distinct
-write position, a "free capacity" arc k→k+1 of capacity C and cost 0, one arc per write from its
-position to the first write position at or after its close, of capacity size_i and cost −w_i, and C
-units sent from the first node to the last.  :func:`max_absorbed` builds the sparse node–arc
-incidence matrix with numpy (writes with the same arc merged) and solves it with HiGHS through
-:func:`scipy.optimize.linprog`; the rounded solution is checked against every constraint in integers.
-
-ASSUMPTIONS (named):
-
-* The timeline is one run's (knob: the events or :class:`Timeline` given).  The grid takes the
-  HBM-first run at the cell's load and seed (:mod:`lachesis.sweep`).  Placement changes timing only
-  through the HBF flush in the decode step and the KV landing, which :func:`lachesis.clairvoyance.drift`
-  measures for the oracle's run; the bound holds exactly for every policy replayed on that timeline
-  (:func:`lachesis.replay.replay_events`) and up to that drift for another policy's own run.
-* Dead blocks never help absorb bytes: KV is read only while its segment is live (rematerialized KV
-  is a new segment, docs/design.md §3), so a block kept past its close (HBM-first's cache) only takes
-  room, and the bound frees every block at its close.
-* Token-level relaxation of blocks (knob: ``hbm_tokens``): C = HBM blocks × tokens per block.  A block
-  holds at most that many tokens, so any policy's live HBM tokens fit in C; the bound ignores the
-  partly filled last block of a segment, so it can only be higher.
-* Token counts (no knob): the LP works in float64, whose whole numbers are exact below 2**53, and the
-  window's total is an int64 sum; a timeline whose tokens total :data:`MAX_TOKENS` (2**53, about 9e15)
-  or more is refused with one line rather than solved inexactly or summed past int64 into a negative
-  window.  Real runs are many orders of magnitude below it.
-* Ties: events of one instant (a request's closes, then its writes) keep the order of the stream, as
-  the allocator saw them (:meth:`Timeline.from_events`); from bare times (:meth:`Timeline.from_times`)
-  a close frees before a write at the same time, and a write closed at its own time holds nothing.
+The formulation, the flow network and its citation, and the named assumptions (one run's timeline,
+dead blocks, token-level relaxation, token counts, ties): docs/design.md §5, "Offline bound".
 """
 
 from __future__ import annotations
@@ -60,7 +28,8 @@ __all__ = ["Timeline", "BoundResult", "max_absorbed", "hbm_bound"]
 
 _FIELDS = ("t_write", "start", "end", "tokens")
 
-#: The most tokens a timeline may hold in all (module docstring: float64 is exact for whole numbers below it).
+#: The most tokens a timeline may hold in all (docs/design.md §5, "Offline bound": float64 is exact
+#: for whole numbers below it).
 MAX_TOKENS = 2**53
 
 
@@ -293,7 +262,7 @@ def hbm_bound(timeline: Timeline | Iterable[Sequence[Any]], hbm_tokens: float,
 
     ``timeline``: a :class:`Timeline`, or an allocator event stream (:meth:`Timeline.from_events`);
     ``hbm_tokens``: HBM's capacity in tokens (blocks × tokens per block; ``inf`` for no limit).  Writes
-    outside the window carry no weight (the module docstring says why they are dropped)."""
+    outside the window carry no weight (docs/design.md §5, "Offline bound", says why they are dropped)."""
     tl = timeline if isinstance(timeline, Timeline) else Timeline.from_events(timeline)
     t0, t1 = float(window[0]), float(window[1])
     if not t0 <= t1:

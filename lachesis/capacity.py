@@ -1,25 +1,12 @@
 """Capacity search (§5.2): the most concurrent sessions per GPU that the SLO admits, N*.
 
-The SLO (TTFT 2 s; p99 TPOT 60 ms tight, 100 ms loose) "admits" a load (abstract: "at the full load a
-tight SLO admits"; §5.3: "A looser SLO instead admits more concurrent sessions").  For one
-(trace, model, SLO, memory configuration, policy) the search finds the largest N whose short
+For one (trace, model, SLO, memory configuration, policy) the search finds the largest N whose short
 closed-loop run meets p99 TPOT and p99 TTFT and whose live KV fits HBM + HBF (minus the weights), to a
-resolution of ``rel_tol`` × N.  Each candidate is a SHORT run (``search_warmup``/``search_measure``
-mean session durations).  The search brackets the boundary (doubling from N = 1, or 10 %, 20 %, …
-steps from a hint), then narrows it.  Every run yields a *margin* (p99 TPOT / bound, or p99 TTFT /
-bound if larger), which grows roughly linearly with N, so both phases step to where the line through
-two candidates crosses 1 (secant while bracketing; regula falsi kept inside the middle half of the
-bracket, then one resolution step from the end it moved, while narrowing).  Without margins (out of
-memory, NaN) the steps fall back to doubling and bisection.
+resolution of ``rel_tol`` × N: it brackets the boundary, then narrows it, stepping along each run's
+SLO margin (:class:`Search`, :func:`capacity_search`).
 
-ASSUMPTION (monotone capacity): feasibility is taken to be monotone in N (more sessions ⇒ larger
-batches and more live KV), which bracketing needs; the search records every candidate it ran so a
-non-monotone case is visible in the cached JSON.  It is monotone only in expectation: p99 TPOT of a
-short run is noisy near N*, so two valid candidate sequences can settle on different N* within the
-noise (its size: ``benchmarks/RESULTS.md``, "Capacity search" and "Seed spread").
-ASSUMPTION (durations): simulated time is counted in mean session durations of the workload
-(:attr:`lachesis.plan.Plan.mean_session_s`), so the same settings cover short single-agent and
-long multi-agent sessions.
+The SLO, the search and its assumptions (monotone capacity; durations counted in mean session
+durations): docs/design.md §5, "Load", "Capacity search" and "Decode node" (unit of simulated time).
 """
 
 from __future__ import annotations

@@ -1,22 +1,13 @@
 """The oracle's knowledge of the future: each segment's close time, taken from a baseline run.
 
-The oracle placement (:class:`lachesis.policies.Oracle`) needs, at a segment's first write, the
-time the segment will close.  No deployable engine knows it; the evaluation borrows it from a run
-of the baseline (HBM-first) at the same cell, load and seed.  That run records, per session
-instance, which session of the trace it replays, its start, and the time each of its segments
-closed (:class:`Recorder`); :class:`CloseTimes` keeps those as the close OFFSET from the instance's
-start, keyed by (session, occurrence, segment) — a session runs several times in a closed loop, and
-its k-th occurrence is the same draw of the simulator's session order in every run at that seed
-and load.  In the oracle's run, :class:`Clock` answers ``close_s = instance start + offset``: the
-same occurrence's offset when the baseline ran it, else the mean offset of that segment over the
-baseline's occurrences of the session, else unknown (NaN; the oracle ranks it last).
+The oracle placement (:class:`lachesis.policies.Oracle`) needs, at a segment's first write, the time
+the segment will close; the evaluation borrows it from a run of the baseline (HBM-first) at the same
+cell, load and seed.  :class:`Recorder` records that run's closes, :class:`CloseTimes` keeps them as
+close offsets from each session instance's start, :class:`Clock` answers the oracle's run, and
+:func:`drift` measures how far the oracle's own closes moved.
 
-ASSUMPTION (clairvoyance from the baseline, no knob): placement changes a segment's timing only
-through the HBF flush in the decode step and the KV landing, which the aggregate-read decode step
-makes small (§2.2, §5.2: the tiers "differ only in write bandwidth"), so the baseline's close
-offsets are the oracle's own up to that drift.  :func:`drift` measures it (the sweep stores it in
-the oracle's row).  A fast-forwarded first session of a slot (the simulator's steady-state start)
-counts from its virtual start, ``start - phase``, which both runs share.
+The keying, the fallbacks and the assumption (clairvoyance from the baseline, no knob):
+docs/design.md §5, "Oracle clairvoyance".
 """
 
 from __future__ import annotations
@@ -106,7 +97,8 @@ class Recorder(_Instances):
 
 
 class Clock(_Instances):
-    """The oracle's close times during a run, from a baseline's :class:`CloseTimes` (module docstring)."""
+    """The oracle's close times during a run, from a baseline's :class:`CloseTimes` (docs/design.md §5,
+    "Oracle clairvoyance")."""
 
     def __init__(self, times: CloseTimes, sessions: Sequence[str], fingerprint: str) -> None:
         if times.fingerprint != fingerprint:

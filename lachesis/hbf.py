@@ -2,49 +2,14 @@
 
 The decode-node simulator calls these per event, so each function takes scalars or numpy arrays
 and returns a float (scalar input) or an array (array input); nothing loops per sequence or block.
+:class:`StepModel` prices one GPU's decode step operator by operator, LLMSimulator's way, plus the
+expert-parallel exchange and the HBF flush (:class:`GroupStep`: a lockstep group); :func:`landing_fn`
+prices a prefilled KV landing; :func:`hbf_lifetime_years` and :func:`settled_rate` give the flash
+lifetime once the write traffic has settled.
 
-* **Weights** live in HBF, read-only (§4: "read-only mapping for model weights"); their one load is
-  excluded from wear (§5.2).  Eight GPUs, attention data-parallel, experts expert-parallel (§5.2):
-  each GPU holds every replicated parameter (attention, dense FFN, shared experts, router, norms,
-  embeddings, LM head) and 1/n_gpus of the routed experts.
-* **Decode step** (one GPU, :class:`StepModel`): priced per operator the way LLMSimulator [1] and
-  its HBF extensions [23, 41] price one (§5.1: "the engine passes an operator's shape and its KV
-  length and receives its execution time"): each operator costs max(its compute time, its memory
-  time), and the step is the sum over the operators of every layer, plus the expert-parallel
-  exchange, plus the HBF flush.  The operators follow LLMSimulator's decoder graph
-  (``module/decoder.cpp``, ``layer.cpp``, ``expert.cpp``): per layer the attention input
-  projections, the attention core (reads each tier's KV, with its FLOPs), the output projection;
-  a dense FFN, or a MoE block of router, dispatch, routed experts, combine and shared experts;
-  norms, residual adds and the gated activation as element-wise operators; the LM head and the
-  embedding gather once.  A linear operator of shape (k, n) on m tokens is 2mkn FLOPs and moves
-  its k·n weights plus m(k + n) activations (``hardware/linear_impl.cpp``).  Identical layers are
-  priced once and multiplied: the max of sums over identical operators equals the sum of maxes.
-  Routed experts: ASSUMPTION (routing) tokens route uniformly and independently, so a local expert
-  is read with probability 1 - (1 - k/E)^(n_gpus · batch) (LLMSimulator skips an expert no token
-  reaches) and the node's expert work is balanced over the GPUs.  The exchange is LLMSimulator's
-  ``MoEScatter``/``MoEGather``: per MoE layer a dispatch and a combine of every token-expert pair's
-  hidden vector bound for another GPU, each at the link bandwidth plus one link latency.  The
-  attention core counts 7 FLOPs per score for scale, mask and softmax (``attention_gen_impl.cpp``).
-* **Where bytes live and how reads are priced**: weights in HBF (in HBM if a design has no HBF),
-  activations in HBM (in HBF if it has no HBM), KV where the caller says.  ``MemoryConfig.read_pricing``
-  "aggregate" (default, §2.2/§5.2) prices every read of an operator over the summed read bandwidth
-  of all stacks; "per_tier" prices each tier's bytes over its own stacks, the tiers in parallel.
-  The 8/8* daisy chain reads everything over the HBM links.  KV appended to HBM this step is
-  written at HBM write bandwidth inside the attention operator; KV bound for HBF is buffered across
-  the decoder layers and flushed once at the end of the step at HBF write bandwidth (§5.1).
-* **Landing**: prefilled KV arriving on the decode node is written at the target tier's write
-  bandwidth (HBF: 16 GB/s per stack, the slow path).
-* **Lifetime** (§5.2): HBF stacks × 512 GB × P/E / (WA × KV write rate), years of 31,557,600 s.
-  ``reserved_bytes`` optionally removes flash that holds read-only data from the wear budget (the
-  Kyung et al. [23] accounting); the Lachesis paper's formula uses the full flash (default 0).
-* **Settling** (§5.2, "measured once the write traffic has settled"): rule *half-vs-quarter* —
-  on cumulative HBF bytes, the rate over the second half of the window and the rate over its last
-  quarter agree within ``rtol``; settled from the first prefix end after which the rule holds for
-  every longer prefix.  See :func:`settled_rate`.
-
-[1] is scale-snu LLMSimulator (read in its public copy HeliosZhou/LLMSimulator), [41] Son et al.'s
-caoslab-postech/LLMSimulator_HBF, [23] Kyung et al. (transcribed with jeongminl/HBF-LLMSimulator).
-The validation against Kyung et al.'s Fig. 4 is :mod:`lachesis.kyung`.
+The operators, what one GPU holds, the routing assumption, the exchange, read pricing, landing,
+lifetime and settling, with their sources: docs/design.md §5, "Decode-step time", "Decode node" and
+"Lifetime".  The validation against Kyung et al.'s Fig. 4 is :mod:`lachesis.kyung`.
 """
 
 from __future__ import annotations
@@ -111,7 +76,7 @@ def kv_blocks(memory: MemoryConfig, model: ModelSpec, deployment: Deployment) ->
 def local_experts_read(model: ModelSpec, deployment: Deployment, batch: ArrayLike) -> float | np.ndarray:
     """Expected distinct local experts (per MoE layer, per GPU) that a step at ``batch`` sequences per GPU reads.
 
-    ASSUMPTION (routing, module docstring): E/n_gpus · (1 - (1 - k/E)^(n_gpus · batch)).
+    ASSUMPTION (routing, docs/design.md §5, "Decode-step time"): E/n_gpus · (1 - (1 - k/E)^(n_gpus · batch)).
     """
     b = np.asarray(batch, dtype=float)
     if not model.moe_layers:
@@ -172,7 +137,7 @@ class _Op:
 
 
 def _operators(memory: MemoryConfig, model: ModelSpec, deployment: Deployment) -> list[_Op]:
-    """The decode step's operators for one GPU (module docstring), each summed over its layers."""
+    """The decode step's operators for one GPU (docs/design.md §5, "Decode-step time"), each summed over its layers."""
     m, dep = model, deployment
     h, wb, ab = m.hidden, m.weight_dtype_bytes, m.weight_dtype_bytes
     wt = "hbf" if memory.hbf_stacks > 0 else "hbm"  # where weights live (§4)
@@ -388,7 +353,7 @@ class GroupStep:
 
     A step lasts the slowest rank's own operators (its attention over its KV, projections, shared
     experts, router, its share of the exchange) plus its flush of HBF-bound KV, plus the routed experts
-    priced at the group's mean tokens per GPU (ASSUMPTION routing, module docstring: tokens spread
+    priced at the group's mean tokens per GPU (ASSUMPTION routing, docs/design.md §5: tokens spread
     evenly over the experts' GPUs).  Per-layer barriers add up to one max over ranks because identical
     layers keep the same rank slowest.  The same coefficient rows as :class:`StepModel`, split by operator.
     """
@@ -464,7 +429,7 @@ def scalar_step_fn(memory: MemoryConfig, model: ModelSpec, deployment: Deploymen
 def decode_step_time(batch: ArrayLike, kv_hbm_bytes: ArrayLike, kv_hbf_bytes: ArrayLike,
                      hbf_flush_bytes: ArrayLike, memory: MemoryConfig, model: ModelSpec,
                      deployment: Deployment, hbm_write_bytes: ArrayLike = 0.0) -> float | np.ndarray:
-    """Seconds of one decode step on one GPU (operator-level roofline + HBF flush, module docstring).
+    """Seconds of one decode step on one GPU (operator-level roofline + HBF flush, docs/design.md §5).
 
     ``batch``: sequences decoding on this GPU; ``kv_*_bytes``: their KV read from each tier;
     ``hbf_flush_bytes``: KV bound for HBF this step; ``hbm_write_bytes``: KV appended to HBM.

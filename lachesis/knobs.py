@@ -1,23 +1,12 @@
 """The parameters the paper leaves open or fixes by citation, as named overrides of one grid point.
 
-A knob moves one input of the evaluation away from the paper's setting, for the sensitivity study
-(:mod:`lachesis.sensitivity`) and for any grid point (``grid.Point.overrides``, a sorted tuple of
-``(name, value)`` pairs that is part of the point's cache key).  Each knob has a unit, its default
-(the paper's setting, read from :mod:`lachesis.config`), a validity check, and what it acts on:
+Each :class:`Knob` has a unit, its default (the paper's setting, read from :mod:`lachesis.config`), a
+validity check, its source, the values the sensitivity study (:mod:`lachesis.sensitivity`) tries, and
+what it acts on: ``clock``, ``memory``, ``deployment``, ``policy`` or ``endurance`` (the ``apply_*``
+functions), or, for the load and the laden free point, a setting made elsewhere.  :data:`KNOBS` names
+every knob once; a grid point carries its overrides as ``grid.Point.overrides``.
 
-* ``clock`` knobs change the reference clock of Eq. 1 (§3.2: "Λtool(s) and Λuser(s) are modeled
-  rather than taken from the trace, because tool-call latency and user delay depend on the
-  environment an agent is deployed in"), so the segments, their T_norm, the ranker and the replay's
-  delays are all rebuilt from the trace with the changed clock;
-* ``memory`` knobs change the GPU-memory configuration the decode node prices;
-* ``deployment`` knobs change the decode node (its expert-parallel group, landings, the cache's start);
-* ``policy`` knobs change a placement policy's own assumption, and only that policy's runs
-  (:func:`apply_policy`: ``size_estimate`` turns ``lachesis`` into ``lachesis:size_estimate=…``);
-* ``endurance`` knobs change only the P/E budget's arithmetic (§5.2 metric): lifetime is a pure
-  factor ``P/E / WA`` of the measured HBF write rate, so no run depends on them.
-
-Two more knobs are not overrides: the load (sessions per GPU, a multiple of a cell's N*) and the
-laden free point (``Point.laden_close``); :data:`KNOBS` lists them too so a study names every knob once.
+What each kind of knob acts on and why: docs/design.md §5, "Contract (knob overrides)".
 """
 
 from __future__ import annotations
@@ -48,7 +37,7 @@ class Knob:
     unit: str
     default: float | str
     #: "clock", "memory", "endurance", "deployment", "policy" (overrides); "load" and "point" (set elsewhere,
-    #: see module docstring)
+    #: see docs/design.md §5, "Contract (knob overrides)")
     acts_on: str
     #: the values :mod:`lachesis.sensitivity` tries around ``default`` (paper scale)
     values: tuple

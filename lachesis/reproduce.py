@@ -1,32 +1,13 @@
 """Run the notebooks through papermill with a params file (the README's ``make reproduce``).
 
-The params file (YAML) has ``common:`` parameters for every notebook, ``notebooks:`` with one entry
-per notebook name (its file stem) overriding them, and optionally ``order:``.  A notebook only
-receives the parameters its ``parameters`` cell declares; a key no notebook declares (or, under ``notebooks:``,
-that its notebook does not) and a value not of the declared type are refused before anything runs, naming the
-file, key, notebook and type (:func:`check_spec`; the declarations are papermill's ``inspect_notebook``).  Each
-notebook checks its injected values again (:func:`check_parameters`), so ``papermill -p seeds 0`` stops there too.  Paths in it are relative to the project root
-(the folder holding ``notebooks/``), where the kernels start; the notebooks resolve them with
-:func:`lachesis.paths.repo_path`.  Executed copies go to ``build/notebooks/`` (ignored by git).
+:func:`check_spec` refuses a params file whose keys or values the notebooks do not declare before
+anything runs (:func:`check_parameters`: each notebook checks its injected values again);
+:func:`run_notebooks` runs every notebook, streams its output and summarizes the failed notebooks and
+the missing real-trace sources (:func:`summary`); :func:`environment` records the run beside the
+figures; :func:`refresh_check_output` stores a notebook's new ``# NBVAL_CHECK_OUTPUT`` output.
 
-A run is visible and complete: each notebook's start and end (with its elapsed time) is printed and
-its own printed output is streamed as it runs, prefixed with its name; a failing notebook does not
-stop the others.  The closing summary lists the notebooks that ran and failed (with the last line
-of the error) and the real-trace sources that could not be had offline, with the command that
-fetches them.  The run fails (non-zero) if a notebook failed; a missing source fails it only with
-``--strict``.  Before the real-traces notebook reads the registered sources, the missing ones are
-fetched through the checksummed registry; a source still missing (offline) leaves that notebook
-unrun and its committed figures as they are (:func:`run_notebooks`).  A complete run writes
-``ENVIRONMENT.json`` beside the figures (:func:`environment`).
-
-Missing sources come from ``<out_dir>/real_traces/missing_sources.json`` written by the
-``real_traces`` notebook in this run (:func:`lachesis.adapters.report.write_missing`: a JSON list of
-records with a ``source``; a list of names, or a mapping holding either under ``missing_sources``, is read too), else from :func:`lachesis.datasets.missing_sources`.
-
-Output checks.  A source notebook carries one output: that of its cell marked ``# NBVAL_CHECK_OUTPUT``,
-which prints a few key numbers at the notebook's small defaults; ``make test`` runs the notebook
-through nbval, which compares that cell's output with the stored one.  :func:`refresh_check_output`
-(``lachesis reproduce --refresh-checks``) runs a notebook at its defaults and stores the new output.
+The params file, the run, its exit status and the missing sources are contracts of docs/design.md §1;
+the output checks are §6, "Output checks".
 """
 
 from __future__ import annotations
@@ -291,7 +272,7 @@ def _read_missing(path: Path, since: float) -> list[str] | None:
 
 
 def missing_sources(out_dir: Path | None, since: float, local: str | None = None) -> list[str]:
-    """Real-trace sources this run could not get (module docstring); ``local``: the notebook's offline
+    """Real-trace sources this run could not get (docs/design.md §1, the reproduce contract); ``local``: the notebook's offline
     override folder, if its parameters name one."""
     found = _read_missing(out_dir / MISSING_SOURCES_FILE, since) if out_dir is not None else None
     if found is not None:

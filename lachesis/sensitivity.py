@@ -1,23 +1,12 @@
 """Sensitivity of the gains to what the paper leaves open: one knob at a time around the paper's setting.
 
-For a few representative cells (by default the multi-agent and τ³-bench traces at the tight SLO, with
-the smallest and a large HBM share; the notebook's parameters pick others) every policy the gains need
-runs at the cell's load, N* of HBM-first at the paper's
-setting (:data:`lachesis.grid.LOAD_POLICY`, read from the grid's cache or searched once), while one
-knob (:data:`lachesis.knobs.KNOBS`) moves to each of its values.  The load is HELD FIXED while a
-parameter moves: the comparison is on the same number of sessions per GPU, and each row records
-whether the SLO is still met there (``slo_met``, judged as N* was).  The load itself is a knob
-(multiples of N*).
+For a few representative cells every policy the gains need runs at the cell's load (N* of HBM-first
+at the paper's setting, held fixed) while one knob (:data:`lachesis.knobs.KNOBS`) moves to each of its
+values; each row records whether the SLO is still met.  Endurance knobs need no run: their lifetimes
+are recomputed from the measured HBF write rate (:func:`lachesis.hbf.hbf_lifetime_years`).  Every run
+goes through :mod:`lachesis.sweep`, its cache and its runner.
 
-Knobs that act on the endurance arithmetic only (P/E cycles, write amplification) need no run: a
-lifetime is ``stacks × 512 GB × P/E / (WA × rate)`` (§5.2 metric), so it is recomputed from the
-measured HBF write rate through :func:`lachesis.hbf.hbf_lifetime_years` with the knob's
-:class:`~lachesis.config.Endurance`.  Gains are invariant to them; device-years and the five-year
-warranty verdict are not.
-
-Every run goes through :mod:`lachesis.sweep`, its cache (:mod:`lachesis.store`) and its runner
-(:mod:`lachesis.runner`: local processes or Dask); what is already cached is read without building a
-plan or simulating.
+The cells, the fixed load and the endurance arithmetic: docs/design.md §5, "Sensitivity study".
 """
 
 from __future__ import annotations
