@@ -3,7 +3,7 @@
 For a corpus trace at 1×, 2× and 4× its size (corpus ``scale``), the closed-loop simulator runs N
 sessions per GPU long enough to replay each session about once, recording the allocator event
 stream.  The same stream is then replayed through the fast allocator
-(:func:`lachesis.allocator.replay_events`) and through the per-block reference
+(:func:`lachesis.replay.replay_events`) and through the per-block reference
 (``tests/reference_blocksim.py``, one Python object per KV block); per-tier write bytes must agree.
 
     .venv/bin/python benchmarks/bench_sim.py [--workload multi_agent] [--scale 0.05] [--n 16] [--hbm-gb 4] [--hbf-kv-gb 300]
