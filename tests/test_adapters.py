@@ -708,3 +708,17 @@ def test_report_offline_without_data_lists_every_source_and_downloads_nothing(mo
     assert out["sources"].empty and out["compare"].empty
     assert {"source", "requests", "segments"} <= set(out["sources"].columns)  # what the notebook sums
     assert not (tmp_path / "empty-cache").exists()
+
+
+def test_report_names_files_relative_to_the_source_folder(tmp_path):
+    """The real-traces tables name a repeated session's files under its source's folder, so the figures do not
+    depend on where the data lies."""
+    from lachesis.adapters import report
+
+    tables = []
+    for where in ("a", "b/deeper"):
+        shutil.copytree(FIX / "claude_code_more", tmp_path / where / "claude_code_more")
+        tables.append(report.build("claude_code_more", data=tmp_path / where)["sources"])
+    dup = tables[0].iloc[0]["duplicate_sessions"]
+    assert " repeats " in dup and str(tmp_path) not in dup and dup.startswith("entireio_cli")
+    pd.testing.assert_frame_equal(tables[0], tables[1])

@@ -120,6 +120,15 @@ SOURCE_COLUMNS = ("source", "files", "duplicates", "duplicate_sessions", "skippe
                   "spawns", "segments", "undeclared_external_prefix_requests", "undeclared_external_prefix_tokens")
 
 
+def _relative(path: str, root: str | os.PathLike[str]) -> str:
+    """``path`` relative to ``root`` (a source's folder or file) when it lies under it, else as given."""
+    base = Path(root) if Path(root).is_dir() else Path(root).parent
+    try:
+        return Path(path).relative_to(base).as_posix()
+    except ValueError:
+        return path
+
+
 def build(source: str = "all", data: str | os.PathLike[str] | None = None, seed: int = 0) -> dict[str, Any]:
     """All tables of the real-traces report (docs/design.md §7); unavailable sources are listed in
     ``out["missing"]`` and skipped."""
@@ -130,10 +139,14 @@ def build(source: str = "all", data: str | os.PathLike[str] | None = None, seed:
             missing.append(name)
             continue
         res = read(name, root)
+        def here(files: str) -> str:  # the report's file names relative to the source's folder, wherever it is
+            return ", ".join(_relative(f, root) for f in files.split(", "))
+
         row: dict[str, Any] = dict(source=name, files=res.files, duplicates=res.duplicates,
-                                   duplicate_sessions="; ".join(f"{f} repeats {of}" for f, of in res.duplicate_sessions),
+                                   duplicate_sessions="; ".join(f"{here(f)} repeats {here(of)}"
+                                                                for f, of in res.duplicate_sessions),
                                    skipped="; ".join(f"{k}: {v}" for k, v in res.skipped.items()),
-                                   failed="; ".join(f"{f}: {why}" for f, why in res.failed),
+                                   failed="; ".join(f"{here(str(f))}: {why}" for f, why in res.failed),
                                    notes="; ".join(res.notes))
         if res.trace is not None:
             req = res.trace.requests
