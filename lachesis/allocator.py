@@ -11,6 +11,7 @@ docs/design.md §5.
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
@@ -108,7 +109,7 @@ class TableView:
     demand_ahead: Callable[[str], tuple[int, int, int]]
 
     def __init__(self, table: SegmentTable) -> None:
-        self._table = table
+        self._table = weakref.ref(table)  # the table owns its view: no cycle, so a dropped table frees at once
         self.stats: PlacementStats = table.stats
         a = table.allocator
         self.total, self.free, self.used = a.total_blocks, a.free_blocks, a.used_blocks
@@ -120,7 +121,7 @@ class TableView:
 
     def live_reviewer_hbm_blocks(self) -> int:
         """HBM blocks held by live reviewer segments."""
-        return self._table.reviewer_hbm_blocks
+        return self._table().reviewer_hbm_blocks
 
 
 class SegmentTable:

@@ -356,3 +356,25 @@ def test_a_policy_sees_the_table_through_its_read_only_view():
     assert (view.total(Tier.HBM), view.used(Tier.HBM), view.free(Tier.HBM), view.cached(Tier.HBM)) == (4, 2, 2, 0)
     assert view.stats is t.stats and view.live_reviewer_hbm_blocks() == 0
     assert not hasattr(view, "add_write") and not hasattr(view, "close")
+
+
+def test_a_dropped_table_frees_its_blocks_without_the_cycle_collector():
+    """The table and its policy view hold no reference cycle: replaying with a large free list frees it at once
+    (a cycle would keep every replay's arrays until the collector ran)."""
+    import gc
+    import weakref
+
+    from lachesis.allocator import SegmentTable as Table
+    from lachesis.free_lists import TieredAllocator as Allocator
+
+    gc.disable()
+    try:
+        for policy in ("hbm_first", "lachesis", "oracle", "rho_threshold", "deterministic", "hbm_first_reclaim"):
+            a = Allocator(10, 100)
+            t = Table(a, policy, block_tokens=4)
+            t.add_write("s", 10, 0.0, seg_class="worker", session_id="x", rank_key=1.0)
+            alive = weakref.ref(a)
+            del a, t
+            assert alive() is None, policy
+    finally:
+        gc.enable()

@@ -317,19 +317,18 @@ def test_the_baseline_row_carries_the_bound_of_its_own_run(fixture_plan, tmp_pat
     assert base["bound_capacity_tokens"] == Memory(fixture_plan, cfg, "hbm_first").alloc.hbm_blocks * bt
 
 
-@pytest.mark.slow
 def test_the_bound_holds_for_every_policy_replayed_on_a_simulated_run(fixture_plan):
     """A simulated HBM-first run's event stream, replayed through every policy at the run's capacity."""
     pt = _cell(("hbm_first",))[0]
     cfg = pt.config()
     r = S.simulate(fixture_plan, cfg, "hbm_first", 6, seed=0, duration_s=600.0, warmup_s=100.0, record_events=True)
     bt = cfg.deployment.block_tokens
-    hbm_blocks = hbf.kv_blocks(cfg.memory, cfg.model, cfg.deployment)[0]
+    hbm_blocks, hbf_blocks = hbf.kv_blocks(cfg.memory, cfg.model, cfg.deployment)  # the run's own memory
     events = annotate_clairvoyant(r.events)
-    assert int(replay_events(events, "hbm_first", hbm_blocks, 10**9, bt).tokens[0]) == r.totals.tokens[0]
+    assert int(replay_events(events, "hbm_first", hbm_blocks, hbf_blocks, bt).tokens[0]) == r.totals.tokens[0]
     for blocks in (hbm_blocks, hbm_blocks // 8, hbm_blocks // 40):  # the run's HBM, and smaller ones that bind
         bound = hbm_bound(events, blocks * bt)
-        got = {pol: int(replay_events(events, pol, blocks, 10**9, bt).tokens[0]) for pol in POLICIES}
+        got = {pol: int(replay_events(events, pol, blocks, hbf_blocks, bt).tokens[0]) for pol in POLICIES}
         assert max(got.values()) <= bound.hbm_tokens <= bound.window_tokens
     assert bound.status == "optimal" and bound.hbm_tokens < bound.window_tokens
     # and over the run's measurement window, against the run itself
