@@ -142,7 +142,7 @@ class Memory:
     def close(self, inst: int, s: int, now: float) -> None:
         """Report segment ``s``'s boundary (frees, or caches under a boundary-unaware policy)."""
         sid = self._sids(inst)[s]
-        if self.table.is_live(sid):
+        if self.table.lookup.is_live(sid):
             # Every read of a segment happens before its boundary, so its Eq. 3 reads are reported there
             # (only closed segments' realized ρR/W inform a placement).
             self.table.add_reads(sid, self._reads[s])
@@ -173,7 +173,7 @@ class Memory:
     def hbm_fraction(self, inst: int, segs: Sequence[int]) -> np.ndarray:
         """Fraction of each segment's blocks that sit in HBM (0 for a segment holding no blocks)."""
         sids = self._sids(inst)
-        return self.table.hbm_fraction([sids[s] for s in segs])
+        return self.table.lookup.hbm_fraction([sids[s] for s in segs])
 
     def hbm_tokens(self, inst: int, segs: Sequence[int], tokens: np.ndarray, tokens_int: Sequence[int]) -> float:
         """Σ tokens × HBM fraction over segments (a request's context in HBM, in tokens): ``tokens @
@@ -181,8 +181,8 @@ class Memory:
         float dot product is exact and equals this integer sum, which is taken instead."""
         sids = self._sids(inst)
         ids = [sids[s] for s in segs]
-        acc = self.table.hbm_share(ids, tokens_int)
-        return float(acc) if acc is not None else float(tokens @ self.table.hbm_fraction(ids))
+        acc = self.table.lookup.hbm_share(ids, tokens_int)
+        return float(acc) if acc is not None else float(tokens @ self.table.lookup.hbm_fraction(ids))
 
     def snapshot(self) -> tuple[float, ...]:
         """(live HBM, live HBF, cached HBM, cached HBF, cumulative HBM written, cumulative HBF written) bytes."""

@@ -111,7 +111,7 @@ def replay_events(events: Iterable[Sequence[Any]], policy: Policy | str, hbm_blo
             kind = ev[1]
             if kind == "write":
                 _, _, sid, cls, tok, session, key, close_s, final = ev
-                opened = table.live_class(sid)
+                opened = table.lookup.live_class(sid)
                 if opened is not None and opened != cls:
                     raise ValueError(f"segment {sid!r} written as {cls!r} but opened as {opened!r}")
                 table.add_write(sid, tok, ev[0], seg_class=cls, session_id=session, rank_key=key,

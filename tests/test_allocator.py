@@ -164,7 +164,7 @@ def test_hbm_first_caches_dead_segments_and_evicts_lru_across_tiers():
     t.close("b", now=2.0)
     ids = t.add_write("c", 1)  # both tiers full: evict a's tail block (oldest dead)
     assert t.totals.evicted_blocks == 1 and ids.tolist() == [1]
-    assert t.blocks_of("a").tolist() == [0]
+    assert t.lookup.blocks_of("a").tolist() == [0]
     t.add_write("c", 2)  # evicts a's last block, then b's (next oldest; HBF)
     assert t.totals.evicted_blocks == 3 and t.cached(Tier.HBM) == 0 and t.cached(Tier.HBF) == 0
     assert t.totals.tokens.tolist() == [4, 3]
@@ -179,10 +179,10 @@ def test_lru_order_follows_last_use_not_close_order():
     t.close("new", now=5.0, last_use=4.0)
     t.close("old", now=6.0, last_use=1.0)  # closed later, but last read earlier: evicted first
     t.add_write("x", 1, 7.0, seg_class="worker")
-    assert t.blocks_of("new").size == 1
+    assert t.lookup.blocks_of("new").size == 1
     with pytest.raises(KeyError):
-        t.blocks_of("old")
-    assert t.rows()[0]["tier_pref"] == "HBM"
+        t.lookup.blocks_of("old")
+    assert t.lookup.rows()[0]["tier_pref"] == "HBM"
 
 
 def test_end_session_closes_its_live_segments_only():
@@ -191,7 +191,7 @@ def test_end_session_closes_its_live_segments_only():
     t.add_write("b", 3, seg_class="worker", session_id="s1")
     t.add_write("c", 3, seg_class="lead", session_id="s2")
     assert t.end_session("s1") == ["a", "b"]
-    assert "c" in t and len(t) == 1 and t.view.used(Tier.HBM) + t.view.used(Tier.HBF) == 2
+    assert "c" in t.lookup and len(t.lookup) == 1 and t.view.used(Tier.HBM) + t.view.used(Tier.HBF) == 2
 
 
 def test_parse_event_errors():
@@ -233,11 +233,11 @@ def test_table_conserves_blocks_and_bytes(writes, hbm, hbf, bt, policy):
             written += n
         except AllocationError:
             pass
-        if close and sid in t:
+        if close and sid in t.lookup:
             t.close(sid)
             gen[slot] = gen.get(slot, 0) + 1
-        rows = t.rows()
-        held = np.concatenate([t.blocks_of(r["segment_id"]) for r in rows] + [np.zeros(0, np.int64)])
+        rows = t.lookup.rows()
+        held = np.concatenate([t.lookup.blocks_of(r["segment_id"]) for r in rows] + [np.zeros(0, np.int64)])
         assert np.unique(held).size == held.size
         for tier in Tier:
             n_live = int((t.allocator.tier_of(held) == tier).sum())
@@ -260,14 +260,14 @@ def test_accessors_replace_private_peeks():
     t.add_write("b", 4, seg_class="worker", session_id="S")  # 2 blocks: HBF
     t.add_write("a", 2)  # 1 token fills a's last block, 1 in a new HBF block
     assert t.tokens_written() == (6, 5)
-    np.testing.assert_array_equal(t.hbm_fraction(["a", "b", "nope"]), [0.75, 0.0, 0.0])
-    assert t.hbm_fraction([]).shape == (0,) and t.hbm_fraction(iter(["a"])).dtype == np.float64
-    assert t.is_live("a") and t.seg_class_of("b") == "worker"
+    np.testing.assert_array_equal(t.lookup.hbm_fraction(["a", "b", "nope"]), [0.75, 0.0, 0.0])
+    assert t.lookup.hbm_fraction([]).shape == (0,) and t.lookup.hbm_fraction(iter(["a"])).dtype == np.float64
+    assert t.lookup.is_live("a") and t.lookup.seg_class_of("b") == "worker"
     t.close("a")
-    assert not t.is_live("a") and t.hbm_fraction(["a"]).tolist() == [0.0]  # dead (cached) is not live
+    assert not t.lookup.is_live("a") and t.lookup.hbm_fraction(["a"]).tolist() == [0.0]  # dead (cached) is not live
     with pytest.raises(KeyError, match="not open"):
-        t.seg_class_of("a")
-    row = t.rows()[0]
+        t.lookup.seg_class_of("a")
+    row = t.lookup.rows()[0]
     assert (row["segment_id"], row["read_tokens"], row["n_blocks"]) == ("b", 0, 2)
     assert math.isnan(row["close_s"]) and math.isnan(row["final_tokens"])
 
@@ -283,13 +283,13 @@ def test_live_arrays_follow_the_rows(ops):
     for k, (op, slot, cls, n, fact) in enumerate(ops):
         sid = f"s{slot}"
         if op == "write" and sid not in closed:
-            cls = t.seg_class_of(sid) if sid in t else cls
+            cls = t.lookup.seg_class_of(sid) if sid in t.lookup else cls
             t.add_write(sid, n, seg_class=cls, rank_key=fact, close_s=fact, final_tokens=n * 2)
-        elif op == "close" and sid in t:
+        elif op == "close" and sid in t.lookup:
             t.close(sid)
             closed.add(sid)
         if k % 7 == 3 or k == len(ops) - 1:
-            rows = t.rows()
+            rows = t.lookup.rows()
             close, final, blocks, hbm = t.view.live_segments()
             np.testing.assert_array_equal(blocks, [r["n_blocks"] for r in rows])
             np.testing.assert_array_equal(hbm, [r["n_hbm"] for r in rows])

@@ -33,7 +33,7 @@ def table(policy, hbm=10, hbf=100, bt=1) -> SegmentTable:
 
 
 def tiers_of(t: SegmentTable, sid: str) -> list[int]:
-    return t.allocator.tier_of(t.blocks_of(sid)).tolist()
+    return t.allocator.tier_of(t.lookup.blocks_of(sid)).tolist()
 
 
 # -- deterministic path ---------------------------------------------------------------------------------
@@ -84,12 +84,12 @@ def test_hbm_first_reclaim_is_a_vllm_style_pool():
     t.close("a", now=5.0, last_use=1.0)
     t.close("b", now=6.0, last_use=0.5)  # closed later, read earlier: least recently used
     t.add_write("c", 2, seg_class="worker")  # never-used block 3, then b's block
-    assert tiers_of(t, "c") == [0, 0] and t.totals.evicted_blocks == 1 and t.blocks_of("a").tolist() == [0, 1]
+    assert tiers_of(t, "c") == [0, 0] and t.totals.evicted_blocks == 1 and t.lookup.blocks_of("a").tolist() == [0, 1]
     t.add_write("d", 3, seg_class="worker")  # a's blocks, tail first; then HBF (HBM holds only live c, d)
     assert tiers_of(t, "d") == [0, 0, 1] and t.totals.evicted_blocks == 3
-    assert t.blocks_of("d").tolist()[:2] == [1, 0]
+    assert t.lookup.blocks_of("d").tolist()[:2] == [1, 0]
     with pytest.raises(KeyError):
-        t.blocks_of("a")
+        t.lookup.blocks_of("a")
     assert t.totals.tokens.tolist() == [7, 1]
     plain = table(HBMFirst(), hbm=4, hbf=4)  # the paper's baseline: dead HBM stays cached while HBF has room
     for sid, n, close in (("a", 2, 1.0), ("b", 1, 0.5), ("c", 2, None), ("d", 3, None)):
@@ -261,7 +261,7 @@ def test_rho_threshold_sends_predicted_high_reuse_to_hbf():
     t.add_write("w1", 2, seg_class="worker", session_id="S")  # predicted 1, not > 1
     t.add_write("rv", 2, seg_class="reviewer", session_id="T")  # no T, no reviewer: node 44/8 > 1
     assert tiers_of(t, "lead1") == [1, 1] and tiers_of(t, "w1") == [0, 0] and tiers_of(t, "rv") == [1, 1]
-    assert t.rows()[0]["tier_pref"] == "HBF"
+    assert t.lookup.rows()[0]["tier_pref"] == "HBF"
 
 
 def test_rho_threshold_knobs():
@@ -300,7 +300,7 @@ def test_add_reads_errors():
     with pytest.raises(KeyError, match="not open"):
         t.add_reads("zz", 1)
     t.add_reads("a", np.int64(7))
-    assert t.rows()[0]["read_tokens"] == 7
+    assert t.lookup.rows()[0]["read_tokens"] == 7
 
 
 # -- oracle -------------------------------------------------------------------------------------------
@@ -328,7 +328,7 @@ def test_oracle_keeps_shortest_remaining_lifetime_in_hbm():
         t.add_write("x", 1, seg_class="worker", final_tokens=-3)
     with pytest.raises(ValueError, match="close_s must be a number"):
         t.add_write("x", 1, seg_class="worker", close_s="soon")  # type: ignore[arg-type]
-    assert "x" not in t  # a rejected open leaves no row
+    assert "x" not in t.lookup  # a rejected open leaves no row
 
 
 def test_oracle_beats_lachesis_when_it_knows_which_worker_returns_first():
@@ -584,10 +584,10 @@ def test_reference_drives_policy_objects_like_the_fast_path():
                 assert (list(ahead), mine, hbm_workers) == (blocks[order[:pos]].tolist(), int(blocks[me]),
                                                             int(hbm.sum()))
         else:
-            n_slots = fast_table.workers.cols.n
+            n_slots = fast_table.live.workers.cols.n
             fast_table.close(ev[2])
-            compacted |= fast_table.workers.cols.n < n_slots
-        rows = fast_table.rows()  # the running HBM counters the predictive path reads
+            compacted |= fast_table.live.workers.cols.n < n_slots
+        rows = fast_table.lookup.rows()  # the running HBM counters the predictive path reads
         assert fast_table.view.live_reviewer_hbm_blocks() == sum(r["n_hbm"] for r in rows if r["seg_class"] == "reviewer")
     c = fast_table.totals
     assert compacted

@@ -30,7 +30,7 @@ def table(policy, hbm=12, hbf=100) -> SegmentTable:
 
 
 def tiers(t: SegmentTable, sid: str) -> list[int]:
-    return t.allocator.tier_of(t.blocks_of(sid)).tolist()
+    return t.allocator.tier_of(t.lookup.blocks_of(sid)).tolist()
 
 
 def hand_worked(size_estimate: str) -> SegmentTable:
