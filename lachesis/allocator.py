@@ -154,6 +154,7 @@ class SegmentTable:
         # The write path's bindings: the live rows, the parts' calls, the counters it bumps in place.
         self._rows, self._open_row, self._place = self.live.rows, self.live.open, self.placer.place
         self._tok, self._tok_class, self._blk = self.written.tokens, self.written.by_class, self.written.blocks
+        self._workers, self._segments = self.live.workers, self.live.segments
 
     @property
     def totals(self) -> WriteTotals:
@@ -219,11 +220,11 @@ class SegmentTable:
         row.n_hbm += n_hbm
         row.last_tier = last
         if row.rank is not None:
-            self.live.workers.grew(row, nb, n_hbm)
+            self._workers.grew(row, nb, n_hbm)
         elif n_hbm and row.seg_class == "reviewer":
             self.live.reviewer_hbm_blocks += n_hbm
         if row.aslot >= 0:
-            self.live.segments.grew(row, nb, n_hbm)
+            self._segments.grew(row, nb, n_hbm)
         return ids
 
     def add_reads(self, segment_id: str, read_tokens: int) -> None:

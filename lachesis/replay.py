@@ -105,13 +105,14 @@ def replay_events(events: Iterable[Sequence[Any]], policy: Policy | str, hbm_blo
                   block_tokens: int = 16, bytes_per_token: int = 1) -> WriteTotals:
     """Replay an ordered event list through the fast allocator and return the per-tier write totals."""
     table = SegmentTable(TieredAllocator(hbm_blocks, hbf_blocks), policy, block_tokens, bytes_per_token)
+    live_class = table.lookup.live_class
     for i, raw in enumerate(events):
         ev = parse_event(raw)
         try:
             kind = ev[1]
             if kind == "write":
                 _, _, sid, cls, tok, session, key, close_s, final = ev
-                opened = table.lookup.live_class(sid)
+                opened = live_class(sid)
                 if opened is not None and opened != cls:
                     raise ValueError(f"segment {sid!r} written as {cls!r} but opened as {opened!r}")
                 table.add_write(sid, tok, ev[0], seg_class=cls, session_id=session, rank_key=key,
