@@ -204,6 +204,17 @@ def _check_list(s: pd.Series, col: str, rows: Rows, source: str) -> pd.Series:
     raise TraceError(source, rows.label(pos), col, f"expected a list of strings, got {v!r}")
 
 
+def _framed(df: pd.DataFrame, columns: Mapping[str, str], source: str) -> tuple[pd.DataFrame, Rows, pd.DataFrame]:
+    """A table's required columns checked (a missing one is refused, naming it), its rows renumbered with their
+    source lines kept, and the empty typed frame the checks fill."""
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise TraceError(source, "(header)", missing[0], f"required column missing (all missing: {missing})")
+    lines = df.attrs.get("line")
+    df = df.reset_index(drop=True)
+    return df, Rows(df, lines), pd.DataFrame(index=df.index)
+
+
 def _check_column(df: pd.DataFrame, col: str, kind: str, rows: Rows, source: str) -> pd.Series:
     nullable = kind.endswith("?")
     kind = kind.rstrip("?")
@@ -221,13 +232,7 @@ def _check_column(df: pd.DataFrame, col: str, kind: str, rows: Rows, source: str
 def validate_requests(df: pd.DataFrame, source: str = "<memory>") -> pd.DataFrame:
     """Check every row of a request table against the trace contract (docs/design.md §2); return a
     typed copy.  Vectorized: column checks, then the cross-field and cross-row rules."""
-    missing = [c for c in REQUEST_COLUMNS if c not in df.columns]
-    if missing:
-        raise TraceError(source, "(header)", missing[0], f"required column missing (all missing: {missing})")
-    lines = df.attrs.get("line")
-    df = df.reset_index(drop=True)
-    rows = Rows(df, lines)
-    out = pd.DataFrame(index=df.index)
+    df, rows, out = _framed(df, REQUEST_COLUMNS, source)
     for col, kind in REQUEST_COLUMNS.items():
         out[col] = _check_column(df, col, kind, rows, source)
     for col, kind in OPTIONAL_REQUEST_COLUMNS.items():
@@ -236,7 +241,7 @@ def validate_requests(df: pd.DataFrame, source: str = "<memory>") -> pd.DataFram
     for col in df.columns:  # keep user extras untouched
         if col not in out.columns:
             out[col] = df[col]
-    check = _RequestRules(out, Rows(out, lines), source)
+    check = _RequestRules(out, Rows(out, rows.lines), source)
     check.fields()
     check.agents()
     check.session_order()
@@ -337,19 +342,13 @@ def validate_spawns(df: pd.DataFrame, requests: pd.DataFrame, source: str = "<me
     if len(df) == 0 and not set(SPAWN_COLUMNS) <= set(df.columns):
         return empty_spawns()
     src = source + " [spawns]"
-    missing = [c for c in SPAWN_COLUMNS if c not in df.columns]
-    if missing:
-        raise TraceError(src, "(header)", missing[0], f"required column missing (all: {missing})")
-    lines = df.attrs.get("line")
-    df = df.reset_index(drop=True)
-    rows = Rows(df, lines)
-    out = pd.DataFrame(index=df.index)
+    df, rows, out = _framed(df, SPAWN_COLUMNS, src)
     for col, kind in SPAWN_COLUMNS.items():
         out[col] = _check_context(df[col], rows, src) if col == "context" else _check_column(df, col, kind, rows, src)
     for col in df.columns:
         if col not in out.columns:
             out[col] = df[col]
-    rows = Rows(out, lines)
+    rows = Rows(out, rows.lines)
     rows.fail(~out["role"].isin(SUBAGENT_ROLES).to_numpy(), src, "role",
               lambda p: f"a spawn record's role must be worker or reviewer, got {out['role'].iloc[p]!r}")
     rows.fail(out["agent_id"].duplicated().to_numpy(), src, "agent_id", "more than one spawn record for this agent")
