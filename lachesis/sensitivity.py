@@ -146,19 +146,22 @@ def run(cells: Sequence[Sequence[Point]], names: Sequence[str] = STUDY,
     (the load held fixed), ``n_star``, ``slo_met``, ``hbf_write_rate``, ``lifetime_years``,
     ``simulated`` (False: an endurance knob, recomputed from the paper-setting run), the run's byte counts.
     """
-    return _study(cells, names, values, params, cache_dir, True, n_jobs, scheduler, progress)[0]
+    return _study(cells, names, values, params, cache_dir, dict(n_jobs=n_jobs, scheduler=scheduler, progress=progress))[0]
 
 
 def cached(cells: Sequence[Sequence[Point]], names: Sequence[str] = STUDY,
            values: dict[str, Sequence[Any]] | None = None, params: SearchParams = SearchParams(),
            cache_dir: str | os.PathLike | None = None) -> tuple[pd.DataFrame, list[str]]:
     """The rows of :func:`run` that the cache holds, and one line per (cell, variant) it lacks; never simulates."""
-    return _study(cells, names, values, params, cache_dir, False)
+    return _study(cells, names, values, params, cache_dir, None)
 
 
 def _study(cells: Sequence[Sequence[Point]], names: Sequence[str], values: dict[str, Sequence[Any]] | None,
-           params: SearchParams, cache_dir: str | os.PathLike | None, compute: bool, n_jobs: int | None = None,
-           scheduler: Any = None, progress: bool = True) -> tuple[pd.DataFrame, list[str]]:
+           params: SearchParams, cache_dir: str | os.PathLike | None,
+           run: dict[str, Any] | None) -> tuple[pd.DataFrame, list[str]]:
+    """The study's rows and what the cache lacks; ``run`` (n_jobs, scheduler, progress) computes what is missing,
+    None reads the cache only."""
+    compute = run is not None
     cells = [list(c) for c in cells]
     if not cells:
         raise ValueError("sensitivity: no cells")
@@ -167,7 +170,7 @@ def _study(cells: Sequence[Sequence[Point]], names: Sequence[str], values: dict[
     base_pts = [p for c in cells for p in c]
     base, missing = sweep.cached_results(base_pts, cache, params)
     if missing and compute:  # the grid's own evaluation: N* searched once, cached for the grid too
-        base, missing = sweep.run_grid(base_pts, params, cache, n_jobs, scheduler, progress), []
+        base, missing = sweep.run_grid(base_pts, params, cache, **run), []
     lacking = [f"{c[0].label()}: the paper's setting (N*)" for c in cells if any(p in missing for p in c)]
     rows: list[dict] = [dict(r, knob="paper", value="paper", simulated=True) for r in base.to_dict("records")]
 
@@ -194,7 +197,7 @@ def _study(cells: Sequence[Sequence[Point]], names: Sequence[str], values: dict[
         groups = _balanced(todo)
         res = runner.run_tasks(_run_group, [([(pts, n) for pts, n, _, _ in g], params, cache) for g in groups],
                               [f"{g[0][0][0].label()} {g[0][2].knob} ({len(g)} cells)" for g in groups],
-                              n_jobs, scheduler, progress, desc="sensitivity")
+                              run["n_jobs"], run["scheduler"], run["progress"], desc="sensitivity")
         for g, out in zip(groups, res):
             for (_, _, v, ns), rs in zip(g, out):
                 rows += [_tag(r, v, ns) for r in rs]
