@@ -25,8 +25,9 @@ def load_gains(df: pd.DataFrame) -> pd.DataFrame:
     idx = ["workload", "model", "slo", "memory", "n_sessions"]
     p = df.pivot_table(index=idx, columns="policy", values="lifetime_years", aggfunc="first")
     out = with_ratios(p, {c: RATIOS[c] for c in LOAD_RATIOS}, shares=False).drop(columns=list(p.columns))
-    out["n_star"] = df.groupby(idx)["n_star"].first()
-    out["all_meet_slo"] = df.groupby(idx)["slo_met"].all()
+    by_load = df.groupby(idx)
+    out["n_star"] = by_load["n_star"].first()
+    out["all_meet_slo"] = by_load["slo_met"].all()
     base = df[df["policy"].eq(LOAD_POLICY)].groupby(idx)
     for col in LOAD_OPERATING_POINT:
         if col in df:

@@ -35,12 +35,6 @@ SIM_VERSION = "sim-3"
 # ------------------------------------------------------------------------------------------------
 
 
-def check_fits(cfg: Config) -> float:
-    """HBF bytes one GPU's weights occupy (§5.2: weights live in HBF); a ValueError if they leave no room for KV."""
-    hbf.kv_blocks(cfg.memory, cfg.model, cfg.deployment)
-    return float(hbf.weight_storage_bytes_per_gpu(cfg.model, cfg.deployment))
-
-
 def _check_run_args(n_sessions: object, seed: object, duration_s: float, warmup_s: float, n_samples: object) -> None:
     """One-line errors naming the argument (a float session count would otherwise surface as a bad seed)."""
     def integer(name: str, v: object, lo: int) -> None:

@@ -397,7 +397,8 @@ def _check_points(points: Sequence[Point], load: str = "baseline", seed_load: st
         if lc not in LADEN_CLOSES:
             raise ValueError(f"laden_close must be one of {LADEN_CLOSES}, got {lc!r}")
     for p in {(p.model, p.memory, p.slo): p for p in points}.values():
-        sim.check_fits(p.config())
+        cfg = p.config()
+        hbf.kv_blocks(cfg.memory, cfg.model, cfg.deployment)  # the weights leave room for KV, or a ValueError
 
 
 def _cells(points: Sequence[Point]) -> list[list[int]]:

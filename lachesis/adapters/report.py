@@ -120,9 +120,8 @@ SOURCE_COLUMNS = ("source", "files", "duplicates", "duplicate_sessions", "skippe
                   "spawns", "segments", "undeclared_external_prefix_requests", "undeclared_external_prefix_tokens")
 
 
-def _relative(path: str, root: str | os.PathLike[str]) -> str:
-    """``path`` relative to ``root`` (a source's folder or file) when it lies under it, else as given."""
-    base = Path(root) if Path(root).is_dir() else Path(root).parent
+def _relative(path: str, base: Path) -> str:
+    """``path`` relative to ``base`` (a source's folder) when it lies under it, else as given."""
     try:
         return Path(path).relative_to(base).as_posix()
     except ValueError:
@@ -139,8 +138,10 @@ def build(source: str = "all", data: str | os.PathLike[str] | None = None, seed:
             missing.append(name)
             continue
         res = read(name, root)
+        base = root if root.is_dir() else root.parent
+
         def here(files: str) -> str:  # the report's file names relative to the source's folder, wherever it is
-            return ", ".join(_relative(f, root) for f in files.split(", "))
+            return ", ".join(_relative(f, base) for f in files.split(", "))
 
         row: dict[str, Any] = dict(source=name, files=res.files, duplicates=res.duplicates,
                                    duplicate_sessions="; ".join(f"{here(f)} repeats {here(of)}"
