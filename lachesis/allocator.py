@@ -166,10 +166,15 @@ class SegmentTable:
         """Register a segment (at its spawn / first write) from what the harness reported about it (its
         size fields are not read; ``boundary`` "" is the class's default); a closed id cannot be reopened.
         ``close_s``/``final_tokens`` are the clairvoyant facts for the oracle policy (NaN when unknown)."""
-        self._open_row(info.segment_id, info.seg_class, info.session_id, info.role, info.rank_key, info.boundary,
-                       now, info.close_s, info.final_tokens)
-        if info.seg_class not in self._tok_class:  # the class's written-KV counters start at its first open
-            self._tok_class[info.seg_class] = [0, 0]
+        self._open(info.segment_id, info.seg_class, info.session_id, info.role, info.rank_key, info.boundary,
+                   now, info.close_s, info.final_tokens)
+
+    def _open(self, *fields: object) -> SegmentRow:
+        """A new live row (:meth:`LiveSet.open`'s fields); its class's written-KV counters start at its first open."""
+        row = self._open_row(*fields)
+        if row.seg_class not in self._tok_class:
+            self._tok_class[row.seg_class] = [0, 0]
+        return row
 
     def add_write(self, segment_id: str, n_tokens: int, now: float = 0.0, *, seg_class: str | None = None,
                   session_id: str = "", role: str = "", rank_key: float = math.nan,
@@ -182,9 +187,7 @@ class SegmentTable:
         if row is None:
             if seg_class is None:
                 raise KeyError(f"add_write: segment {segment_id!r} is not open (pass seg_class= to open it)")
-            row = self._open_row(segment_id, seg_class, session_id, role, rank_key, None, now, close_s, final_tokens)
-            if seg_class not in self._tok_class:
-                self._tok_class[seg_class] = [0, 0]
+            row = self._open(segment_id, seg_class, session_id, role, rank_key, None, now, close_s, final_tokens)
         n = n_tokens if type(n_tokens) is int else int(n_tokens)
         if n < 0:
             raise ValueError(f"add_write: segment {segment_id!r}: n_tokens must be >= 0, got {n_tokens}")

@@ -16,8 +16,6 @@ from lachesis.kv import AllocationError, Tier, as_tier
 
 __all__ = ["TieredAllocator"]
 
-_TIERS = (Tier.HBM, Tier.HBF)
-
 
 class TieredAllocator:
     """One free list per tier in numpy arrays; ``alloc`` falls back to the other tier block by block."""
@@ -73,12 +71,12 @@ class TieredAllocator:
         n = int(n)
         if n < 0:
             raise ValueError(f"alloc: n must be >= 0, got {n}")
-        other = _TIERS[1 - t]
-        if n > self._top[t] + self._top[other]:
+        got = self.take(t, n)
+        if got is None:
             raise AllocationError(
                 f"alloc({t.name}, {n}): only {self._top[Tier.HBM]} HBM + {self._top[Tier.HBF]} HBF blocks free"
             )
-        return self.take(t, n)[0]
+        return got[0]
 
     def take(self, t: int, n: int) -> tuple[np.ndarray, int, int] | None:
         """:meth:`alloc` for the segment table: n blocks, ``t`` first, with how many are HBM blocks and

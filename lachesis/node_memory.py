@@ -38,7 +38,6 @@ class _SegmentIds(dict):
 
 
 #: segment classes whose KV dies within a turn or at a sub-agent's return (§3.3–§3.4)
-SHORT_LIVED = ("reasoning_laden", "worker", "reviewer")
 #: tokens per pseudo-segment of an aged start (its LRU granularity)
 AGED_CHUNK_TOKENS = 1 << 14
 
@@ -78,15 +77,14 @@ class Memory:
         window: they are not KV of the trace, so no measurement counts them."""
         table, alloc = self.table, self.alloc
         chunk = AGED_CHUNK_TOKENS
-        blocks = alloc.hbm_blocks + alloc.hbf_blocks
-        n = -(-blocks * table.block_tokens // chunk)
+        n = -(-alloc.n_blocks * table.block_tokens // chunk)
         for k in range(n):
-            left = (alloc.free_blocks(0) + alloc.free_blocks(1)) * table.block_tokens
+            left = alloc.free_total() * table.block_tokens
             table.add_write(f"aged:{k}", min(chunk, left), 0.0, seg_class="reasoning_stripped", session_id="aged")
         for k, order in enumerate(rng.permutation(n).tolist()):
             table.close(f"aged:{k}", 0.0, last_use=-1.0 - order)
         self._base = table.tokens_written()
-        self._base_class = {c: v.copy() for c, v in table.totals.tokens_by_class.items()}
+        self._base_class = self._by_class()
 
     def live_tokens(self) -> dict[str, int]:
         """Tokens of segments written and not yet closed, per class (what the deployment holds live)."""
@@ -105,13 +103,6 @@ class Memory:
         if sids is None:
             sids = self._ids[inst] = _SegmentIds(inst)
         return sids
-
-    def write(self, inst: int, s: int, tokens: int, now: float) -> tuple[int, int]:
-        """Write ``tokens`` of segment ``s`` (session instance ``inst``); returns (HBM, HBF) tokens placed."""
-        h0, f0 = self.table.tokens_written()
-        self._write(self._sids(inst), inst, s, tokens, now)
-        h1, f1 = self.table.tokens_written()
-        return h1 - h0, f1 - f0
 
     def _write(self, sids: dict[int, str], inst: int, s: int, tokens: int, now: float) -> None:
         sid, cls, key = sids[s], self._cls[s], self._key[s]
@@ -170,11 +161,6 @@ class Memory:
             self._forget(inst, s)
         self._seg_tok.pop(inst, None)
 
-    def hbm_fraction(self, inst: int, segs: Sequence[int]) -> np.ndarray:
-        """Fraction of each segment's blocks that sit in HBM (0 for a segment holding no blocks)."""
-        sids = self._sids(inst)
-        return self.table.lookup.hbm_fraction([sids[s] for s in segs])
-
     def hbm_tokens(self, inst: int, segs: Sequence[int], tokens: np.ndarray, tokens_int: Sequence[int]) -> float:
         """Σ tokens × HBM fraction over segments (a request's context in HBM, in tokens): ``tokens @
         fractions``.  When every segment lies wholly in one tier the products are whole numbers, so the
@@ -194,15 +180,19 @@ class Memory:
                 float(self.table.cached(Tier.HBF) * bb), float((tok[0] - base[0]) * self.bpt),
                 float((tok[1] - base[1]) * self.bpt))
 
+    def _by_class(self) -> dict[str, np.ndarray]:
+        """(HBM, HBF) tokens written so far per class, a copy."""
+        return {c: np.array(v, dtype=np.int64) for c, v in self.table.written.by_class.items()}
+
     def mark(self, window: int = 0) -> None:
         """Remember the per-class totals now (start of ``window``'s measurement)."""
-        self._marks[window] = {c: v.copy() for c, v in self.table.totals.tokens_by_class.items()}
+        self._marks[window] = self._by_class()
 
     def bytes_by_class_tier(self, window: int = 0) -> dict[str, dict[str, float]]:
         """Bytes written per class and tier since :meth:`mark` of ``window`` (since the start if unmarked)."""
         out = {}
         mark = self._marks.get(window, self._base_class)
-        for c, v in self.table.totals.tokens_by_class.items():
+        for c, v in self._by_class().items():
             if c not in self._plan_classes:  # an aged start's pseudo-segments
                 continue
             d = v - mark.get(c, 0)

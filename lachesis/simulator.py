@@ -23,8 +23,8 @@ from lachesis.allocator import WriteTotals
 from lachesis.clairvoyance import Clock, CloseTimes, Recorder
 from lachesis.config import SLO, Config
 from lachesis.decode import DecodeEngine
-from lachesis.kv import Policy
-from lachesis.node_memory import SHORT_LIVED, Memory, OutOfMemory
+from lachesis.kv import SHORT_LIVED_CLASSES, Policy
+from lachesis.node_memory import Memory, OutOfMemory
 from lachesis.plan import NOMINAL_TPOT_S, AgentPlan, Plan
 
 SIM_VERSION = "sim-3"
@@ -410,7 +410,7 @@ class _Observer:
         out = dict(kv_read_per_step_bytes=float(np.mean([p[1] for p in pts])) if pts else float("nan"))
         classes = sorted({c for p in pts for c in p[2]})
         live = {c: float(np.mean([p[2].get(c, 0.0) for p in pts])) if pts else float("nan") for c in classes}
-        short = sum(v for c, v in live.items() if c in SHORT_LIVED) if pts else float("nan")
+        short = sum(v for c, v in live.items() if c in SHORT_LIVED_CLASSES) if pts else float("nan")
         out.update(live_kv_by_class=live, live_short_kv_bytes=short,
                    hbm_over_live_short=float(run.cfg.memory.hbm_bytes / short) if short and short > 0 else float("nan"))
         return out
