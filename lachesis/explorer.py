@@ -27,7 +27,7 @@ from lachesis.capacity import SEARCH_PRESETS, SearchParams
 from lachesis.config import SLOS, Endurance
 from lachesis.gains import load_gains
 from lachesis.grid import (CONFIG_LABELS, LOAD_POLICY, MODEL_NAMES, MULTI_WORKLOADS, SINGLE_WORKLOADS, Point,
-                           grid_policies, is_clairvoyant, seed_list)
+                           grid_policies, is_clairvoyant, load_at, seed_list)
 from lachesis.knobs import STUDY
 from lachesis.plotting import (CLASS_STYLE, LIFETIME_AXIS, NSTAR_STYLE, nstar_key, policy_color, save_figure,
                                warranty_key, warranty_line)
@@ -119,7 +119,7 @@ def _curve(pts: list[Point], grid: pd.DataFrame, cache: str, params: SearchParam
     n_star = int(grid["n_star"].iloc[0])
     rows, lack = [], []
     for f in sorted({float(x) for x in fractions} | {1.0}):
-        n = sensitivity.load_at(f, n_star)
+        n = load_at(f, n_star)
         for p in pts:
             if n == n_star:
                 r = grid[grid["policy"].eq(p.policy)].to_dict("records")

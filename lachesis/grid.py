@@ -179,3 +179,8 @@ def load_curve_grid(scale: float = 1.0, seed: int = 0, configs: Sequence[str] = 
 def split_csv(s: str | Sequence[str]) -> list[str]:
     """A notebook's or command's comma-separated parameter (``"1/7, 4/4"``) as a list; a sequence as is."""
     return [x.strip() for x in s.split(",") if x.strip()] if isinstance(s, str) else list(s)
+
+
+def load_at(fraction: float, n_star: int) -> int:
+    """Sessions per GPU at ``fraction`` × N*, at least 1: the loads of the load curve and of a load knob."""
+    return max(1, int(round(fraction * n_star)))

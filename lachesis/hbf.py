@@ -70,7 +70,7 @@ def kv_blocks(memory: MemoryConfig, model: ModelSpec, deployment: Deployment) ->
                          f"weights need {w / 1e9:.1f} GB of HBF per GPU, the configuration has "
                          f"{memory.hbf_bytes / 1e9:.1f} GB")
     block_bytes = int(model.kv_bytes_per_token) * int(deployment.block_tokens)
-    return int(memory.hbm_bytes // block_bytes), int(max(memory.hbf_bytes - w, 0) // block_bytes)
+    return int(memory.hbm_bytes // block_bytes), int((memory.hbf_bytes - w) // block_bytes)
 
 
 def local_experts_read(model: ModelSpec, deployment: Deployment, batch: ArrayLike) -> float | np.ndarray:

@@ -58,7 +58,7 @@ def workload_plan(workload: str, scale: float, seed: int, trace: str = "", laden
 def _plan(workload: str, scale: float, seed: int, trace: str, digest: str, laden_close: str,
           overrides: tuple = (), cache_dir: str = "") -> Plan:
     """:func:`workload_plan` with its inputs made hashable (the trace path's content as ``digest``)."""
-    tr = _trace(workload, scale, seed, trace, digest)
+    tr = _trace(workload, scale, seed, trace)
     prep = segments.prepare(tr, scale, seed, clock=knobs.apply_clock(clock.clock_for(tr), overrides))
     keys = rank_keys_cached(prep, cache_dir or None)
     return build_plan(prep.trace, prep.segments, keys, laden_close=laden_close)
@@ -128,7 +128,7 @@ def _rank_write(path: Path, key: str, keys: pd.Series) -> None:
     atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
-def _trace(workload: str, scale: float, seed: int, trace: str, digest: str) -> Trace:
+def _trace(workload: str, scale: float, seed: int, trace: str) -> Trace:
     """The trace of a corpus workload or a trace path (``digest`` keys a path's content in callers' caches)."""
     return segments.load_trace(trace or workload, scale, seed)
 
@@ -148,4 +148,4 @@ def point_fingerprint(point: Point) -> str:
 @lru_cache(maxsize=16)
 def _fingerprint(workload: str, scale: float, seed: int, trace: str, digest: str) -> str:
     """:func:`point_fingerprint` with its inputs made hashable."""
-    return trace_fingerprint(_trace(workload, scale, seed, trace, digest))
+    return trace_fingerprint(_trace(workload, scale, seed, trace))

@@ -22,8 +22,8 @@ import pandas as pd
 from lachesis import evaluation, hbf, knobs, runner, sweep
 from lachesis.capacity import SearchParams
 from lachesis.config import SLOS, Endurance
-from lachesis.grid import (LOAD_POLICY, MULTI_WORKLOADS, PAPER_MULTI_POLICIES, PAPER_SINGLE_POLICIES, POLICY_NAMES, Point,
-                           multi_agent_grid, single_agent_grid)
+from lachesis.grid import (CELL, LOAD_POLICY, MULTI_WORKLOADS, PAPER_MULTI_POLICIES, PAPER_SINGLE_POLICIES, POLICY_NAMES,
+                           Point, load_at, multi_agent_grid, single_agent_grid)
 from lachesis.knobs import KNOBS, STUDY
 
 #: The cells of the study (ASSUMPTION, knob: the ``cells`` arguments): the paper's headline multi-agent
@@ -31,7 +31,7 @@ from lachesis.knobs import KNOBS, STUDY
 MULTI_CELL = dict(workload="multi_agent", configs=("1/7", "4/4"))
 SINGLE_CELL = dict(workload="tau3", configs=("1/7", "4/4"))
 RATIOS = {k: evaluation.RATIOS[k] for k in ("lachesis/hbm_first", "deterministic/hbm_first")}
-ID = ["workload", "model", "slo", "memory"]
+ID = CELL
 
 
 @dataclass(frozen=True)
@@ -63,11 +63,6 @@ class Variant:
         if self.is_paper:
             return "paper"
         return f"{self.value:g}" if isinstance(self.value, float) else str(self.value)
-
-
-def load_at(fraction: float, n_star: int) -> int:
-    """Sessions per GPU at ``fraction`` × N*, at least 1 (the rounding :func:`lachesis.sweep.load_curve` uses)."""
-    return max(1, int(round(fraction * n_star)))
 
 
 def policies(workload: str) -> tuple[str, ...]:
@@ -158,10 +153,9 @@ def cached(cells: Sequence[Sequence[Point]], names: Sequence[str] = STUDY,
 
 def _study(cells: Sequence[Sequence[Point]], names: Sequence[str], values: dict[str, Sequence[Any]] | None,
            params: SearchParams, cache_dir: str | os.PathLike | None,
-           run: dict[str, Any] | None) -> tuple[pd.DataFrame, list[str]]:
-    """The study's rows and what the cache lacks; ``run`` (n_jobs, scheduler, progress) computes what is missing,
+           how: dict[str, Any] | None) -> tuple[pd.DataFrame, list[str]]:
+    """The study's rows and what the cache lacks; ``how`` (n_jobs, scheduler, progress) computes what is missing,
     None reads the cache only."""
-    compute = run is not None
     cells = [list(c) for c in cells]
     if not cells:
         raise ValueError("sensitivity: no cells")
@@ -169,8 +163,8 @@ def _study(cells: Sequence[Sequence[Point]], names: Sequence[str], values: dict[
     vs = variants(names, values)
     base_pts = [p for c in cells for p in c]
     base, missing = sweep.cached_results(base_pts, cache, params)
-    if missing and compute:  # the grid's own evaluation: N* searched once, cached for the grid too
-        base, missing = sweep.run_grid(base_pts, params, cache, **run), []
+    if missing and how is not None:  # the grid's own evaluation: N* searched once, cached for the grid too
+        base, missing = sweep.run_grid(base_pts, params, cache, **how), []
     lacking = [f"{c[0].label()}: the paper's setting (N*)" for c in cells if any(p in missing for p in c)]
     rows: list[dict] = [dict(r, knob="paper", value="paper", simulated=True) for r in base.to_dict("records")]
 
@@ -190,14 +184,14 @@ def _study(cells: Sequence[Sequence[Point]], names: Sequence[str], values: dict[
                 rows += [_tag(h, v, ns) for h in hits]
             else:
                 todo.setdefault(_plan_key(pts[0]), []).append((pts, n, v, ns))
-    if todo and not compute:
+    if todo and how is None:
         lacking += [f"{c.workload} {c.model} {c.slo} {c.memory}: {v.knob} = {v.label()}"
                     for items in todo.values() for (c, *_), _, v, _ in items]
     elif todo:
         groups = _balanced(todo)
         res = runner.run_tasks(_run_group, [([(pts, n) for pts, n, _, _ in g], params, cache) for g in groups],
                               [f"{g[0][0][0].label()} {g[0][2].knob} ({len(g)} cells)" for g in groups],
-                              run["n_jobs"], run["scheduler"], run["progress"], desc="sensitivity")
+                              desc="sensitivity", **how)
         for g, out in zip(groups, res):
             for (_, _, v, ns), rs in zip(g, out):
                 rows += [_tag(r, v, ns) for r in rs]
@@ -209,7 +203,10 @@ def _study(cells: Sequence[Sequence[Point]], names: Sequence[str], values: dict[
 
 
 def _cell_mask(df: pd.DataFrame, p: Point) -> pd.Series:
-    return df["workload"].eq(p.workload) & df["model"].eq(p.model) & df["slo"].eq(p.slo) & df["memory"].eq(p.memory)
+    mask = pd.Series(True, index=df.index)
+    for col in ID:
+        mask &= df[col].eq(getattr(p, col))
+    return mask
 
 
 def _balanced(todo: dict[tuple, list]) -> list[list]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 import zlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
@@ -152,16 +152,16 @@ def simulate(plan: Plan, cfg: Config, policy: Policy | str, n_sessions: int, dur
 
 
 def simulate_windows(plan: Plan, cfg: Config, policy: Policy | str, n_sessions: int, windows: Sequence[Window],
-                     settings: RunSettings | None = None, **fields: object) -> Iterator[SimResult]:
+                     **fields: object) -> Iterator[SimResult]:
     """One run observed through several windows of increasing length; yields one result per window.
 
     The run pauses after each window's result, so a caller that needs the longer windows only
     sometimes (the capacity search's candidate at N*) continues it instead of replaying from the
     start.  Each window's result equals :func:`simulate` with that window's settings alone: the
     extra markers and samplers only read state, and simpy keeps the other events' order.
-    ``fields`` are :class:`RunSettings` fields given by name, over ``settings``.
+    ``fields`` are :class:`RunSettings` fields given by name.
     """
-    settings = replace(settings or RunSettings(), **fields)
+    settings = RunSettings(**fields)
     windows = list(windows)
     if not windows or any(b.duration_s < a.duration_s for a, b in zip(windows, windows[1:])):
         raise ValueError("simulate_windows: need at least one window, in non-decreasing duration_s")

@@ -29,7 +29,7 @@ from lachesis.bound import Timeline, hbm_bound
 from lachesis.capacity import PAPER, SearchParams
 from lachesis.clairvoyance import CloseTimes, drift
 from lachesis.config import Config
-from lachesis.grid import LOAD_POLICY, LOADS, SEED_LOADS, Point, is_clairvoyant
+from lachesis.grid import LOAD_POLICY, LOADS, SEED_LOADS, Point, is_clairvoyant, load_at
 from lachesis.plan import LADEN_CLOSES, Plan
 from lachesis.policies import get_policy
 
@@ -508,7 +508,7 @@ def load_curve(points: Sequence[Point], fractions: Sequence[float], params: Sear
     tasks, tlabels, meta = [], [], []
     for c, lab, s in zip(cell_pts, labels, searched):
         n_star = int(s[LOAD_POLICY]["n_star"])
-        loads = sorted({max(1, int(round(f * n_star))) for f in fr}) if n_star > 0 else []
+        loads = sorted({load_at(f, n_star) for f in fr}) if n_star > 0 else []
         for n in loads:
             tasks.append((c, n, params, cache, s))
             tlabels.append(f"{lab} N={n}")

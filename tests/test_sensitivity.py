@@ -189,7 +189,7 @@ def test_the_load_is_held_fixed_except_for_the_load_knob() -> None:
     n_star = int(g["n_star"].iloc[0])
     assert n_star > 0 and g["n_star"].eq(n_star).all()
     load = g[g["knob"].eq("load")]
-    assert load["n_sessions"].tolist() == [sensitivity.load_at(0.5, n_star)]
+    assert load["n_sessions"].tolist() == [grid.load_at(0.5, n_star)]
     assert g.loc[~g["knob"].eq("load"), "n_sessions"].eq(n_star).all()
     assert g["all_meet_slo"].dtype == bool and g.loc[g["knob"].eq("paper"), "all_meet_slo"].all()
 
