@@ -21,6 +21,7 @@ import pandas as pd
 from lachesis.config import SPAWN_TOOL_NAMES, TOOL_CLASSES, ReferenceClock
 from lachesis.io import replace_folder, stranger
 from lachesis.paper import TABLE3
+from lachesis.schema import REQUEST_COLUMNS, SPAWN_COLUMNS
 from lachesis.sampling import NORMAL, Draws, poisson_ppf, quantile, session_draws
 from lachesis.trace import Trace, tokens_processed, tokens_written, write_trace
 from lachesis.workloads import (COMPOSITES, STRUCTURAL_PRESETS, STRUCTURAL_WORKLOADS, TABLE3_INPUT,
@@ -32,16 +33,13 @@ from lachesis.workloads import (COMPOSITES, STRUCTURAL_PRESETS, STRUCTURAL_WORKL
 MODEL_NAME = "gemma-4"  # Table 2: both regimes use Gemma 4
 SPAWN_TOOL = "spawn_subagent"
 assert SPAWN_TOOL in SPAWN_TOOL_NAMES
-SPAWN_COLS = ("session_id", "agent_id", "parent_agent_id", "role", "spawn_request_id", "instruction",
-              "context", "tools", "model", "spawn_index")
+SPAWN_COLS = tuple(SPAWN_COLUMNS)
 
 
 class _Rows:
     """Column-wise accumulator of request rows (no per-row dict)."""
 
-    COLS = ("session_id", "request_id", "agent_id", "parent_agent_id", "role", "turn", "input_tokens",
-            "matched_prefix_tokens", "output_tokens", "reasoning_tokens", "tool_names", "n_observations",
-            "observation_tokens", "shared_prefix_tokens")
+    COLS = (*REQUEST_COLUMNS, "observation_tokens", "shared_prefix_tokens")
 
     def __init__(self) -> None:
         self.cols: dict[str, list[Any]] = {c: [] for c in self.COLS}
@@ -131,8 +129,6 @@ def _temporal_session(p: TemporalPreset, d: TemporalDerived, key: _SessionKey, r
         turn_start_matched = first_reasoning_at
         carried = stripped
 
-
-# ------------------------------------------------------------------------------------------------
 
 # ------------------------------------------------------------------------------------------------
 # Structural regime

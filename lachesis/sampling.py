@@ -50,10 +50,7 @@ class Draws:
 
     def pick(self, cum: list[float]) -> int:
         """Index drawn with cumulative probabilities ``cum`` (last entry 1)."""
-        return min(bisect.bisect_right(cum, self.u() * cum[-1]), len(cum) - 1)
-
-    def poisson(self, lam: float) -> int:
-        return int(self.rng.poisson(lam)) if lam > 0 else 0
+        return pick_quantile(self.u(), cum)
 
 
 def poisson_ppf(q: float, lam: float) -> int:

@@ -204,6 +204,14 @@ def _check_list(s: pd.Series, col: str, rows: Rows, source: str) -> pd.Series:
     raise TraceError(source, rows.label(pos), col, f"expected a list of strings, got {v!r}")
 
 
+def cache_tolerance(v: object) -> int:
+    """A provider-cache tolerance (docs/design.md §3): a whole number of tokens in ``[0, MAX_COUNT)``, else a
+    one-line ValueError."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= int(v) < MAX_COUNT:
+        raise ValueError(f"cache_tolerance_tokens: expected a whole number of tokens >= 0, got {v!r}")
+    return int(v)
+
+
 def _framed(df: pd.DataFrame, columns: Mapping[str, str], source: str) -> tuple[pd.DataFrame, Rows, pd.DataFrame]:
     """A table's required columns checked (a missing one is refused, naming it), its rows renumbered with their
     source lines kept, and the empty typed frame the checks fill."""

@@ -19,7 +19,7 @@ import pandas as pd
 from lachesis import corpus, workloads
 from lachesis.clock import clock_for, overlap_s, schedule, wait_intervals
 from lachesis.config import ReferenceClock
-from lachesis.schema import SUBAGENT_ROLES, TraceError
+from lachesis.schema import SUBAGENT_ROLES, TraceError, cache_tolerance
 from lachesis.trace import Trace, read_trace
 
 PHASES = ("turn_prefill", "turn_body", "agent")
@@ -175,7 +175,7 @@ def _tolerances(ba: _ByAgent, cache_tolerance_tokens: int | None) -> np.ndarray:
     """Each request's provider-cache tolerance: the argument for all, else the trace's column, else 0."""
     n = len(ba)
     if cache_tolerance_tokens is not None:
-        return np.full(n, _tolerance(cache_tolerance_tokens), dtype=np.int64)
+        return np.full(n, cache_tolerance(cache_tolerance_tokens), dtype=np.int64)
     if "cache_tolerance_tokens" in ba.req.columns:
         return ba.ints("cache_tolerance_tokens")
     return np.zeros(n, dtype=np.int64)
@@ -337,13 +337,6 @@ def _external(trace: Trace, ba: _ByAgent, gaps: list[tuple[int, int]]) -> pd.Dat
                          "earlier context, more than its declared shared_prefix_tokens (validate the trace)")
     return pd.DataFrame({"request_id": rid[gap_g] if len(gap_g) else np.zeros(0, dtype=object),
                          "tokens": gap_k, "declared": np.ones(len(gap_g), dtype=bool)})
-
-
-def _tolerance(v: object) -> int:
-    """A cache tolerance: a whole number of tokens >= 0 (one-line ValueError otherwise)."""
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= int(v) < 2 ** 31:
-        raise ValueError(f"cache_tolerance_tokens: expected a whole number of tokens >= 0, got {v!r}")
-    return int(v)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..config import SPAWN_TOOL_NAMES
-from ..schema import TraceError
+from ..schema import TraceError, cache_tolerance
 from ..trace import Trace
 from . import (MAX_COUNT, AdapterResult, dedupe_requests, earlier_context, find_files, iso_seconds, iter_jsonl,
                json_records, name_duplicate_files, need, need_count, read_each, require_data, stem)
@@ -103,9 +103,7 @@ def load(path: Path, cache_tolerance_tokens: int = CACHE_TOLERANCE_TOKENS) -> Ad
     ``cache_tolerance_tokens``: the provider-cache tolerance declared on every Claude Code request
     (docs/design.md §3; 0 reads cache hits exactly).
     """
-    if isinstance(cache_tolerance_tokens, bool) or not isinstance(cache_tolerance_tokens, (int, np.integer)) \
-            or not 0 <= int(cache_tolerance_tokens) < MAX_COUNT:
-        raise ValueError(f"cache_tolerance_tokens: expected a whole number of tokens >= 0, got {cache_tolerance_tokens!r}")
+    cache_tolerance(cache_tolerance_tokens)
     res = AdapterResult(dataset=Path(path).name)
     files = find_files(path, (".jsonl", ".jsonl.gz"), "Claude Code transcript or Codex rollout")
     kinds = read_each(res, files, sniff)
