@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -231,6 +232,21 @@ class _Prefixed:
         self.stream.flush()
 
 
+#: Where, under a run's ``out_dir``, each executed notebook is written as static HTML (``NAME.html``).
+HTML_DIR = "notebooks"
+
+
+def write_html(executed: Path, dest: Path) -> Path:
+    """An executed notebook as one static HTML page (nbconvert's lab template; figures are embedded images,
+    so it reads without JavaScript or any file beside it), written atomically."""
+    import nbconvert
+    import nbformat
+
+    nb = nbformat.read(executed, as_version=4)
+    body, _ = nbconvert.HTMLExporter(embed_images=True).from_notebook_node(nb)
+    return write_text(dest, body)
+
+
 @dataclass
 class Outcome:
     """What one ``reproduce`` run did."""
@@ -331,6 +347,7 @@ def run_notebooks(params_file: Path, only: list[str] | None = None, build: Path 
     real_out: Path | None = None
     real_local: str | None = None
     t_real = time.time()
+    common_out = str((load_spec(params_file).get("common") or {}).get("out_dir", "build/figures"))
     for i, (name, src, params) in enumerate(todo, start=1):
         t0 = time.perf_counter()
         if name == REAL_TRACES and real_trace_sources(params) is not None:
@@ -358,6 +375,11 @@ def run_notebooks(params_file: Path, only: list[str] | None = None, build: Path 
             result.failed.append((name, _last_line(e)))
             print(f"[reproduce {i}/{len(todo)}] {name} FAILED after {dt:.1f} s: {_last_line(e)}", file=log, flush=True)
             continue
+        html = root / str(params.get("out_dir") or common_out) / HTML_DIR / f"{name}.html"
+        try:
+            write_html(build / f"{name}.ipynb", html)
+        except Exception as e:  # noqa: BLE001 — the notebook ran; its page is reported missing, the others still run
+            result.failed.append((name, f"its HTML page {html}: {_last_line(e)}"))
         dt = time.perf_counter() - t0
         result.ran.append((name, dt))
         print(f"[reproduce {i}/{len(todo)}] {name} done in {dt:.1f} s", file=log, flush=True)
@@ -367,8 +389,7 @@ def run_notebooks(params_file: Path, only: list[str] | None = None, build: Path 
         except (OSError, ValueError) as e:  # the summary still prints; the run fails
             result.failed.append((REAL_TRACES, f"its list of missing sources: {_last_line(e)}"))
     if result.ran:
-
-        figures = root / str((load_spec(params_file).get("common") or {}).get("out_dir", "build/figures"))
+        figures = root / common_out
         result.glance = glance.write(figures)
         if only is None:  # a complete run: record what produced these figures
             result.environment = write_environment(figures, root, params_file)
@@ -385,18 +406,128 @@ SOURCE_GLOBS = ("lachesis/**/*.py", "lachesis/data/**/*", "notebooks/*.ipynb", "
 ENVIRONMENT_FILE = "ENVIRONMENT.json"
 
 
-def source_digest(root: Path) -> str:
-    """sha256 over the package's and the notebooks' sources (path and bytes, in path order): the same in
-    every clone of one commit, whatever the machine."""
+def _matches(parts: tuple[str, ...], pattern: tuple[str, ...]) -> bool:
+    """Whether a relative path's parts match a glob's parts (``**``: any number of folders), as ``Path.glob``."""
+    import fnmatch
+
+    if not pattern:
+        return not parts
+    if pattern[0] == "**":
+        return any(_matches(parts[i:], pattern[1:]) for i in range(len(parts) + 1))
+    return bool(parts) and fnmatch.fnmatchcase(parts[0], pattern[0]) and _matches(parts[1:], pattern[1:])
+
+
+def is_source(rel: str) -> bool:
+    """Whether a path relative to the root (``/``-separated) is one :func:`source_digest` hashes."""
+    parts = tuple(rel.split("/"))
+    return ("__pycache__" not in parts and not rel.endswith(".pyc")
+            and any(_matches(parts, tuple(g.split("/"))) for g in SOURCE_GLOBS))
+
+
+def _digest(files: Iterator[tuple[str, bytes]]) -> str:
+    """sha256 over (relative path, content) pairs in path order (by folder, then name: the same on every OS),
+    line endings as ``\\n``, nothing else of the file (no time, no mode)."""
     import hashlib
 
     h = hashlib.sha256()
-    files = sorted({p for g in SOURCE_GLOBS for p in root.glob(g)
-                    if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"})
-    for p in files:
-        h.update(p.relative_to(root).as_posix().encode() + b"\0")
-        h.update(p.read_bytes().replace(b"\r\n", b"\n") + b"\0")
+    for rel, data in sorted(files, key=lambda f: tuple(f[0].split("/"))):
+        h.update(rel.encode() + b"\0")
+        h.update(data.replace(b"\r\n", b"\n") + b"\0")
     return h.hexdigest()
+
+
+def source_digest(root: Path) -> str:
+    """sha256 over the package's and the notebooks' sources (:data:`SOURCE_GLOBS`) in the working tree: the
+    same in every clone of one commit, whatever the machine."""
+    root = Path(root)
+    tops = {g.split("/")[0] for g in SOURCE_GLOBS}
+    found = [p for t in tops for p in ([root / t] if (root / t).is_file() else (root / t).rglob("*"))]
+    return _digest((rel, p.read_bytes()) for p in found
+                   if p.is_file() and is_source(rel := p.relative_to(root).as_posix()))
+
+
+def _git(root: Path, *args: str, data: bytes | None = None) -> bytes | None:
+    """A git command's output in ``root`` (None: no git, not a repository, or the command failed)."""
+    import subprocess
+
+    try:
+        r = subprocess.run(["git", "-C", str(root), *args], input=data, capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return r.stdout if r.returncode == 0 else None
+
+
+def source_digest_at(root: Path, commit: str) -> str | None:
+    """:func:`source_digest` of the sources as ``commit`` holds them (None: git or the commit is not there)."""
+    tree = _git(root, "ls-tree", "-r", "-z", commit)
+    if tree is None:
+        return None
+    blobs = []
+    for line in filter(None, tree.decode().split("\0")):
+        meta, rel = line.split("\t", 1)
+        kind, sha = meta.split()[1:3]
+        if kind == "blob" and is_source(rel):
+            blobs.append((rel, sha))
+    out = _git(root, "cat-file", "--batch", data="".join(f"{sha}\n" for _, sha in blobs).encode())
+    if out is None:
+        return None
+    files, i = [], 0
+    for rel, _ in blobs:  # each: "<sha> blob <size>\n<content>\n"
+        j = out.index(b"\n", i)
+        size = int(out[i:j].split()[2])
+        files.append((rel, out[j + 1:j + 1 + size]))
+        i = j + 1 + size + 1
+    return _digest(iter(files))
+
+
+def git_state(root: Path) -> dict[str, Any]:
+    """The commit checked out (``git rev-parse HEAD``) and whether the digested sources differ from it
+    (``dirty``); both None outside a git repository."""
+    head = _git(root, "rev-parse", "HEAD")
+    if head is None:
+        return {"commit": None, "dirty": None}
+    commit = head.decode().strip()
+    return {"commit": commit, "dirty": source_digest_at(root, commit) != source_digest(root)}
+
+
+#: The README line that names the commit whose sources made ``figures/`` when the sources have moved on since.
+MADE_AT = re.compile(r"^Figures made at commit `?([0-9a-f]{7,40})`?", re.MULTILINE)
+
+
+def provenance_problem(root: Path, figures: str = "figures", readme: str = "README.md") -> str | None:
+    """Why the committed figures' provenance does not hold, in one line (None: it holds).
+
+    It holds when ``figures/ENVIRONMENT.json``'s source digest is the working tree's, or when the README has a
+    line ``Figures made at commit <sha>`` (:data:`MADE_AT`).  A README line is checked whenever it is there and
+    git is: the commit must be in the history (unless the clone is shallow) and its sources' digest must be
+    the one ENVIRONMENT.json records."""
+    root = Path(root)
+    env_file = root / figures / ENVIRONMENT_FILE
+    if not env_file.is_file():
+        return f"{env_file}: missing; make reproduce writes it"
+    env = json.loads(env_file.read_text(encoding="utf-8"))
+    recorded = env.get("sources_sha256")
+    text = (root / readme).read_text(encoding="utf-8") if (root / readme).is_file() else ""
+    named = MADE_AT.search(text)
+    if named:
+        sha = named.group(1)
+        if _git(root, "rev-parse", "--git-dir") is None:
+            return None  # no git here (an archive): the line cannot be checked
+        if _git(root, "cat-file", "-e", f"{sha}^{{commit}}") is None:
+            if (_git(root, "rev-parse", "--is-shallow-repository") or b"").strip() == b"true":
+                return None  # a shallow clone lacks the history
+            return (f"{readme}: 'Figures made at commit {sha}' names no commit in this repository's history; "
+                    f"name the commit {figures}/{ENVIRONMENT_FILE} records ({env.get('commit') or 'see git log -- figures/'})")
+        if source_digest_at(root, sha) != recorded:
+            return (f"{readme}: 'Figures made at commit {sha}': that commit's sources are not the ones "
+                    f"{figures}/{ENVIRONMENT_FILE} records; name the commit that made them "
+                    f"({env.get('commit') or 'see git log -- figures/'}), or drop the line if the figures are current")
+        return None
+    if recorded != source_digest(root):
+        return (f"{figures}/{ENVIRONMENT_FILE}: the figures were made from other sources than these; regenerate them "
+                f"(make reproduce) or add the README line 'Figures made at commit <sha>' naming the commit that made "
+                f"them ({env.get('commit') or 'see git log -- figures/'})")
+    return None
 
 
 def _blas() -> dict[str, Any]:
@@ -423,8 +554,9 @@ def _blas() -> dict[str, Any]:
 
 def environment(root: Path, params_file: Path) -> dict[str, Any]:
     """What produced ``figures/``: Python, the key packages' versions, BLAS, a digest of the package and
-    notebook sources, and the params file (path, sha256, contents).  Nothing machine-specific (host, time,
-    cores), so a regeneration on a machine of the same kind writes the same file."""
+    notebook sources, the commit and whether the sources differed from it (:func:`git_state`), and the params
+    file (path, sha256, contents).  Nothing machine-specific (host, time, cores), so a regeneration on a
+    machine of the same kind writes the same file."""
     import hashlib
     import platform
     from importlib import metadata
@@ -442,7 +574,7 @@ def environment(root: Path, params_file: Path) -> dict[str, Any]:
         shown = str(params_file)
     return {"python": platform.python_version(), "implementation": platform.python_implementation(),
             "platform": f"{platform.system()}-{platform.machine()}", "lachesis": versions.get("lachesis") or _own_version(),
-            "packages": versions, "blas": _blas(), "sources_sha256": source_digest(root),
+            "packages": versions, "blas": _blas(), "sources_sha256": source_digest(root), **git_state(root),
             "sources": list(SOURCE_GLOBS),
             "params_file": {"path": shown, "sha256": hashlib.sha256(params_file.read_bytes()).hexdigest(),
                             "contents": load_spec(params_file)},

@@ -198,3 +198,31 @@ def test_environment_records_versions_sources_and_params_but_nothing_of_the_mach
     import socket
 
     assert socket.gethostname() not in text and "num_threads" not in text
+
+
+def test_each_executed_notebook_is_written_as_static_html_beside_its_figures(tmp_path) -> None:
+    nbs = tmp_path / "notebooks"
+    (nbs / "params").mkdir(parents=True)
+    _notebook(nbs / "drawn.ipynb", "import matplotlib.pyplot as plt\nplt.plot([0, 1], [1, 0])\nplt.title('a line')\n"
+                                   "plt.show()\nprint('key number', 42)")
+    (nbs / "params" / "p.yaml").write_text(yaml.safe_dump({"common": {"out_dir": "figs"}}))
+    old = tmp_path / "figs" / reproduce.HTML_DIR / "drawn.html"
+    old.parent.mkdir(parents=True)
+    old.write_text("a page of an earlier run")
+    assert main(["reproduce", "--params", str(nbs / "params" / "p.yaml"), "--only", "drawn"]) == 0
+    html = old.read_text(encoding="utf-8")
+    assert "key number 42" in html  # the executed notebook's output, not the source
+    assert html.count('src="data:image/png;base64,') == 1  # the figure inline: no file beside the page
+    assert 'src="drawn_files' not in html and "<img src=\"figs" not in html
+    assert not list(old.parent.glob(".*"))  # written atomically: no temporary file left
+
+
+@pytest.mark.slow
+def test_a_real_notebook_at_ci_scale_becomes_a_readable_page(tmp_path) -> None:
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "figures"
+    assert main(["reproduce", "--params", str(root / "notebooks/params/ci.yaml"), "--only", "table3_corpus",
+                 "-p", "out_dir", str(out)]) == 0
+    html = (out / reproduce.HTML_DIR / "table3_corpus.html").read_text(encoding="utf-8")
+    assert "Table 3" in html and 'src="data:image/png;base64,' in html
+    assert "NBVAL_CHECK_OUTPUT" in html  # the code is shown with its outputs
