@@ -47,7 +47,7 @@ lab: $(STAMP)
 
 ## The explorer on the paper-scale results (the cache `make reproduce` fills) in JupyterLab: a copy with the paper's
 ## parameters in build/ (never the source notebook); Run > Run All Cells, then the dropdowns move over the grid.
-PAPER_EXPLORER := {interactive: true, cache_dir: build/sweep_cache_paper, search: paper, scale: 1.0, seeds: '0,1,2', memory: '4/4', fractions: '0.1,0.2,0.3,0.45,0.6,0.8', knobs: '', compute: grid}
+PAPER_EXPLORER := {interactive: true, source: cache, cache_dir: build/sweep_cache_paper, search: paper, scale: 1.0, seeds: '0,1,2', memory: '4/4', fractions: '0.1,0.2,0.3,0.45,0.6,0.8', knobs: '', compute: grid}
 explore: $(STAMP)
 	$(VENV)/bin/papermill notebooks/explorer.ipynb build/explorer_paper.ipynb --prepare-only -y "$(PAPER_EXPLORER)"
 	MPLBACKEND=module://matplotlib_inline.backend_inline $(VENV)/bin/jupyter lab --notebook-dir=. build/explorer_paper.ipynb

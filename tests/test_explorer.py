@@ -3,15 +3,19 @@ command that computes it."""
 
 from __future__ import annotations
 
+import itertools
 import shlex
 from dataclasses import replace
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from lachesis import cli, explorer, grid, plancache
+from lachesis import cli, explorer, grid, plancache, sweep
 from lachesis import simulator as S
+from lachesis.knobs import STUDY
 from sens_fixtures import KNOBS, SCALE, tiny_study
 
 SEL = explorer.Selection("multi_agent", "Llama-4-Maverick", "tight", "1/7", "lachesis", SCALE, 0, "ci")
@@ -131,3 +135,102 @@ def test_the_widget_redraws_the_picked_selection(no_simulation) -> None:
     assert [d.description for d in drops] == list(explorer.choices())
     next(d for d in drops if d.description == "memory").value = "4/4"
     assert shown == [explorer.Selection(**{**SEL.__dict__, "memory": "4/4"})]
+
+
+# ------------------------------------------------------------------------------------------------
+# The committed paper-scale results (figures/): what a fresh clone shows without simulating
+# ------------------------------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+PAPER_FRACTIONS = (0.1, 0.2, 0.3, 0.45, 0.6, 0.8)
+
+
+@pytest.fixture
+def nothing_runs(monkeypatch):
+    """Anything that would simulate or search a load fails the test."""
+    def boom(*a, **k):
+        raise AssertionError("the explorer simulated")
+
+    for name in ("simulate", "simulate_windows"):
+        monkeypatch.setattr(S, name, boom)
+    for name in ("build_plan", "_plan"):
+        monkeypatch.setattr(plancache, name, boom)
+    for name in ("run_grid", "load_curve", "evaluate_point", "run_at_load"):
+        monkeypatch.setattr(sweep, name, boom)
+    monkeypatch.setattr(explorer, "compute", boom)
+
+
+def test_a_fresh_clone_answers_a_paper_scale_selection_from_the_committed_grids(tmp_path, nothing_runs) -> None:
+    sel, cache, store = explorer.start("figures", ROOT / "figures", tmp_path, 0.05, [0], "ci", workload="multi_agent",
+                                       model="Llama-4-Maverick", slo="tight", memory="4/4", policy="lachesis")
+    assert (sel.scale, sel.search, sel.seeds) == (1.0, "paper", (0, 1, 2))  # as figures/ENVIRONMENT.json records
+    v = explorer.view(sel, tmp_path / "no_cache", PAPER_FRACTIONS, STUDY, store)  # a fresh clone: no sweep cache
+    assert v.missing == {}
+    assert v.sources == {"grid": "figures/fig09_grid.csv, figures/fig11_grid.csv",
+                         "load": "figures/gain_vs_load_runs.csv", "sensitivity": "figures/sensitivity_gains.csv"}
+    committed = pd.read_csv(ROOT / "figures" / "fig09_grid.csv")
+    rows = committed[committed["workload"].eq("multi_agent") & committed["model"].eq("Llama-4-Maverick")
+                     & committed["slo"].eq("tight") & committed["memory"].eq("4/4")]
+    s = explorer.summary(v).set_index("policy")
+    assert list(s.index) == list(grid.MULTI_POLICIES) and s["seeds"].eq(3).all()
+    for pol, d in rows.groupby("policy"):  # the paper-scale numbers themselves, medians over the three seeds
+        assert s.loc[pol, "lifetime_years"] == pytest.approx(d["lifetime_years"].median())
+        assert s.loc[pol, "slo_met_seeds"] == d["slo_met"].sum()
+    assert s["n_sessions"].nunique() == 1
+    shown = explorer.table(v)
+    assert "Lachesis ◀" in shown["policy"].tolist() and "w/o predictive path" in shown["policy"].tolist()
+    assert "ρR/W selection" in shown["policy"].tolist() and "rho_threshold" not in shown.to_string()
+    assert sorted(explorer.curve_table(v)["n_sessions"]) == sorted(
+        {grid.load_at(f, int(s["n_star"].iloc[0])) for f in (*PAPER_FRACTIONS, 1.0)})
+    assert "paper" in set(explorer.sensitivity_table(v)["knob"])
+    fig = explorer.figure(v)
+    assert fig.get_figwidth() * fig.dpi == explorer.FIGURE_WIDTH_PX
+
+
+def test_the_explorer_shows_the_figure_before_its_tables_in_the_figures_words(tmp_path, nothing_runs,
+                                                                              monkeypatch) -> None:
+    import IPython.display
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objs, **k: shown.extend(objs))
+    store = explorer.committed(ROOT / "figures")
+    sel = explorer.Selection("bfcl", "Qwen3-235B-A22B", "tight", "1/7", "rho_threshold", 1.0, (0, 1, 2), "paper")
+    v = explorer.show(sel, tmp_path, (), (), tmp_path / "out", store)
+    assert v is not None and not v.missing
+    kinds = [type(o).__name__ for o in shown]
+    assert kinds[:2] == ["Markdown", "Image"] and shown[1].width == explorer.FIGURE_WIDTH_PX
+    assert "BFCLv4 (single-agent)" in shown[0].data and "ρR/W selection" in shown[0].data
+    text = " ".join(getattr(o, "data", "") or "" for o in shown[2:])
+    assert "rho_threshold" not in text and "hbm_first" not in text and "ρR/W selection ◀" in text
+    assert "Read without simulating" in text
+
+
+@pytest.mark.slow
+def test_every_selection_the_committed_grids_hold_answers_without_simulating(tmp_path, nothing_runs) -> None:
+    store = explorer.committed(ROOT / "figures")
+    held = pd.concat([df for _, df in store.grid])
+    cells = set(zip(held["workload"], held["model"], held["slo"], held["memory"], held["policy"]))
+    answered = 0
+    for combo in itertools.product(*explorer.choices().values()):
+        sel = explorer.Selection(*combo, 1.0, (0, 1, 2), "paper")
+        v = explorer.view(sel, tmp_path, (), (), store)
+        holds = combo in cells and all((*combo[:4], p) in cells for p in grid.grid_policies(sel.workload))
+        assert ("grid" not in v.missing) == holds, combo
+        answered += holds
+    assert answered == len(cells)  # every cell and policy the grids hold: 540/3 + 300/3 of them
+
+
+def test_a_selection_the_figures_lack_offers_to_simulate_it(tmp_path, nothing_runs) -> None:
+    store = explorer.committed(ROOT / "figures")
+    start = explorer.Selection("tau3", "Llama-4-Maverick", "tight", "1/7", "lachesis", 1.0, (0, 1, 2), "paper")
+    runs = []
+    box = explorer.widget(start, lambda s: explorer.view(s, tmp_path, (), (), store),
+                          run=lambda s, parts: runs.append((s, parts)))
+    box.redraw()
+    assert box.offer is None  # the committed grid holds it: nothing to offer
+    slo = next(d for row in box.children[:2] for d in row.children if d.description == "slo")
+    assert dict(slo.options)["tight (p99 TPOT 60 ms)"] == "tight"
+    slo.value = "loose"  # the single-agent grid ran the tight SLO only
+    assert box.offer is not None and "missing" in box.offer.description
+    box.offer.click()
+    assert runs == [(replace(start, slo="loose"), ["grid"])]
