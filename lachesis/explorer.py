@@ -254,6 +254,18 @@ def _grid_from_figures(sel: Selection, store: Committed) -> tuple[pd.DataFrame, 
     return keep.reset_index(drop=True), lack
 
 
+#: Columns a committed grid may carry that name how its rows were run beyond the cell (the node, the load
+#: rule): shown beside where the rows were read.
+SETTING_COLUMNS = ("group_ranks", "landing", "node_start", "load_rule", "load_base", "load_policy")
+
+
+def _setting_note(rows: pd.DataFrame) -> str:
+    """" (group_ranks 8, load_rule per_deployment)": the setting columns the rows carry, each with its values."""
+    said = [f"{c} {'/'.join(map(str, pd.unique(rows[c].dropna())))}" for c in SETTING_COLUMNS
+            if c in rows and rows[c].notna().any()]
+    return f" ({', '.join(said)})" if said else ""
+
+
 def view(sel: Selection, cache_dir: str | Path, fractions: Sequence[float] = (), knobs: Sequence[str] = STUDY,
          store: Committed | None = None) -> View:
     """Read a selection from the cache and, for what it lacks, from the committed results ``store``
@@ -265,7 +277,7 @@ def view(sel: Selection, cache_dir: str | Path, fractions: Sequence[float] = (),
     if miss and store is not None:
         got, lack = _grid_from_figures(sel, store)
         if len(lack) < len(miss):
-            grid, miss, sources["grid"] = got, lack, store.where("grid")
+            grid, miss, sources["grid"] = got, lack, store.where("grid") + _setting_note(got)
             composition = store.rows("composition", sel)
             composition = composition[composition["policy"].isin(set(grid["policy"]))] if not composition.empty \
                 else composition

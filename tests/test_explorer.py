@@ -4,6 +4,7 @@ command that computes it."""
 from __future__ import annotations
 
 import itertools
+import shutil
 import shlex
 from dataclasses import replace
 from functools import lru_cache
@@ -234,3 +235,20 @@ def test_a_selection_the_figures_lack_offers_to_simulate_it(tmp_path, nothing_ru
     assert box.offer is not None and "missing" in box.offer.description
     box.offer.click()
     assert runs == [(replace(start, slo="loose"), ["grid"])]
+
+
+def test_committed_rows_with_more_columns_are_read_and_their_setting_named(tmp_path, nothing_runs) -> None:
+    """A newer grid (the node, the load rule) carries more columns; the explorer keeps reading it."""
+    figs = tmp_path / "figures"
+    figs.mkdir()
+    shutil.copy(ROOT / "figures" / "ENVIRONMENT.json", figs)
+    g = pd.read_csv(ROOT / "figures" / "fig09_grid.csv")
+    g.assign(group_ranks=8, load_rule="per_deployment", kv_tail_bytes=1.0).to_csv(figs / "fig09_grid.csv", index=False)
+    store = explorer.committed(figs)
+    sel = explorer.Selection("multi_agent", "Qwen3-235B-A22B", "loose", "2/6", "oracle", 1.0, (0, 1, 2), "paper")
+    v = explorer.view(sel, tmp_path / "no_cache", (), (), store)
+    assert not v.missing and v.sources["grid"].endswith("(group_ranks 8, load_rule per_deployment)")
+    assert "meets the SLO there at" in explorer.headline(v)
+    (figs / "fig09_grid.csv").write_text("model,memory\nx,1/7\n")
+    with pytest.raises(ValueError, match=r"fig09_grid.csv: no column 'workload'"):
+        explorer.committed(figs)
