@@ -42,15 +42,17 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -q tests -m "not slow" -p no:cacheprovider
 
 ## JupyterLab on the notebooks with the package's kernel ("Python 3 (lachesis)"); figures show inline.
+## ARGS passes options to JupyterLab (e.g. make lab ARGS="--port 8890 --no-browser"); as root, --allow-root is added.
+LAB_ARGS = $(if $(filter 0,$(shell id -u)),--allow-root) $(ARGS)
 lab: $(STAMP)
-	MPLBACKEND=module://matplotlib_inline.backend_inline $(VENV)/bin/jupyter lab --notebook-dir=. notebooks/explorer.ipynb
+	MPLBACKEND=module://matplotlib_inline.backend_inline $(VENV)/bin/jupyter lab --notebook-dir=. $(LAB_ARGS) notebooks/explorer.ipynb
 
 ## The explorer on the paper-scale results (the cache `make reproduce` fills) in JupyterLab: a copy with the paper's
 ## parameters in build/ (never the source notebook); Run > Run All Cells, then the dropdowns move over the grid.
 PAPER_EXPLORER := {interactive: true, source: cache, cache_dir: build/sweep_cache_paper, search: paper, scale: 1.0, seeds: '0,1,2', memory: '4/4', fractions: '0.1,0.2,0.3,0.45,0.6,0.8', knobs: '', compute: grid}
 explore: $(STAMP)
 	$(VENV)/bin/papermill notebooks/explorer.ipynb build/explorer_paper.ipynb --prepare-only -y "$(PAPER_EXPLORER)"
-	MPLBACKEND=module://matplotlib_inline.backend_inline $(VENV)/bin/jupyter lab --notebook-dir=. build/explorer_paper.ipynb
+	MPLBACKEND=module://matplotlib_inline.backend_inline $(VENV)/bin/jupyter lab --notebook-dir=. $(LAB_ARGS) build/explorer_paper.ipynb
 
 ## Rewrite requirements.lock from .venv (after changing dependencies; commit it with the figures it produced).
 lock: $(STAMP)

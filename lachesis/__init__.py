@@ -5,4 +5,4 @@ from lachesis.schema import TraceError
 from lachesis.trace import Trace, read_trace, write_trace
 
 __all__ = ["Config", "DEFAULT", "Trace", "TraceError", "read_trace", "write_trace"]
-__version__ = "0.1.0"
+__version__ = "0.2.0"  # the one place the version is decided (pyproject.toml reads it; CHANGELOG.md)

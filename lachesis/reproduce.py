@@ -25,6 +25,7 @@ from typing import Any, Iterator, TextIO
 
 import yaml
 
+import lachesis
 from lachesis import datasets, glance
 from lachesis.io import write_json, write_text
 
@@ -582,12 +583,7 @@ def environment(root: Path, params_file: Path) -> dict[str, Any]:
 
 
 def _own_version() -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version("lachesis")
-    except metadata.PackageNotFoundError:
-        return "unknown"
+    return lachesis.__version__
 
 
 def write_environment(figures: Path, root: Path, params_file: Path) -> Path:

@@ -270,3 +270,12 @@ def test_sweep_runs_the_named_grid_and_writes_its_rows(tmp_path, monkeypatch, ca
     df = pd.read_csv(out)
     assert list(df["policy"]) == ["hbm_first", "lachesis"] and np.isfinite(df["lifetime_years"]).all()
     assert (tmp_path / "grid" / "sweep_cache").is_dir() and "wrote 2 points" in capsys.readouterr().out
+
+
+def test_version_printed(capsys):
+    """`lachesis --version` prints the package's one version and exits 0."""
+    import lachesis
+    from lachesis.cli import main
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"lachesis {lachesis.__version__}"
