@@ -202,6 +202,30 @@ def replay_memory(mem, calls: list, session_index: dict | None = None) -> float:
     return time.perf_counter() - t0
 
 
+def call_arrays(calls: list, session_index: dict) -> tuple:
+    """The recorded calls as the columns ``NodeMemory.replay_timed`` reads (hbm_tokens calls left out)."""
+    op, inst, seg, tok, now = [], [], [], [], []
+
+    def row(o, i, s, t, n):
+        op.append(o), inst.append(i), seg.append(s), tok.append(t), now.append(n)
+
+    for name, a in calls:
+        if name == "session_start":
+            row(0, a[0], session_index[a[1]], 0, a[2])
+        elif name == "write_request":
+            row(1, a[0], 0, len(a[1]), a[2])
+            for s, t in a[1]:
+                row(9, a[0], s, t, a[2])
+        elif name == "close":
+            row(3, a[0], a[1], 0, a[2])
+        elif name == "session_end":
+            row(4, a[0], 0, 0, a[1])
+        elif name == "mark":
+            row(5, 0, a[0] if a else 0, 0, 0.0)
+    return (np.array(op, dtype=np.int8), np.array(inst, dtype=np.int64), np.array(seg, dtype=np.int32),
+            np.array(tok, dtype=np.int64), np.array(now, dtype=np.float64))
+
+
 def bench_native_memory(out, repeat: int) -> None:
     """µs per write of the recorded calls, Python reference against the native core (best of ``repeat``)."""
     try:
@@ -216,10 +240,15 @@ def bench_native_memory(out, repeat: int) -> None:
     index = {s: i for i, s in enumerate(plan.sessions)}
     segs = _core.plan_segments(plan)
     out(f"node memory: the calls of a simulated run replayed (µs per write; writes = write_request's (segment, tokens) pairs)")
-    out(f"{'policy':>18} {'writes':>8} {'python µs':>10} {'native µs':>10} {'ratio':>7}")
+    out("  python: the reference Memory; native: NodeMemory called from Python per call (binding included);")
+    out("  in C++: the same calls but hbm_tokens replayed inside the core (as the native loop calls it), against")
+    out("  the reference on those calls")
+    out(f"{'policy':>18} {'writes':>8} {'python µs':>10} {'native µs':>10} {'ratio':>7} {'in C++ µs':>10} {'ratio':>7}")
     for pol, (calls, closes) in logs.items():
         n_w = sum(len(a[1]) for name, a in calls if name == "write_request")
-        best_py = best_nat = float("inf")
+        best_py = best_nat = best_cpp = best_py_w = float("inf")
+        cols = call_arrays(calls, index)
+        no_reads = [c for c in calls if c[0] != "hbm_tokens"]
         for _ in range(repeat):
             clock = Clock(closes, plan.sessions, plan.fingerprint) if closes is not None else None
             best_py = min(best_py, replay_memory(Memory(plan, cfg, pol, clock), calls))
@@ -228,7 +257,17 @@ def bench_native_memory(out, repeat: int) -> None:
             nat = _core.NodeMemory(py.alloc.hbm_blocks, py.alloc.hbf_blocks, py.table.block_tokens, py.bpt,
                                    _core.policy_spec(pol), segs, nclock)
             best_nat = min(best_nat, replay_memory(nat, calls, index))
-        out(f"{pol:>18} {n_w:>8} {1e6 * best_py / n_w:>10.2f} {1e6 * best_nat / n_w:>10.2f} {best_py / best_nat:>7.1f}")
+            nclock = _core.Clock(closes, plan) if closes is not None else None
+            nat = _core.NodeMemory(py.alloc.hbm_blocks, py.alloc.hbf_blocks, py.table.block_tokens, py.bpt,
+                                   _core.policy_spec(pol), segs, nclock)
+            best_cpp = min(best_cpp, nat.replay_timed(*cols))
+            clock = Clock(closes, plan.sessions, plan.fingerprint) if closes is not None else None
+            ref = Memory(plan, cfg, pol, clock)
+            best_py_w = min(best_py_w, replay_memory(ref, no_reads))
+            if nat.totals() != ref.table.totals.as_dict():
+                raise AssertionError(f"{pol}: the native replay's totals differ from the reference's")
+        out(f"{pol:>18} {n_w:>8} {1e6 * best_py / n_w:>10.2f} {1e6 * best_nat / n_w:>10.2f} {best_py / best_nat:>7.1f}"
+            f" {1e6 * best_cpp / n_w:>10.2f} {best_py_w / best_cpp:>7.0f}")
 
 
 def _cols(rates: list[float]) -> str:

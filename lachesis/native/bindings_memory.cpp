@@ -2,6 +2,7 @@
 // PolicySpec, PlanSegments and policy_spec/plan_segments to lachesis._core.  Results come back in the
 // Python reference's own forms (dicts in the same key order, tuples, int64 arrays).
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include <pybind11/numpy.h>
@@ -216,6 +217,40 @@ void bind_memory(py::module_& m) {
              })
         .def("free_lists", [](const NodeMemory& n) { auto f = n.free_lists(); return py::make_tuple(as_array(f[0]), as_array(f[1])); })
         .def("blocks_of", [](const NodeMemory& n, i64 inst, int seg) { return as_array(n.blocks_of(inst, seg)); })
+        .def("replay_timed",
+             [](NodeMemory& n, py::array_t<std::int8_t> op, py::array_t<i64> inst, py::array_t<std::int32_t> seg,
+                py::array_t<i64> tok, py::array_t<double> now) {
+                 // Benchmark only: replay recorded calls without crossing the binding per call; returns the
+                 // seconds spent.  op 0 session_start(inst, session=seg, t0=now); 1 write_request of the next
+                 // tok rows (each op 9: seg, tokens); 3 close; 4 session_end; 5 mark(seg).
+                 auto o = op.unchecked<1>();
+                 auto in = inst.unchecked<1>();
+                 auto sg = seg.unchecked<1>();
+                 auto tk = tok.unchecked<1>();
+                 auto nw = now.unchecked<1>();
+                 py::ssize_t m = o.shape(0);
+                 std::vector<int> ws;
+                 std::vector<i64> wt;
+                 auto t0 = std::chrono::steady_clock::now();
+                 for (py::ssize_t i = 0; i < m; ++i) {
+                     switch (o(i)) {
+                         case 0: n.session_start(in(i), sg(i), nw(i)); break;
+                         case 1: {
+                             ws.clear();
+                             wt.clear();
+                             for (i64 j = 1; j <= tk(i); ++j) { ws.push_back(sg(i + j)); wt.push_back(tk(i + j)); }
+                             n.write_request(in(i), ws.data(), wt.data(), ws.size(), nw(i));
+                             i += tk(i);
+                             break;
+                         }
+                         case 3: n.close(in(i), sg(i), nw(i)); break;
+                         case 4: n.session_end(in(i), nw(i)); break;
+                         case 5: n.mark(sg(i)); break;
+                         default: throw py::value_error("replay_timed: bad op");
+                     }
+                 }
+                 return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+             })
         .def("cached_blocks", &NodeMemory::cached_blocks)
         .def("used_blocks", &NodeMemory::used_blocks);
 }
