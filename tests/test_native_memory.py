@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 from lachesis import hbf
 from lachesis import simulator as S
 from lachesis.clairvoyance import CloseTimes, Clock, Recorder
-from lachesis.config import DEFAULT
 from lachesis.kv import SEG_CLASSES
 from lachesis.node_memory import Memory, OutOfMemory
 from lachesis.plan import build_plan
@@ -173,7 +172,7 @@ class Twin:
         self.check_state(full=True)
 
 
-def twin_factory(made: list, closes: CloseTimes | None, plan, record_closes: bool):
+def twin_factory(made: list, closes: CloseTimes | None, plan):
     """A stand-in for simulator.Memory building Twins that share one native clock/recorder per group."""
     shared = {}
 
@@ -191,7 +190,7 @@ def twin_factory(made: list, closes: CloseTimes | None, plan, record_closes: boo
 
 def run_twin(monkeypatch, plan, cfg, policy, n, *, closes=None, record_closes=False, **fields):
     made: list[Twin] = []
-    make, shared = twin_factory(made, closes, plan, record_closes)
+    make, shared = twin_factory(made, closes, plan)
     monkeypatch.setattr(S, "Memory", make)
     r = S.simulate(plan, cfg, policy, n, clairvoyance=closes, record_closes=record_closes, record_events=True,
                    step_fn=lambda b, *a: 0.004 + 0.0003 * b, **fields)
