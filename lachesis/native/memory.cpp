@@ -808,27 +808,26 @@ void NodeMemory::session_end(i64 inst, double now) {
 
 double NodeMemory::hbm_tokens(i64 inst, const int* segs, const double* tokens, const i64* tokens_int, std::size_t n) const {
     const NodeMemoryImpl& m = *d_;
-    i64 acc = 0;
-    bool split = false;
-    std::vector<const Row*> rs(n, nullptr);
+    auto row_of = [&](int seg) -> const Row* {
+        auto it = m.index.find(NodeMemoryImpl::key(inst, seg));
+        return (it == m.index.end() || it->second < 0) ? nullptr : &m.rows[it->second];
+    };
+    i64 acc = 0;  // LiveLookup.hbm_share
     for (std::size_t j = 0; j < n; ++j) {
-        auto it = m.index.find(NodeMemoryImpl::key(inst, segs[j]));
-        if (it == m.index.end() || it->second < 0) continue;
-        const Row& row = m.rows[it->second];
-        rs[j] = &row;
-        if (!split && row.n_hbm) {
-            if (row.n_hbm != row.n_blocks) split = true;
-            else acc += tokens_int[j];
+        const Row* r = row_of(segs[j]);
+        if (r && r->n_hbm) {
+            if (r->n_hbm != r->n_blocks) {  // split across the tiers: tokens x HBM fraction, left to right
+                double s = 0.0;
+                for (std::size_t i = 0; i < n; ++i) {
+                    const Row* q = row_of(segs[i]);
+                    s += tokens[i] * ((q && q->n_blocks) ? double(q->n_hbm) / double(q->n_blocks) : 0.0);
+                }
+                return s;
+            }
+            acc += tokens_int[j];
         }
     }
-    if (!split) return double(acc);
-    double s = 0.0;
-    for (std::size_t j = 0; j < n; ++j) {
-        const Row* r = rs[j];
-        double f = (r && r->n_blocks) ? double(r->n_hbm) / double(r->n_blocks) : 0.0;
-        s += tokens[j] * f;
-    }
-    return s;
+    return double(acc);
 }
 
 std::array<double, 6> NodeMemory::snapshot() const {
