@@ -263,6 +263,33 @@ def test_out_of_memory_matches(policy, multi_plan, monkeypatch):
     assert r.oom
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("workload,n", [("multi_agent", 4), ("tau3", 24)])
+@pytest.mark.parametrize("policy", ["hbm_first", "lachesis", "rho_threshold"])
+def test_paper_node_runs_match(workload, n, policy, monkeypatch):
+    """The paper's node (DEFAULT, G = 8, aged start, landings stall) on a generated workload: millions of
+    block ids, every write's compared (free lists every 5,000 calls, and at the end)."""
+    from lachesis.config import DEFAULT
+    from lachesis.plancache import workload_plan
+
+    plan = workload_plan(workload, 0.1, 0)
+    cfg = DEFAULT.with_(deployment=dataclasses.replace(DEFAULT.deployment, group_ranks=8, start="aged",
+                                                       landing="stall"))
+    made: list[Twin] = []
+    make, _ = twin_factory(made, None, plan)
+
+    def make_sparse(*a, **k):
+        t = make(*a, **k)
+        t._every = 5000
+        return t
+
+    monkeypatch.setattr(S, "Memory", make_sparse)
+    r = S.simulate(plan, cfg, policy, n, duration_s=3 * plan.mean_session_s, warmup_s=plan.mean_session_s, seed=0)
+    for t in made:
+        t.finish()
+    assert not r.oom and r.requests_done > 10_000
+
+
 # -- small random streams ------------------------------------------------------------------------------------
 
 
