@@ -134,7 +134,7 @@ void bind_memory(py::module_& m) {
              }),
              py::arg("hbm_blocks"), py::arg("hbf_blocks"), py::arg("block_tokens"), py::arg("bytes_per_token"),
              py::arg("policy"), py::arg("plan"), py::arg("clock") = nullptr, py::arg("recorder") = nullptr,
-             py::keep_alive<1, 7>(), py::keep_alive<1, 8>())
+             py::keep_alive<1, 8>(), py::keep_alive<1, 9>())  // self keeps clock and recorder
         .def("aged_chunks", &NodeMemory::aged_chunks)
         .def("age", &NodeMemory::age, py::arg("order"))
         .def("live_tokens", [](const NodeMemory& n) { return class_dict(n.live_tokens()); })
