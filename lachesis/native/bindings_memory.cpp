@@ -74,7 +74,6 @@ py::dict class_dict(const std::vector<std::pair<int, i64>>& v) {
 }  // namespace
 
 void bind_memory(py::module_& m) {
-    static py::exception<AllocationError> alloc_err(m, "NativeAllocationError", PyExc_RuntimeError);
     py::register_exception_translator([](std::exception_ptr p) {
         try {
             if (p) std::rethrow_exception(p);
