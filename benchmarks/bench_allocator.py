@@ -3,6 +3,8 @@
 Prints, per memory size, block allocations/s and block frees/s of the raw allocator (batched calls
 of ``--batch`` blocks), and replayed events/s of the segment table per policy, beside the same
 numbers for the one-object-per-block reference (run only at the sizes where it finishes quickly).
+With the native core built (``lachesis._core``), the node memory's calls recorded from a simulated run
+are replayed into the Python ``Memory`` and the native ``NodeMemory``: µs per write and their ratio.
 The replayed stream carries decode-stage reads (for ``rho_threshold``) and, annotated from the stream
 itself, each segment's close time and final size (for ``oracle``).  Writes its section of
 ``benchmarks/RESULTS.md`` (``--no-record``: print only).
@@ -121,6 +123,153 @@ def replay_rates(replay, events: list, n_blocks: int, repeat: int = 1) -> list[f
     return rates
 
 
+class _CallLog:
+    """A node memory that records the calls the simulator makes on it (rank 0 only), for replay."""
+
+    def __init__(self, calls: list, inner) -> None:
+        self._calls, self._inner = calls, inner
+
+    def __getattr__(self, name):
+        attr = getattr(self._inner, name)
+        if name in ("session_start", "write_request", "close", "session_end", "hbm_tokens", "mark"):
+            def call(*a):
+                self._calls.append((name, a))
+                return attr(*a)
+            return call
+        return attr
+
+    def __setattr__(self, name, value):
+        if name.startswith("_"):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self._inner, name, value)
+
+
+def memory_calls(n_sessions: int = 24, scale: int = 4, hbm_bytes: float = 4e8) -> tuple:
+    """(plan, cfg, calls per policy): the rank-0 memory calls of a simulated multi-agent run per policy."""
+    import lachesis.simulator as S
+    from lachesis.node_memory import Memory
+    from lachesis.plan import build_plan
+    from lachesis.ranker import rank_keys
+    from lachesis.segments import recover
+    from sim_fixtures import multi_agent_trace
+    from test_simulator import small_cfg
+
+    tr = multi_agent_trace(32, scale=scale)
+    seg = recover(tr, seed=0)
+    plan = build_plan(tr, seg, rank_keys(tr, seg))
+    cfg = small_cfg(hbm_bytes=hbm_bytes, hbf_kv_bytes=2e10)
+    out = {}
+    for pol in POLICIES:
+        calls: list = []
+        first = []
+
+        def make(*a, **k):
+            m = Memory(*a, **k)
+            if first:
+                return m
+            first.append(m)
+            return _CallLog(calls, m)
+
+        saved, S.Memory = S.Memory, make
+        try:
+            closes = None
+            if pol == "oracle":
+                closes = S.simulate(plan, cfg, "hbm_first", n_sessions, seed=0, record_closes=True,
+                                    step_fn=lambda b, *a: 0.004 + 0.0003 * b).closes
+            S.simulate(plan, cfg, pol, n_sessions, seed=0, clairvoyance=closes,
+                       step_fn=lambda b, *a: 0.004 + 0.0003 * b)
+        finally:
+            S.Memory = saved
+        out[pol] = (calls, closes)
+    return plan, cfg, out
+
+
+def replay_memory(mem, calls: list, session_index: dict | None = None) -> float:
+    """Seconds to replay recorded memory calls (native: sessions as plan indices, sequences as lists)."""
+    t0 = time.perf_counter()
+    if session_index is None:
+        for name, a in calls:
+            getattr(mem, name)(*a)
+    else:
+        for name, a in calls:
+            if name == "session_start":
+                mem.session_start(a[0], session_index[a[1]], a[2])
+            elif name == "hbm_tokens":
+                mem.hbm_tokens(a[0], list(a[1]), a[2].tolist(), list(a[3]))
+            else:
+                getattr(mem, name)(*a)
+    return time.perf_counter() - t0
+
+
+def call_arrays(calls: list, session_index: dict) -> tuple:
+    """The recorded calls as the columns ``NodeMemory.replay_timed`` reads (hbm_tokens calls left out)."""
+    op, inst, seg, tok, now = [], [], [], [], []
+
+    def row(o, i, s, t, n):
+        op.append(o), inst.append(i), seg.append(s), tok.append(t), now.append(n)
+
+    for name, a in calls:
+        if name == "session_start":
+            row(0, a[0], session_index[a[1]], 0, a[2])
+        elif name == "write_request":
+            row(1, a[0], 0, len(a[1]), a[2])
+            for s, t in a[1]:
+                row(9, a[0], s, t, a[2])
+        elif name == "close":
+            row(3, a[0], a[1], 0, a[2])
+        elif name == "session_end":
+            row(4, a[0], 0, 0, a[1])
+        elif name == "mark":
+            row(5, 0, a[0] if a else 0, 0, 0.0)
+    return (np.array(op, dtype=np.int8), np.array(inst, dtype=np.int64), np.array(seg, dtype=np.int32),
+            np.array(tok, dtype=np.int64), np.array(now, dtype=np.float64))
+
+
+def bench_native_memory(out, repeat: int) -> None:
+    """µs per write of the recorded calls, Python reference against the native core (best of ``repeat``)."""
+    try:
+        from lachesis import _core
+    except ImportError:
+        out("node memory, native: not built (lachesis._core missing): skipped")
+        return
+    from lachesis.clairvoyance import Clock
+    from lachesis.node_memory import Memory
+
+    plan, cfg, logs = memory_calls()
+    index = {s: i for i, s in enumerate(plan.sessions)}
+    segs = _core.plan_segments(plan)
+    out(f"node memory: the calls of a simulated run replayed (µs per write; writes = write_request's (segment, tokens) pairs)")
+    out("  python: the reference Memory; native: NodeMemory called from Python per call (binding included);")
+    out("  in C++: the same calls but hbm_tokens replayed inside the core (as the native loop calls it), against")
+    out("  the reference on those calls")
+    out(f"{'policy':>18} {'writes':>8} {'python µs':>10} {'native µs':>10} {'ratio':>7} {'in C++ µs':>10} {'ratio':>7}")
+    for pol, (calls, closes) in logs.items():
+        n_w = sum(len(a[1]) for name, a in calls if name == "write_request")
+        best_py = best_nat = best_cpp = best_py_w = float("inf")
+        cols = call_arrays(calls, index)
+        no_reads = [c for c in calls if c[0] != "hbm_tokens"]
+        for _ in range(repeat):
+            clock = Clock(closes, plan.sessions, plan.fingerprint) if closes is not None else None
+            best_py = min(best_py, replay_memory(Memory(plan, cfg, pol, clock), calls))
+            nclock = _core.Clock(closes, plan) if closes is not None else None
+            py = Memory(plan, cfg, pol)
+            nat = _core.NodeMemory(py.alloc.hbm_blocks, py.alloc.hbf_blocks, py.table.block_tokens, py.bpt,
+                                   _core.policy_spec(pol), segs, nclock)
+            best_nat = min(best_nat, replay_memory(nat, calls, index))
+            nclock = _core.Clock(closes, plan) if closes is not None else None
+            nat = _core.NodeMemory(py.alloc.hbm_blocks, py.alloc.hbf_blocks, py.table.block_tokens, py.bpt,
+                                   _core.policy_spec(pol), segs, nclock)
+            best_cpp = min(best_cpp, nat.replay_timed(*cols))
+            clock = Clock(closes, plan.sessions, plan.fingerprint) if closes is not None else None
+            ref = Memory(plan, cfg, pol, clock)
+            best_py_w = min(best_py_w, replay_memory(ref, no_reads))
+            if nat.totals() != ref.table.totals.as_dict():
+                raise AssertionError(f"{pol}: the native replay's totals differ from the reference's")
+        out(f"{pol:>18} {n_w:>8} {1e6 * best_py / n_w:>10.2f} {1e6 * best_nat / n_w:>10.2f} {best_py / best_nat:>7.1f}"
+            f" {1e6 * best_cpp / n_w:>10.2f} {best_py_w / best_cpp:>7.0f}")
+
+
 def _cols(rates: list[float]) -> str:
     return " ".join(f"{r:>{max(len(p), 9)}.3g}" for p, r in zip(POLICIES, rates))
 
@@ -132,6 +281,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--group", type=int, default=32, help="alloc batches per free call in the second free column")
     p.add_argument("--repeat", type=int, default=3, help="replays per policy of the fast path; the best is printed")
     p.add_argument("--no-record", action="store_true", help="do not write benchmarks/RESULTS.md")
+    p.add_argument("--native-only", action="store_true", help="only the node memory's native/reference ratio")
     args = p.parse_args(argv)
     lines: list[str] = []
 
@@ -139,6 +289,9 @@ def main(argv: list[str] | None = None) -> None:
         lines.append(text)
         print(text, flush=True)
 
+    bench_native_memory(out, args.repeat)
+    if args.native_only:
+        return
     out(f"alloc: {args.batch} blocks per call; free: {args.batch} blocks per call, then "
         f"{args.batch * args.group} per call (the reference frees block by block either way)")
     out(f"{'blocks':>9} {'impl':>9} {'alloc blk/s':>12} {'free blk/s':>12} {'free(grp)/s':>12}   events/s: "

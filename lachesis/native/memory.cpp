@@ -1,0 +1,890 @@
+// node_memory.Memory and its parts, native (memory.hpp).  Each piece names the Python it mirrors;
+// the comments say only where the C++ form differs from a line-by-line reading of it.
+#include "memory.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <queue>
+
+namespace lachesis {
+
+const char* const SEG_CLASS_NAMES[N_CLASSES] = {"reasoning_laden", "reasoning_stripped", "lead", "worker", "reviewer"};
+
+int seg_class_code(const std::string& name) {
+    for (int c = 0; c < N_CLASSES; ++c)
+        if (name == SEG_CLASS_NAMES[c]) return c;
+    throw std::invalid_argument("unknown seg_class '" + name +
+                                "'; expected one of ['lead', 'reasoning_laden', 'reasoning_stripped', 'reviewer', 'worker']");
+}
+
+namespace {
+
+constexpr double NaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double INF = std::numeric_limits<double>::infinity();
+constexpr i64 AGED_CHUNK_TOKENS = i64(1) << 14;  // node_memory.AGED_CHUNK_TOKENS
+constexpr double EMA_ALPHA = 0.1;                 // kv.EMA_ALPHA
+constexpr i64 AGED_SESSION = -1;                  // session "aged" (instances are >= 0)
+
+// policies._DETERMINISTIC: HBM for a short-lived class (kv.SHORT_LIVED_CLASSES), HBF otherwise.
+inline int deterministic_tier(int cls) { return (cls == REASONING_LADEN || cls == WORKER || cls == REVIEWER) ? 0 : 1; }
+
+std::string seg_name(i64 inst, int seg) {
+    return inst == AGED_SESSION ? "aged:" + std::to_string(seg) : std::to_string(inst) + ":" + std::to_string(seg);
+}
+
+// free_lists.TieredAllocator: one stack per tier; pop from the end (lowest ids first at the start).
+struct FreeLists {
+    i64 hbm_blocks, hbf_blocks, n_blocks;
+    std::vector<i64> stack[2];
+    i64 top[2];
+    i64 written[2] = {0, 0};
+
+    FreeLists(i64 hbm, i64 hbf) : hbm_blocks(hbm), hbf_blocks(hbf), n_blocks(hbm + hbf) {
+        if (hbm < 0 || hbf < 0) throw std::invalid_argument("block counts must be >= 0");
+        stack[0].resize(hbm);
+        stack[1].resize(hbf);
+        for (i64 i = 0; i < hbm; ++i) stack[0][i] = hbm - 1 - i;
+        for (i64 i = 0; i < hbf; ++i) stack[1][i] = n_blocks - 1 - i;
+        top[0] = hbm;
+        top[1] = hbf;
+    }
+    i64 total(int t) const { return t == 0 ? hbm_blocks : hbf_blocks; }
+    i64 free(int t) const { return top[t]; }
+    i64 used(int t) const { return total(t) - top[t]; }
+    i64 free_total() const { return top[0] + top[1]; }
+
+    void pop(int t, i64 k, std::vector<i64>& out) {  // _pop: the top k, topmost first
+        i64 tp = top[t];
+        const i64* s = stack[t].data();
+        for (i64 j = tp - 1; j >= tp - k; --j) out.push_back(s[j]);
+        top[t] = tp - k;
+        written[t] += k;
+    }
+    // take(t, n): appends n ids to out; returns false (nothing changed) when both lists hold fewer.
+    bool take(int t, i64 n, std::vector<i64>& out, i64& n_hbm, int& last) {
+        i64 tp = top[t];
+        if (n <= tp) {
+            pop(t, n, out);
+            n_hbm = t == 0 ? n : 0;
+            last = t;
+            return true;
+        }
+        int other = 1 - t;
+        if (n > tp + top[other]) return false;
+        if (tp == 0) {
+            pop(other, n, out);
+        } else {
+            pop(t, tp, out);
+            pop(other, n - tp, out);
+        }
+        n_hbm = t == 0 ? tp : n - tp;
+        last = other;
+        return true;
+    }
+    // reissue(ids, n_hbm, want): evicted blocks handed to the write, want's tier first, each in release order.
+    void reissue(const std::vector<i64>& ids, i64 n_hbm, int want, std::vector<i64>& out, int& last) {
+        i64 n = i64(ids.size());
+        written[0] += n_hbm;
+        written[1] += n - n_hbm;
+        if (n_hbm == n || n_hbm == 0) {
+            out.insert(out.end(), ids.begin(), ids.end());
+            last = n_hbm ? 0 : 1;
+            return;
+        }
+        for (int pass = 0; pass < 2; ++pass) {
+            bool want_hbm = (pass == 0) == (want == 0);
+            for (i64 b : ids)
+                if ((b < hbm_blocks) == want_hbm) out.push_back(b);
+        }
+        last = 1 - want;
+    }
+    // _release / free_owned: each tier's ids pushed so that the first given is on top.
+    void release(const i64* ids, std::size_t n) {
+        if (!n) return;
+        for (int t = 0; t < 2; ++t) {
+            std::size_t k = 0;
+            for (std::size_t j = 0; j < n; ++j) k += ((ids[j] >= hbm_blocks) == bool(t));
+            if (!k) continue;
+            i64 tp = top[t];
+            i64* s = stack[t].data();
+            std::size_t w = 0;
+            for (std::size_t j = n; j-- > 0;)
+                if ((ids[j] >= hbm_blocks) == bool(t)) s[tp + i64(w++)] = ids[j];
+            top[t] = tp + i64(k);
+        }
+    }
+};
+
+// live_index.SegmentRow (+ the memory's per-segment live token count).
+struct Row {
+    i64 inst = 0;
+    int seg = 0;
+    int cls = 0;
+    i64 session = 0;
+    double rank_key = NaN;
+    std::vector<i64> ids;
+    i64 n_blocks = 0, n_hbm = 0, n_tokens = 0;
+    int last_tier = 0;
+    double last_use = 0.0;
+    i64 reads = 0;
+    double close_s = NaN, final_tokens = NaN, final_blocks = NaN;
+    bool live = false, cached = false, ranked = false;
+    i64 open_seq = 0, rank_seq = 0, cache_seq = 0;
+    bool has_spawn = false;
+    double spawn_size = 0.0;
+    i64 mem_tok = 0;  // node_memory's _seg_tok entry
+    i64 blocks_to_write() const {
+        double f = final_blocks;
+        return (f != f || f <= double(n_blocks)) ? 0 : i64(f) - n_blocks;
+    }
+};
+
+struct Acc { i64 reads = 0, tokens = 0; bool set = false; };
+
+// kv.PlacementStats.
+struct Stats {
+    double alpha = EMA_ALPHA;
+    i64 closed_workers = 0, closed_worker_blocks = 0, closed_reviewers = 0;
+    double reviewer_blocks_ema = 0.0, live_reviewers_ema = 0.0;
+    std::unordered_map<i64, std::array<Acc, N_CLASSES>> reuse_session;
+    std::array<Acc, N_CLASSES> reuse_class;
+    Acc reuse_node;
+    i64 rho_window;
+    std::deque<double> recent;
+    std::vector<double> sorted;  // the window, sorted (kept current at each close)
+
+    explicit Stats(i64 window) : rho_window(window) {}
+    void opened(i64 n_live_reviewers) { live_reviewers_ema += alpha * (double(n_live_reviewers) - live_reviewers_ema); }
+    void closed(int cls, i64 n_blocks, i64 session, i64 tokens, i64 reads) {
+        if (cls == WORKER) {
+            closed_workers += 1;
+            closed_worker_blocks += n_blocks;
+        } else if (cls == REVIEWER) {
+            if (closed_reviewers == 0) reviewer_blocks_ema = double(n_blocks);
+            else reviewer_blocks_ema += alpha * (double(n_blocks) - reviewer_blocks_ema);
+            closed_reviewers += 1;
+        }
+        if (tokens > 0) {
+            Acc* accs[3] = {&reuse_session[session][cls], &reuse_class[cls], &reuse_node};
+            for (Acc* a : accs) { a->reads += reads; a->tokens += tokens; a->set = true; }
+            double rho = double(reads) / double(tokens);
+            recent.push_back(rho);
+            sorted.insert(std::upper_bound(sorted.begin(), sorted.end(), rho), rho);
+            if (i64(recent.size()) > rho_window) {
+                double x = recent.front();
+                recent.pop_front();
+                sorted.erase(std::lower_bound(sorted.begin(), sorted.end(), x));
+            }
+        }
+    }
+    void session_ended(i64 session) { reuse_session.erase(session); }
+    double mean_worker_blocks() const { return closed_workers ? double(closed_worker_blocks) / double(closed_workers) : 0.0; }
+    i64 reviewer_reserve(i64 live_reviewer_hbm_blocks) const {
+        i64 expected = i64(std::ceil(reviewer_blocks_ema * live_reviewers_ema - 1e-9));
+        return std::max<i64>(0, expected - live_reviewer_hbm_blocks);
+    }
+    double predicted_rho(i64 session, int cls) const {
+        const Acc* a = nullptr;
+        auto it = reuse_session.find(session);
+        if (it != reuse_session.end() && it->second[cls].set) a = &it->second[cls];
+        else if (reuse_class[cls].set) a = &reuse_class[cls];
+        else a = &reuse_node;
+        return a->tokens ? double(a->reads) / double(a->tokens) : NaN;
+    }
+    double rho_quantile(double q) const {
+        if (sorted.empty()) return NaN;
+        i64 i = std::max<i64>(i64(std::ceil(q * double(sorted.size()))) - 1, 0);
+        return sorted[std::size_t(i)];
+    }
+};
+
+// eviction.LRUEviction's heap entry: (last use, cache order, row).
+struct CacheEntry {
+    double last_use;
+    i64 seq;
+    int row;
+    bool operator>(const CacheEntry& o) const { return last_use > o.last_use || (last_use == o.last_use && seq > o.seq); }
+};
+using MinHeap = std::priority_queue<CacheEntry, std::vector<CacheEntry>, std::greater<CacheEntry>>;
+
+}  // namespace
+
+struct NodeMemoryImpl {
+    // configuration
+    i64 block_tokens, bpt;
+    PolicySpec policy;
+    std::shared_ptr<const PlanSegments> plan;
+    Clock* clock;
+    Recorder* recorder;
+    std::array<bool, N_CLASSES> plan_classes{};
+
+    // the table's parts
+    FreeLists alloc;
+    Stats stats;
+    std::vector<Row> rows;
+    std::vector<int> spare;                        // row slots free for reuse
+    std::unordered_map<std::uint64_t, int> index;  // segment key -> row (-1: closed)
+    i64 n_opened = 0, n_ranked = 0, n_cached = 0;
+    std::unordered_map<i64, std::vector<std::pair<int, i64>>> by_session;  // session -> (row, open seq), open order
+    std::vector<std::pair<int, i64>> live_order;   // every live row (row, open seq), open order; stale entries skipped
+    i64 live_count = 0, live_order_dead = 0;
+    std::set<std::tuple<double, i64, int>> workers;  // (rank key, NaN as +inf; rank order; row)
+    i64 workers_hbm = 0;
+    i64 n_live_reviewers = 0, reviewer_hbm_blocks = 0;
+    // written.WrittenKV
+    i64 tok[2] = {0, 0}, blk[2] = {0, 0};
+    std::array<std::array<i64, 2>, N_CLASSES> by_class{};
+    std::vector<int> class_order;  // classes in first-open order
+    std::array<bool, N_CLASSES> class_seen{};
+    // eviction.LRUEviction
+    MinHeap heap, heap_tier[2];
+    i64 cached[2] = {0, 0};
+    i64 evicted = 0;
+    // node_memory.Memory
+    std::array<i64, N_CLASSES> live_tok{};
+    std::vector<int> live_tok_order;
+    std::array<bool, N_CLASSES> live_tok_seen{};
+    i64 base[2] = {0, 0};
+    std::vector<std::pair<int, std::array<i64, 2>>> base_class;
+    std::map<int, std::vector<std::pair<int, std::array<i64, 2>>>> marks;
+    bool record = false;
+    std::vector<MemEvent> events;
+    std::vector<std::vector<i64>> last_blocks;
+    std::vector<i64> scratch, scratch2;
+
+    NodeMemoryImpl(i64 hbm, i64 hbf, i64 bt, i64 bpt_, const PolicySpec& p, std::shared_ptr<const PlanSegments> pl,
+                   Clock* c, Recorder* r)
+        : block_tokens(bt), bpt(bpt_), policy(p), plan(std::move(pl)), clock(c), recorder(r), alloc(hbm, hbf),
+          stats(p.rho_window) {
+        if (bt <= 0) throw std::invalid_argument("block_tokens must be > 0, got " + std::to_string(bt));
+        if (p.rho_window < 1) throw std::invalid_argument("rho_window must be >= 1");
+        const auto& pc = plan->seg_class;
+        std::size_t n = pc.size();
+        if (plan->seg_key.size() != n || plan->seg_tokens.size() != n || plan->seg_reads.size() != n)
+            throw std::invalid_argument("plan segment columns differ in length");
+        for (int c : pc) {
+            if (c < 0 || c >= N_CLASSES) throw std::invalid_argument("plan: bad segment class code " + std::to_string(c));
+            plan_classes[c] = true;
+        }
+    }
+
+    static std::uint64_t key(i64 inst, int seg) { return (std::uint64_t(inst + 1) << 32) | std::uint32_t(seg); }
+
+    // -- LiveSet.open / SegmentTable._open ------------------------------------------------------------
+    int open(i64 inst, int seg, int cls, i64 session, double rank_key, double now, double close_s, double final_tokens) {
+        std::uint64_t k = key(inst, seg);
+        auto it = index.find(k);
+        if (it != index.end()) {
+            if (it->second >= 0) throw std::invalid_argument("segment '" + seg_name(inst, seg) + "' is already open");
+            throw std::invalid_argument("segment '" + seg_name(inst, seg) +
+                                        "' was already closed; rematerialized KV needs a new segment id");
+        }
+        int ri;
+        if (!spare.empty()) {
+            ri = spare.back();
+            spare.pop_back();
+            rows[ri] = Row();
+        } else {
+            ri = int(rows.size());
+            rows.emplace_back();
+        }
+        Row& row = rows[ri];
+        row.inst = inst;
+        row.seg = seg;
+        row.cls = cls;
+        row.session = session;
+        row.rank_key = rank_key;
+        row.close_s = close_s;
+        if (final_tokens == final_tokens) {
+            if (!(final_tokens >= 0 && std::isfinite(final_tokens)))
+                throw std::invalid_argument("segment '" + seg_name(inst, seg) + "': final_tokens must be a finite number >= 0 (or NaN)");
+            row.final_tokens = final_tokens;
+            row.final_blocks = std::ceil(final_tokens / double(block_tokens));
+        }
+        row.last_use = now;
+        row.live = true;
+        row.open_seq = ++n_opened;
+        index[k] = ri;
+        by_session[session].emplace_back(ri, row.open_seq);
+        live_order.emplace_back(ri, row.open_seq);
+        ++live_count;
+        if (cls == WORKER) {
+            row.ranked = true;
+            row.rank_seq = ++n_ranked;
+            workers.emplace(rank_key != rank_key ? INF : rank_key, row.rank_seq, ri);
+        } else if (cls == REVIEWER) {
+            ++n_live_reviewers;
+        }
+        stats.opened(n_live_reviewers);
+        if (!class_seen[cls]) {
+            class_seen[cls] = true;
+            class_order.push_back(cls);
+        }
+        return ri;
+    }
+
+    // -- LiveSet.close -------------------------------------------------------------------------------
+    void unregister(int ri) {
+        Row& row = rows[ri];
+        row.live = false;
+        --live_count;
+        ++live_order_dead;
+        if (live_order_dead > 64 && 2 * live_order_dead > i64(live_order.size())) {
+            std::vector<std::pair<int, i64>> keep;
+            keep.reserve(std::size_t(live_count));
+            for (auto& e : live_order)
+                if (rows[e.first].live && rows[e.first].open_seq == e.second) keep.push_back(e);
+            live_order.swap(keep);
+            live_order_dead = 0;
+        }
+        if (row.ranked) {
+            workers.erase(std::make_tuple(row.rank_key != row.rank_key ? INF : row.rank_key, row.rank_seq, ri));
+            row.ranked = false;
+            workers_hbm -= row.n_hbm;
+        }
+        if (row.cls == REVIEWER) {
+            --n_live_reviewers;
+            reviewer_hbm_blocks -= row.n_hbm;
+        }
+        index[key(row.inst, row.seg)] = -1;
+        stats.closed(row.cls, row.n_blocks, row.session, row.n_tokens, row.reads);
+    }
+
+    // -- policies.*.tier ------------------------------------------------------------------------------
+    int decide(int ri, i64 nb) {
+        const Row& row = rows[ri];
+        switch (policy.kind) {
+            case PolicyKind::HBM_FIRST:
+            case PolicyKind::HBM_FIRST_RECLAIM: return 0;
+            case PolicyKind::DETERMINISTIC: return deterministic_tier(row.cls);
+            case PolicyKind::LACHESIS:
+                if (row.cls != WORKER) return deterministic_tier(row.cls);
+                return admitted(ri, nb) ? 0 : 1;
+            case PolicyKind::RHO_THRESHOLD: {
+                double rho = stats.predicted_rho(row.session, row.cls);
+                if (std::isnan(rho)) return 0;
+                double tau = std::isnan(policy.threshold) ? stats.rho_quantile(policy.quantile) : policy.threshold;
+                return rho > tau ? 1 : 0;
+            }
+            case PolicyKind::ORACLE: {
+                // LiveSegments.demand_ahead: demand of the live rows closing before this one (ties: open order).
+                double k = row.close_s != row.close_s ? INF : row.close_s;
+                i64 others = 0;
+                for (auto& e : live_order) {
+                    const Row& o = rows[e.first];
+                    if (!o.live || o.open_seq != e.second || e.first == ri) continue;
+                    double ko = o.close_s != o.close_s ? INF : o.close_s;
+                    if (o.open_seq < row.open_seq ? ko <= k : ko < k) others += o.n_hbm + o.blocks_to_write();
+                }
+                i64 demand = others + row.n_hbm + std::max(row.blocks_to_write(), nb);
+                return demand <= alloc.total(0) ? 0 : 1;
+            }
+        }
+        return 0;
+    }
+
+    // Lachesis.admitted (the segment table's in-place forms: _admitted_held, _admitted_ranked, _admitted_spawn).
+    bool admitted(int ri, i64 nb) {
+        Row& row = rows[ri];
+        i64 pinned = alloc.used(0) - workers_hbm;
+        i64 reserve = stats.reviewer_reserve(reviewer_hbm_blocks);
+        double limit = double(alloc.total(0) - pinned - reserve) + 1e-9;
+        auto me = std::make_tuple(row.rank_key != row.rank_key ? INF : row.rank_key, row.rank_seq, ri);
+        auto end = workers.lower_bound(me);
+        switch (policy.size_estimate) {
+            case SizeEstimate::HELD: {
+                i64 acc = row.n_blocks + nb;
+                for (auto it = workers.begin(); it != end; ++it) {
+                    acc += rows[std::get<2>(*it)].n_blocks;
+                    if (double(acc) > limit) return false;
+                }
+                return double(acc) <= limit;
+            }
+            case SizeEstimate::MEAN_FLOOR: {
+                double mean = stats.mean_worker_blocks();
+                double acc = 0.0;
+                for (auto it = workers.begin(); it != end; ++it) {
+                    i64 b = rows[std::get<2>(*it)].n_blocks;
+                    acc += double(b) > mean ? double(b) : mean;
+                    if (acc > limit) return false;
+                }
+                i64 b = row.n_blocks + nb;
+                acc += double(b) > mean ? double(b) : mean;
+                return acc <= limit;
+            }
+            case SizeEstimate::SPAWN: {
+                double mean = stats.mean_worker_blocks();
+                if (!row.has_spawn) {
+                    double b = double(row.n_blocks + nb);
+                    row.has_spawn = true;
+                    row.spawn_size = b > mean ? b : mean;
+                }
+                // _fits: np.cumsum of the estimates in rank order up to and including this worker.
+                double acc = 0.0;
+                for (auto it = workers.begin(); it != end; ++it) {
+                    const Row& w = rows[std::get<2>(*it)];
+                    acc += w.has_spawn ? w.spawn_size : mean;
+                }
+                acc += row.spawn_size;
+                return acc <= double(alloc.total(0) - pinned - reserve) + 1e-9;
+            }
+        }
+        return false;
+    }
+
+    // -- eviction.LRUEviction -------------------------------------------------------------------------
+    void cache_add(int ri) {
+        Row& row = rows[ri];
+        row.cached = true;
+        row.cache_seq = ++n_cached;
+        CacheEntry e{row.last_use, row.cache_seq, ri};
+        heap.push(e);
+        if (row.n_hbm) heap_tier[0].push(e);
+        if (row.n_blocks - row.n_hbm) heap_tier[1].push(e);
+        cached[0] += row.n_hbm;
+        cached[1] += row.n_blocks - row.n_hbm;
+    }
+
+    // evict(k, tier): appends the evicted ids to out (LRU segment first, tail first); returns how many are HBM.
+    i64 evict(i64 k, int tier, std::vector<i64>& out) {
+        MinHeap& h = tier < 0 ? heap : heap_tier[tier];
+        i64 hbm = alloc.hbm_blocks;
+        i64 n_hbm_all = 0;
+        std::size_t start = out.size();
+        while (k > 0) {
+            const CacheEntry e = h.top();
+            Row& row = rows[e.row];
+            bool here = row.cached && row.cache_seq == e.seq;
+            i64 n_t = !here ? 0 : tier < 0 ? row.n_blocks : tier == 0 ? row.n_hbm : row.n_blocks - row.n_hbm;
+            if (n_t == 0) {
+                h.pop();
+                continue;
+            }
+            std::vector<i64>& ids = row.ids;
+            i64 take = std::min(k, n_t);
+            i64 n_hbm;
+            if (take == row.n_blocks) {
+                out.insert(out.end(), ids.rbegin(), ids.rend());
+                n_hbm = row.n_hbm;
+                ids.clear();
+            } else if (tier < 0) {
+                i64 sz = i64(ids.size());
+                i64 c = 0;
+                for (i64 j = sz - 1; j >= sz - take; --j) {
+                    out.push_back(ids[j]);
+                    c += ids[j] < hbm;
+                }
+                i64 held = row.n_hbm;
+                n_hbm = held == row.n_blocks ? take : held ? c : 0;
+                ids.resize(std::size_t(sz - take));
+            } else {
+                // the last `take` blocks of the tier, from the tail; the rest keep their order
+                std::vector<char> gone(ids.size(), 0);
+                i64 got = 0;
+                for (i64 j = i64(ids.size()) - 1; j >= 0 && got < take; --j) {
+                    if ((ids[j] >= hbm) == bool(tier)) {
+                        out.push_back(ids[j]);
+                        gone[j] = 1;
+                        ++got;
+                    }
+                }
+                std::size_t w = 0;
+                for (std::size_t j = 0; j < ids.size(); ++j)
+                    if (!gone[j]) ids[w++] = ids[j];
+                ids.resize(w);
+                n_hbm = tier == 0 ? take : 0;
+            }
+            n_hbm_all += n_hbm;
+            cached[0] -= n_hbm;
+            cached[1] -= take - n_hbm;
+            row.n_hbm -= n_hbm;
+            row.n_blocks -= take;
+            if (row.n_blocks == 0) {
+                row.cached = false;
+                release_row(e.row);
+            }
+            k -= take;
+        }
+        evicted += i64(out.size() - start);
+        return n_hbm_all;
+    }
+
+    void release_row(int ri) {  // a row neither live nor cached: its slot can be reused
+        Row& row = rows[ri];
+        row.ids.clear();
+        row.ids.shrink_to_fit();
+        spare.push_back(ri);
+    }
+
+    // -- allocator.Placer ------------------------------------------------------------------------------
+    i64 check_room(i64 nb) {
+        i64 free_total = alloc.free_total();
+        i64 c = cached[0] + cached[1];
+        if (nb > free_total + c) {
+            throw AllocationError("cannot place " + std::to_string(nb) + " blocks: " + std::to_string(free_total) +
+                                  " free and " + std::to_string(c) + " cached blocks, " + std::to_string(live_count) +
+                                  " live segments hold the rest (" + std::to_string(alloc.hbm_blocks) + " HBM + " +
+                                  std::to_string(alloc.hbf_blocks) + " HBF blocks)");
+        }
+        return free_total;
+    }
+
+    // place: nb new ids appended to out; returns (n_hbm, last tier).
+    std::pair<i64, int> place(int ri, i64 nb, std::vector<i64>& out) {
+        int want = decide(ri, nb);
+        if (want == 0 && policy.reclaims_cached_hbm() && cached[0]) {
+            i64 k = std::min(nb - alloc.free(0), cached[0]);
+            if (k > 0) {
+                check_room(nb);
+                scratch2.clear();
+                evict(k, 0, scratch2);
+                alloc.release(scratch2.data(), scratch2.size());
+            }
+        }
+        i64 n_hbm = 0;
+        int last = 0;
+        if (alloc.take(want, nb, out, n_hbm, last)) return {n_hbm, last};
+        i64 free_total = check_room(nb);
+        i64 first_hbm = 0;
+        int first_last = 0;
+        if (free_total) alloc.take(want, free_total, out, first_hbm, first_last);
+        scratch2.clear();
+        i64 ev_hbm = evict(nb - free_total, -1, scratch2);
+        i64 r_hbm = 0;
+        alloc.reissue(scratch2, ev_hbm, want, out, last);
+        r_hbm = ev_hbm;
+        return {first_hbm + r_hbm, last};
+    }
+
+    // -- SegmentTable.add_write (the row already open) ---------------------------------------------------
+    void add_write(int ri, i64 n, double now, std::vector<i64>* handed) {
+        Row& row0 = rows[ri];
+        if (n < 0)
+            throw std::invalid_argument("add_write: segment '" + seg_name(row0.inst, row0.seg) +
+                                        "': n_tokens must be >= 0, got " + std::to_string(n));
+        i64 bt = block_tokens;
+        i64 have = row0.n_tokens;
+        i64 room = row0.n_blocks * bt - have;
+        i64 fill = room < n ? room : n;
+        i64 rest = n - fill;
+        i64 nb = (rest + bt - 1) / bt;
+        i64 n_hbm = 0;
+        int last = 0;
+        scratch.clear();
+        if (nb) std::tie(n_hbm, last) = place(ri, nb, scratch);
+        Row& row = rows[ri];  // (place does not grow rows, but keep the reference fresh)
+        row.last_use = now;
+        row.n_tokens = have + n;
+        auto& bc = by_class[row.cls];
+        if (fill) {
+            tok[row.last_tier] += fill;
+            bc[row.last_tier] += fill;
+        }
+        if (handed) handed->clear();
+        if (!nb) return;
+        i64 n_hbf = nb - n_hbm;
+        i64 slack = nb * bt - rest;
+        i64 th, tf;
+        if (last) { th = n_hbm * bt; tf = n_hbf * bt - slack; }
+        else { th = n_hbm * bt - slack; tf = n_hbf * bt; }
+        tok[0] += th;
+        tok[1] += tf;
+        bc[0] += th;
+        bc[1] += tf;
+        blk[0] += n_hbm;
+        blk[1] += n_hbf;
+        row.ids.insert(row.ids.end(), scratch.begin(), scratch.end());
+        if (handed) handed->assign(scratch.begin(), scratch.end());
+        row.n_blocks += nb;
+        row.n_hbm += n_hbm;
+        row.last_tier = last;
+        if (row.ranked) workers_hbm += n_hbm;
+        else if (n_hbm && row.cls == REVIEWER) reviewer_hbm_blocks += n_hbm;
+    }
+
+    // -- SegmentTable.close ------------------------------------------------------------------------------
+    void table_close(int ri, double now, double last_use) {
+        unregister(ri);
+        Row& row = rows[ri];
+        row.last_use = last_use;
+        (void)now;
+        if (policy.frees_at_boundary()) {
+            if (row.n_blocks) alloc.release(row.ids.data(), row.ids.size());
+            release_row(ri);
+        } else if (row.n_blocks) {
+            cache_add(ri);
+        } else {
+            release_row(ri);
+        }
+    }
+
+    void forget(Row& row) {
+        i64 t = row.mem_tok;
+        row.mem_tok = 0;
+        if (t) live_tok[row.cls] -= t;
+    }
+
+    std::vector<std::pair<int, std::array<i64, 2>>> by_class_copy() const {
+        std::vector<std::pair<int, std::array<i64, 2>>> out;
+        for (int c : class_order) out.emplace_back(c, by_class[c]);
+        return out;
+    }
+};
+
+// -- clairvoyance ------------------------------------------------------------------------------------
+Clock::Clock(const std::vector<int>& session, const std::vector<int>& occurrence, const std::vector<int>& segment,
+             const std::vector<double>& offset_s) {
+    std::size_t n = session.size();
+    if (occurrence.size() != n || segment.size() != n || offset_s.size() != n)
+        throw std::invalid_argument("CloseTimes: columns differ in length");
+    std::map<std::pair<int, int>, std::pair<double, i64>> sums;
+    for (std::size_t i = 0; i < n; ++i) {
+        exact_[std::make_tuple(session[i], occurrence[i], segment[i])] = offset_s[i];
+        auto& a = sums[{session[i], segment[i]}];
+        a.first += offset_s[i];
+        a.second += 1;
+    }
+    for (auto& kv : sums) mean_[kv.first] = kv.second.first / double(kv.second.second);
+}
+
+void Clock::started(i64 inst, int session, double t0) {
+    int k = seen_[session]++;
+    inst_[inst] = std::make_tuple(session, k, t0);
+}
+
+double Clock::close_s(i64 inst, int segment) const {
+    auto it = inst_.find(inst);
+    if (it == inst_.end()) throw std::out_of_range("clock: instance " + std::to_string(inst) + " never started");
+    auto [i, k, t0] = it->second;
+    auto e = exact_.find(std::make_tuple(i, k, segment));
+    double off;
+    if (e != exact_.end()) {
+        off = e->second;
+    } else {
+        auto m = mean_.find({i, segment});
+        if (m == mean_.end()) return NaN;
+        off = m->second;
+    }
+    return t0 + off;
+}
+
+void Recorder::started(i64 inst, int session, double t0) {
+    int k = seen_[session]++;
+    inst_[inst] = std::make_tuple(session, k, t0);
+}
+
+std::tuple<std::vector<int>, std::vector<int>, std::vector<int>, std::vector<double>> Recorder::close_times() const {
+    std::vector<int> s, o, g;
+    std::vector<double> off;
+    for (auto& [inst, seg, t] : closes_) {
+        auto [i, k, t0] = inst_.at(inst);
+        s.push_back(i);
+        o.push_back(k);
+        g.push_back(seg);
+        off.push_back(t - t0);
+    }
+    return {s, o, g, off};
+}
+
+// -- NodeMemory (node_memory.Memory) ---------------------------------------------------------------------
+NodeMemory::NodeMemory(i64 hbm_blocks, i64 hbf_blocks, i64 block_tokens, i64 bytes_per_token, const PolicySpec& policy,
+                       std::shared_ptr<const PlanSegments> plan, Clock* clock, Recorder* recorder)
+    : d_(std::make_unique<NodeMemoryImpl>(hbm_blocks, hbf_blocks, block_tokens, bytes_per_token, policy,
+                                          std::move(plan), clock, recorder)) {}
+NodeMemory::~NodeMemory() = default;
+NodeMemory::NodeMemory(NodeMemory&&) noexcept = default;
+NodeMemory& NodeMemory::operator=(NodeMemory&&) noexcept = default;
+
+i64 NodeMemory::aged_chunks() const {
+    i64 t = d_->alloc.n_blocks * d_->block_tokens;
+    return (t + AGED_CHUNK_TOKENS - 1) / AGED_CHUNK_TOKENS;
+}
+
+void NodeMemory::age(const std::vector<i64>& order) {
+    NodeMemoryImpl& m = *d_;
+    i64 n = aged_chunks();
+    if (i64(order.size()) != n)
+        throw std::invalid_argument("age: order must be a permutation of aged_chunks() = " + std::to_string(n));
+    std::vector<int> ri(static_cast<std::size_t>(n), 0);
+    for (i64 k = 0; k < n; ++k) {
+        i64 left = m.alloc.free_total() * m.block_tokens;
+        ri[k] = m.open(AGED_SESSION, int(k), REASONING_STRIPPED, AGED_SESSION, NaN, 0.0, NaN, NaN);
+        try {
+            m.add_write(ri[k], std::min(AGED_CHUNK_TOKENS, left), 0.0, nullptr);
+        } catch (AllocationError& e) {
+            throw OutOfMemory(e.what());
+        }
+    }
+    for (i64 k = 0; k < n; ++k) m.table_close(ri[k], 0.0, -1.0 - double(order[k]));
+    m.base[0] = m.tok[0];
+    m.base[1] = m.tok[1];
+    m.base_class = m.by_class_copy();
+}
+
+std::vector<std::pair<int, i64>> NodeMemory::live_tokens() const {
+    std::vector<std::pair<int, i64>> out;
+    for (int c : d_->live_tok_order) out.emplace_back(c, d_->live_tok[c]);
+    return out;
+}
+
+void NodeMemory::session_start(i64 inst, int session, double t0) {
+    if (d_->clock) d_->clock->started(inst, session, t0);
+    if (d_->recorder) d_->recorder->started(inst, session, t0);
+}
+
+std::pair<i64, i64> NodeMemory::write_request(i64 inst, const int* segs, const i64* tokens, std::size_t n, double now) {
+    NodeMemoryImpl& m = *d_;
+    const PlanSegments& p = *m.plan;
+    i64 h0 = m.tok[0], f0 = m.tok[1];
+    m.last_blocks.resize(n);
+    for (std::size_t j = 0; j < n; ++j) {
+        int s = segs[j];
+        i64 t = tokens[j];
+        if (s < 0 || std::size_t(s) >= p.seg_class.size())
+            throw std::out_of_range("write_request: segment " + std::to_string(s) + " is not in the plan");
+        int cls = p.seg_class[s];
+        if (!m.live_tok_seen[cls]) {
+            m.live_tok_seen[cls] = true;
+            m.live_tok_order.push_back(cls);
+        }
+        m.live_tok[cls] += t;
+        if (m.record) m.events.push_back(MemEvent{now, 0, inst, s, cls, t, p.seg_key[s]});
+        auto it = m.index.find(NodeMemoryImpl::key(inst, s));
+        int ri;
+        if (it == m.index.end()) {
+            double close_s = m.clock ? m.clock->close_s(inst, s) : NaN;
+            ri = m.open(inst, s, cls, inst, p.seg_key[s], now, close_s, double(p.seg_tokens[s]));
+        } else if (it->second < 0) {
+            throw std::invalid_argument("segment '" + seg_name(inst, s) +
+                                        "' was already closed; rematerialized KV needs a new segment id");
+        } else {
+            ri = it->second;
+        }
+        m.rows[ri].mem_tok += t;
+        try {
+            m.add_write(ri, t, now, &m.last_blocks[j]);
+        } catch (AllocationError& e) {
+            throw OutOfMemory(e.what());
+        }
+    }
+    return {m.tok[0] - h0, m.tok[1] - f0};
+}
+
+void NodeMemory::close(i64 inst, int seg, double now) {
+    NodeMemoryImpl& m = *d_;
+    auto it = m.index.find(NodeMemoryImpl::key(inst, seg));
+    if (it == m.index.end() || it->second < 0) return;
+    int ri = it->second;
+    i64 reads = m.plan->seg_reads[seg];
+    if (reads < 0) throw std::invalid_argument("add_reads: read_tokens must be an integer >= 0");
+    m.rows[ri].reads += reads;
+    if (m.record) {
+        m.events.push_back(MemEvent{now, 1, inst, seg, m.rows[ri].cls, reads, NaN});
+        m.events.push_back(MemEvent{now, 2, inst, seg, m.rows[ri].cls, 0, NaN});
+    }
+    if (m.recorder) m.recorder->closed(inst, seg, now);
+    Row& row = m.rows[ri];
+    m.forget(row);  // before the slot can be reused (Python: after table.close; same counts)
+    m.table_close(ri, now, now);
+}
+
+void NodeMemory::session_end(i64 inst, double now) {
+    NodeMemoryImpl& m = *d_;
+    if (m.record) m.events.push_back(MemEvent{now, 3, inst, 0, 0, 0, NaN});
+    auto it = m.by_session.find(inst);
+    if (it != m.by_session.end()) {
+        std::vector<std::pair<int, i64>> mine = std::move(it->second);
+        m.by_session.erase(it);
+        for (auto& e : mine) {
+            Row& row = m.rows[e.first];
+            if (!row.live || row.open_seq != e.second) continue;
+            m.forget(row);
+            m.table_close(e.first, now, now);
+        }
+    }
+    m.stats.session_ended(inst);
+}
+
+double NodeMemory::hbm_tokens(i64 inst, const int* segs, const double* tokens, const i64* tokens_int, std::size_t n) const {
+    const NodeMemoryImpl& m = *d_;
+    auto row_of = [&](int seg) -> const Row* {
+        auto it = m.index.find(NodeMemoryImpl::key(inst, seg));
+        return (it == m.index.end() || it->second < 0) ? nullptr : &m.rows[it->second];
+    };
+    i64 acc = 0;  // LiveLookup.hbm_share
+    for (std::size_t j = 0; j < n; ++j) {
+        const Row* r = row_of(segs[j]);
+        if (r && r->n_hbm) {
+            if (r->n_hbm != r->n_blocks) {  // split across the tiers: tokens x HBM fraction, left to right
+                double s = 0.0;
+                for (std::size_t i = 0; i < n; ++i) {
+                    const Row* q = row_of(segs[i]);
+                    s += tokens[i] * ((q && q->n_blocks) ? double(q->n_hbm) / double(q->n_blocks) : 0.0);
+                }
+                return s;
+            }
+            acc += tokens_int[j];
+        }
+    }
+    return double(acc);
+}
+
+std::array<double, 6> NodeMemory::snapshot() const {
+    const NodeMemoryImpl& m = *d_;
+    i64 bb = m.bpt * m.block_tokens;
+    i64 live_h = (m.alloc.used(0) - m.cached[0]) * bb;
+    i64 live_f = (m.alloc.used(1) - m.cached[1]) * bb;
+    return {double(live_h), double(live_f), double(m.cached[0] * bb), double(m.cached[1] * bb),
+            double((m.tok[0] - m.base[0]) * m.bpt), double((m.tok[1] - m.base[1]) * m.bpt)};
+}
+
+void NodeMemory::mark(int window) { d_->marks[window] = d_->by_class_copy(); }
+
+std::vector<std::tuple<int, double, double>> NodeMemory::bytes_by_class_tier(int window) const {
+    const NodeMemoryImpl& m = *d_;
+    auto mk = m.marks.find(window);
+    const auto& mark = mk == m.marks.end() ? m.base_class : mk->second;
+    std::vector<std::tuple<int, double, double>> out;
+    for (int c : m.class_order) {
+        if (!m.plan_classes[c]) continue;
+        std::array<i64, 2> d = m.by_class[c];
+        for (auto& e : mark)
+            if (e.first == c) { d[0] -= e.second[0]; d[1] -= e.second[1]; }
+        out.emplace_back(c, double(d[0] * m.bpt), double(d[1] * m.bpt));
+    }
+    return out;
+}
+
+NodeMemory::Totals NodeMemory::totals() const {
+    const NodeMemoryImpl& m = *d_;
+    return Totals{{m.tok[0], m.tok[1]}, m.by_class_copy(), {m.blk[0], m.blk[1]}, m.evicted, m.bpt};
+}
+
+i64 NodeMemory::evicted_blocks() const { return d_->evicted; }
+bool NodeMemory::frees_at_boundary() const { return d_->policy.frees_at_boundary(); }
+void NodeMemory::record_events(bool on) { d_->record = on; if (on) d_->events.clear(); }
+bool NodeMemory::recording_events() const { return d_->record; }
+const std::vector<MemEvent>& NodeMemory::events() const { return d_->events; }
+const std::vector<std::vector<i64>>& NodeMemory::last_write_blocks() const { return d_->last_blocks; }
+
+std::array<std::vector<i64>, 2> NodeMemory::free_lists() const {
+    const NodeMemoryImpl& m = *d_;
+    return {std::vector<i64>(m.alloc.stack[0].begin(), m.alloc.stack[0].begin() + m.alloc.top[0]),
+            std::vector<i64>(m.alloc.stack[1].begin(), m.alloc.stack[1].begin() + m.alloc.top[1])};
+}
+
+std::vector<i64> NodeMemory::blocks_of(i64 inst, int seg) const {
+    const NodeMemoryImpl& m = *d_;
+    auto it = m.index.find(NodeMemoryImpl::key(inst, seg));
+    if (it != m.index.end() && it->second >= 0) return m.rows[it->second].ids;
+    // a cached dead segment: scan (inspection only)
+    for (const Row& r : m.rows)
+        if (r.cached && r.inst == inst && r.seg == seg) return r.ids;
+    throw std::out_of_range("segment '" + seg_name(inst, seg) + "' holds no blocks (unknown, freed or evicted)");
+}
+
+std::array<i64, 2> NodeMemory::cached_blocks() const { return {d_->cached[0], d_->cached[1]}; }
+std::array<i64, 2> NodeMemory::used_blocks() const { return {d_->alloc.used(0), d_->alloc.used(1)}; }
+
+}  // namespace lachesis
