@@ -396,3 +396,16 @@ def test_policy_spec_only_for_builtin_policies():
     assert core.policy_spec("oracle").frees_at_boundary is True
     assert core.policy_spec("rho_threshold:window=8").rho_window == 8
     assert math.isnan(core.policy_spec("rho_threshold").threshold)
+
+
+def test_the_core_is_built_where_a_compiler_is():
+    """Where the machine has a C++ compiler the install builds lachesis._core (the optional build never hides a
+    broken one there); elsewhere the reference path runs alone."""
+    import shutil
+    import sysconfig
+
+    if not (shutil.which("c++") or shutil.which("g++")) or not sysconfig.get_paths().get("include"):
+        pytest.skip("no C++ compiler: the reference path runs alone")
+    import importlib
+
+    importlib.import_module("lachesis._core")

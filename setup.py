@@ -1,0 +1,16 @@
+"""The native core (lachesis/native/*.cpp, C++17 behind pybind11) built at install with the machine's compiler.
+
+Optional: where no C++ compiler is present the install still succeeds and the package runs on its Python
+reference (docs/design.md §5, "Native core"); everything else is declared in pyproject.toml.
+"""
+
+from glob import glob
+
+from pybind11.setup_helpers import Pybind11Extension, build_ext
+from setuptools import setup
+
+core = Pybind11Extension("lachesis._core", sorted(glob("lachesis/native/*.cpp")), cxx_std=17,
+                         extra_compile_args=["-O2", "-fno-fast-math"])
+core.optional = True  # a failed compile leaves the reference path, never a failed install
+
+setup(ext_modules=[core], cmdclass={"build_ext": build_ext})
