@@ -22,7 +22,7 @@ import pandas as pd
 from lachesis import evaluation, hbf, knobs, runner, sweep
 from lachesis.capacity import SearchParams
 from lachesis.config import SLOS, Endurance
-from lachesis.grid import (CELL, LOAD_POLICY, MULTI_WORKLOADS, PAPER_MULTI_POLICIES, PAPER_SINGLE_POLICIES, POLICY_NAMES,
+from lachesis.grid import (CELL, LOAD_POLICY, LoadRule, MULTI_WORKLOADS, PAPER_MULTI_POLICIES, PAPER_SINGLE_POLICIES, POLICY_NAMES,
                            Point, load_at, multi_agent_grid, single_agent_grid)
 from lachesis.knobs import KNOBS, STUDY
 
@@ -134,26 +134,29 @@ def _tag(row: dict, v: Variant, n_star: int) -> dict:
 def run(cells: Sequence[Sequence[Point]], names: Sequence[str] = STUDY,
         values: dict[str, Sequence[Any]] | None = None, params: SearchParams = SearchParams(),
         cache_dir: str | os.PathLike | None = None, n_jobs: int | None = None, scheduler: Any = None,
-        progress: bool = True) -> pd.DataFrame:
-    """Every cell's policies at each variant (:func:`variants`), one row per (cell, knob, value, policy).
+        progress: bool = True, load: str | LoadRule = "per_deployment") -> pd.DataFrame:
+    """Every cell's policies at each variant (:func:`variants`), one row per (cell, knob, value, policy),
+    each cell held at its load under the grid's ``load`` rule (:class:`lachesis.grid.LoadRule`).
 
     Columns: the cell (``workload, model, slo, memory``), ``policy``, ``knob``, ``value``, ``n_sessions``
     (the load held fixed), ``n_star``, ``slo_met``, ``hbf_write_rate``, ``lifetime_years``,
     ``simulated`` (False: an endurance knob, recomputed from the paper-setting run), the run's byte counts.
     """
-    return _study(cells, names, values, params, cache_dir, dict(n_jobs=n_jobs, scheduler=scheduler, progress=progress))[0]
+    return _study(cells, names, values, params, cache_dir, dict(n_jobs=n_jobs, scheduler=scheduler, progress=progress),
+                  load)[0]
 
 
 def cached(cells: Sequence[Sequence[Point]], names: Sequence[str] = STUDY,
            values: dict[str, Sequence[Any]] | None = None, params: SearchParams = SearchParams(),
-           cache_dir: str | os.PathLike | None = None) -> tuple[pd.DataFrame, list[str]]:
+           cache_dir: str | os.PathLike | None = None,
+           load: str | LoadRule = "per_deployment") -> tuple[pd.DataFrame, list[str]]:
     """The rows of :func:`run` that the cache holds, and one line per (cell, variant) it lacks; never simulates."""
-    return _study(cells, names, values, params, cache_dir, None)
+    return _study(cells, names, values, params, cache_dir, None, load)
 
 
 def _study(cells: Sequence[Sequence[Point]], names: Sequence[str], values: dict[str, Sequence[Any]] | None,
            params: SearchParams, cache_dir: str | os.PathLike | None,
-           how: dict[str, Any] | None) -> tuple[pd.DataFrame, list[str]]:
+           how: dict[str, Any] | None, load: str | LoadRule = "per_deployment") -> tuple[pd.DataFrame, list[str]]:
     """The study's rows and what the cache lacks; ``how`` (n_jobs, scheduler, progress) computes what is missing,
     None reads the cache only."""
     cells = [list(c) for c in cells]
@@ -162,9 +165,9 @@ def _study(cells: Sequence[Sequence[Point]], names: Sequence[str], values: dict[
     cache = str(cache_dir) if cache_dir else None
     vs = variants(names, values)
     base_pts = [p for c in cells for p in c]
-    base, missing = sweep.cached_results(base_pts, cache, params)
+    base, missing = sweep.cached_results(base_pts, cache, params, load)
     if missing and how is not None:  # the grid's own evaluation: N* searched once, cached for the grid too
-        base, missing = sweep.run_grid(base_pts, params, cache, **how), []
+        base, missing = sweep.run_grid(base_pts, params, cache, load=load, **how), []
     lacking = [f"{c[0].label()}: the paper's setting (N*)" for c in cells if any(p in missing for p in c)]
     rows: list[dict] = [dict(r, knob="paper", value="paper", simulated=True) for r in base.to_dict("records")]
 

@@ -253,7 +253,7 @@ def test_the_cache_only_readers_never_simulate_or_build_a_plan(monkeypatch) -> N
     pd.testing.assert_frame_equal(sensitivity.run(cells(), STUDIED, VALUES, CI, d, progress=False)[runs.columns],
                                   runs)
     grid, missing = sweep.cached_results([p for c in cells() for p in c], d, CI)
-    assert missing == [] and len(grid) == 3 and grid["load"].eq("baseline").all()
+    assert missing == [] and len(grid) == 3 and grid["load"].eq("per_deployment").all()
 
 
 @pytest.mark.slow
