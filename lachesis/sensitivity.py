@@ -236,7 +236,9 @@ def _endurance_rows(paper: pd.DataFrame, vs: Sequence[Variant]) -> pd.DataFrame:
         for r in paper.to_dict("records"):
             cfg = Point(r["workload"], r["memory"], r["model"], r["slo"], r["policy"],
                               overrides={v.knob: v.value}).config()
-            life = float(hbf.hbf_lifetime_years(cfg.memory, r.get("hbf_write_rate", math.nan), cfg.endurance))
+            spread = r.get("hbf_rank_spread", 1.0)
+            spread = 1.0 if spread is None or not np.isfinite(spread) else float(spread)
+            life = float(hbf.group_lifetime_years(cfg.memory, r.get("hbf_write_rate", math.nan), cfg.endurance, spread))
             out.append(dict(r, knob=v.knob, value=v.label(), lifetime_years=life, simulated=False))
     return pd.DataFrame(out)
 

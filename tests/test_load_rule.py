@@ -115,7 +115,7 @@ BEFORE = Path(__file__).parent / "fixtures" / "per_cell_rows.json"
 #: wall-clock timings, not results
 TIMINGS = {"bound_solve_s"}
 #: the fields the rule added to every row
-NEW = {"load_base", "daisy_chain_load", "group_ranks", "slo_tpot_bound_s", "slo_ttft_bound_s"}
+NEW = {"load_base", "daisy_chain_load", "group_ranks", "slo_tpot_bound_s", "slo_ttft_bound_s", "hbf_rank_spread"}
 
 
 def test_per_cell_reproduces_the_rows_before_the_rule(monkeypatch, tmp_path):
