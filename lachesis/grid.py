@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -37,7 +37,7 @@ LOAD_POLICY = "hbm_first"
 #: the rules a cell's load follows (``load``: docs/design.md §5, "Load"); the first is the default
 LOADS = ("per_deployment", "per_cell", "min", "own")
 #: the memory configuration whose N* a deployment's load is (``load_base``; 4/4 is its sensitivity)
-LOAD_BASE = "1/7"
+LOAD_BASE = str(knobs.KNOBS["load_base"].default)
 #: whether the daisy chain (8/8*) holds the deployment's load or is sized on its own (``daisy_chain_load``)
 DAISY_CHAIN_LOADS = ("shared", "own")
 #: the policy that runs with the load policy's recorded close times (docs/design.md §5, "Oracle clairvoyance")
@@ -166,7 +166,8 @@ def multi_agent_grid(scale: float = 1.0, seed: int | Sequence[int] = 0, configs:
                      models: Sequence[str] = MODEL_NAMES, slos: Sequence[str] = ("tight", "loose"),
                      policies: Sequence[str] = MULTI_POLICIES, workloads: Sequence[str] = MULTI_WORKLOADS,
                      laden_close: str = "last_read",
-                     no_reviewer_policies: Sequence[str] | None = PAPER_MULTI_POLICIES) -> list[Point]:
+                     no_reviewer_policies: Sequence[str] | None = PAPER_MULTI_POLICIES,
+                     overrides: Any = ()) -> list[Point]:
     """Fig. 9/10 grid: configs × models × SLOs × policies × (with, without reviewer) × seeds.
 
     On the trace without the reviewer only ``policies`` that are also in ``no_reviewer_policies`` run
@@ -182,18 +183,20 @@ def multi_agent_grid(scale: float = 1.0, seed: int | Sequence[int] = 0, configs:
             return list(policies)
         return [p for p in policies if p in set(no_reviewer_policies)]
 
-    return [Point(w, c, m, s, p, scale, k, laden_close=laden_close) for k in seeds for w in workloads for s in slos
-            for m in models for c in configs for p in pols(w)]
+    return [Point(w, c, m, s, p, scale, k, laden_close=laden_close, overrides=overrides) for k in seeds
+            for w in workloads for s in slos for m in models for c in configs for p in pols(w)]
 
 
 def single_agent_grid(scale: float = 1.0, seed: int | Sequence[int] = 0, configs: Sequence[str] = CONFIG_LABELS,
                       models: Sequence[str] = MODEL_NAMES, policies: Sequence[str] = SINGLE_POLICIES,
-                      workloads: Sequence[str] = SINGLE_WORKLOADS, laden_close: str = "last_read") -> list[Point]:
-    """Fig. 11/12 grid: τ³-bench and BFCLv4 at the tight SLO × configs × models × policies × seeds."""
+                      workloads: Sequence[str] = SINGLE_WORKLOADS, laden_close: str = "last_read",
+                      overrides: Any = ()) -> list[Point]:
+    """Fig. 11/12 grid: τ³-bench and BFCLv4 at the tight SLO × configs × models × policies × seeds
+    (``overrides``: the node and other knobs every point carries, e.g. :func:`lachesis.knobs.node`)."""
     _check_dims("single_agent_grid", configs=configs, models=models, policies=policies, workloads=workloads)
     seeds = seed_list("single_agent_grid", seed)
-    return [Point(w, c, m, "tight", p, scale, k, laden_close=laden_close) for k in seeds for w in workloads
-            for m in models for c in configs for p in policies]
+    return [Point(w, c, m, "tight", p, scale, k, laden_close=laden_close, overrides=overrides) for k in seeds
+            for w in workloads for m in models for c in configs for p in policies]
 
 
 
@@ -216,9 +219,11 @@ def named_grid(name: str, scale: float = 1.0, seed: int = 0) -> list[Point]:
 
 def load_curve_grid(scale: float = 1.0, seed: int = 0, configs: Sequence[str] = ("1/7", "4/4", "8/8*"),
                     models: Sequence[str] = MODEL_NAMES, slo: str = "tight", workloads: Sequence[str] = ("multi_agent",),
-                    policies: Sequence[str] = PAPER_MULTI_POLICIES, laden_close: str = "last_read") -> list[Point]:
+                    policies: Sequence[str] = PAPER_MULTI_POLICIES, laden_close: str = "last_read",
+                    overrides: Any = ()) -> list[Point]:
     """The cells of the gain-versus-load figure (§5.3: Lachesis and w/o predictive path over HBM-first)."""
-    return multi_agent_grid(scale, seed, configs, models, (slo,), policies, workloads, laden_close)
+    return multi_agent_grid(scale, seed, configs, models, (slo,), policies, workloads, laden_close,
+                            overrides=overrides)
 
 
 def split_csv(s: str | Sequence[str]) -> list[str]:
