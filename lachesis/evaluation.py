@@ -407,7 +407,7 @@ def load_rule_table(frames: Mapping[str, pd.DataFrame], policy: str = "lachesis"
             runs = df[_of_deployment(df, key)]
             ratio = f"{policy}/{LOAD_POLICY}"
             row = dict(rule=rule, workload=key[0], model=key[1], slo=key[2],
-                       sessions_per_gpu=span(runs["n_sessions"]),
+                       sessions_per_gpu=f"{runs['n_sessions'].min():g}–{runs['n_sessions'].max():g}",
                        **{f"{ratio} {c}": float(d.loc[c, ratio]) if ratio in d else float("nan") for c in order})
             for p in (LOAD_POLICY, policy):
                 if len(split) > 1 and p in d:
