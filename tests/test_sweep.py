@@ -91,9 +91,11 @@ def test_run_grid_on_dask_localcluster(tmp_path):
     local = W.run_grid(pts, TINY, tmp_path, n_jobs=1, progress=False)  # cached: same numbers
     np.testing.assert_equal(df["lifetime_years"].to_numpy(), local["lifetime_years"].to_numpy())
     assert df["n_sessions"].nunique() == 1 and set(df["load_seed"]) == {0}
-    # seed 0: the search and the oracle's run; seed 1: the baseline's and the oracle's runs at that load
+    # the deployment's search at 1/7 (the default rule holds its N*); at 4/4, each seed's baseline and oracle runs
+    # at that load; a close record beside every baseline run (the search's N* run and the two at 4/4)
     entries = [f for f in tmp_path.glob("*.json") if not f.name.endswith(".rank.json")]
-    assert len(entries) == 4 and len(list(tmp_path.glob("*.closes.npz"))) == 2
+    assert len(entries) == 5 and len(list(tmp_path.glob("*.closes.npz"))) == 3
+    assert set(df["load_base"]) == {"1/7"} and set(df["load"]) == {"per_deployment"}
     assert len(list(tmp_path.glob("*.rank.json"))) == 2  # the ranker fitted once per seed's trace, for every worker
 
 
