@@ -90,17 +90,19 @@ def evaluate_point(point: Point, params: SearchParams = PAPER, cache_dir: str | 
 
 
 def run_at_load(point: Point, n: int, params: SearchParams = PAPER,
-                cache_dir: str | os.PathLike | None = None, plan: Plan | None = None) -> dict:
+                cache_dir: str | os.PathLike | None = None, plan: Plan | None = None, bound: bool = False) -> dict:
     """The point's policy at ``n`` sessions per GPU: the lifetime run, and whether a search-length window
     there meets the SLO (``slo_met``, the criterion N* was searched with); cached.  The oracle runs with
-    the load policy's close times at the same load (:func:`baseline_closes`)."""
+    the load policy's close times at the same load (:func:`baseline_closes`).  ``bound``: a load-policy run
+    also carries the offline bound (a cached entry without it is run again with it)."""
     plan = plan or plancache.point_plan(point, cache_dir)
     key = store.point_key(point, plan.fingerprint, params, n=int(n))
     path = store.entry_path(cache_dir, key)
-    if (hit := store.read_entry(path, key)) is not None:
+    bound = bound and point.policy == LOAD_POLICY
+    if (hit := store.read_entry(path, key)) is not None and (not bound or "bound_status" in hit):
         return hit
     clair = baseline_closes(point, n, params, cache_dir, plan) if is_clairvoyant(point.policy) else None
-    return _run_at_load(point, n, params, cache_dir, plan, clair)[0]
+    return _run_at_load(point, n, params, cache_dir, plan, clair, bound=bound)[0]
 
 
 def _run_at_load(point: Point, n: int, params: SearchParams, cache_dir: str | os.PathLike | None, plan: Plan,
@@ -219,10 +221,11 @@ def _rows_at(points: Sequence[Point], loads: dict[str, int], searched: dict[str,
 
 
 def _at_loads(points: Sequence[Point], loads: dict[str, int], params: SearchParams, cache_dir: str | None,
-              searched: dict[str, dict] | None = None, plan: Plan | None = None) -> list[dict]:
-    """Every point of one cell at its policy's load, run (or read from the cache) as :func:`run_at_load`."""
+              searched: dict[str, dict] | None = None, plan: Plan | None = None, bound: bool = False) -> list[dict]:
+    """Every point of one cell at its policy's load, run (or read from the cache) as :func:`run_at_load`
+    (``bound``: the load policy's run carries the offline bound)."""
     plan = plan or plancache.point_plan(points[0], cache_dir)
-    return _rows_at(points, loads, searched or {}, lambda p, n: run_at_load(p, n, params, cache_dir, plan))
+    return _rows_at(points, loads, searched or {}, lambda p, n: run_at_load(p, n, params, cache_dir, plan, bound))
 
 
 def evaluate_cell_at(points: Sequence[Point], n: int, params: SearchParams, cache_dir: str | None,
@@ -319,7 +322,9 @@ def evaluate_cell(points: Sequence[Point], params: SearchParams, cache_dir: str 
         cr = rule.cell_rule(points[0].memory)
         searched = search_cell(points, _searched_policies(points, cr), params, cache_dir, plan)
         at = _cell_loads(points, searched, cr)
-    rows = _at_loads(points, {pol: n for pol, (n, _) in at.items()}, params, cache_dir, searched, plan)
+    # the bound is solved on the run that sized the load: the search's, or at a held cell the load policy's run there
+    rows = _at_loads(points, {pol: n for pol, (n, _) in at.items()}, params, cache_dir, searched, plan,
+                     bound=rule.held(points[0].memory))
     return _tag_cell(points, rows, at, rule)  # type: ignore[return-value]
 
 

@@ -36,7 +36,7 @@ def stubbed(monkeypatch):
         n = N_STAR[(p.memory, p.model, p.slo)] + (10 if p.policy != "hbm_first" else 0)
         return dict(asdict(p), n_star=n, n_sessions=n, load="own", lifetime_years=1.0, slo_met=True, search=[])
 
-    def run(p, n, params=None, cache_dir=None, plan=None):
+    def run(p, n, params=None, cache_dir=None, plan=None, bound=False):
         return dict(asdict(p), n_sessions=int(n), load="fixed", lifetime_years=2.0, slo_met=True)
 
     monkeypatch.setattr(W, "evaluate_point", search)
