@@ -27,11 +27,11 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from lachesis import capacity, grid, sweep  # noqa: E402
+from lachesis import capacity, grid, knobs, sweep  # noqa: E402
 from results import record  # noqa: E402
 
 TITLE = "Decode node: the paper's eight-GPU group"
-GROUP = {"group_ranks": 8, "landing": "stall", "node_start": "aged"}
+GROUP = dict(knobs.node("paper"))
 PAPER_POLICIES = {"multi": grid.PAPER_MULTI_POLICIES, "single": grid.PAPER_SINGLE_POLICIES}
 WORKLOADS = {"multi": ("multi_agent",), "single": ("tau3", "bfcl")}
 FIGURE = {"multi": ROOT / "figures" / "fig09_grid.csv", "single": ROOT / "figures" / "fig11_grid.csv"}
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         pts = points(kind, grid.split_csv(a.models), grid.split_csv(a.slos), grid.split_csv(a.configs))
         t0 = time.process_time()
         w0 = time.time()
-        rows = sweep.run_grid(pts, capacity.PAPER, a.cache_dir, n_jobs=a.jobs)
+        rows = sweep.run_grid(pts, capacity.PAPER, a.cache_dir, n_jobs=a.jobs, load="per_cell")  # each cell's own N*
         cpu, wall = time.process_time() - t0, time.time() - w0
         group = summary(rows, "8-GPU group")
         one = summary(figure_rows(kind, rows), "1 GPU (figures)")

@@ -37,7 +37,8 @@ def main() -> None:
     pd.set_option("display.width", 200)
     for which in a.which:
         t = time.perf_counter()
-        df = sweep.run_grid(grid_points(which, a.seeds), capacity.PAPER, a.cache, n_jobs=a.n_jobs, progress=False)
+        df = sweep.run_grid(grid_points(which, a.seeds), capacity.PAPER, a.cache, n_jobs=a.n_jobs, progress=False,
+                            load="per_cell")  # the rule its recorded results used
         print(f"[{which}] {len(df)} runs in {time.perf_counter() - t:.0f} s")
         r = evaluation.ratio_table(df)
         wide = r.pivot_table(index=grid.CELL, columns="seed", values="lachesis/hbm_first")

@@ -127,6 +127,10 @@ class Endurance:
     pe_cycles: float = 100_000  # §5.2, SLC [41]
     write_amplification: float = 1.02  # §5.2, [16, 23]
     warranty_years: float = 5.0  # §5.2, §5.3: "a device must outlast its five-year warranty"
+    #: ASSUMPTION (lifetime over the group's ranks, docs/design.md §5 "Lifetime"): "mean" reads the P/E budget
+    #: at the ranks' mean HBF write rate (§5.2: "the mean rate at which KV is written to it"); "worst" at the
+    #: most-written rank's, as the cited LLMSimulator_HBF [41] takes its worst device
+    lifetime_over_ranks: str = "mean"
 
 
 ReadPricing = Literal["aggregate", "per_tier"]

@@ -32,9 +32,11 @@ from lachesis.plotting import compare_table, format_range, span
 #: the SLO check, the lifetime and its rate, the tier bytes, and the operating point per GPU in units that carry
 #: over (§5.3: "HBM's capacity against the short-lived KV live at one time"): the KV one decode step reads, the
 #: live KV of each class and of the short-lived ones, and HBM ÷ that.
-GRID_COLUMNS = ("workload", "model", "slo", "memory", "policy", "seed", "n_sessions", "load_seed", "slo_met",
-                "p99_tpot_s", "p99_ttft_s", "hbf_write_rate", "settled", "in_regime", "lifetime_years", "bytes_hbm",
-                "bytes_hbf", "kv_read_per_step_bytes", "live_short_kv_bytes", "hbm_over_live_short")
+GRID_COLUMNS = ("workload", "model", "slo", "memory", "policy", "seed", "group_ranks", "load", "load_base",
+                "daisy_chain_load", "n_sessions", "load_seed", "slo_met", "slo_p99_tpot_s", "slo_tpot_bound_s",
+                "slo_p99_ttft_s", "slo_ttft_bound_s", "p99_tpot_s", "p99_ttft_s", "hbf_write_rate", "hbf_rank_spread",
+                "settled", "in_regime", "lifetime_years", "bytes_hbm", "bytes_hbf", "kv_read_per_step_bytes",
+                "live_short_kv_bytes", "hbm_over_live_short")
 
 
 def grid_rows(df: pd.DataFrame) -> pd.DataFrame:
@@ -359,9 +361,61 @@ def run_line(df: pd.DataFrame, n_seeds: int) -> str:
 
 
 def missed_slo(df: pd.DataFrame) -> pd.DataFrame:
-    """Per cell and policy, whether every run at the seed that sized the cell's load met the SLO (``all_met``)."""
+    """Per cell and policy, whether every run at the seed that sized the cell's load met the SLO (``all_met``),
+    with the worst p99 TPOT and TTFT there (judged on a search-length window, as N* was) beside the bounds.
+    The figures hatch a policy whose ``all_met`` is False; none is left out."""
     sized = df[df["seed"].eq(df["load_seed"])]
-    return sized.groupby(CELL + ["policy"])["slo_met"].all().rename("all_met").reset_index()
+    g = sized.groupby(CELL + ["policy"])
+    out = g["slo_met"].all().rename("all_met").to_frame()
+    for col in ("slo_p99_tpot_s", "slo_p99_ttft_s"):
+        if col in sized:
+            out[col] = g[col].max()
+    bounds = out.index.get_level_values("slo").map(SLOS)
+    out["slo_tpot_bound_s"] = [b.p99_tpot_s for b in bounds]
+    out["slo_ttft_bound_s"] = [b.ttft_s for b in bounds]
+    return out.reset_index()
+
+
+def slo_misses(df: pd.DataFrame) -> pd.DataFrame:
+    """The cells and policies that miss the SLO at their load (at the seed that sized it): their p99 TPOT and
+    TTFT beside the bounds, the load and its rule.  ``len`` of it is the count a README sentence states."""
+    m = missed_slo(df)
+    m = m[~m["all_met"].astype(bool)].drop(columns="all_met")
+    loads = df[df["seed"].eq(df["load_seed"])].groupby(CELL + ["policy"])[
+        [c for c in ("n_sessions", "load", "load_base", "group_ranks") if c in df]].first().reset_index()
+    return m.merge(loads, on=CELL + ["policy"], how="left").reset_index(drop=True)
+
+
+def _of_deployment(frame: pd.DataFrame, key: tuple) -> pd.Series:
+    """The rows of one (workload, model, SLO)."""
+    return frame["workload"].eq(key[0]) & frame["model"].eq(key[1]) & frame["slo"].eq(key[2])
+
+
+def load_rule_table(frames: Mapping[str, pd.DataFrame], policy: str = "lachesis") -> pd.DataFrame:
+    """The load rules side by side (docs/design.md §5, "Load"), one row per rule and (workload, model, SLO):
+    sessions per GPU over the configurations, ``policy``/HBM-first per configuration (medians over seeds), how
+    HBM-first's and ``policy``'s lifetimes move from the first to the last split configuration (%), and how
+    many (configuration, policy) pairs miss the SLO at their load.  ``frames``: rule name -> grid rows."""
+    rows = []
+    for rule, df in frames.items():
+        r = seed_table(ratio_table(df))
+        misses = slo_misses(df)
+        for key, d in r.groupby(["workload", "model", "slo"], sort=False):
+            d = d.set_index("memory")
+            order = [c for c in (*SPLIT, "8/8*") if c in d.index]
+            split = [c for c in order if c in SPLIT]
+            runs = df[_of_deployment(df, key)]
+            ratio = f"{policy}/{LOAD_POLICY}"
+            row = dict(rule=rule, workload=key[0], model=key[1], slo=key[2],
+                       sessions_per_gpu=f"{runs['n_sessions'].min():g}–{runs['n_sessions'].max():g}",
+                       **{f"{ratio} {c}": float(d.loc[c, ratio]) if ratio in d else float("nan") for c in order})
+            for p in (LOAD_POLICY, policy):
+                if len(split) > 1 and p in d:
+                    a, b = float(d.loc[split[0], p]), float(d.loc[split[-1], p])
+                    row[f"{p} {split[0]}→{split[-1]} %"] = 100 * (b / a - 1) if a > 0 else float("nan")
+            row["SLO misses"] = int(_of_deployment(misses, key).sum()) if len(misses) else 0
+            rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def composition_means(comp: pd.DataFrame) -> pd.DataFrame:

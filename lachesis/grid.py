@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -32,16 +32,61 @@ MULTI_WORKLOADS = ("multi_agent", "multi_agent_no_reviewer")
 SINGLE_WORKLOADS = ("tau3", "bfcl")
 CONFIG_LABELS = tuple(m.label for m in MEMORY_CONFIGS)
 MODEL_NAMES = tuple(MODELS)
-#: the policy whose N* sets a cell's load under ``load="baseline"`` (docs/design.md §5, "Load")
+#: the policy whose N* sets the load under ``load="per_deployment"`` and ``"per_cell"`` (docs/design.md §5, "Load")
 LOAD_POLICY = "hbm_first"
-#: the rules a cell's load follows (``load``: docs/design.md §5, "Load")
-LOADS = ("baseline", "min", "own")
+#: the rules a cell's load follows (``load``: docs/design.md §5, "Load"); the first is the default
+LOADS = ("per_deployment", "per_cell", "min", "own")
+#: the memory configuration whose N* a deployment's load is (``load_base``; 4/4 is its sensitivity)
+LOAD_BASE = str(knobs.KNOBS["load_base"].default)
+#: whether the daisy chain (8/8*) holds the deployment's load or is sized on its own (``daisy_chain_load``)
+DAISY_CHAIN_LOADS = ("shared", "own")
 #: the policy that runs with the load policy's recorded close times (docs/design.md §5, "Oracle clairvoyance")
 CLAIRVOYANT = "oracle"
 #: the rules a cell's other seeds' load follows (``seed_load``: docs/design.md §5, "Seeds")
 SEED_LOADS = ("fixed", "search")
 #: the columns that name a cell in a grid's rows (seeds apart)
 CELL = ["workload", "model", "slo", "memory"]
+
+
+@dataclass(frozen=True)
+class LoadRule:
+    """How a grid's load is chosen (docs/design.md §5, "Load"): the rule, and under ``per_deployment`` the
+    memory configuration whose HBM-first N* is held (``base``) and whether 8/8* shares it (``daisy_chain``)."""
+
+    rule: str = LOADS[0]
+    base: str = LOAD_BASE
+    daisy_chain: str = DAISY_CHAIN_LOADS[0]
+
+    def __post_init__(self) -> None:
+        for name, val, known in (("load", self.rule, LOADS), ("load_base", self.base, CONFIG_LABELS),
+                                 ("daisy_chain_load", self.daisy_chain, DAISY_CHAIN_LOADS)):
+            if val not in known:
+                raise ValueError(f"{name} must be one of {list(known)}, got {val!r}")
+        if memory_config(self.base).daisy_chain:
+            raise ValueError(f"load_base must split the eight slots (not the daisy chain), got {self.base!r}")
+
+    @classmethod
+    def of(cls, load: "str | LoadRule") -> "LoadRule":
+        """A rule given by name (the defaults for its base and the daisy chain) or as is."""
+        return load if isinstance(load, LoadRule) else cls(load)
+
+    def held(self, memory: str) -> bool:
+        """Whether a cell of this memory configuration runs at the deployment's held load."""
+        return self.rule == "per_deployment" and not (
+            self.daisy_chain == "own" and memory_config(memory).daisy_chain)
+
+    def cell_rule(self, memory: str) -> str:
+        """The rule a cell of this memory configuration follows: ``per_deployment`` or a per-cell one."""
+        return self.rule if self.rule != "per_deployment" or self.held(memory) else "per_cell"
+
+    def base_point(self, p: "Point") -> "Point":
+        """The point whose capacity search sizes the deployment ``p`` belongs to (its first seed's)."""
+        return replace(p, memory=self.base, policy=LOAD_POLICY)
+
+    def tags(self, memory: str) -> dict:
+        """The row fields naming the load a cell of this configuration ran at."""
+        return dict(load=self.cell_rule(memory), load_base=self.base if self.held(memory) else memory,
+                    daisy_chain_load=self.daisy_chain)
 
 
 @dataclass(frozen=True)
@@ -121,7 +166,8 @@ def multi_agent_grid(scale: float = 1.0, seed: int | Sequence[int] = 0, configs:
                      models: Sequence[str] = MODEL_NAMES, slos: Sequence[str] = ("tight", "loose"),
                      policies: Sequence[str] = MULTI_POLICIES, workloads: Sequence[str] = MULTI_WORKLOADS,
                      laden_close: str = "last_read",
-                     no_reviewer_policies: Sequence[str] | None = PAPER_MULTI_POLICIES) -> list[Point]:
+                     no_reviewer_policies: Sequence[str] | None = PAPER_MULTI_POLICIES,
+                     overrides: Any = ()) -> list[Point]:
     """Fig. 9/10 grid: configs × models × SLOs × policies × (with, without reviewer) × seeds.
 
     On the trace without the reviewer only ``policies`` that are also in ``no_reviewer_policies`` run
@@ -137,18 +183,20 @@ def multi_agent_grid(scale: float = 1.0, seed: int | Sequence[int] = 0, configs:
             return list(policies)
         return [p for p in policies if p in set(no_reviewer_policies)]
 
-    return [Point(w, c, m, s, p, scale, k, laden_close=laden_close) for k in seeds for w in workloads for s in slos
-            for m in models for c in configs for p in pols(w)]
+    return [Point(w, c, m, s, p, scale, k, laden_close=laden_close, overrides=overrides) for k in seeds
+            for w in workloads for s in slos for m in models for c in configs for p in pols(w)]
 
 
 def single_agent_grid(scale: float = 1.0, seed: int | Sequence[int] = 0, configs: Sequence[str] = CONFIG_LABELS,
                       models: Sequence[str] = MODEL_NAMES, policies: Sequence[str] = SINGLE_POLICIES,
-                      workloads: Sequence[str] = SINGLE_WORKLOADS, laden_close: str = "last_read") -> list[Point]:
-    """Fig. 11/12 grid: τ³-bench and BFCLv4 at the tight SLO × configs × models × policies × seeds."""
+                      workloads: Sequence[str] = SINGLE_WORKLOADS, laden_close: str = "last_read",
+                      overrides: Any = ()) -> list[Point]:
+    """Fig. 11/12 grid: τ³-bench and BFCLv4 at the tight SLO × configs × models × policies × seeds
+    (``overrides``: the node and other knobs every point carries, e.g. :func:`lachesis.knobs.node`)."""
     _check_dims("single_agent_grid", configs=configs, models=models, policies=policies, workloads=workloads)
     seeds = seed_list("single_agent_grid", seed)
-    return [Point(w, c, m, "tight", p, scale, k, laden_close=laden_close) for k in seeds for w in workloads
-            for m in models for c in configs for p in policies]
+    return [Point(w, c, m, "tight", p, scale, k, laden_close=laden_close, overrides=overrides) for k in seeds
+            for w in workloads for m in models for c in configs for p in policies]
 
 
 
@@ -171,9 +219,11 @@ def named_grid(name: str, scale: float = 1.0, seed: int = 0) -> list[Point]:
 
 def load_curve_grid(scale: float = 1.0, seed: int = 0, configs: Sequence[str] = ("1/7", "4/4", "8/8*"),
                     models: Sequence[str] = MODEL_NAMES, slo: str = "tight", workloads: Sequence[str] = ("multi_agent",),
-                    policies: Sequence[str] = PAPER_MULTI_POLICIES, laden_close: str = "last_read") -> list[Point]:
+                    policies: Sequence[str] = PAPER_MULTI_POLICIES, laden_close: str = "last_read",
+                    overrides: Any = ()) -> list[Point]:
     """The cells of the gain-versus-load figure (§5.3: Lachesis and w/o predictive path over HBM-first)."""
-    return multi_agent_grid(scale, seed, configs, models, (slo,), policies, workloads, laden_close)
+    return multi_agent_grid(scale, seed, configs, models, (slo,), policies, workloads, laden_close,
+                            overrides=overrides)
 
 
 def split_csv(s: str | Sequence[str]) -> list[str]:

@@ -507,6 +507,32 @@ def hbf_lifetime_years(memory: MemoryConfig, hbf_kv_write_bytes_per_s: ArrayLike
     return _out(secs / SECONDS_PER_YEAR)
 
 
+#: how a group's lifetime reads its ranks' HBF write rates (``Endurance.lifetime_over_ranks``)
+OVER_RANKS = ("mean", "worst")
+
+
+def rank_spread(hbf_bytes_by_rank: Sequence[float]) -> float:
+    """The most-written rank's HBF KV bytes over the ranks' mean (1 for one rank or no HBF write)."""
+    b = np.asarray(hbf_bytes_by_rank, dtype=float)
+    if b.size == 0 or np.any(b < 0) or not np.all(np.isfinite(b)):
+        raise ValueError(f"rank_spread: expected finite bytes >= 0 per rank, got {list(b)!r}")
+    mean = float(b.mean())
+    return float(b.max() / mean) if mean > 0 else 1.0
+
+
+def group_lifetime_years(memory: MemoryConfig, mean_rate: ArrayLike, endurance: Endurance = Endurance(),
+                         spread: float = 1.0) -> float | np.ndarray:
+    """Lifetime of a group's HBF from its ranks' mean write rate (B/s per GPU) and :func:`rank_spread`:
+    at the mean rate, or at the worst rank's (mean × spread) under ``lifetime_over_ranks="worst"``."""
+    over = endurance.lifetime_over_ranks
+    if over not in OVER_RANKS:
+        raise ValueError(f"lifetime_over_ranks must be one of {list(OVER_RANKS)}, got {over!r}")
+    if not (np.isfinite(spread) and spread >= 1.0):
+        raise ValueError(f"group_lifetime_years: rank spread must be >= 1, got {spread!r}")
+    rate = np.asarray(mean_rate, dtype=float) * (spread if over == "worst" else 1.0)
+    return hbf_lifetime_years(memory, rate, endurance)
+
+
 class Settling(NamedTuple):
     """Result of :func:`settled_rate` (a tuple: ``rate, settled, settled_at_s``)."""
 

@@ -15,8 +15,8 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import Any, Iterable, Mapping
 
-from lachesis.config import (HBF_STACK, LANDINGS, NODE_STARTS, Config, Deployment, Endurance, MemoryConfig,
-                             ReferenceClock)
+from lachesis.config import (HBF_STACK, LANDINGS, MEMORY_CONFIGS, NODE_STARTS, Config, Deployment, Endurance,
+                             MemoryConfig, ReferenceClock)
 from lachesis.plan import LADEN_CLOSES
 from lachesis.policies import SIZE_ESTIMATES
 
@@ -79,6 +79,9 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("load", "× N*", 1.0, "load", (0.5, 1.5),
          "ASSUMPTION (sweep: one load per cell): sessions per GPU, as a multiple of HBM-first's N* of the cell",
          (0.0, 10.0, False)),
+    Knob("load_base", "", "1/7", "load", ("4/4",),
+         "ASSUMPTION (grid.LoadRule.base): the configuration whose HBM-first N* the deployment's load holds",
+         tuple(m.label for m in MEMORY_CONFIGS if not m.daisy_chain)),
     Knob("user_delay_median_s", "s", _CLOCK.user_delay_median_s, "clock", (30.0, 600.0),
          "§5.2 [12, 49, 54]: user delay ~ log-normal with median 120 s", (1.0, 3600.0, True)),
     Knob("user_delay_sigma", "log-normal σ", _CLOCK.user_delay_sigma, "clock", (0.5, 1.5),
@@ -89,12 +92,15 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "§5.2 [41]: 100,000 at SLC density; MLC-class 10k and TLC-class 3k as alternatives", (1.0, 1e6, True)),
     Knob("write_amplification", "×", _ENDURANCE.write_amplification, "endurance", (1.5, 3.0),
          "§5.2 [16, 23]: 1.02 for KV blocks written whole and in order", (1.0, 100.0, True)),
+    Knob("lifetime_over_ranks", "", _ENDURANCE.lifetime_over_ranks, "endurance", ("worst",),
+         "ASSUMPTION (config.Endurance.lifetime_over_ranks): §5.2 'the mean rate'; worst = LLMSimulator_HBF [41]",
+         ("mean", "worst")),
     Knob("hbf_write_bw_scale", f"× {HBF_STACK.write_bw / 1e9:g} GB/s per stack", 1.0, "memory", (0.5, 3.0),
          "§5.2 [41]: 16 GB/s per HBF stack; 3× is Kyung et al.'s 48 GB/s [23]", (0.01, 100.0, True)),
     Knob("read_pricing", "", _field_default(MemoryConfig, "read_pricing"), "memory", ("per_tier",),
          "§2.2, §5.2: reads over the aggregate bandwidth of all stacks; per_tier is Kyung et al.'s device",
          ("aggregate", "per_tier")),
-    Knob("group_ranks", "GPUs", float(_DEPLOYMENT.group_ranks), "deployment", (8.0,),
+    Knob("group_ranks", "GPUs", float(_DEPLOYMENT.group_ranks), "deployment", (1.0, 2.0, 4.0, 8.0),
          "§5.2: eight GPUs, experts expert-parallel, so they step in lockstep; 1 = one GPU and its copies",
          (1.0, float(_DEPLOYMENT.n_gpus), True)),
     Knob("landing", "", _DEPLOYMENT.landing, "deployment", ("stall",),
@@ -114,9 +120,30 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
 #: The knobs a ``Point.overrides`` pair may name.
 OVERRIDES = tuple(k for k, v in KNOBS.items() if v.acts_on in ("clock", "memory", "endurance", "deployment",
                                                                 "policy"))
-#: The knobs the one-at-a-time sensitivity study moves at a cell's fixed load.  Deployment knobs change what
-#: load the SLO admits, so they are compared at each node's own N* instead (``benchmarks/group_node.py``).
-STUDY = tuple(k for k, v in KNOBS.items() if v.acts_on != "deployment")
+#: The knobs the one-at-a-time sensitivity study moves at a cell's fixed load.  The group's size is moved at
+#: the deployment's held load (how much of the gain the lockstep and the shared landing stalls make); the
+#: landing and the cache's start change what load the SLO admits, so they are compared at each node's own
+#: N* instead (``benchmarks/group_node.py``).
+STUDY = tuple(k for k, v in KNOBS.items() if v.acts_on != "deployment" or k == "group_ranks")
+
+
+#: The decode nodes a grid runs on, by name (docs/design.md §5, "Decode node"): ``paper`` is §5.2's eight-GPU
+#: expert-parallel group with the cited simulator's stalling landings and a long-running node's aged cache
+#: (the size estimate is the default ``held``); ``one_gpu`` is one GPU with overlapping landings and an empty
+#: cache, the node of the figures before issue 24.
+NODES: dict[str, dict[str, Any]] = {
+    "paper": {"group_ranks": 8, "landing": "stall", "node_start": "aged"},
+    "one_gpu": {},
+}
+
+
+def node(name: str, **more: Any) -> tuple[tuple[str, Any], ...]:
+    """The overrides of a named node (:data:`NODES`) with ``more`` knobs set (a knob at its default is left
+    out, so the paper's setting keeps its cache keys); a one-line error naming an unknown node."""
+    if name not in NODES:
+        raise ValueError(f"node: unknown {name!r}; expected one of {list(NODES)}")
+    extra = {k: v for k, v in more.items() if k not in KNOBS or KNOBS[k].check(v) != KNOBS[k].default}
+    return canonical(NODES[name] | extra)
 
 
 def canonical(overrides: Mapping[str, Any] | Iterable[tuple[str, Any]] | None) -> tuple[tuple[str, Any], ...]:

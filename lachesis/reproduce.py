@@ -123,8 +123,8 @@ def check_spec(params_file: Path, spec: dict[str, Any], declared: dict[str, dict
             raise ValueError(f"{params_file}: common: {key!r} is a parameter of no notebook"
                              + _close_match(key, {k for d in declared.values() for k in d}))
         for n in users:
-            if why := type_error(value, declared[n][key]):
-                raise ValueError(f"{params_file}: common: {key}: {why} (the type notebook {n} declares)")
+            if why := type_error(value, declared[n][key]) or choice_error(key, value):
+                raise ValueError(f"{params_file}: common: {key}: {why} (notebook {n})")
     for n, values in (spec.get("notebooks") or {}).items():
         if not isinstance(values or {}, dict):
             raise ValueError(f"{params_file}: notebooks: {n}: expected a mapping of parameters, "
@@ -133,8 +133,8 @@ def check_spec(params_file: Path, spec: dict[str, Any], declared: dict[str, dict
             if key not in declared[n]:
                 raise ValueError(f"{params_file}: notebooks: {n}: {key!r} is not a parameter of notebook {n}"
                                  + _close_match(key, set(declared[n])))
-            if why := type_error(value, declared[n][key]):
-                raise ValueError(f"{params_file}: notebooks: {n}: {key}: {why} (the type notebook {n} declares)")
+            if why := type_error(value, declared[n][key]) or choice_error(key, value):
+                raise ValueError(f"{params_file}: notebooks: {n}: {key}: {why} (notebook {n})")
 
 
 def _close_match(key: str, known: set[str]) -> str:
@@ -144,15 +144,49 @@ def _close_match(key: str, known: set[str]) -> str:
     return f" (did you mean {near[0]!r}?)" if near else f"; its parameters: {', '.join(sorted(known))}"
 
 
+def parameter_choices() -> dict[str, tuple[tuple[str, ...], bool]]:
+    """The grid notebooks' parameters that name a choice: parameter -> (its choices, whether it is a
+    comma-separated list of them).  A list may be empty (the notebook's default); a policy may carry knobs
+    after ``:``."""
+    from lachesis import capacity, grid, knobs, plan
+    from lachesis.config import SLOS
+
+    one = {"search": tuple(capacity.SEARCH_PRESETS), "load": grid.LOADS, "seed_load": grid.SEED_LOADS,
+           "load_base": knobs.KNOBS["load_base"].allowed, "daisy_chain_load": grid.DAISY_CHAIN_LOADS,
+           "node": tuple(knobs.NODES), "lifetime_over_ranks": knobs.KNOBS["lifetime_over_ranks"].allowed,
+           "laden_close": plan.LADEN_CLOSES, "slo": tuple(SLOS), "multi_workload": grid.MULTI_WORKLOADS,
+           "single_workload": grid.SINGLE_WORKLOADS}
+    many = {"configs": grid.CONFIG_LABELS, "multi_configs": grid.CONFIG_LABELS, "single_configs": grid.CONFIG_LABELS,
+            "models": grid.MODEL_NAMES, "slos": tuple(SLOS), "workloads": grid.MULTI_WORKLOADS + grid.SINGLE_WORKLOADS,
+            "policies": tuple(grid.POLICIES), "no_reviewer_policies": tuple(grid.POLICIES), "knobs": tuple(knobs.KNOBS)}
+    return {**{k: (tuple(v), False) for k, v in one.items()}, **{k: (tuple(v), True) for k, v in many.items()}}
+
+
+def choice_error(key: str, value: Any) -> str | None:
+    """Why a choice parameter's value (:func:`parameter_choices`) names no choice (None: it does, or the
+    parameter is not a choice)."""
+    known = parameter_choices().get(key)
+    if known is None or not isinstance(value, str):
+        return None
+    choices, is_list = known
+    given = [x.strip() for x in value.split(",") if x.strip()] if is_list else [value]
+    bad = [x for x in given if x.partition(":")[0].strip() not in choices]
+    return f"unknown choice {bad[0]!r}; expected {'a comma-separated list of ' if is_list else 'one of '}" \
+           f"{', '.join(choices)}" if bad else None
+
+
 def check_parameters(namespace: dict[str, Any]) -> None:
     """In a notebook, just after its parameters cell: refuse a parameter whose value (injected by papermill,
-    e.g. ``papermill -p seeds 0`` gives an int) is not of the type its annotation declares, naming it, before
-    anything runs.  ``namespace``: the notebook's ``globals()``."""
+    e.g. ``papermill -p seeds 0`` gives an int) is not of the type its annotation declares, or that names no
+    choice of a choice parameter (``-p search bogus``), naming it, before anything runs.  ``namespace``: the
+    notebook's ``globals()``."""
     for key, ann in (namespace.get("__annotations__") or {}).items():
         declared = ann if isinstance(ann, str) else getattr(ann, "__name__", None)
         if key in namespace and (why := type_error(namespace[key], declared)):
             hint = " (papermill -p reads numbers as numbers; pass text with -r)" if declared == "str" else ""
             raise TypeError(f"parameter {key}: {why}{hint}")
+        if key in namespace and (why := choice_error(key, namespace[key])):
+            raise ValueError(f"parameter {key}: {why}")
 
 
 def project_root(params_file: Path) -> Path:
@@ -204,6 +238,8 @@ def plan(params_file: Path, only: list[str] | None = None,
                 given[n][key] = convert(text, declared[n][key])
             except ValueError as e:
                 raise ValueError(f"-p {key}: {e} (the type notebook {n} declares)") from None
+            if why := choice_error(key, given[n][key]):
+                raise ValueError(f"-p {key}: {why} (notebook {n})")
     out = []
     for name in chosen:
         params = {**(spec.get("common") or {}), **((spec.get("notebooks") or {}).get(name) or {}), **given[name]}

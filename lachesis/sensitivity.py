@@ -22,7 +22,7 @@ import pandas as pd
 from lachesis import evaluation, hbf, knobs, runner, sweep
 from lachesis.capacity import SearchParams
 from lachesis.config import SLOS, Endurance
-from lachesis.grid import (CELL, LOAD_POLICY, MULTI_WORKLOADS, PAPER_MULTI_POLICIES, PAPER_SINGLE_POLICIES, POLICY_NAMES,
+from lachesis.grid import (CELL, LOAD_POLICY, LoadRule, MULTI_WORKLOADS, PAPER_MULTI_POLICIES, PAPER_SINGLE_POLICIES, POLICY_NAMES,
                            Point, load_at, multi_agent_grid, single_agent_grid)
 from lachesis.knobs import KNOBS, STUDY
 
@@ -73,7 +73,8 @@ def policies(workload: str) -> tuple[str, ...]:
 
 
 def study_cells(scale: float = 1.0, seed: int = 0, models: Sequence[str] = ("Llama-4-Maverick",),
-                slo: str = "tight", multi: dict | None = None, single: dict | None = None) -> list[list[Point]]:
+                slo: str = "tight", multi: dict | None = None, single: dict | None = None,
+                overrides: Any = ()) -> list[list[Point]]:
     """The study's cells, each a list of the points (:func:`policies`) its gains need.
 
     ``multi``/``single``: ``dict(workload=…,
@@ -83,20 +84,24 @@ def study_cells(scale: float = 1.0, seed: int = 0, models: Sequence[str] = ("Lla
     pts = []
     if multi["configs"]:
         pts += multi_agent_grid(scale, seed, configs=multi["configs"], models=models, slos=(slo,),
-                                      policies=policies(multi["workload"]), workloads=(multi["workload"],))
+                                      policies=policies(multi["workload"]), workloads=(multi["workload"],),
+                                      overrides=overrides)
     if single["configs"]:
         pts += [replace(p, slo=slo) for p in single_agent_grid(
             scale, seed, configs=single["configs"], models=models, policies=policies(single["workload"]),
-            workloads=(single["workload"],))]
+            workloads=(single["workload"],), overrides=overrides)]
     cells: dict[tuple, list[Point]] = {}
     for p in pts:
         cells.setdefault(p.cell(), []).append(p)
     return list(cells.values())
 
 
-def variants(names: Sequence[str] = STUDY, values: dict[str, Sequence[Any]] | None = None) -> list[Variant]:
+def variants(names: Sequence[str] = STUDY, values: dict[str, Sequence[Any]] | None = None,
+             base: Any = ()) -> list[Variant]:
     """The paper's setting, then each knob of ``names`` at each of its values (``values`` overrides the
-    registry's study values); a value equal to the paper's is the paper's setting and is not repeated."""
+    registry's study values); a value equal to the study's setting (the cells' overrides ``base``, e.g. their
+    node, else the registry's default) is that setting and is not repeated."""
+    at = dict(knobs.canonical(base))
     out = [Variant("paper")]
     for name in names:
         if name not in KNOBS:
@@ -107,7 +112,7 @@ def variants(names: Sequence[str] = STUDY, values: dict[str, Sequence[Any]] | No
             raise ValueError(f"sensitivity: knob {name!r} has no values")
         for v in vals:
             v = k.check(v)
-            if v != k.default:
+            if v != at.get(name, k.default):
                 out.append(Variant(name, v))
     return out
 
@@ -134,37 +139,41 @@ def _tag(row: dict, v: Variant, n_star: int) -> dict:
 def run(cells: Sequence[Sequence[Point]], names: Sequence[str] = STUDY,
         values: dict[str, Sequence[Any]] | None = None, params: SearchParams = SearchParams(),
         cache_dir: str | os.PathLike | None = None, n_jobs: int | None = None, scheduler: Any = None,
-        progress: bool = True) -> pd.DataFrame:
-    """Every cell's policies at each variant (:func:`variants`), one row per (cell, knob, value, policy).
+        progress: bool = True, load: str | LoadRule = "per_deployment") -> pd.DataFrame:
+    """Every cell's policies at each variant (:func:`variants`), one row per (cell, knob, value, policy),
+    each cell held at its load under the grid's ``load`` rule (:class:`lachesis.grid.LoadRule`).
 
     Columns: the cell (``workload, model, slo, memory``), ``policy``, ``knob``, ``value``, ``n_sessions``
     (the load held fixed), ``n_star``, ``slo_met``, ``hbf_write_rate``, ``lifetime_years``,
     ``simulated`` (False: an endurance knob, recomputed from the paper-setting run), the run's byte counts.
     """
-    return _study(cells, names, values, params, cache_dir, dict(n_jobs=n_jobs, scheduler=scheduler, progress=progress))[0]
+    return _study(cells, names, values, params, cache_dir, dict(n_jobs=n_jobs, scheduler=scheduler, progress=progress),
+                  load)[0]
 
 
 def cached(cells: Sequence[Sequence[Point]], names: Sequence[str] = STUDY,
            values: dict[str, Sequence[Any]] | None = None, params: SearchParams = SearchParams(),
-           cache_dir: str | os.PathLike | None = None) -> tuple[pd.DataFrame, list[str]]:
+           cache_dir: str | os.PathLike | None = None,
+           load: str | LoadRule = "per_deployment") -> tuple[pd.DataFrame, list[str]]:
     """The rows of :func:`run` that the cache holds, and one line per (cell, variant) it lacks; never simulates."""
-    return _study(cells, names, values, params, cache_dir, None)
+    return _study(cells, names, values, params, cache_dir, None, load)
 
 
 def _study(cells: Sequence[Sequence[Point]], names: Sequence[str], values: dict[str, Sequence[Any]] | None,
            params: SearchParams, cache_dir: str | os.PathLike | None,
-           how: dict[str, Any] | None) -> tuple[pd.DataFrame, list[str]]:
+           how: dict[str, Any] | None, load: str | LoadRule = "per_deployment") -> tuple[pd.DataFrame, list[str]]:
     """The study's rows and what the cache lacks; ``how`` (n_jobs, scheduler, progress) computes what is missing,
     None reads the cache only."""
     cells = [list(c) for c in cells]
     if not cells:
         raise ValueError("sensitivity: no cells")
     cache = str(cache_dir) if cache_dir else None
-    vs = variants(names, values)
+    vs = variants(names, values, cells[0][0].overrides)
     base_pts = [p for c in cells for p in c]
-    base, missing = sweep.cached_results(base_pts, cache, params)
+    rule = LoadRule.of(load)
+    base, missing = sweep.cached_results(base_pts, cache, params, load)
     if missing and how is not None:  # the grid's own evaluation: N* searched once, cached for the grid too
-        base, missing = sweep.run_grid(base_pts, params, cache, **how), []
+        base, missing = sweep.run_grid(base_pts, params, cache, load=load, **how), []
     lacking = [f"{c[0].label()}: the paper's setting (N*)" for c in cells if any(p in missing for p in c)]
     rows: list[dict] = [dict(r, knob="paper", value="paper", simulated=True) for r in base.to_dict("records")]
 
@@ -176,7 +185,7 @@ def _study(cells: Sequence[Sequence[Point]], names: Sequence[str], values: dict[
         if ns <= 0:  # the SLO admits no load at the paper's setting: nothing to hold fixed
             continue
         for v in vs:
-            if v.is_paper or not KNOBS[v.knob].simulated:
+            if v.is_paper or not KNOBS[v.knob].simulated or v.knob == "load_base":
                 continue
             pts, n = [v.point(p) for p in c], v.load(ns)
             hits = [sweep.cached_entry(p, cache, params, n) for p in pts]
@@ -195,11 +204,25 @@ def _study(cells: Sequence[Sequence[Point]], names: Sequence[str], values: dict[
         for g, out in zip(groups, res):
             for (_, _, v, ns), rs in zip(g, out):
                 rows += [_tag(r, v, ns) for r in rs]
+    for v in (v for v in vs if v.knob == "load_base" and rule.rule == "per_deployment"):
+        got, lack = _at_base(base_pts, replace(rule, base=v.value), params, cache, how)
+        rows += [_tag(r, v, int(r["n_star"])) for r in got.to_dict("records")]
+        lacking += [f"{p.label()}: load_base = {v.value}" for p in lack]
     if not rows:
         return pd.DataFrame(columns=ID + ["policy", "knob", "value", "simulated", "lifetime_years"]), lacking
     df = sweep.results_frame(rows)
     df = pd.concat([df, _endurance_rows(df[df["knob"].eq("paper")], vs)], ignore_index=True)
     return _ordered(df, vs), lacking
+
+
+def _at_base(points: list[Point], rule: LoadRule, params: SearchParams, cache: str | None,
+             how: dict[str, Any] | None) -> tuple[pd.DataFrame, list[Point]]:
+    """The study's cells held at another base configuration's load (the ``load_base`` variant): the rows
+    the grid gives under that rule, from the cache, or run when ``how`` is given."""
+    got, lack = sweep.cached_results(points, cache, params, rule)
+    if lack and how is not None:
+        return sweep.run_grid(points, params, cache, load=rule, **how), []
+    return got, lack
 
 
 def _cell_mask(df: pd.DataFrame, p: Point) -> pd.Series:
@@ -233,7 +256,9 @@ def _endurance_rows(paper: pd.DataFrame, vs: Sequence[Variant]) -> pd.DataFrame:
         for r in paper.to_dict("records"):
             cfg = Point(r["workload"], r["memory"], r["model"], r["slo"], r["policy"],
                               overrides={v.knob: v.value}).config()
-            life = float(hbf.hbf_lifetime_years(cfg.memory, r.get("hbf_write_rate", math.nan), cfg.endurance))
+            spread = r.get("hbf_rank_spread", 1.0)
+            spread = 1.0 if spread is None or not np.isfinite(spread) else float(spread)
+            life = float(hbf.group_lifetime_years(cfg.memory, r.get("hbf_write_rate", math.nan), cfg.endurance, spread))
             out.append(dict(r, knob=v.knob, value=v.label(), lifetime_years=life, simulated=False))
     return pd.DataFrame(out)
 
@@ -305,6 +330,7 @@ def knob_label(name: str) -> str:
              "hbf_write_bw_scale": "HBF write bandwidth", "read_pricing": "KV read pricing",
              "group_ranks": "expert-parallel group size", "landing": "KV landing on HBF",
              "node_start": "node start state", "laden_close": "reasoning-laden KV freed at",
+             "load_base": "configuration the held load is sized at", "lifetime_over_ranks": "lifetime over ranks",
              "paper": "the paper's setting"}
     k = KNOBS.get(name)
     unit = getattr(k, "unit", "") if k is not None else ""

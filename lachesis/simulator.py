@@ -83,6 +83,7 @@ class SimResult:
     evicted_blocks: int = 0  # blocks evicted from the cache in the window, all ranks
     stalled_s: float = 0.0  # seconds the group's decode waited for landings after the first warm-up
     events_bytes_by_tier: dict[str, float] = field(default_factory=dict)  # the recorded rank's, in the window
+    hbf_rank_spread: float = 1.0  # the most-written rank's HBF KV bytes in the window over the ranks' mean
     kv_read_per_step_bytes: float = float("nan")  # per GPU, time-averaged over the window
     live_short_kv_bytes: float = float("nan")  # per GPU, time-averaged: reasoning-laden, worker, reviewer
     hbm_over_live_short: float = float("nan")  # one GPU's HBM capacity / live_short_kv_bytes
@@ -442,7 +443,8 @@ class _Observer:
         # (HBM-first turns HBM over only through LRU eviction); ``in_regime`` says whether the window did.
         evictions = sum(m.table.totals.evicted_blocks for m in run.mems) - self.evicted_at_warmup
         regime = bool(run.mem.policy.frees_at_boundary or evictions > 0)
-        life = float(hbf.hbf_lifetime_years(cfg.memory, rate, cfg.endurance)) if np.isfinite(rate) else float("nan")
+        spread = hbf.rank_spread([sum(v["hbf"] for v in r.values()) for r in by_rank])
+        life = float(hbf.group_lifetime_years(cfg.memory, rate, cfg.endurance, spread)) if np.isfinite(rate) else float("nan")
         return SimResult(
             n_sessions=run.n_sessions, policy=run.policy_name, sim_s=float(run.env.now), warmup_s=float(warmup_s),
             p99_tpot_s=p99_tpot, mean_tpot_s=float((tp * tw).sum() / tw.sum()) if tw.sum() else float("nan"),
@@ -457,6 +459,7 @@ class _Observer:
             closes=mem.recorder.close_times() if mem.recorder is not None else None,
             ranks=run.ranks, in_regime=regime, evicted_blocks=int(evictions), stalled_s=float(engine.stalled_s),
             events_bytes_by_tier={t: sum(v[t] for v in by_rank[0].values()) for t in ("hbm", "hbf")},
+            hbf_rank_spread=spread,
             **self.operating_point(run),
         )
 

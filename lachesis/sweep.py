@@ -28,8 +28,8 @@ from lachesis import simulator as sim
 from lachesis.bound import Timeline, hbm_bound
 from lachesis.capacity import PAPER, SearchParams
 from lachesis.clairvoyance import CloseTimes, drift
-from lachesis.config import Config
-from lachesis.grid import LOAD_POLICY, LOADS, SEED_LOADS, Point, is_clairvoyant, load_at
+from lachesis.config import SLOS, Config
+from lachesis.grid import LOAD_POLICY, SEED_LOADS, LoadRule, Point, is_clairvoyant, load_at
 from lachesis.plan import LADEN_CLOSES, Plan
 from lachesis.policies import get_policy
 
@@ -90,17 +90,19 @@ def evaluate_point(point: Point, params: SearchParams = PAPER, cache_dir: str | 
 
 
 def run_at_load(point: Point, n: int, params: SearchParams = PAPER,
-                cache_dir: str | os.PathLike | None = None, plan: Plan | None = None) -> dict:
+                cache_dir: str | os.PathLike | None = None, plan: Plan | None = None, bound: bool = False) -> dict:
     """The point's policy at ``n`` sessions per GPU: the lifetime run, and whether a search-length window
     there meets the SLO (``slo_met``, the criterion N* was searched with); cached.  The oracle runs with
-    the load policy's close times at the same load (:func:`baseline_closes`)."""
+    the load policy's close times at the same load (:func:`baseline_closes`).  ``bound``: a load-policy run
+    also carries the offline bound (a cached entry without it is run again with it)."""
     plan = plan or plancache.point_plan(point, cache_dir)
     key = store.point_key(point, plan.fingerprint, params, n=int(n))
     path = store.entry_path(cache_dir, key)
-    if (hit := store.read_entry(path, key)) is not None:
+    bound = bound and point.policy == LOAD_POLICY
+    if (hit := store.read_entry(path, key)) is not None and (not bound or "bound_status" in hit):
         return hit
     clair = baseline_closes(point, n, params, cache_dir, plan) if is_clairvoyant(point.policy) else None
-    return _run_at_load(point, n, params, cache_dir, plan, clair)[0]
+    return _run_at_load(point, n, params, cache_dir, plan, clair, bound=bound)[0]
 
 
 def _run_at_load(point: Point, n: int, params: SearchParams, cache_dir: str | os.PathLike | None, plan: Plan,
@@ -219,10 +221,11 @@ def _rows_at(points: Sequence[Point], loads: dict[str, int], searched: dict[str,
 
 
 def _at_loads(points: Sequence[Point], loads: dict[str, int], params: SearchParams, cache_dir: str | None,
-              searched: dict[str, dict] | None = None, plan: Plan | None = None) -> list[dict]:
-    """Every point of one cell at its policy's load, run (or read from the cache) as :func:`run_at_load`."""
+              searched: dict[str, dict] | None = None, plan: Plan | None = None, bound: bool = False) -> list[dict]:
+    """Every point of one cell at its policy's load, run (or read from the cache) as :func:`run_at_load`
+    (``bound``: the load policy's run carries the offline bound)."""
     plan = plan or plancache.point_plan(points[0], cache_dir)
-    return _rows_at(points, loads, searched or {}, lambda p, n: run_at_load(p, n, params, cache_dir, plan))
+    return _rows_at(points, loads, searched or {}, lambda p, n: run_at_load(p, n, params, cache_dir, plan, bound))
 
 
 def evaluate_cell_at(points: Sequence[Point], n: int, params: SearchParams, cache_dir: str | None,
@@ -249,7 +252,7 @@ def search_cell(points: Sequence[Point], policies: Sequence[str], params: Search
 
 def cell_load(searched: dict[str, dict], load: str) -> tuple[int, str]:
     """(sessions per GPU, the policy whose N* it is) of a cell under a ``load`` rule (docs/design.md §5, "Load")."""
-    if load == "baseline":
+    if load in ("per_cell", "per_deployment"):
         return int(searched[LOAD_POLICY]["n_star"]), LOAD_POLICY
     pol = min(searched, key=lambda p: searched[p]["n_star"])
     return int(searched[pol]["n_star"]), pol
@@ -262,7 +265,7 @@ def _searched_policies(points: Sequence[Point], load: str) -> list[str]:
     if load == "own":
         oracle = any(is_clairvoyant(p.policy) for p in points)
         return pols + ([LOAD_POLICY] if oracle and LOAD_POLICY not in pols else [])
-    return [LOAD_POLICY] if load == "baseline" or not pols else pols
+    return [LOAD_POLICY] if load == "per_cell" or not pols else pols
 
 
 def _cell_loads(points: Sequence[Point], searched: dict[str, dict], load: str) -> dict[str, tuple[int, str]]:
@@ -274,27 +277,59 @@ def _cell_loads(points: Sequence[Point], searched: dict[str, dict], load: str) -
     return {p.policy: (n, by_cell) for p in points}
 
 
+def _point_fields(p: Point) -> dict:
+    """The row fields a point states about its node and SLO: the group's size and the SLO's two bounds
+    (``slo_met`` judges ``slo_p99_tpot_s`` and ``slo_p99_ttft_s`` against them)."""
+    slo = SLOS[p.slo]
+    return dict(group_ranks=p.config().deployment.group_ranks, slo_tpot_bound_s=slo.p99_tpot_s,
+                slo_ttft_bound_s=slo.ttft_s)
+
+
 def _tag_cell(points: Sequence[Point], rows: Sequence[dict | None], at: dict[str, tuple[int, str]],
-              load: str) -> list[dict | None]:
-    """A cell's rows with the load they ran at: the rule, N*, the policy it is N* of, and the seed that sized it."""
-    return [None if r is None else dict(r, load=load, n_star=at[p.policy][0], load_policy=at[p.policy][1],
-                                        load_seed=p.seed) for p, r in zip(points, rows)]
+              rule: LoadRule) -> list[dict | None]:
+    """A cell's rows with the load they ran at: the rule and its base, N*, the policy it is N* of, the seed
+    that sized it; and the point's node and SLO bounds."""
+    return [None if r is None else dict(r, **rule.tags(p.memory), n_star=at[p.policy][0],
+                                        load_policy=at[p.policy][1], load_seed=p.seed, **_point_fields(p))
+            for p, r in zip(points, rows)]
+
+
+def deployment_search(point: Point, rule: LoadRule, params: SearchParams, cache_dir: str | None,
+                      plan: Plan | None = None) -> dict:
+    """HBM-first's capacity search at the deployment's base configuration (``rule.base``) for the point's
+    model, SLO, trace and seed: the load held at every configuration (docs/design.md §5, "Load")."""
+    return evaluate_point(rule.base_point(point), params, cache_dir, plan)
+
+
+def _held(points: Sequence[Point], rule: LoadRule, base: dict) -> tuple[dict[str, dict], dict[str, tuple[int, str]]]:
+    """(the searches a cell reuses, each policy's load) at the deployment's held load: the base cell
+    reuses its own search run, every other cell runs at that N*."""
+    searched = {LOAD_POLICY: base} if points[0].memory == rule.base else {}
+    return searched, {p.policy: (int(base["n_star"]), LOAD_POLICY) for p in points}
 
 
 def evaluate_cell(points: Sequence[Point], params: SearchParams, cache_dir: str | None,
-                  load: str = "baseline") -> list[dict]:
-    """The rows of one cell's points under a ``load`` rule: "baseline", "min" or "own" (docs/design.md §5, "Load").
+                  load: str | LoadRule = "per_deployment") -> list[dict]:
+    """The rows of one cell's points under a ``load`` rule (:class:`lachesis.grid.LoadRule`, or its name:
+    "per_deployment", "per_cell", "min" or "own"; docs/design.md §5, "Load").
 
     The oracle is not searched: it runs at the cell's load (under "own", at the load policy's N*)."""
+    rule = LoadRule.of(load)
     plan = plancache.point_plan(points[0], cache_dir)
-    searched = search_cell(points, _searched_policies(points, load), params, cache_dir, plan)
-    at = _cell_loads(points, searched, load)
-    rows = _at_loads(points, {pol: n for pol, (n, _) in at.items()}, params, cache_dir, searched, plan)
-    return _tag_cell(points, rows, at, load)  # type: ignore[return-value]
+    if rule.held(points[0].memory):
+        searched, at = _held(points, rule, deployment_search(points[0], rule, params, cache_dir, plan))
+    else:
+        cr = rule.cell_rule(points[0].memory)
+        searched = search_cell(points, _searched_policies(points, cr), params, cache_dir, plan)
+        at = _cell_loads(points, searched, cr)
+    # the bound is solved on the run that sized the load: the search's, or at a held cell the load policy's run there
+    rows = _at_loads(points, {pol: n for pol, (n, _) in at.items()}, params, cache_dir, searched, plan,
+                     bound=rule.held(points[0].memory))
+    return _tag_cell(points, rows, at, rule)  # type: ignore[return-value]
 
 
 #: the fields a seed's replica takes from its first seed's row (the load it ran at)
-_LOAD_FIELDS = ("load", "n_star", "load_policy", "load_seed")
+_LOAD_FIELDS = ("load", "load_base", "daisy_chain_load", "n_star", "load_policy", "load_seed")
 
 
 def _first_rows(leader: Sequence[dict | None]) -> dict[str, dict]:
@@ -311,7 +346,7 @@ def replicate_cell(points: Sequence[Point], leader: Sequence[dict], params: Sear
     if missing:
         raise ValueError(f"replicate_cell: the first seed's cell has no row for policy {missing[0]!r}")
     loads = {pol: int(r["n_sessions"]) for pol, r in first.items()}
-    return [dict(r, **{k: first[p.policy].get(k) for k in _LOAD_FIELDS})
+    return [dict(r, **{k: first[p.policy].get(k) for k in _LOAD_FIELDS}, **_point_fields(p))
             for p, r in zip(points, _at_loads(points, loads, params, cache_dir))]
 
 
@@ -330,21 +365,29 @@ def cached_entry(point: Point, cache_dir: str | os.PathLike | None, params: Sear
 
 
 def _cached_cell(points: Sequence[Point], cache_dir: str | os.PathLike | None, params: SearchParams,
-                 load: str) -> list[dict | None] | None:
+                 load: str | LoadRule) -> list[dict | None] | None:
     """:func:`evaluate_cell`'s rows as far as the cache holds them (None per missing point); None when a
     search the ``load`` rule needs is missing."""
-    searched = {pol: cached_entry(replace(points[0], policy=pol), cache_dir, params)
-                for pol in _searched_policies(points, load)}
-    if any(e is None for e in searched.values()):
-        return None
-    at = _cell_loads(points, searched, load)  # type: ignore[arg-type]
+    rule = LoadRule.of(load)
+    if rule.held(points[0].memory):
+        base = cached_entry(rule.base_point(points[0]), cache_dir, params)
+        if base is None:
+            return None
+        searched, at = _held(points, rule, base)
+    else:
+        cr = rule.cell_rule(points[0].memory)
+        searched = {pol: cached_entry(replace(points[0], policy=pol), cache_dir, params)  # type: ignore[misc]
+                    for pol in _searched_policies(points, cr)}
+        if any(e is None for e in searched.values()):
+            return None
+        at = _cell_loads(points, searched, cr)  # type: ignore[arg-type]
     rows = _rows_at(points, {pol: n for pol, (n, _) in at.items()}, searched,  # type: ignore[arg-type]
                     lambda p, n: cached_entry(p, cache_dir, params, n))
-    return _tag_cell(points, rows, at, load)
+    return _tag_cell(points, rows, at, rule)
 
 
 def cached_results(points: Sequence[Point], cache_dir: str | os.PathLike | None,
-                   params: SearchParams = SearchParams(), load: str = "baseline",
+                   params: SearchParams = SearchParams(), load: str | LoadRule = "per_deployment",
                    seed_load: str = "fixed") -> tuple[pd.DataFrame, list[Point]]:
     """The rows :func:`run_grid` would return for ``points`` that the cache holds (in their order), and
     the points it lacks.
@@ -373,7 +416,8 @@ def cached_results(points: Sequence[Point], cache_dir: str | os.PathLike | None,
                 f = first.get(p.policy)
                 r = None if f is None else _rows_at([p], {p.policy: int(f["n_sessions"])}, {},
                                                     lambda q, n: cached_entry(q, cache_dir, params, n))[0]
-                rows[i] = None if r is None else dict(r, **{k: f.get(k) for k in _LOAD_FIELDS})  # type: ignore[union-attr]
+                rows[i] = None if r is None else dict(r, **{k: f.get(k) for k in _LOAD_FIELDS},  # type: ignore[arg-type]
+                                                      **_point_fields(p))
     return results_frame([r for r in rows if r is not None]), [p for p, r in zip(points, rows) if r is None]
 
 
@@ -383,12 +427,11 @@ def cached_results(points: Sequence[Point], cache_dir: str | os.PathLike | None,
 # ------------------------------------------------------------------------------------------------
 
 
-def _check_points(points: Sequence[Point], load: str = "baseline", seed_load: str = "fixed") -> None:
+def _check_points(points: Sequence[Point], load: str | LoadRule = "per_deployment", seed_load: str = "fixed") -> None:
     """Clear one-line errors before any process starts: empty grid, unknown load rule/policy, a model too big."""
     if not len(points):
         raise ValueError("the grid is empty: no points to evaluate")
-    if load not in LOADS:
-        raise ValueError(f"load must be one of {LOADS}, got {load!r}")
+    LoadRule.of(load)
     if seed_load not in SEED_LOADS:
         raise ValueError(f"seed_load must be one of {SEED_LOADS}, got {seed_load!r}")
     for pol in {p.policy for p in points}:
@@ -421,12 +464,14 @@ def _replicas(points: Sequence[Point], cells: Sequence[Sequence[int]]) -> list[l
 
 def run_grid(points: Sequence[Point], params: SearchParams = PAPER, cache_dir: str | os.PathLike | None = None,
              n_jobs: int | None = None, scheduler: str | Any | None = None, progress: bool = True,
-             load: str = "baseline", seed_load: str = "fixed") -> pd.DataFrame:
+             load: str | LoadRule = "per_deployment", seed_load: str = "fixed") -> pd.DataFrame:
     """Evaluate every point (cached) with one load per cell (``load``) and every seed of a cell at its first
     seed's load (``seed_load="fixed"``; ``"search"``: each seed searches), in parallel; one row per point.
-    When the cache holds every point, its rows are read (:func:`cached_results`) without building a plan."""
+    When the cache holds every point, its rows are read (:func:`cached_results`) without building a plan.
+    Under ``per_deployment`` the deployments' base searches run first, so no two cells search one."""
     points = list(points)
     _check_points(points, load, seed_load)
+    rule = LoadRule.of(load)
     cache = str(cache_dir) if cache_dir else None
     cells = _cells(points)
     # a grid the cache holds whole is read without a plan or a process (a cold cache costs one trace here)
@@ -438,6 +483,12 @@ def run_grid(points: Sequence[Point], params: SearchParams = PAPER, cache_dir: s
             return got
     groups = _replicas(points, cells) if seed_load == "fixed" else [[c] for c in range(len(cells))]
     leaders = [g[0] for g in groups]
+    bases = list(dict.fromkeys(rule.base_point(points[cells[c][0]]) for c in leaders
+                               if rule.held(points[cells[c][0]].memory)))
+    if bases:
+        runner.run_tasks(deployment_search, [(b, rule, params, cache) for b in bases],
+                         [f"{b.label()} seed {b.seed}" for b in bases], n_jobs, scheduler, progress,
+                         desc="deployment load: N*")
     followers = {g[0]: g[1:] for g in groups}
     label = {c: f"{points[cells[c][0]].label()} seed {points[cells[c][0]].seed}" for c in range(len(cells))}
     pts = {c: [points[i] for i in cells[c]] for c in range(len(cells))}
@@ -448,7 +499,7 @@ def run_grid(points: Sequence[Point], params: SearchParams = PAPER, cache_dir: s
         order.extend(more)
         return [(replicate_cell, (pts[c], rows, params, cache), label[c]) for c in more]
 
-    res = runner.run_tasks(evaluate_cell, [(pts[c], params, cache, load) for c in leaders], [label[c] for c in leaders],
+    res = runner.run_tasks(evaluate_cell, [(pts[c], params, cache, rule) for c in leaders], [label[c] for c in leaders],
                     n_jobs, scheduler, progress, follow=follow)
     results: list[dict] = [None] * len(points)  # type: ignore[list-item]
     for c, rows in zip(order, res):

@@ -111,3 +111,46 @@ def test_papermill_p_with_the_wrong_type_stops_at_the_check(tmp_path) -> None:
     with pytest.raises(pm.PapermillExecutionError, match="parameter seeds: expected str, got int 0"):
         pm.execute_notebook(str(src), str(tmp_path / "out.ipynb"), parameters={"seeds": 0}, progress_bar=False,
                             kernel_name="python3", cwd=str(ROOT))
+
+
+# ------------------------------------------------------------------------------------------------
+# Choice parameters (issue 24): an unknown choice is refused with one line naming the parameter
+# ------------------------------------------------------------------------------------------------
+
+GRID_NOTEBOOKS = ("fig09_fig10_multi_agent", "fig11_fig12_single_agent", "gain_vs_load", "sensitivity")
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("search", "bogus", "parameter search: unknown choice 'bogus'; expected one of paper, ci"),
+    ("node", "two_gpus", "parameter node: unknown choice 'two_gpus'; expected one of paper, one_gpu"),
+    ("load", "baseline", "parameter load: unknown choice 'baseline'"),
+    ("load_base", "8/8*", "parameter load_base: unknown choice '8/8\\*'"),
+    ("configs", "1/7, 5/3", "parameter configs: unknown choice '5/3'; expected a comma-separated list of"),
+    ("policies", "hbm_first,lachesis:size_estimate=spawn,lru", "parameter policies: unknown choice 'lru'"),
+    ("lifetime_over_ranks", "max", "parameter lifetime_over_ranks: unknown choice 'max'"),
+])
+def test_an_unknown_choice_is_refused_naming_the_parameter(key, value, words) -> None:
+    with pytest.raises(ValueError, match=words):
+        reproduce.check_parameters({"__annotations__": {key: "str"}, key: value})
+
+
+def test_choices_are_refused_before_anything_runs_and_defaults_pass() -> None:
+    for name in GRID_NOTEBOOKS:  # every grid notebook's declared defaults are valid choices
+        params = reproduce.notebook_parameters(ROOT / "notebooks" / f"{name}.ipynb")
+        assert {"node", "search"} <= set(params), name
+    with pytest.raises(ValueError, match=r"-p search: unknown choice 'bogus'.*\(notebook "):
+        reproduce.plan(ROOT / "notebooks" / "params" / "ci.yaml", only=["gain_vs_load"], overrides=[("search", "bogus")])
+    ok = reproduce.plan(ROOT / "notebooks" / "params" / "ci.yaml", only=["gain_vs_load"], overrides=[("node", "paper")])
+    assert ok[0][2]["node"] == "paper"
+    reproduce.check_parameters({"__annotations__": {"configs": "str", "knobs": "str"}, "configs": "", "knobs": ""})
+
+
+def test_every_grid_parameter_has_a_help_comment() -> None:
+    import papermill as pm
+
+    for name in GRID_NOTEBOOKS:
+        for key, info in pm.inspect_notebook(str(ROOT / "notebooks" / f"{name}.ipynb")).items():
+            assert info["help"].strip(), f"{name}: parameter {key} has no help comment"
+            if key in reproduce.parameter_choices():
+                choices, _ = reproduce.parameter_choices()[key]
+                assert any(c in info["help"] for c in choices) or "lachesis." in info["help"], (name, key)

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lachesis import grid, hbf, plancache, sensitivity, store, sweep
+from lachesis import grid, hbf, knobs, plancache, sensitivity, store, sweep
 from lachesis import simulator as S
 from lachesis.config import HBF_STACK, ReferenceClock
 from lachesis.knobs import KNOBS
@@ -47,9 +47,17 @@ def test_every_knob_defaults_to_the_papers_setting() -> None:
     assert KNOBS["pe_cycles"].default == 100_000 and KNOBS["write_amplification"].default == 1.02
     assert KNOBS["read_pricing"].default == "aggregate" and KNOBS["laden_close"].default == grid.Point.laden_close
     for k in KNOBS.values():
-        assert k.default not in k.values, f"{k.name}: the study's values move away from the paper's"
+        if k.name != "group_ranks":  # G = 1, 2, 4, 8: the one the cells' node has is their setting
+            assert k.default not in k.values, f"{k.name}: the study's values move away from the paper's"
         for v in k.values:
             k.check(v)
+    assert KNOBS["group_ranks"].values == (1.0, 2.0, 4.0, 8.0)
+    node = knobs.node("paper")
+    on_node = sensitivity.variants(["group_ranks", "lifetime_over_ranks", "load_base"], base=node)
+    assert [(v.knob, v.value) for v in on_node] == [("paper", None), ("group_ranks", 1.0), ("group_ranks", 2.0),
+                                                     ("group_ranks", 4.0), ("lifetime_over_ranks", "worst"),
+                                                     ("load_base", "4/4")]
+    assert [v.value for v in sensitivity.variants(["group_ranks"]) if v.knob == "group_ranks"] == [2.0, 4.0, 8.0]
 
 
 @pytest.mark.parametrize("overrides, paths", [
@@ -253,7 +261,7 @@ def test_the_cache_only_readers_never_simulate_or_build_a_plan(monkeypatch) -> N
     pd.testing.assert_frame_equal(sensitivity.run(cells(), STUDIED, VALUES, CI, d, progress=False)[runs.columns],
                                   runs)
     grid, missing = sweep.cached_results([p for c in cells() for p in c], d, CI)
-    assert missing == [] and len(grid) == 3 and grid["load"].eq("baseline").all()
+    assert missing == [] and len(grid) == 3 and grid["load"].eq("per_deployment").all()
 
 
 @pytest.mark.slow
