@@ -29,7 +29,7 @@ from lachesis import evaluation, sensitivity, sweep
 from lachesis.capacity import SEARCH_PRESETS, SearchParams
 from lachesis.config import SLOS, Endurance
 from lachesis.gains import load_gains
-from lachesis.grid import (CELL, CONFIG_LABELS, LOAD_POLICY, MODEL_NAMES, MULTI_WORKLOADS, POLICY_NAMES,
+from lachesis.grid import (CELL, CONFIG_LABELS, LOAD_POLICY, LOADS, MODEL_NAMES, MULTI_WORKLOADS, POLICY_NAMES,
                            SINGLE_WORKLOADS, Point, grid_policies, is_clairvoyant, load_at, seed_list, split_csv)
 from lachesis.knobs import STUDY
 from lachesis.plotting import (CLASS_STYLE, LIFETIME_AXIS, NSTAR_STYLE, WORKLOAD_LABEL, nstar_key, policy_color,
@@ -78,8 +78,12 @@ class Selection:
     scale: float = 1.0
     seeds: tuple[int, ...] | int = (0,)
     search: str = "paper"
+    #: the grid's load rule (docs/design.md §5, "Load"): the committed figures' rule, until they move to the node's
+    load: str = "per_cell"
 
     def __post_init__(self) -> None:
+        if self.load not in LOADS:
+            raise ValueError(f"explorer: load must be one of {list(LOADS)}, got {self.load!r}")
         if self.search not in SEARCH_PRESETS:
             raise ValueError(f"explorer: search must be one of {list(SEARCH_PRESETS)}, got {self.search!r}")
         for k, allowed in choices().items():
@@ -271,7 +275,7 @@ def view(sel: Selection, cache_dir: str | Path, fractions: Sequence[float] = (),
     """Read a selection from the cache and, for what it lacks, from the committed results ``store``
     (``fractions`` of N* for the load curve, ``knobs`` of the study); nothing is simulated."""
     pts, cache = sel.points(), str(cache_dir)
-    grid, miss = sweep.cached_results(pts, cache, sel.params)
+    grid, miss = sweep.cached_results(pts, cache, sel.params, load=sel.load)
     sources = {"grid": f"the sweep cache {cache}"}
     composition = evaluation.write_composition(grid) if not grid.empty else pd.DataFrame()
     if miss and store is not None:
@@ -452,7 +456,7 @@ def compute(sel: Selection, cache_dir: str | Path, parts: Sequence[str] = PARTS,
         raise ValueError(f"explorer: unknown part {bad[0]!r}; expected some of {list(PARTS)}")
     cache = str(cache_dir)
     if "grid" in parts:
-        sweep.run_grid(sel.points(), sel.params, cache, n_jobs, progress=progress)
+        sweep.run_grid(sel.points(), sel.params, cache, n_jobs, load=sel.load, progress=progress)
     if "load" in parts and len(fractions):
         sweep.load_curve(sel.curve_points(), [float(f) for f in fractions], sel.params, cache, n_jobs,
                          progress=progress)
