@@ -21,6 +21,9 @@ class TieredAllocator:
     """One free list per tier in numpy arrays; ``alloc`` falls back to the other tier block by block."""
 
     def __init__(self, hbm_blocks: int, hbf_blocks: int) -> None:
+        for name, n in (("hbm_blocks", hbm_blocks), ("hbf_blocks", hbf_blocks)):
+            if isinstance(n, bool) or not float(n).is_integer():
+                raise ValueError(f"{name} must be a whole number of blocks, got {n!r}")
         if int(hbm_blocks) < 0 or int(hbf_blocks) < 0:
             raise ValueError(f"block counts must be >= 0, got hbm_blocks={hbm_blocks}, hbf_blocks={hbf_blocks}")
         self.hbm_blocks = int(hbm_blocks)

@@ -12,6 +12,8 @@ ranking) are in docs/design.md §5.
 
 from __future__ import annotations
 
+import inspect
+
 import math
 from typing import Any, Iterable
 from weakref import WeakKeyDictionary
@@ -299,14 +301,21 @@ POLICIES: dict[str, type] = {p.name: p for p in (HBMFirst, HBMFirstReclaim, Dete
                                                  ReuseThreshold, Oracle)}
 
 
-def _knobs(spec: str, text: str, words: Iterable[str] = ()) -> dict[str, Any]:
+def _knobs(spec: str, text: str, cls: type) -> dict[str, Any]:
     """``key=value,...`` of a policy spec as numbers (int when written as digits), or as words for
-    the keys in ``words`` (a policy's ``text_knobs``)."""
+    the keys of the policy's ``text_knobs``; a key the policy does not take, or one given twice, is refused."""
+    words = getattr(cls, "text_knobs", ())
+    takes = [p for p in inspect.signature(cls).parameters if p != "self"]
     out: dict[str, Any] = {}
     for part in text.split(","):
         key, eq, value = part.partition("=")
         if not eq or not key.strip():
             raise ValueError(f"policy {spec!r}: expected name:key=value[,key=value...], got {part!r}")
+        if key.strip() not in takes:
+            raise ValueError(f"policy {spec!r}: {cls.__name__} has no knob {key.strip()!r}"
+                             f" (it takes {takes or 'none'})")
+        if key.strip() in out:
+            raise ValueError(f"policy {spec!r}: knob {key.strip()!r} given twice")
         if key.strip() in words:
             out[key.strip()] = value.strip()
             continue
@@ -325,7 +334,7 @@ def as_policy(policy: Policy | str) -> Policy:
         cls = POLICIES.get(name.strip())
         if cls is None:
             raise ValueError(f"unknown policy {name!r}; expected one of {sorted(POLICIES)}")
-        kwargs = _knobs(policy, rest, getattr(cls, "text_knobs", ())) if sep else {}
+        kwargs = _knobs(policy, rest, cls) if sep else {}
         try:
             return cls(**kwargs)
         except TypeError as exc:

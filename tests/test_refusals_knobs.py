@@ -114,3 +114,25 @@ def test_a_sentence_names_a_value_without_a_gain_instead_of_nan() -> None:
     text = sensitivity.sentences(g)[0]
     assert "nan" not in text.lower(), text
     assert "no gain at 0.01 (a lifetime there is not finite: the SLO admits no load)" in text
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("lachesis:size_estimate=held,size_estimate=spawn", "given twice"),
+    ("hbm_first:size_estimate=held", "HBMFirst has no knob 'size_estimate'"),
+    ("deterministic:quantile=0.5", "has no knob 'quantile'"),
+])
+def test_a_policy_spec_names_a_repeated_or_foreign_knob(spec, words):
+    """A knob given twice is refused (not last-wins), and a knob the policy lacks is refused for that reason."""
+    from lachesis.policies import get_policy
+
+    with pytest.raises(ValueError, match=words):
+        get_policy(spec)
+
+
+@pytest.mark.parametrize("hbm, hbf", [(2.9, 3), (2, 3.7), (True, 3)])
+def test_block_counts_must_be_whole(hbm, hbf):
+    """TieredAllocator(2.9, 3.7) used to truncate silently to 2 and 3 blocks."""
+    from lachesis.free_lists import TieredAllocator
+
+    with pytest.raises(ValueError, match="whole number of blocks"):
+        TieredAllocator(hbm, hbf)
