@@ -175,6 +175,10 @@ def choice_error(key: str, value: Any) -> str | None:
            f"{', '.join(choices)}" if bad else None
 
 
+#: numeric notebook parameters with a lower bound: (bound, how the refusal states it)
+LOWER_BOUNDS: dict[str, tuple[float, str]] = {"seed": (0, ">= 0"), "scale": (1e-9, "> 0")}
+
+
 def check_parameters(namespace: dict[str, Any]) -> None:
     """In a notebook, just after its parameters cell: refuse a parameter whose value (injected by papermill,
     e.g. ``papermill -p seeds 0`` gives an int) is not of the type its annotation declares, or that names no
@@ -187,6 +191,9 @@ def check_parameters(namespace: dict[str, Any]) -> None:
             raise TypeError(f"parameter {key}: {why}{hint}")
         if key in namespace and (why := choice_error(key, namespace[key])):
             raise ValueError(f"parameter {key}: {why}")
+        if key in namespace and key in LOWER_BOUNDS and isinstance(namespace[key], (int, float)) \
+                and not namespace[key] >= LOWER_BOUNDS[key][0]:
+            raise ValueError(f"parameter {key}: must be {LOWER_BOUNDS[key][1]}, got {namespace[key]!r}")
 
 
 def project_root(params_file: Path) -> Path:

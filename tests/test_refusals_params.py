@@ -154,3 +154,13 @@ def test_every_grid_parameter_has_a_help_comment() -> None:
             if key in reproduce.parameter_choices():
                 choices, _ = reproduce.parameter_choices()[key]
                 assert any(c in info["help"] for c in choices) or "lachesis." in info["help"], (name, key)
+
+
+@pytest.mark.parametrize("key, value", [("seed", -1), ("scale", 0.0), ("scale", -0.5)])
+def test_a_numeric_parameter_out_of_range_is_named(key, value):
+    """`papermill -p seed -1` used to fail deep in the grid without naming the parameter."""
+    from lachesis.reproduce import check_parameters
+
+    ann = "int" if key == "seed" else "float"
+    with pytest.raises(ValueError, match=f"parameter {key}: must be"):
+        check_parameters({"__annotations__": {key: ann}, key: value})
