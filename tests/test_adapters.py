@@ -722,3 +722,20 @@ def test_report_names_files_relative_to_the_source_folder(tmp_path):
     dup = tables[0].iloc[0]["duplicate_sessions"]
     assert " repeats " in dup and str(tmp_path) not in dup and dup.startswith("entireio_cli")
     pd.testing.assert_frame_equal(tables[0], tables[1])
+
+
+def test_claude_spawn_with_empty_usage_and_no_totals_is_skipped(tmp_path):
+    """A spawn's result with ``usage: {}`` and no ``totalTokens`` holds no token count: skipped and counted (it used
+    to become a 0-token synthetic worker lasting its recorded duration)."""
+    def empty_usage(r):
+        if r.get("type") == "progress":
+            return {"type": "system", "timestamp": r["timestamp"]}
+        tur = r.get("toolUseResult")
+        if isinstance(tur, dict) and "totalDurationMs" in tur:
+            tur = {k: v for k, v in tur.items() if k != "totalTokens"}
+            r = dict(r, toolUseResult=dict(tur, usage={}))
+        return r
+
+    res = read("claude_code", _synthetic_copy(tmp_path, empty_usage))
+    assert not res.trace.requests["synthetic"].any()
+    assert res.skipped["spawns with recorded totals that hold no token count (usage: {})"] >= 1

@@ -496,6 +496,8 @@ def _from_totals(scan: _LeadFile, key: str, r: dict[str, Any], tid: str, aid: st
         u = {f: need_count(usage, f, path, where + " toolUseResult.usage", default=0) for f in USAGE_FIELDS}
         prompt = u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"]
         out, cc = u["output_tokens"], u["cache_creation_input_tokens"]
+        if not any(f in usage for f in USAGE_FIELDS) and "totalTokens" not in tur:
+            return "spawns with recorded totals that hold no token count (usage: {})"
     else:
         prompt, out, cc = need_count(tur, "totalTokens", path, where + " toolUseResult"), 0, 0
     t0 = r["t_end"]
