@@ -156,3 +156,36 @@ def test_composition_figure_stacks_each_run_to_its_whole_and_marks_the_bound():
     labels = [t.get_text() for t in fig.axes[2].get_legend().get_texts()]  # beside the first row, though its slot is empty
     assert labels[0] == "lead (HBM)" and BOUND_LABEL in labels and "paper: HBM share of write bytes (§5.3)" in labels
     plt.close(fig)
+
+
+def test_composition_figure_names_its_model_and_slo():
+    """Figs. 10 and 12 are saved as images alone: the image says which model and SLO it shows."""
+    from lachesis import evaluation
+    from lachesis.evalplots import Panel, composition_figure
+
+    df = _evalplots_grid()
+    comp = evaluation.write_composition(df)
+    model, slo = comp.model.iloc[0], comp.slo.iloc[0]
+    c = comp[(comp.model == model) & (comp.slo == slo)]
+    layout = [[Panel(dict(workload="multi_agent", model=model, slo=slo), "L", policy="lachesis")]]
+    fig = composition_figure(df, c, layout, classes=["lead", "worker"], n_cols=1, figsize=(4, 3))
+    title = fig._suptitle.get_text()
+    assert model in title and f"{slo} SLO" in title
+    plt.close(fig)
+
+
+def test_the_bound_lies_inside_the_axes_with_headroom():
+    """A bound above every bar, with a zero-height min–max band (every seed the same), is not on the top frame."""
+    from lachesis.plotting import bound_marks
+
+    fig, axes = plt.subplots(1, 2, sharey=True)
+    for ax in axes:
+        ax.bar([0, 1], [2.0, 3.0], 0.3)
+        bound_marks(ax, [0, 1], [4.0, 6.0], lo=[3.5, 6.0], hi=[4.5, 6.0])
+    fig.canvas.draw()
+    for ax in axes:
+        top = ax.get_ylim()[1]
+        ys = [seg[0][1] for c in ax.collections for seg in c.get_segments()]
+        assert ys and max(ys) == 6.0 and all(y < top for y in ys)
+        assert top > 6.0 + 0.02 * (top - ax.get_ylim()[0])  # headroom, not the frame
+    plt.close(fig)
