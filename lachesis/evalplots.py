@@ -179,8 +179,16 @@ def composition_figure(df: pd.DataFrame, comp: pd.DataFrame, layout: Sequence[Se
     handles = (axes[0][0].get_legend_handles_labels()[0] + ([bound_key] if bound_key else [])
                + ([paper_key] if paper_key else []))
     axes[0][-1].legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.suptitle(composition_title(comp), fontsize=title_size + 1)
     fig.tight_layout()
     return fig
+
+
+def composition_title(comp: pd.DataFrame) -> str:
+    """A write-composition figure's title: the model(s) and SLO(s) its rows are of (a saved image says which)."""
+    names = [", ".join(map(str, dict.fromkeys(comp[c]))) if c in comp and len(comp) else "" for c in ("model", "slo")]
+    model, slo = names
+    return "KV write bytes by segment class" + (f": {model}" if model else "") + (f", {slo} SLO" if slo else "")
 
 
 # ------------------------------------------------------------------------------------------------
