@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
+from matplotlib.ticker import LogFormatter
 
 from lachesis import evaluation
 from lachesis.grid import BASELINES, CONFIG_LABELS
@@ -212,9 +213,25 @@ def _ratio_lines(ax: plt.Axes, d: pd.DataFrame, x: str, marker: str = "o", label
         ax.plot(d.loc[~met, x], d.loc[~met, col], marker, ls="", mfc="white", color=style["color"], ms=5)
 
 
+class TimesFormatter(LogFormatter):
+    """A ratio's log-axis tick as a plain multiple (``2×``, ``10×``), on the ticks matplotlib would label."""
+
+    def __call__(self, x: float, pos: Any = None) -> str:
+        return f"{x:g}×" if super().__call__(x, pos) else ""
+
+
+def times_axis(axis: Any) -> None:
+    """Plain ``2×``/``10×`` labels on a log axis of ratios (matplotlib's default prints ``2×10⁰``)."""
+    axis.set_major_formatter(TimesFormatter())
+    axis.set_minor_formatter(TimesFormatter(labelOnlyBase=False))
+
+
 def _gain_axes(ax: plt.Axes, xlabel: str, ylabel: bool) -> None:
     ax.axhline(1.0, color="0.6", linewidth=0.6)
     ax.set_yscale("log")
+    times_axis(ax.yaxis)
+    if ax.get_xscale() == "log":
+        times_axis(ax.xaxis)
     ax.set_xlabel(xlabel)
     if ylabel:
         ax.set_ylabel("HBF lifetime ratio (×, log)")

@@ -189,3 +189,31 @@ def test_the_bound_lies_inside_the_axes_with_headroom():
         assert ys and max(ys) == 6.0 and all(y < top for y in ys)
         assert top > 6.0 + 0.02 * (top - ax.get_ylim()[0])  # headroom, not the frame
     plt.close(fig)
+
+
+def _gains():
+    rows = []
+    for m in ("A", "B"):
+        for c in ("1/7", "4/4"):
+            for n, g in ((2, 1.3), (4, 2.2), (8, 3.1), (16, 4.4)):
+                rows.append(dict(model=m, memory=c, n_sessions=n, n_star=8, all_meet_slo=n <= 8,
+                                 hbm_over_live_short=40.0 / n, **{"lachesis/hbm_first": g,
+                                                                  "deterministic/hbm_first": 1.1}))
+    return pd.DataFrame(rows)
+
+
+def test_gain_figures_label_log_ticks_as_plain_multiples():
+    """Ratio axes read ``2×``, ``10×``, never matplotlib's ``2×10⁰``."""
+    import re
+
+    from lachesis.evalplots import gain_capacity_figure, gain_load_figure
+
+    found = pd.DataFrame([dict(model="A", memory="1/7", ratio="lachesis/hbm_first", paper_lo=2.0, paper_hi=3.0)])
+    for fig in (gain_load_figure(_gains(), found, ["A", "B"]), gain_capacity_figure(_gains(), ["A", "B"])):
+        fig.canvas.draw()
+        labels = []
+        for ax in fig.axes:
+            for axis in (ax.yaxis, ax.xaxis) if ax.get_xscale() == "log" else (ax.yaxis,):
+                labels += [t.get_text() for t in axis.get_ticklabels(which="both") if t.get_text()]
+        assert labels and all(re.fullmatch(r"\d+(\.\d+)?×", t) for t in labels), labels
+        plt.close(fig)
