@@ -217,3 +217,31 @@ def test_gain_figures_label_log_ticks_as_plain_multiples():
                 labels += [t.get_text() for t in axis.get_ticklabels(which="both") if t.get_text()]
         assert labels and all(re.fullmatch(r"\d+(\.\d+)?×", t) for t in labels), labels
         plt.close(fig)
+
+
+def test_sensitivity_chart_labels_in_words_never_overlap():
+    """Values close on the axis ("mean_floor"/"spawn") get their own spots; every label comes from the name table."""
+    from lachesis.evalplots import sensitivity_figure
+    from lachesis.knobs import KNOBS, VALUE_WORDS
+
+    rows = [dict(knob="paper", value="paper", r=2.0, y=8.0)]
+    rows += [dict(knob="size_estimate", value=v, r=r, y=8.0 * r / 2) for v, r in (("mean_floor", 2.01), ("spawn", 2.03))]
+    rows += [dict(knob="pe_cycles", value=f"{v:g}", r=r, y=y) for v, r, y in ((3000, 2.0, 0.3), (10000, 2.0, 0.8))]
+    rows += [dict(knob="laden_close", value="arrival", r=2.02, y=8.1)]
+    g = pd.DataFrame([dict(workload="multi_agent", model="m", slo="tight", memory="1/7", n_sessions=10,
+                           all_meet_slo=True, knob=r["knob"], value=r["value"], **{"lachesis/hbm_first": r["r"],
+                                                                                   "years_lachesis": r["y"]})
+                      for r in rows])
+    fig = sensitivity_figure(g, ["workload", "model", "slo", "memory"], 5.0)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        texts = [t for t in ax.texts if t.get_text()]
+        words = {t.get_text() for t in texts}
+        assert {VALUE_WORDS["mean_floor"], VALUE_WORDS["spawn"], VALUE_WORDS["arrival"]} <= words
+        assert not any("_" in w for w in words)
+        boxes = [t.get_window_extent(renderer) for t in texts]
+        assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+        assert not any("_" in t.get_text() for t in ax.get_yticklabels())
+    assert set(KNOBS) <= set(__import__("lachesis.knobs").knobs.KNOB_WORDS)
+    plt.close(fig)
