@@ -233,10 +233,26 @@ def tidy_log_axes(fig: plt.Figure) -> None:
         ax.yaxis.set_minor_formatter(NullFormatter())
 
 
+#: The public traces' names in words (their dataset ids are :mod:`lachesis.datasets`' registry keys).
+SOURCE_NAMES = {"azure_llm_2023": "Azure LLM inference 2023", "chatdev_warehouse": "ChatDev warehouse",
+                "claude_code_more": "Claude Code sessions", "claude_code_subagents": "Claude Code with subagents",
+                "mooncake_fast25": "Mooncake (FAST '25)", "tau2-qwen3.5-justinchiu": "τ²-bench, Qwen3.5",
+                "tau2-xai-grok-blakeelias": "τ²-bench, Grok", "who_and_when": "Who&When"}
+
+
+def source_label(group: str, groups: Any = ()) -> str:
+    """A real-trace group id (``dataset:part``) in words: the source's name, then its part where another of
+    ``groups`` shares the source."""
+    ds, _, part = str(group).partition(":")
+    name = SOURCE_NAMES.get(ds, ds.replace("_", " "))
+    shared = sum(str(g).partition(":")[0] == ds for g in groups) > 1
+    return f"{name} · {part.replace('_', ' ')}" if part and shared else name
+
+
 def real_traces_figure(out: Mapping[str, Any]) -> plt.Figure:
     """The real-trace report (:func:`lachesis.adapters.report.build`) in four panels: temporal T_norm
     CDFs, structural T_norm CDFs, worker lifetimes, Mooncake block lifetimes."""
-    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    fig, axes = plt.subplots(2, 2, figsize=(16, 9))
     seg = out["segments"]
     panels = [(axes[0, 0], TEMPORAL_CLASSES, "(a) temporal axis: T_norm per segment"),
               (axes[0, 1], STRUCTURAL_CLASSES, "(b) structural axis: T_norm per segment")]
@@ -251,20 +267,22 @@ def real_traces_figure(out: Mapping[str, Any]) -> plt.Figure:
             if len(v) < 3:
                 continue
             x, y = ecdf(v)
-            ax.step(x, y, where="post", ls=styles[c], color=colors[g], label=f"{g} · {c} (n={len(v)})")
+            ax.step(x, y, where="post", ls=styles[c], color=colors[g],
+                    label=f"{source_label(g, groups)} · {CLASS_STYLE[c]['label']} (n={len(v)})")
         ax.set_xscale("log")
         ax.set_xlabel("T_norm (reference seconds, log)")
         ax.set_ylabel("fraction of segments")
         ax.set_title(title, loc="left")
-        if groups:
-            ax.legend(fontsize=6.5, loc="lower right")
+        if groups:  # beside the panel, off the curves
+            ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax = axes[1, 0]
     w = out.get("workers")
     if w is not None and len(w):
         groups = sorted(w["group"].unique())
         data = [w.loc[w["group"] == g, "t_norm_s"].clip(lower=1e-2).to_numpy(float) for g in groups]
         ax.boxplot(data, vert=False, whis=(10, 90), showfliers=False)
-        ax.set_yticks(range(1, len(groups) + 1), [f"{g} (n={len(d)})" for g, d in zip(groups, data)], fontsize=7)
+        ax.set_yticks(range(1, len(groups) + 1), [f"{source_label(g, groups)} (n={len(d)})" for g, d in zip(groups, data)],
+                      fontsize=7)
         ax.set_xscale("log")
     ax.set_xlabel("worker lifetime T_norm (s, log); whiskers p10–p90")
     ax.set_title("(c) inter-worker axis: worker lifetimes", loc="left")
@@ -275,7 +293,7 @@ def real_traces_figure(out: Mapping[str, Any]) -> plt.Figure:
         x, y = ecdf(reused["lifetime_s"].clip(lower=1.0).to_numpy(float))
         ax.step(x, y, where="post", label=f"reused blocks (n={len(reused)})")
         ax.set_xscale("log")
-        ax.legend(fontsize=8, loc="lower right")
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.set_xlabel("block lifetime, first to last use (trace seconds, log)")
     ax.set_ylabel("fraction of blocks")
     ax.set_title("(d) Mooncake 512-token prefix blocks", loc="left")

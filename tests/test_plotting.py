@@ -78,7 +78,7 @@ def test_real_traces_figure_draws_the_report(trace_fixtures) -> None:
     out = report.build("tau2-qwen3.5-justinchiu,claude_code_subagents,mooncake_fast25", data=trace_fixtures)
     fig = real_traces_figure(out)
     assert len(fig.axes) == 4 and fig.axes[0].get_xscale() == "log"
-    assert any(line.get_label().startswith("tau2-qwen3.5-justinchiu") for line in fig.axes[0].get_lines())
+    assert any(line.get_label().startswith("τ²-bench, Qwen3.5") for line in fig.axes[0].get_lines())
     plt.close(fig)
 
 
@@ -244,4 +244,26 @@ def test_sensitivity_chart_labels_in_words_never_overlap():
         assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
         assert not any("_" in t.get_text() for t in ax.get_yticklabels())
     assert set(KNOBS) <= set(__import__("lachesis.knobs").knobs.KNOB_WORDS)
+    plt.close(fig)
+
+
+def test_real_traces_legends_name_sources_in_words_beside_the_curves(trace_fixtures) -> None:
+    from lachesis.adapters import report
+    from lachesis.plotting import SOURCE_NAMES, real_traces_figure
+
+    out = report.build("tau2-qwen3.5-justinchiu,claude_code_subagents,mooncake_fast25", data=trace_fixtures)
+    fig = real_traces_figure(out)
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+    assert legends
+    for ax in fig.axes:
+        leg = ax.get_legend()
+        if leg is None:
+            continue
+        texts = [t.get_text() for t in leg.get_texts()]
+        assert not any("_" in t or "tau2-" in t for t in texts), texts  # no dataset id, no class code name
+        assert not leg.get_window_extent(r).overlaps(ax.get_window_extent(r))  # outside the data area
+    assert any(SOURCE_NAMES["claude_code_subagents"] in t.get_text() for ax in fig.axes if ax.get_legend()
+               for t in ax.get_legend().get_texts())
     plt.close(fig)
