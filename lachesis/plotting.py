@@ -413,3 +413,44 @@ WORKLOAD_LABEL = {"multi_agent": "multi-agent trace", "multi_agent_no_reviewer":
 
 def workload_label(w: str) -> str:
     return WORKLOAD_LABEL.get(w, w.replace("_", " "))
+
+
+def kyung_figure(grid: pd.DataFrame, tolerance: float) -> plt.Figure:
+    """Our HBF model against Kyung et al.'s Fig. 4 (:func:`lachesis.kyung.kyung_grid`): lifetime and mean TPOT,
+    ours against theirs within ``tolerance``, and the lifetime error per cell; drawn in the figures' one style
+    (matplotlib's defaults, as every other figure: no global theme)."""
+    import seaborn as sns
+
+    ratios = [r for r in ["1:3", "1:1", "3:1", "7:1", "15:1"] if r in set(grid.ratio)]
+    contexts = list(dict.fromkeys(grid.context))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8), gridspec_kw=dict(width_ratios=[1, 1, 1.25]))
+    for ax, (o, t, label, log) in zip(axes[:2], [("life_ours", "life_theirs", "HBF lifetime (years)", True),
+                                               ("tpot_ours_ms", "tpot_theirs_ms", "mean TPOT (ms)", False)]):
+        sns.scatterplot(data=grid, x=t, y=o, hue="ratio", hue_order=ratios, style="context", style_order=contexts,
+                        s=60, ax=ax, palette="viridis")
+        lo, hi = grid[[o, t]].min().min() * 0.8, grid[[o, t]].max().max() * 1.2
+        xs = np.geomspace(lo, hi, 50) if log else np.linspace(lo, hi, 50)
+        ax.plot(xs, xs, color="0.3", lw=1)
+        ax.fill_between(xs, xs * (1 - tolerance), xs * (1 + tolerance), color="0.5", alpha=0.15,
+                        label=f"±{tolerance:.0%}")
+        if log:
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_xlabel(f"Kyung et al. {label}")
+        ax.set_ylabel(f"ours {label}")
+    axes[0].legend(fontsize=7, ncol=2, loc="upper left")
+    axes[1].get_legend().remove()
+    keys = ["model", "cv", "context"] if grid.model.nunique() > 1 else ["cv", "context"]
+    heat = (100 * grid.pivot_table(index="ratio", columns=keys, values="life_err")).reindex(ratios)
+    heat = heat.reindex(columns=sorted(heat.columns, key=lambda k: (k[:-1], contexts.index(k[-1]))))
+    sns.heatmap(heat, annot=True, fmt=".0f", cmap="RdBu", center=0, vmin=-35, vmax=35, ax=axes[2],
+                cbar_kws=dict(label="lifetime error, ours vs theirs (%)"))
+    axes[2].set_xticklabels(["\n".join(map(str, k[:-2])) + f"CV {k[-2]}\n{k[-1]}" for k in heat.columns], rotation=0)
+    axes[2].set_xlabel("")
+    axes[2].set_ylabel("L_in:L_out")
+    for ax, title in zip(axes, ("(a) lifetime", "(b) mean TPOT", "(c) lifetime error")):
+        ax.set_title(title, loc="left")
+    fig.tight_layout()
+    return fig
