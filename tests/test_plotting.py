@@ -267,3 +267,20 @@ def test_real_traces_legends_name_sources_in_words_beside_the_curves(trace_fixtu
     assert any(SOURCE_NAMES["claude_code_subagents"] in t.get_text() for ax in fig.axes if ax.get_legend()
                for t in ax.get_legend().get_texts())
     plt.close(fig)
+
+
+def test_table3_figure_draws_one_panel_when_total_and_per_session_are_one():
+    """At paper scale every session count is the paper's, so the per-session errors are the totals' (two
+    identical panels); rounded session counts make them differ, and then both are drawn."""
+    from lachesis.plotting import TABLE3_KEYS, table3_figure
+
+    err = {k + "_rel_err": [0.02, -0.05] for k, _ in TABLE3_KEYS}
+    same = pd.DataFrame(dict(label=["a", "b"], **err, **{k.replace("_rel_err", "_per_session_rel_err"): v
+                                                         for k, v in err.items()}))
+    fig = table3_figure(same, 1.0)
+    assert len(fig.axes) == 1 and "= per session" in fig.axes[0].get_title()
+    plt.close(fig)
+    differ = same.assign(requests_per_session_rel_err=[0.01, -0.02])
+    fig = table3_figure(differ, 0.05)
+    assert [ax.get_title() for ax in fig.axes] == ["total vs 0.05 × paper", "per session vs paper"]
+    plt.close(fig)
