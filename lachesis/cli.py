@@ -462,9 +462,16 @@ SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     _corpus, _segments, _datasets, _adapt, _sweep, _explore, _reproduce)
 
 
+def _version() -> str:
+    import lachesis
+
+    return f"{lachesis.__version__} ({lachesis.DISTRIBUTION})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="lachesis", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="command")
     for add in SUBCOMMANDS:
         add(sub)

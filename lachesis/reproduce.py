@@ -441,7 +441,7 @@ def environment(root: Path, params_file: Path) -> dict[str, Any]:
     except ValueError:
         shown = str(params_file)
     return {"python": platform.python_version(), "implementation": platform.python_implementation(),
-            "platform": f"{platform.system()}-{platform.machine()}", "lachesis": versions.get("lachesis") or _own_version(),
+            "platform": f"{platform.system()}-{platform.machine()}", "lachesis": _own_version(),
             "packages": versions, "blas": _blas(), "sources_sha256": source_digest(root),
             "sources": list(SOURCE_GLOBS),
             "params_file": {"path": shown, "sha256": hashlib.sha256(params_file.read_bytes()).hexdigest(),
@@ -450,12 +450,9 @@ def environment(root: Path, params_file: Path) -> dict[str, Any]:
 
 
 def _own_version() -> str:
-    from importlib import metadata
+    import lachesis
 
-    try:
-        return metadata.version("lachesis")
-    except metadata.PackageNotFoundError:
-        return "unknown"
+    return lachesis.__version__
 
 
 def write_environment(figures: Path, root: Path, params_file: Path) -> Path:

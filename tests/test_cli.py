@@ -270,3 +270,16 @@ def test_sweep_runs_the_named_grid_and_writes_its_rows(tmp_path, monkeypatch, ca
     df = pd.read_csv(out)
     assert list(df["policy"]) == ["hbm_first", "lachesis"] and np.isfinite(df["lifetime_years"]).all()
     assert (tmp_path / "grid" / "sweep_cache").is_dir() and "wrote 2 points" in capsys.readouterr().out
+
+
+def test_version_prints_the_installed_distributions_version(capsys) -> None:
+    """``lachesis --version``: the version the installed distribution (not PyPI's unrelated "lachesis") carries."""
+    from importlib import metadata
+
+    import lachesis
+    from lachesis.cli import main
+
+    assert main(["--version"]) == 0
+    out = capsys.readouterr().out
+    assert lachesis.DISTRIBUTION == "lachesis-repro"
+    assert out.strip() == f"lachesis {metadata.version('lachesis-repro')} (lachesis-repro)"
