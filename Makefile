@@ -42,8 +42,10 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -q tests -m "not slow" -p no:cacheprovider
 
 ## JupyterLab on the notebooks with the package's kernel ("Python 3 (lachesis)"); figures show inline.
+## More options to jupyter lab: make lab ARGS='--port 8899 --no-browser'; --allow-root is added when run as root.
 lab: $(STAMP)
-	MPLBACKEND=module://matplotlib_inline.backend_inline $(VENV)/bin/jupyter lab --notebook-dir=. notebooks/explorer.ipynb
+	MPLBACKEND=module://matplotlib_inline.backend_inline $(VENV)/bin/jupyter lab --notebook-dir=. \
+	  $$( [ "$$(id -u)" = 0 ] && echo --allow-root ) $(ARGS) notebooks/explorer.ipynb
 
 ## The explorer on the paper-scale results (the cache `make reproduce` fills) in JupyterLab: a copy with the paper's
 ## parameters in build/ (never the source notebook); Run > Run All Cells, then the dropdowns move over the grid.
