@@ -464,6 +464,7 @@ SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     _corpus, _segments, _datasets, _adapt, _sweep, _explore, _reproduce)
 
 
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="lachesis", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")

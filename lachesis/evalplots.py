@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
+from matplotlib.ticker import LogFormatter, NullFormatter
 
 from lachesis import evaluation
 from lachesis.grid import BASELINES, CONFIG_LABELS
@@ -179,8 +180,16 @@ def composition_figure(df: pd.DataFrame, comp: pd.DataFrame, layout: Sequence[Se
     handles = (axes[0][0].get_legend_handles_labels()[0] + ([bound_key] if bound_key else [])
                + ([paper_key] if paper_key else []))
     axes[0][-1].legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.suptitle(composition_title(comp), fontsize=title_size + 1)
     fig.tight_layout()
     return fig
+
+
+def composition_title(comp: pd.DataFrame) -> str:
+    """A write-composition figure's title: the model(s) and SLO(s) its rows are of (a saved image says which)."""
+    names = [", ".join(map(str, dict.fromkeys(comp[c]))) if c in comp and len(comp) else "" for c in ("model", "slo")]
+    model, slo = names
+    return "KV write bytes by segment class" + (f": {model}" if model else "") + (f", {slo} SLO" if slo else "")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -204,9 +213,25 @@ def _ratio_lines(ax: plt.Axes, d: pd.DataFrame, x: str, marker: str = "o", label
         ax.plot(d.loc[~met, x], d.loc[~met, col], marker, ls="", mfc="white", color=style["color"], ms=5)
 
 
+class TimesFormatter(LogFormatter):
+    """A ratio's log-axis tick as a plain multiple (``2×``, ``10×``), on the ticks matplotlib would label."""
+
+    def __call__(self, x: float, pos: Any = None) -> str:
+        return f"{x:g}×" if super().__call__(x, pos) else ""
+
+
+def times_axis(axis: Any) -> None:
+    """Plain ``2×``/``10×`` labels on a log axis of ratios (matplotlib's default prints ``2×10⁰``)."""
+    axis.set_major_formatter(TimesFormatter())
+    axis.set_minor_formatter(TimesFormatter(labelOnlyBase=False))
+
+
 def _gain_axes(ax: plt.Axes, xlabel: str, ylabel: bool) -> None:
     ax.axhline(1.0, color="0.6", linewidth=0.6)
     ax.set_yscale("log")
+    times_axis(ax.yaxis)
+    if ax.get_xscale() == "log":
+        times_axis(ax.xaxis)
     ax.set_xlabel(xlabel)
     if ylabel:
         ax.set_ylabel("HBF lifetime ratio (×, log)")
@@ -267,4 +292,96 @@ def gain_capacity_figure(gains: pd.DataFrame, models: Sequence[str]) -> plt.Figu
     config_keys = [Line2D([], [], ls="", marker=mk, color="0.3", label=f"memory {c}")
                    for c, mk in zip(cfgs, CONFIG_MARKERS)]
     _legend_below(fig, _gain_keys(gains, config_keys))
+    return fig
+
+
+# ------------------------------------------------------------------------------------------------
+# The sensitivity chart: one knob at a time around the paper's setting
+# ------------------------------------------------------------------------------------------------
+
+#: The chart's metrics: column, axis label, log axis.
+SENSITIVITY_METRICS = (("lachesis/hbm_first", "HBF lifetime ratio, Lachesis / HBM-first (×)", False),
+                       ("years_lachesis", "HBF lifetime under Lachesis (device-years, log)", True))
+LOWER, HIGHER, OTHER = "#2166ac", "#b2182b", "#762a83"
+#: Where a value's label may go (points from its marker), tried in turn until it overlaps no other label.
+LABEL_SPOTS = ((0, 5), (0, -10), (0, 14), (0, -19), (0, 23), (0, -28))
+
+
+def _place_labels(fig: plt.Figure, ax: plt.Axes, labels: Sequence[tuple[float, float, str, bool]]) -> None:
+    """Each (x, y, text, below) annotated at the first of :data:`LABEL_SPOTS` (below-first if ``below``)
+    whose box overlaps no label already placed in ``ax``."""
+    renderer = fig.canvas.get_renderer()
+    placed: list[Any] = []
+    for x, y, text, below in labels:
+        spots = sorted(LABEL_SPOTS, key=lambda s: (s[1] > 0) == below)
+        for off in spots:
+            a = ax.annotate(text, (x, y), textcoords="offset points", xytext=off, ha="center", fontsize=6)
+            box = a.get_window_extent(renderer)
+            if not any(box.overlaps(b) for b in placed) or off == spots[-1]:
+                placed.append(box)
+                break
+            a.remove()
+
+
+def sensitivity_figure(gains: pd.DataFrame, id_cols: Sequence[str], warranty_years: float) -> plt.Figure:
+    """One knob at a time around the paper's setting (``gains``: :func:`lachesis.sensitivity.gains`): a panel per
+    cell (``id_cols``) and metric, a row per knob, each value a dot labelled in words (:mod:`lachesis.knobs`'s name
+    table); filled where every policy meets the SLO."""
+    from lachesis.knobs import KNOBS, knob_label, value_label
+    from lachesis.plotting import WARRANTY_STYLE, workload_label
+
+    ids = list(gains[list(id_cols)].drop_duplicates().itertuples(index=False))
+    order = [k for k in KNOBS if k in set(gains["knob"])]
+    n_m = len(SENSITIVITY_METRICS)
+    fig, axes = plt.subplots(n_m, len(ids), figsize=(4.3 * len(ids), 0.42 * len(order) * n_m + 1.6),
+                             squeeze=False, sharey=True)
+    pending = []
+    for j, cid in enumerate(ids):
+        d = gains[np.logical_and.reduce([gains[c].eq(v) for c, v in zip(id_cols, cid)])]
+        base = d[d["knob"].eq("paper")].iloc[0]
+        for i, (col, label, log) in enumerate(SENSITIVITY_METRICS):
+            ax = axes[i][j]
+            labels = []
+            for y, k in enumerate(order):
+                e = d[d["knob"].eq(k)]
+                x = e[col].to_numpy(float)
+                if not np.isfinite(x).any():
+                    continue
+                ax.plot([np.nanmin([*x, base[col]]), np.nanmax([*x, base[col]])], [y, y], color="0.85", lw=7,
+                        solid_capstyle="butt", zorder=1)
+                dflt = KNOBS[k].default
+                row: list[tuple[float, list[str], bool]] = []  # values landing on one spot share a label
+                for xv, v, met in sorted(zip(x, e["value"], e["all_meet_slo"].astype(bool))):
+                    below = not isinstance(dflt, str) and float(v) < dflt
+                    c = OTHER if isinstance(dflt, str) else (LOWER if below else HIGHER)
+                    ax.plot(xv, y, "o", color=c, mfc=c if met else "white", ms=5, zorder=3)
+                    if row and abs(xv - row[-1][0]) <= 0.004 * abs(xv):
+                        row[-1][1].append(v)
+                    else:
+                        row.append((xv, [v], below))
+                for xv, vs, below in row:
+                    vs = vs if isinstance(dflt, str) else sorted(vs, key=float)
+                    labels.append((xv, y, ", ".join(value_label(v) for v in vs), below))
+            pending.append((ax, labels))
+            ax.axvline(base[col], color="k", lw=0.9)
+            if log:
+                ax.set_xscale("log")
+                ax.xaxis.set_minor_formatter(NullFormatter())
+                ax.axvline(warranty_years, **WARRANTY_STYLE)
+            ax.set_yticks(range(len(order)), [knob_label(k) for k in order], fontsize=7)
+            ax.set_ylim(len(order) - 0.4, -0.7)
+            ax.set_xlabel(label, fontsize=8)
+            if i == 0:
+                ax.set_title(f"{workload_label(cid.workload)}\n{cid.model}, {cid.slo} SLO, {cid.memory}, "
+                             f"{int(base['n_sessions'])} sessions/GPU", fontsize=8)
+    keys = [Line2D([], [], ls="", marker="o", color=LOWER, label="a value below the paper's"),
+            Line2D([], [], ls="", marker="o", color=HIGHER, label="a value above the paper's"),
+            Line2D([], [], ls="", marker="o", color=OTHER, label="another choice (categorical knob)"),
+            Line2D([], [], ls="", marker="o", mfc="white", color="0.3", label="misses the SLO at this load"),
+            Line2D([], [], color="k", lw=0.9, label="the paper's setting"),
+            Line2D([], [], color="0.85", lw=7, label="range over the values tried"), warranty_key(warranty_years)]
+    fig.legend(handles=keys, loc="lower center", ncol=4, fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.5 / fig.get_figheight(), 1, 1))
+    for ax, labels in pending:  # after the layout: label boxes are measured where they will be drawn
+        _place_labels(fig, ax, labels)
     return fig

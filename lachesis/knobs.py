@@ -246,3 +246,32 @@ def describe(overrides: tuple) -> str:
     """A short label: ``"user_delay_median_s=600"``, or ``"paper"`` for no override."""
     return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in overrides) or "paper"
 
+
+
+#: Every knob and categorical value in words: the one name table the sensitivity chart and its sentences read.
+KNOB_WORDS = {"load": "load on the node", "user_delay_median_s": "user think time, median",
+              "user_delay_sigma": "user think time, spread", "tool_latency_scale": "tool-call latency",
+              "pe_cycles": "HBF endurance", "write_amplification": "write amplification",
+              "hbf_write_bw_scale": "HBF write bandwidth", "read_pricing": "KV read pricing",
+              "group_ranks": "expert-parallel group size", "landing": "KV landing on HBF",
+              "node_start": "node start state", "size_estimate": "ranked worker's size estimate",
+              "laden_close": "reasoning-laden KV freed at",
+              "load_base": "configuration the held load is sized at", "lifetime_over_ranks": "lifetime over ranks",
+              "paper": "the paper's setting"}
+VALUE_WORDS = {"aggregate": "all stacks", "per_tier": "per tier", "stall": "stalls decode", "overlap": "overlaps",
+               "aged": "aged", "empty": "empty", "held": "KV held", "mean_floor": "class mean (floor)",
+               "spawn": "size at spawn", "last_read": "last read", "arrival": "next user message",
+               "mean": "mean rank", "worst": "worst rank"}
+
+
+def knob_label(name: str) -> str:
+    """A knob in words, with its unit (an axis label)."""
+    k = KNOBS.get(name)
+    unit = k.unit if k is not None else ""
+    text = KNOB_WORDS.get(name, name.replace("_", " "))
+    return f"{text} ({unit})" if unit else text
+
+
+def value_label(value: Any) -> str:
+    """A knob's value as a chart label: a number as written, a categorical value in words."""
+    return VALUE_WORDS.get(str(value), str(value).replace("_", " "))

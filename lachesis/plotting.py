@@ -215,8 +215,10 @@ def bound_marks(ax: plt.Axes, x: Any, y: Any, lo: Any = None, hi: Any = None, wi
     if lo is not None and hi is not None:
         lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
         band = ok & np.isfinite(lo) & np.isfinite(hi)
-        ax.bar(x[band], (hi - lo)[band], width, bottom=lo[band], color=BOUND_STYLE["color"], alpha=0.15,
-               linewidth=0, zorder=3)
+        bars = ax.bar(x[band], (hi - lo)[band], width, bottom=lo[band], color=BOUND_STYLE["color"], alpha=0.15,
+                      linewidth=0, zorder=3)
+        for b in bars:  # a bar's bottom is a sticky edge: a zero-height band at the top would stop the axis there
+            b.sticky_edges.y.clear()
     inf = np.isinf(y)
     if inf.any():
         ax.plot(x[inf], np.ones(inf.sum()), "^", color=BOUND_STYLE["color"], transform=ax.get_xaxis_transform(),
@@ -231,10 +233,26 @@ def tidy_log_axes(fig: plt.Figure) -> None:
         ax.yaxis.set_minor_formatter(NullFormatter())
 
 
+#: The public traces' names in words (their dataset ids are :mod:`lachesis.datasets`' registry keys).
+SOURCE_NAMES = {"azure_llm_2023": "Azure LLM inference 2023", "chatdev_warehouse": "ChatDev warehouse",
+                "claude_code_more": "Claude Code sessions", "claude_code_subagents": "Claude Code with subagents",
+                "mooncake_fast25": "Mooncake (FAST '25)", "tau2-qwen3.5-justinchiu": "τ²-bench, Qwen3.5",
+                "tau2-xai-grok-blakeelias": "τ²-bench, Grok", "who_and_when": "Who&When"}
+
+
+def source_label(group: str, groups: Any = ()) -> str:
+    """A real-trace group id (``dataset:part``) in words: the source's name, then its part where another of
+    ``groups`` shares the source."""
+    ds, _, part = str(group).partition(":")
+    name = SOURCE_NAMES.get(ds, ds.replace("_", " "))
+    shared = sum(str(g).partition(":")[0] == ds for g in groups) > 1
+    return f"{name} · {part.replace('_', ' ')}" if part and shared else name
+
+
 def real_traces_figure(out: Mapping[str, Any]) -> plt.Figure:
     """The real-trace report (:func:`lachesis.adapters.report.build`) in four panels: temporal T_norm
     CDFs, structural T_norm CDFs, worker lifetimes, Mooncake block lifetimes."""
-    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    fig, axes = plt.subplots(2, 2, figsize=(16, 9))
     seg = out["segments"]
     panels = [(axes[0, 0], TEMPORAL_CLASSES, "(a) temporal axis: T_norm per segment"),
               (axes[0, 1], STRUCTURAL_CLASSES, "(b) structural axis: T_norm per segment")]
@@ -249,20 +267,22 @@ def real_traces_figure(out: Mapping[str, Any]) -> plt.Figure:
             if len(v) < 3:
                 continue
             x, y = ecdf(v)
-            ax.step(x, y, where="post", ls=styles[c], color=colors[g], label=f"{g} · {c} (n={len(v)})")
+            ax.step(x, y, where="post", ls=styles[c], color=colors[g],
+                    label=f"{source_label(g, groups)} · {CLASS_STYLE[c]['label']} (n={len(v)})")
         ax.set_xscale("log")
         ax.set_xlabel("T_norm (reference seconds, log)")
         ax.set_ylabel("fraction of segments")
         ax.set_title(title, loc="left")
-        if groups:
-            ax.legend(fontsize=6.5, loc="lower right")
+        if groups:  # beside the panel, off the curves
+            ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax = axes[1, 0]
     w = out.get("workers")
     if w is not None and len(w):
         groups = sorted(w["group"].unique())
         data = [w.loc[w["group"] == g, "t_norm_s"].clip(lower=1e-2).to_numpy(float) for g in groups]
         ax.boxplot(data, vert=False, whis=(10, 90), showfliers=False)
-        ax.set_yticks(range(1, len(groups) + 1), [f"{g} (n={len(d)})" for g, d in zip(groups, data)], fontsize=7)
+        ax.set_yticks(range(1, len(groups) + 1), [f"{source_label(g, groups)} (n={len(d)})" for g, d in zip(groups, data)],
+                      fontsize=7)
         ax.set_xscale("log")
     ax.set_xlabel("worker lifetime T_norm (s, log); whiskers p10–p90")
     ax.set_title("(c) inter-worker axis: worker lifetimes", loc="left")
@@ -273,7 +293,7 @@ def real_traces_figure(out: Mapping[str, Any]) -> plt.Figure:
         x, y = ecdf(reused["lifetime_s"].clip(lower=1.0).to_numpy(float))
         ax.step(x, y, where="post", label=f"reused blocks (n={len(reused)})")
         ax.set_xscale("log")
-        ax.legend(fontsize=8, loc="lower right")
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.set_xlabel("block lifetime, first to last use (trace seconds, log)")
     ax.set_ylabel("fraction of blocks")
     ax.set_title("(d) Mooncake 512-token prefix blocks", loc="left")
@@ -393,3 +413,79 @@ WORKLOAD_LABEL = {"multi_agent": "multi-agent trace", "multi_agent_no_reviewer":
 
 def workload_label(w: str) -> str:
     return WORKLOAD_LABEL.get(w, w.replace("_", " "))
+
+
+def kyung_figure(grid: pd.DataFrame, tolerance: float) -> plt.Figure:
+    """Our HBF model against Kyung et al.'s Fig. 4 (:func:`lachesis.kyung.kyung_grid`): lifetime and mean TPOT,
+    ours against theirs within ``tolerance``, and the lifetime error per cell; drawn in the figures' one style
+    (matplotlib's defaults, as every other figure: no global theme)."""
+    import seaborn as sns
+
+    ratios = [r for r in ["1:3", "1:1", "3:1", "7:1", "15:1"] if r in set(grid.ratio)]
+    contexts = list(dict.fromkeys(grid.context))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8), gridspec_kw=dict(width_ratios=[1, 1, 1.25]))
+    for ax, (o, t, label, log) in zip(axes[:2], [("life_ours", "life_theirs", "HBF lifetime (years)", True),
+                                               ("tpot_ours_ms", "tpot_theirs_ms", "mean TPOT (ms)", False)]):
+        sns.scatterplot(data=grid, x=t, y=o, hue="ratio", hue_order=ratios, style="context", style_order=contexts,
+                        s=60, ax=ax, palette="viridis")
+        lo, hi = grid[[o, t]].min().min() * 0.8, grid[[o, t]].max().max() * 1.2
+        xs = np.geomspace(lo, hi, 50) if log else np.linspace(lo, hi, 50)
+        ax.plot(xs, xs, color="0.3", lw=1)
+        ax.fill_between(xs, xs * (1 - tolerance), xs * (1 + tolerance), color="0.5", alpha=0.15,
+                        label=f"±{tolerance:.0%}")
+        if log:
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_xlabel(f"Kyung et al. {label}")
+        ax.set_ylabel(f"ours {label}")
+    axes[0].legend(fontsize=7, ncol=2, loc="upper left")
+    axes[1].get_legend().remove()
+    keys = ["model", "cv", "context"] if grid.model.nunique() > 1 else ["cv", "context"]
+    heat = (100 * grid.pivot_table(index="ratio", columns=keys, values="life_err")).reindex(ratios)
+    heat = heat.reindex(columns=sorted(heat.columns, key=lambda k: (k[:-1], contexts.index(k[-1]))))
+    sns.heatmap(heat, annot=True, fmt=".0f", cmap="RdBu", center=0, vmin=-35, vmax=35, ax=axes[2],
+                cbar_kws=dict(label="lifetime error, ours vs theirs (%)"))
+    axes[2].set_xticklabels(["\n".join(map(str, k[:-2])) + f"CV {k[-2]}\n{k[-1]}" for k in heat.columns], rotation=0)
+    axes[2].set_xlabel("")
+    axes[2].set_ylabel("L_in:L_out")
+    for ax, title in zip(axes, ("(a) lifetime", "(b) mean TPOT", "(c) lifetime error")):
+        ax.set_title(title, loc="left")
+    fig.tight_layout()
+    return fig
+
+
+#: Table 3's counts the corpus figure compares: column stem, words.
+TABLE3_KEYS = (("requests", "requests"), ("tokens_processed", "tokens processed"), ("tokens_written", "tokens written"))
+
+
+def table3_figure(tab: pd.DataFrame, scale: float) -> plt.Figure:
+    """The corpus's Table 3 against the paper's (``tab``: :func:`lachesis.corpus.table3`): relative error of the
+    totals against ``scale`` × the paper's and, where session counts were rounded (the two differ), per session.
+    When every workload has exactly ``scale`` × the paper's sessions (paper scale) the two panels would be one
+    and the same, so one panel is drawn and its title says so."""
+    cols = [k + s for k, _ in TABLE3_KEYS for s in ("_rel_err", "_per_session_rel_err")]
+    tot = tab[[k + "_rel_err" for k, _ in TABLE3_KEYS]].to_numpy(float)
+    per = tab[[k + "_per_session_rel_err" for k, _ in TABLE3_KEYS]].to_numpy(float)
+    same = bool(np.allclose(tot, per, rtol=1e-9, atol=1e-12, equal_nan=True)) and set(cols) <= set(tab)
+    panels = [("_rel_err", f"total (= per session: every session count is {scale:g} × the paper's)" if same
+               else f"total vs {scale:g} × paper")]
+    if not same:
+        panels.append(("_per_session_rel_err", "per session vs paper"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels) + 0.5, 3.8), sharey=True, squeeze=False)
+    x = np.arange(len(tab))
+    for ax, (suffix, title) in zip(axes[0], panels):
+        for i, (k, lab) in enumerate(TABLE3_KEYS):
+            ax.bar(x + (i - 1) * 0.27, 100 * tab[k + suffix].fillna(0), width=0.27, label=lab)
+        ax.axhspan(-10, 10, color="0.9", zorder=0)
+        ax.axhline(0, color="0.3", lw=0.8)
+        ax.set_xticks(x, tab["label"], rotation=60, ha="right", fontsize=8)
+        ax.set_title(title, fontsize=10)
+    axes[0][0].set_ylabel("relative error, %")
+    fig.legend(*axes[0][0].get_legend_handles_labels(), fontsize=8, loc="lower center", ncol=3,
+               bbox_to_anchor=(0.5, -0.04))
+    fig.suptitle("Table 3 regenerated by the synthetic corpus (grey band: ±10%; processed not reported for structural)",
+                 fontsize=10)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    return fig

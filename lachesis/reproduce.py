@@ -617,7 +617,7 @@ def environment(root: Path, params_file: Path) -> dict[str, Any]:
     except ValueError:
         shown = str(params_file)
     return {"python": platform.python_version(), "implementation": platform.python_implementation(),
-            "platform": f"{platform.system()}-{platform.machine()}", "lachesis": versions.get("lachesis") or _own_version(),
+            "platform": f"{platform.system()}-{platform.machine()}", "lachesis": _own_version(),
             "packages": versions, "blas": _blas(), "sources_sha256": source_digest(root), **git_state(root),
             "sources": list(SOURCE_GLOBS),
             "params_file": {"path": shown, "sha256": hashlib.sha256(params_file.read_bytes()).hexdigest(),

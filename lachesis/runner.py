@@ -1,5 +1,5 @@
 """Where the evaluation's tasks run: local worker processes that exit with their parent, a Dask cluster, or
-in-process; one progress line per finished task on the process's own stderr, beside a tqdm bar.
+in-process; one progress line per finished task (stderr, or a notebook's stdout), beside a tqdm bar.
 
 :func:`run_tasks` also takes follow-up tasks from a finished one (a seed's replica starts as soon as its
 first seed's cell has finished), on the same workers.
@@ -32,11 +32,13 @@ def worker_pool(n_jobs: int) -> ProcessPoolExecutor:
 
 
 def progress_line(text: str) -> None:
-    """One line on the process's own stderr: the terminal running papermill shows it (a kernel's
-    ``sys.stderr`` goes into the notebook instead); a tqdm bar on the same stream is redrawn below it."""
+    """One line per event: on stderr in a terminal; in a Jupyter kernel on the notebook's stdout (not a pink
+    stderr block; papermill streams it to ``make reproduce``'s log once).  Never on ``sys.__stderr__``: a kernel
+    captures that descriptor into the notebook *and* echoes it to the terminal, so each line came twice."""
     from tqdm.auto import tqdm
 
-    tqdm.write(text, file=sys.__stderr__ or sys.stderr)
+    in_kernel = type(sys.stdout).__module__.startswith("ipykernel")
+    tqdm.write(text, file=sys.stdout if in_kernel else sys.stderr)
 
 
 def _timed(fn: Callable, args: tuple) -> tuple[Any, float]:

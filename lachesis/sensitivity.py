@@ -322,20 +322,7 @@ def swings(g: pd.DataFrame, column: str = "lachesis/hbm_first") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def knob_label(name: str) -> str:
-    """A knob of :mod:`lachesis.knobs` in words, with its unit (an axis label)."""
-    words = {"load": "load on the node", "user_delay_median_s": "user think time, median",
-             "user_delay_sigma": "user think time, spread", "tool_latency_scale": "tool-call latency",
-             "pe_cycles": "HBF endurance", "write_amplification": "write amplification",
-             "hbf_write_bw_scale": "HBF write bandwidth", "read_pricing": "KV read pricing",
-             "group_ranks": "expert-parallel group size", "landing": "KV landing on HBF",
-             "node_start": "node start state", "laden_close": "reasoning-laden KV freed at",
-             "load_base": "configuration the held load is sized at", "lifetime_over_ranks": "lifetime over ranks",
-             "paper": "the paper's setting"}
-    k = KNOBS.get(name)
-    unit = getattr(k, "unit", "") if k is not None else ""
-    text = words.get(name, name.replace("_", " "))
-    return f"{text} ({unit})" if unit else text
+knob_label = knobs.knob_label  # the name table lives in lachesis.knobs
 
 
 def family(workload: str) -> str:

@@ -346,3 +346,23 @@ def test_comparison_rows(grid: pd.DataFrame) -> None:
     growth = [s for s in cmp.index if s.startswith("lifetime ") and "/" in s]
     assert len(growth) == grid.groupby(["model", "cv"]).ngroups
     assert (cmp["note"] == "paper column = Kyung et al. Fig. 4 (published table)").all()
+
+
+def test_kyung_figure_is_drawn_in_the_figures_one_style(grid: pd.DataFrame) -> None:
+    """No global theme: the rcParams after drawing are those before, and its panels look like every other
+    figure's (matplotlib's defaults: white panels, no grid)."""
+    import matplotlib as mpl
+    import matplotlib.pyplot as plt
+
+    from lachesis.plotting import kyung_figure
+
+    before = dict(mpl.rcParams)
+    fig = kyung_figure(grid, 0.15)
+    assert dict(mpl.rcParams) == before
+    other, ref = plt.subplots()
+    for ax in fig.axes[:2]:
+        assert ax.get_facecolor() == ref.get_facecolor()
+        assert ax.xaxis.get_gridlines()[0].get_visible() == ref.xaxis.get_gridlines()[0].get_visible()
+    assert [ax.get_title(loc="left") for ax in fig.axes[:3]] == ["(a) lifetime", "(b) mean TPOT", "(c) lifetime error"]
+    plt.close(fig)
+    plt.close(other)

@@ -83,3 +83,29 @@ def test_notebooks_leave_the_backend_to_the_environment(path: Path) -> None:
     inline figures; headless runs set ``MPLBACKEND`` (notebooks/conftest.py checks each shows a figure)."""
     nb = nbformat.read(path, as_version=4)
     assert not any("matplotlib.use(" in c.source or "%matplotlib" in c.source for c in nb.cells)
+
+
+#: Notebooks whose cells the lead fixes (grid notebooks' owners): remove a name once its cells end in ``;``.
+_ECHO_PENDING = {"fig09_fig10_multi_agent.ipynb", "fig11_fig12_single_agent.ipynb", "gain_vs_load.ipynb"}
+
+
+def test_no_cell_echoes_the_paths_a_save_returns() -> None:
+    """A cell ending in ``save_figure(...)``/``save_numbers(...)`` shows ``[PosixPath(...)]`` above its figure."""
+    import ast
+    import json
+    from pathlib import Path
+
+    bad = []
+    for nb in sorted(Path(__file__).resolve().parents[1].joinpath("notebooks").glob("*.ipynb")):
+        if nb.name in _ECHO_PENDING:
+            continue
+        for i, cell in enumerate(json.loads(nb.read_text())["cells"]):
+            if cell["cell_type"] != "code":
+                continue
+            src = "".join(cell["source"])
+            body = ast.parse(src).body
+            last = body[-1] if body else None
+            if isinstance(last, ast.Expr) and not src.rstrip().endswith(";") and isinstance(last.value, ast.Call) \
+                    and ast.unparse(last.value.func).startswith("save_"):
+                bad.append(f"{nb.name} cell {i}")
+    assert not bad, bad

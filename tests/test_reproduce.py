@@ -226,3 +226,31 @@ def test_a_real_notebook_at_ci_scale_becomes_a_readable_page(tmp_path) -> None:
     html = (out / reproduce.HTML_DIR / "table3_corpus.html").read_text(encoding="utf-8")
     assert "Table 3" in html and 'src="data:image/png;base64,' in html
     assert "NBVAL_CHECK_OUTPUT" in html  # the code is shown with its outputs
+
+
+def test_a_progress_line_reaches_the_reproduce_log_once(tmp_path) -> None:
+    """A notebook's task progress is one line per task in what ``make reproduce`` prints (its terminal: the
+    streamed log and the kernel's inherited stderr together), not one from each."""
+    import subprocess
+    import sys
+
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(
+        "import math\nfrom lachesis import runner\n"
+        "r = runner.run_tasks(math.sqrt, [(1.0,), (4.0,)], ['t0', 't1'], n_jobs=1, progress=True, desc='demo')")]
+    nbformat.write(nb, tmp_path / "demo.ipynb")
+    script = (
+        "import sys, papermill as pm\n"
+        "from lachesis.reproduce import _Prefixed, KERNEL_ARGUMENTS, kernel_env\n"
+        "with kernel_env():\n"
+        f"    pm.execute_notebook({str(tmp_path / 'demo.ipynb')!r}, {str(tmp_path / 'out.ipynb')!r}, progress_bar=False,\n"
+        "        kernel_name='python3', stdout_file=_Prefixed(sys.stdout, '  [demo] '),\n"
+        "        stderr_file=_Prefixed(sys.stdout, '  [demo] '), extra_arguments=KERNEL_ARGUMENTS)\n")
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stderr[-2000:]
+    both = (p.stdout + p.stderr).splitlines()
+    for event in ("[demo] 1/2 t0", "[demo] 2/2 t1"):  # once, and through the notebook's named stream
+        hits = [line for line in both if event in line]
+        assert len(hits) == 1 and hits[0].startswith("  [demo] "), both
