@@ -86,9 +86,6 @@ def test_notebooks_leave_the_backend_to_the_environment(path: Path) -> None:
 
 
 #: Notebooks whose cells the lead fixes (grid notebooks' owners): remove a name once its cells end in ``;``.
-_ECHO_PENDING = {"fig09_fig10_multi_agent.ipynb", "fig11_fig12_single_agent.ipynb", "gain_vs_load.ipynb"}
-
-
 def test_no_cell_echoes_the_paths_a_save_returns() -> None:
     """A cell ending in ``save_figure(...)``/``save_numbers(...)`` shows ``[PosixPath(...)]`` above its figure."""
     import ast
@@ -97,8 +94,6 @@ def test_no_cell_echoes_the_paths_a_save_returns() -> None:
 
     bad = []
     for nb in sorted(Path(__file__).resolve().parents[1].joinpath("notebooks").glob("*.ipynb")):
-        if nb.name in _ECHO_PENDING:
-            continue
         for i, cell in enumerate(json.loads(nb.read_text())["cells"]):
             if cell["cell_type"] != "code":
                 continue
