@@ -130,7 +130,7 @@ STUDY = tuple(k for k, v in KNOBS.items() if v.acts_on != "deployment" or k == "
 #: The decode nodes a grid runs on, by name (docs/design.md §5, "Decode node"): ``paper`` is §5.2's eight-GPU
 #: expert-parallel group with the cited simulator's stalling landings and a long-running node's aged cache
 #: (the size estimate is the default ``held``); ``one_gpu`` is one GPU with overlapping landings and an empty
-#: cache, the node of the figures before issue 24.
+#: cache, the node the committed figures are made on (notebooks/params/paper.yaml).
 NODES: dict[str, dict[str, Any]] = {
     "paper": {"group_ranks": 8, "landing": "stall", "node_start": "aged"},
     "one_gpu": {},

@@ -137,7 +137,7 @@ def test_the_node_is_a_set_of_knobs():
         with pytest.raises(ValueError, match=next(iter(bad))):
             grid.Point("multi_agent", "4/4", "Llama-4-Maverick", "tight", "lachesis", overrides=bad).config()
     # landing and cache start change the load the SLO admits, so the fixed-load study leaves them out; the group's
-    # size is studied at the deployment's held load (issue 24)
+    # size is studied at the deployment's held load (docs/design.md §5, "Load")
     assert "group_ranks" in knobs.STUDY and not {"landing", "node_start"} & set(knobs.STUDY)
     # the named node is the same set of knobs
     assert grid.Point("multi_agent", "4/4", "Llama-4-Maverick", "tight", "lachesis",

@@ -1,4 +1,4 @@
-"""The offline bound refuses what it cannot solve exactly (issue 17): token totals past 2**53 (which summed
+"""The offline bound refuses what it cannot solve exactly: token totals past 2**53 (which summed
 past int64 into a negative window and share) and a close before its write (which counted as absorbed)."""
 
 from __future__ import annotations

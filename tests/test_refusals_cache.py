@@ -1,4 +1,4 @@
-"""The sweep cache's ranker sidecar (``<key>.rank.json``) is verified against its content digest (issue 17)."""
+"""The sweep cache's ranker sidecar (``<key>.rank.json``) is verified against its content digest."""
 
 from __future__ import annotations
 

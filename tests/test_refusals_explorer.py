@@ -1,4 +1,4 @@
-"""The explorer on an empty cache (issue 17): it ends with one clear line naming the cell, the cache and the
+"""The explorer on an empty cache: it ends with one clear line naming the cell, the cache and the
 command that computes it, not a KeyError from a table of no rows."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Bad input files refused by name, one line, no traceback (issue 17, the WEAK cases): an empty or wrong-format
+"""Bad input files refused by name, one line, no traceback: an empty or wrong-format
 file given to an adapter, a non-UTF-8 byte, JSON nested past Python's reader, and a 500-deep sub-agent chain
 (which the reference clock and the simulator now replay on an explicit stack)."""
 

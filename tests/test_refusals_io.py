@@ -1,4 +1,4 @@
-"""Output folders written whole (issue 17): a reused folder holds one format and one run; a failed write
+"""Output folders written whole: a reused folder holds one format and one run; a failed write
 leaves the old folder intact; a folder the command did not write is never replaced; empty paths refused."""
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def test_replace_folder_mode_is_that_of_mkdir(tmp_path) -> None:
     assert out.stat().st_mode & 0o777 == 0o777 & ~mask
 
 
-# -- a full disk part-way through `lachesis adapt` (issue 17): never new requests beside old spawns and an old report
+# -- a full disk part-way through `lachesis adapt`: never new requests beside old spawns and an old report
 
 
 def _adapt_fails(tmp_path, capsys, monkeypatch, patch) -> None:

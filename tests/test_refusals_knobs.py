@@ -1,4 +1,4 @@
-"""Parameters bounded to physical ranges (issue 17): knob values past their limit, tolerances that are not
+"""Parameters bounded to physical ranges: knob values past their limit, tolerances that are not
 positive, refused in one line naming the parameter; the largest allowed values still run to the end."""
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def test_a_policy_spec_names_a_repeated_or_foreign_knob(spec, words):
 
 @pytest.mark.parametrize("hbm, hbf", [(2.9, 3), (2, 3.7), (True, 3)])
 def test_block_counts_must_be_whole(hbm, hbf):
-    """TieredAllocator(2.9, 3.7) used to truncate silently to 2 and 3 blocks."""
+    """TieredAllocator(2.9, 3.7) is refused, not truncated to 2 and 3 blocks."""
     from lachesis.free_lists import TieredAllocator
 
     with pytest.raises(ValueError, match="whole number of blocks"):

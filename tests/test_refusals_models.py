@@ -1,4 +1,4 @@
-"""Bad model configs refused by name (issue 17): each case here was read silently into a wrong model before."""
+"""Bad model configs refused by name: each case here was read silently into a wrong model before."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Rows out of session order (issue 17): detected where the data shows it (start times, besides the matched-prefix
+"""Rows out of session order: detected where the data shows it (start times, besides the matched-prefix
 bound and turn order), and the trace contract says what it cannot see."""
 
 from __future__ import annotations

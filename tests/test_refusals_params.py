@@ -1,4 +1,4 @@
-"""Parameters checked by name and type before anything runs (issue 17): a misspelled params-file key, a value
+"""Parameters checked by name and type before anything runs: a misspelled params-file key, a value
 not of the type the notebook declares, a ``-p`` override, and ``papermill -p`` straight into a notebook."""
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def test_papermill_p_with_the_wrong_type_stops_at_the_check(tmp_path) -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# Choice parameters (issue 24): an unknown choice is refused with one line naming the parameter
+# Choice parameters: an unknown choice is refused with one line naming the parameter
 # ------------------------------------------------------------------------------------------------
 
 GRID_NOTEBOOKS = ("fig09_fig10_multi_agent", "fig11_fig12_single_agent", "gain_vs_load", "sensitivity")
@@ -158,7 +158,7 @@ def test_every_grid_parameter_has_a_help_comment() -> None:
 
 @pytest.mark.parametrize("key, value", [("seed", -1), ("scale", 0.0), ("scale", -0.5)])
 def test_a_numeric_parameter_out_of_range_is_named(key, value):
-    """`papermill -p seed -1` used to fail deep in the grid without naming the parameter."""
+    """`papermill -p seed -1` is refused naming the parameter, before the grid runs."""
     from lachesis.reproduce import check_parameters
 
     ann = "int" if key == "seed" else "float"

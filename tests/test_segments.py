@@ -211,7 +211,7 @@ def test_session_ends_with_segments_live():
 
 def test_mid_turn_truncation_and_worker_truncation():
     # a worker whose second request reuses only 30 of its 70 tokens: a worker has no turns, so [30,70)
-    # (last read by w0) still dies at its return, in the one segment of the worker (issue 17)
+    # (last read by w0) still dies at its return, in the one segment of the worker
     rows = [req("l0", 0, 10, 0, 2, agent="L", role="lead", tools=["spawn_subagent"]),
             req("w0", 0, 50, 0, 20, agent="W", role="worker", parent="L"),
             req("w1", 0, 40, 30, 5, agent="W", role="worker", parent="L"),
@@ -429,7 +429,7 @@ def test_prepare_loads_any_source_and_chooses_its_clock_once(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------
-# Provider caches: a cache read a few tokens short of the previous input continues the segment (issue 17)
+# Provider caches: a cache read a few tokens short of the previous input continues the segment
 # ------------------------------------------------------------------------------------------------
 
 def provider_cache_trace(tol=None, short=1) -> Trace:

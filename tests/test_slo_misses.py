@@ -1,4 +1,4 @@
-"""A policy that misses the SLO at the held load is shown, never hidden (issue 24): in the figure's data with its
+"""A policy that misses the SLO at the held load is shown, never hidden: in the figure's data with its
 p99 TPOT and the bound, counted, and in the load rules' table."""
 
 from __future__ import annotations
