@@ -10,7 +10,7 @@ from pybind11.setup_helpers import Pybind11Extension, build_ext
 from setuptools import setup
 
 core = Pybind11Extension("lachesis._core", sorted(glob("lachesis/native/*.cpp")), cxx_std=17,
-                         extra_compile_args=["-O2", "-fno-fast-math"])
+                         extra_compile_args=["-O3", "-fno-fast-math", "-ffp-contract=off"])
 core.optional = True  # a failed compile leaves the reference path, never a failed install
 
 setup(ext_modules=[core], cmdclass={"build_ext": build_ext})

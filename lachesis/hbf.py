@@ -25,7 +25,7 @@ import pandas as pd
 from lachesis.config import SECONDS_PER_YEAR, Deployment, Endurance, MemoryConfig, ModelSpec
 
 ArrayLike = float | int | np.ndarray
-_add_reduce, _maximum = np.add.reduce, np.maximum  # ndarray.sum() and the lane maximum without method overhead
+_maximum = np.maximum  # the lane maximum without method overhead
 _SCALARS = (int, float, np.integer, np.floating)
 
 __all__ = [
@@ -116,6 +116,27 @@ def weight_read_bytes_per_gpu(model: ModelSpec, deployment: Deployment,
 #: batch > 0), batch, KV bytes read from HBM / HBF, KV bytes appended to HBM, local experts read.
 _INPUTS = ("running", "batch", "kv_hbm", "kv_hbf", "hbm_write", "experts")
 _ARGS = ("batch", "kv_hbm_bytes", "kv_hbf_bytes", "hbf_flush_bytes", "hbm_write_bytes")
+
+
+def dot_rows(cols: np.ndarray, x: np.ndarray, out: np.ndarray | None = None, tmp: np.ndarray | None = None) -> np.ndarray:
+    """Each coefficient row times the inputs ``x`` (``cols`` is the rows' transpose, one row per input),
+    summed input by input in :data:`_INPUTS` order.  One arithmetic everywhere: no BLAS kernel picks
+    the order, so a step costs the same bits on every machine and in the native core.  ``x`` is a
+    vector (one step) or a matrix (one column per step)."""
+    x = np.asarray(x)
+    if x.ndim == 2:
+        cols = cols[:, :, None]
+    out = np.multiply(cols[0], x[0], out=out)
+    for k in range(1, len(x)):
+        tmp = np.multiply(cols[k], x[k], out=tmp)
+        np.add(out, tmp, out=out)
+    return out
+
+
+def sum_in_order(v: np.ndarray) -> float | np.ndarray:
+    """The sum over the first axis, left to right (numpy's ``sum`` pairs terms by block size): the
+    operator times of a step add up to the same bits here and in the native core."""
+    return np.add.accumulate(v, axis=0)[-1]
 
 
 def _row(**coef: float) -> np.ndarray:
@@ -239,6 +260,7 @@ class StepModel:
         self._lanes = width
         padded = np.array([r + [np.zeros(len(_INPUTS))] * (width - len(r)) for r in rows])  # (ops, lanes, inputs)
         self._coef = padded.transpose(1, 0, 2).reshape(-1, len(_INPUTS))  # lane-major rows
+        self._cols = np.ascontiguousarray(self._coef.T)  # one row per input (dot_rows' operand)
         self._flush_per_byte = 1.0 / memory.hbf_write_bw if memory.hbf_write_bw > 0 else 0.0
         self._n_ops = len(ops)
         m, dep = model, deployment
@@ -276,7 +298,7 @@ class StepModel:
         one product serves a vector ``x`` (one step) and a matrix (one column per step).
         """
         n = len(self.names)
-        t = self._coef @ x
+        t = dot_rows(self._cols, x)
         m = t[:n]
         for k in range(1, self._lanes):
             m = np.maximum(m, t[k * n:(k + 1) * n])
@@ -293,21 +315,17 @@ class StepModel:
         if self._forbidden:
             self._check_tiers(h, f, fl, hw)
         x = np.array((1.0 if b > 0 else 0.0, b, h, f, hw, self._experts(b)))
-        if self._lanes == 2:  # one np.maximum for the two lanes: the same products, maxima and sum, less overhead
-            t = self._coef @ x
-            n = self._n_ops
-            return float(_add_reduce(_maximum(t[:n], t[n:]))) + fl * self._flush_per_byte
-        return float(_add_reduce(self._op_times(x))) + fl * self._flush_per_byte
+        return float(sum_in_order(self._op_times(x))) + fl * self._flush_per_byte
 
     def scalar_fn(self) -> Callable[..., float]:
         """:meth:`scalar` as a function with its own input and result buffers, so a call allocates no
         array (the same products, maxima and sum).  One per simulation run: not for sharing across threads."""
         if self._lanes != 2:
             return self.scalar
-        coef, n, per_byte, experts, forbidden = self._coef, self._n_ops, self._flush_per_byte, self._experts, self._forbidden
-        x, t, m = np.zeros(len(_INPUTS)), np.zeros(2 * n), np.zeros(n)
+        cols, n, per_byte, experts, forbidden = self._cols, self._n_ops, self._flush_per_byte, self._experts, self._forbidden
+        x, t, tmp, m = np.zeros(len(_INPUTS)), np.zeros(2 * n), np.zeros(2 * n), np.zeros(n)
         lane0, lane1 = t[:n], t[n:]
-        matmul, inf = np.matmul, math.inf
+        accumulate, inf = np.add.accumulate, math.inf
 
         def step(batch: float, kv_hbm: float, kv_hbf: float, flush: float, hbm_write: float = 0.0) -> float:
             b, h, f, fl, hw = float(batch), float(kv_hbm), float(kv_hbf), float(flush), float(hbm_write)
@@ -316,9 +334,9 @@ class StepModel:
             if forbidden:
                 self._check_tiers(h, f, fl, hw)
             x[0], x[1], x[2], x[3], x[4], x[5] = 1.0 if b > 0 else 0.0, b, h, f, hw, experts(b)
-            matmul(coef, x, out=t)
+            dot_rows(cols, x, t, tmp)
             _maximum(lane0, lane1, out=m)
-            return float(_add_reduce(m)) + fl * per_byte
+            return float(accumulate(m)[-1]) + fl * per_byte
 
         return step
 
@@ -328,7 +346,7 @@ class StepModel:
         if all(isinstance(v, _SCALARS) for v in (batch, kv_hbm, kv_hbf, flush, hbm_write)):
             return self.scalar(batch, kv_hbm, kv_hbf, flush, hbm_write)
         x, fl = self._array_inputs(batch, kv_hbm, kv_hbf, flush, hbm_write)
-        return _out(self._op_times(x).sum(axis=0) + fl * self._flush_per_byte)
+        return _out(sum_in_order(self._op_times(x)) + fl * self._flush_per_byte)
 
     def breakdown(self, batch: ArrayLike, kv_hbm: ArrayLike, kv_hbf: ArrayLike, flush: ArrayLike,
                   hbm_write: ArrayLike = 0.0) -> pd.DataFrame:
@@ -338,7 +356,7 @@ class StepModel:
         t = self._op_times(x)
         df = pd.DataFrame({name: t[i] for i, name in enumerate(self.names)})
         df["flush"] = fl * self._flush_per_byte
-        df["total"] = t.sum(axis=0) + df["flush"].to_numpy()
+        df["total"] = sum_in_order(t) + df["flush"].to_numpy()
         return df
 
 
@@ -363,8 +381,8 @@ class GroupStep:
         coef = model._coef.reshape(lanes, n, len(_INPUTS))
         group = [i for i, name in enumerate(model.names) if name in GROUP_OPERATORS]
         own = [i for i in range(n) if i not in group]
-        self._own = coef[:, own, :].reshape(-1, len(_INPUTS))
-        self._group = coef[:, group, :].reshape(-1, len(_INPUTS))
+        self._own = np.ascontiguousarray(coef[:, own, :].reshape(-1, len(_INPUTS)).T)  # dot_rows' operands
+        self._group = np.ascontiguousarray(coef[:, group, :].reshape(-1, len(_INPUTS)).T)
         self._n_own, self._n_group, self._lanes = len(own), len(group), lanes
         self._model = model
         self._per_byte = model._flush_per_byte
@@ -375,7 +393,7 @@ class GroupStep:
         m = t[:n]
         for k in range(1, self._lanes):
             m = _maximum(m, t[k * n:(k + 1) * n])
-        return float(_add_reduce(m))
+        return float(sum_in_order(m))
 
     def rank(self, batch: float, kv_hbm: float, kv_hbf: float, flush: float, hbm_write: float = 0.0) -> float:
         """Seconds of one rank's own operators and flush at its batch and KV bytes."""
@@ -387,7 +405,7 @@ class GroupStep:
             model._check_tiers(kv_hbm, kv_hbf, flush, hbm_write)
         x = self._x
         x[0], x[1], x[2], x[3], x[4], x[5] = 1.0 if batch > 0 else 0.0, batch, kv_hbm, kv_hbf, hbm_write, 0.0
-        return self._max_lanes(self._own @ x, self._n_own) + flush * self._per_byte
+        return self._max_lanes(dot_rows(self._own, x), self._n_own) + flush * self._per_byte
 
     def experts(self, mean_batch: float) -> float:
         """Seconds of the group-wide operators at the group's mean sequences per GPU (memoized: a group's
@@ -399,7 +417,7 @@ class GroupStep:
             x = self._x
             b = float(mean_batch)
             x[0], x[1], x[2], x[3], x[4], x[5] = 1.0 if b > 0 else 0.0, b, 0.0, 0.0, 0.0, self._model._experts(b)
-            t = self._memo[mean_batch] = self._max_lanes(self._group @ x, self._n_group)
+            t = self._memo[mean_batch] = self._max_lanes(dot_rows(self._group, x), self._n_group)
         return t
 
     def __call__(self, batches: Sequence[float], rows: Sequence[Sequence[float]]) -> float:

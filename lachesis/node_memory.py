@@ -162,13 +162,18 @@ class Memory:
         self._seg_tok.pop(inst, None)
 
     def hbm_tokens(self, inst: int, segs: Sequence[int], tokens: np.ndarray, tokens_int: Sequence[int]) -> float:
-        """Σ tokens × HBM fraction over segments (a request's context in HBM, in tokens): ``tokens @
-        fractions``.  When every segment lies wholly in one tier the products are whole numbers, so the
-        float dot product is exact and equals this integer sum, which is taken instead."""
+        """Σ tokens × HBM fraction over segments (a request's context in HBM, in tokens), added left to
+        right (the same bits on every machine and in the native core).  When every segment lies wholly in
+        one tier the products are whole numbers and the sum is exact: the integer sum is taken instead."""
         sids = self._sids(inst)
         ids = [sids[s] for s in segs]
         acc = self.table.lookup.hbm_share(ids, tokens_int)
-        return float(acc) if acc is not None else float(tokens @ self.table.lookup.hbm_fraction(ids))
+        if acc is not None:
+            return float(acc)
+        total = 0.0
+        for t, f in zip(tokens.tolist(), self.table.lookup.hbm_fraction(ids).tolist()):
+            total += t * f
+        return total
 
     def snapshot(self) -> tuple[float, ...]:
         """(live HBM, live HBF, cached HBM, cached HBF, cumulative HBM written, cumulative HBF written) bytes."""

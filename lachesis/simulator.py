@@ -18,12 +18,12 @@ import numpy as np
 import pandas as pd
 import simpy
 
-from lachesis import hbf
+from lachesis import hbf, native
 from lachesis.allocator import WriteTotals
 from lachesis.clairvoyance import Clock, CloseTimes, Recorder
 from lachesis.config import SLO, Config
 from lachesis.decode import DecodeEngine
-from lachesis.kv import SHORT_LIVED_CLASSES, Policy
+from lachesis.kv import SEG_CLASSES, SHORT_LIVED_CLASSES, Policy
 from lachesis.node_memory import Memory, OutOfMemory
 from lachesis.plan import NOMINAL_TPOT_S, AgentPlan, Plan
 
@@ -139,6 +139,9 @@ class RunSettings:
     clairvoyance: CloseTimes | None = None
     record_events: bool = False  # keep the recorded rank's allocator event stream (``SimResult.events``)
     record_closes: bool = False  # keep every segment close (``SimResult.closes``)
+    #: "auto": the native core (:mod:`lachesis.native`) where it is built and the run is one it covers (a
+    #: built-in policy, the model's step), else this module; "native" or "python" to insist (same results)
+    backend: str = "auto"
 
 
 def simulate(plan: Plan, cfg: Config, policy: Policy | str, n_sessions: int, duration_s: float | None = None,
@@ -163,18 +166,37 @@ def simulate_windows(plan: Plan, cfg: Config, policy: Policy | str, n_sessions: 
     ``fields`` are :class:`RunSettings` fields given by name.
     """
     settings = RunSettings(**fields)
+    if settings.backend not in native.BACKENDS:
+        raise ValueError(f"simulate: backend must be one of {native.BACKENDS}, got {settings.backend!r}")
     windows = list(windows)
     if not windows or any(b.duration_s < a.duration_s for a, b in zip(windows, windows[1:])):
         raise ValueError("simulate_windows: need at least one window, in non-decreasing duration_s")
     for w in windows:
         _check_run_args(n_sessions, settings.seed, w.duration_s, w.warmup_s, w.n_samples)
-    run = _Run(plan, cfg, policy, n_sessions, settings, min(w.warmup_s for w in windows))
+    first_warmup = min(w.warmup_s for w in windows)
+    run = _native_run(plan, cfg, policy, n_sessions, settings, windows, first_warmup)
+    if run is None:
+        run = _Run(plan, cfg, policy, n_sessions, settings, first_warmup)
     observers = run.start(windows)
-    stops = [_stop_at(run.env, w.duration_s) for w in windows]
-    for obs, stop in zip(observers, stops):
-        run.run_until(stop)
-        obs.samples.append(run.sample())
+    for k, obs in enumerate(observers):
+        run.finish_window(k, obs)
         yield obs.result(run)
+
+
+def _random_streams(plan: Plan, cfg: Config, n_sessions: int, seed: int) -> tuple[np.random.Generator, np.random.Generator | None]:
+    """The run's random stream (the cycle of sessions, each slot's first session and phase) and the aged
+    start's (None unless the node starts aged), both seeded by the seed, the load and the trace."""
+    key = [seed, n_sessions, zlib.crc32(plan.fingerprint.encode())]
+    aged = cfg.deployment.start == "aged"
+    return np.random.default_rng(key), (np.random.default_rng(key + [1]) if aged else None)
+
+
+def _first_sessions(plan: Plan, rng: np.random.Generator, slots: int) -> tuple[np.ndarray, list[float]]:
+    """Steady-state start: in a closed loop a slot is found in a session with probability proportional to
+    its span, at a uniform phase of it; each slot's first session and phase, drawn so."""
+    spans = plan.session_spans(NOMINAL_TPOT_S)
+    firsts = rng.choice(len(plan.sessions), size=slots, p=spans / spans.sum())
+    return firsts, [float(rng.uniform(0, spans[f])) for f in firsts]
 
 
 @dataclass
@@ -215,10 +237,8 @@ class _Run:
         self.first_warmup = first_warmup
         self.engine = self._decode_engine(settings.step_fn)
         self.stall = dep.landing == "stall"
-        seed = settings.seed
-        self.rng = np.random.default_rng([seed, n_sessions, zlib.crc32(plan.fingerprint.encode())])
-        if dep.start == "aged" and not self.mem.policy.frees_at_boundary:
-            aging = np.random.default_rng([seed, n_sessions, zlib.crc32(plan.fingerprint.encode()), 1])
+        self.rng, aging = _random_streams(plan, cfg, n_sessions, settings.seed)
+        if aging is not None and not self.mem.policy.frees_at_boundary:
             for mem in self.mems:
                 mem.age(aging)
         self.order = self.rng.permutation(len(plan.sessions))  # the closed loop's cycle of sessions
@@ -242,24 +262,48 @@ class _Run:
         return DecodeEngine(self.env, step_fn, record_from=self.first_warmup, ranks=self.ranks, group=group)
 
     def start(self, windows: Sequence[Window]) -> list["_Observer"]:
-        """Schedule the windows' markers, the slots and the windows' samplers (in this order)."""
-        env, plan, rng = self.env, self.plan, self.rng
+        """Schedule the windows' markers, the slots, the windows' samplers and their ends (in this order)."""
+        env = self.env
         observers = [_Observer(k, w) for k, w in enumerate(windows)]
         for obs in observers:
             env.process(obs.marker(self))
-        # Steady-state start: in a closed loop a slot is found in a session with probability
-        # proportional to its span, at a uniform phase of it; each slot's first session is drawn so and
-        # fast-forwarded (its KV written, no decode, no waiting) to that phase.
+        # Each slot's first session is fast-forwarded (its KV written, no decode, no waiting) to its phase.
         # Slot i serves rank i mod G, and a finished session's replacement stays there: a data-parallel
         # router that keeps every rank at the same number of sessions.
-        spans = plan.session_spans(NOMINAL_TPOT_S)
-        slots = self.n_sessions * self.ranks
-        firsts = rng.choice(len(plan.sessions), size=slots, p=spans / spans.sum())
-        for i in range(slots):
-            env.process(self.slot(int(firsts[i]), float(rng.uniform(0, spans[firsts[i]])), i % self.ranks))
+        firsts, phases = _first_sessions(self.plan, self.rng, self.n_sessions * self.ranks)
+        for i, (first, phase) in enumerate(zip(firsts, phases)):
+            env.process(self.slot(int(first), phase, i % self.ranks))
         for obs in observers:
             env.process(obs.sampler(self))
+        self.stops = [_stop_at(env, w.duration_s) for w in windows]
         return observers
+
+    def finish_window(self, k: int, obs: "_Observer") -> None:
+        """Run to window ``k``'s end and take its last sample."""
+        self.run_until(self.stops[k])
+        obs.samples.append(self.sample())
+
+    # What a window's result reads (the native run answers the same)
+    @property
+    def now(self) -> float:
+        return self.env.now
+
+    @property
+    def frees_at_boundary(self) -> bool:
+        return self.mem.policy.frees_at_boundary
+
+    def evicted_blocks(self) -> int:
+        """Blocks evicted from the ranks' caches so far."""
+        return sum(m.table.totals.evicted_blocks for m in self.mems)
+
+    def bytes_by_rank(self, k: int) -> list[dict[str, dict[str, float]]]:
+        """Each rank's bytes written per class and tier in window ``k``."""
+        return [m.bytes_by_class_tier(k) for m in self.mems]
+
+    def recorded(self) -> tuple[list | None, WriteTotals, CloseTimes | None]:
+        """The recorded rank's event stream, its write totals, and the closes recorded so far."""
+        mem = self.mem
+        return mem.events, mem.table.totals, mem.recorder.close_times() if mem.recorder is not None else None
 
     def run_until(self, stop: simpy.Event) -> None:
         """Advance to ``stop`` unless memory already ran out; running out ends the run (``counts.oom``)."""
@@ -374,6 +418,112 @@ class _Run:
                 yield w
 
 
+def _native_run(plan: Plan, cfg: Config, policy: Policy | str, n_sessions: int, settings: RunSettings,
+                windows: Sequence[Window], first_warmup: float) -> "_NativeRun | None":
+    """The run on the native core when the settings allow it and it covers the run (a built-in policy,
+    the model's own step, tiers every input may use); None for the reference path."""
+    if settings.backend == "python":
+        return None
+    core = native.core()
+    spec = None if core is None or settings.step_fn is not None else core.policy_spec(policy)
+    step = native.step_arrays(cfg) if spec is not None else None
+    if step is None:
+        if settings.backend == "native":
+            raise ValueError("simulate: backend='native' asked for a run the native core does not cover "
+                             + ("(it is not built)" if core is None else
+                                "(a policy of your own, a step_fn, or a memory with a tier of zero bandwidth)"))
+        return None
+    return _NativeRun(core, spec, step, plan, cfg, policy, n_sessions, settings, windows, first_warmup)
+
+
+class _NativeRun:
+    """The same run on the native core (:mod:`lachesis.native`, C++): the same random draws, the same
+    order of events and the same float operations as :class:`_Run`, so the same results, bit for bit
+    (tests/test_native_run.py); a window's result is read from it the way :class:`_Run`'s is."""
+
+    def __init__(self, core, spec, step: dict, plan: Plan, cfg: Config, policy: Policy | str, n_sessions: int,
+                 settings: RunSettings, windows: Sequence[Window], first_warmup: float) -> None:
+        self.plan, self.cfg, self.n_sessions = plan, cfg, n_sessions
+        dep = cfg.deployment
+        self.ranks = dep.group_ranks
+        self.policy_name = getattr(policy, "name", str(policy))
+        self.frees_at_boundary = bool(spec.frees_at_boundary)
+        closes = settings.clairvoyance
+        clock = None if closes is None else core.Clock(closes, plan)
+        self.recorder = core.Recorder() if settings.record_closes else None
+        segments = getattr(plan, "_native_segments", None)
+        if segments is None:
+            segments = plan._native_segments = core.plan_segments(plan)
+        blocks = hbf.kv_blocks(cfg.memory, cfg.model, dep)
+        self.mems = [core.NodeMemory(*blocks, int(dep.block_tokens), int(cfg.model.kv_bytes_per_token), spec, segments,
+                                     clock, self.recorder) for _ in range(self.ranks)]
+        if settings.record_events:
+            self.mems[0].record_events(True)
+        rng, aging = _random_streams(plan, cfg, n_sessions, settings.seed)
+        if aging is not None and not self.frees_at_boundary:
+            for mem in self.mems:
+                mem.age(aging.permutation(mem.aged_chunks()))
+        order = rng.permutation(len(plan.sessions))
+        firsts, phases = _first_sessions(plan, rng, n_sessions * self.ranks)
+        run = native.run_settings(cfg, n_sessions, first_warmup, settings.land, order, firsts, phases,
+                                  [(w.duration_s, w.warmup_s, w.n_samples) for w in windows])
+        self.core = core.NodeRun(native.plan_arrays(plan), step, run, self.mems)
+        self.first_warmup = first_warmup
+        self.counts = _Counts()
+
+    def start(self, windows: Sequence[Window]) -> list["_Observer"]:
+        return [_Observer(k, w) for k, w in enumerate(windows)]
+
+    def finish_window(self, k: int, obs: "_Observer") -> None:
+        """Run to window ``k``'s end natively, then copy what the run recorded into the observer and here."""
+        c = self.core
+        c.run_window(k)
+        samples, points, present, evicted = c.observed(k)
+        one = self.ranks == 1
+        obs.samples = [(t, int(live) if one else live, *rest) for t, live, *rest in samples.tolist()]
+        obs.points = [(p[0], p[1], {SEG_CLASSES[i]: p[2 + i] for i in range(len(SEG_CLASSES)) if bits >> i & 1})
+                      for p, bits in zip(points.tolist(), present.tolist())]
+        obs.evicted_at_warmup = int(evicted)
+        tpot, tpot_w, tpot_t, ttft, ttft_t = c.decode_records()
+        self.engine = _DecodeRecords(tpot, tpot_w, tpot_t, self.first_warmup, int(c.max_batch), float(c.stalled_s))
+        self.ttft, self.ttft_t = ttft.tolist(), ttft_t.tolist()
+        self.counts = _Counts(requests=int(c.requests), sessions=int(c.sessions), oom=bool(c.oom))
+
+    @property
+    def now(self) -> float:
+        return self.core.now
+
+    def evicted_blocks(self) -> int:
+        return sum(int(m.evicted_blocks) for m in self.mems)
+
+    def bytes_by_rank(self, k: int) -> list[dict[str, dict[str, float]]]:
+        return [m.bytes_by_class_tier(k) for m in self.mems]
+
+    def recorded(self) -> tuple[list | None, WriteTotals, CloseTimes | None]:
+        mem = self.mems[0]
+        events = mem.events() if mem.recording_events() else None
+        tokens, by_class, blocks, evicted, bpt = mem.totals_fields()
+        totals = WriteTotals(tokens=np.array(tokens, dtype=np.int64),
+                             tokens_by_class={c: np.array(v, dtype=np.int64) for c, v in by_class.items()},
+                             blocks=np.array(blocks, dtype=np.int64), evicted_blocks=int(evicted), bytes_per_token=int(bpt))
+        closes = None
+        if self.recorder is not None:
+            closes = CloseTimes(*self.recorder.close_times_arrays(), self.plan.fingerprint)
+        return events, totals, closes
+
+
+@dataclass(frozen=True)
+class _DecodeRecords:
+    """What a window's result reads of the decode engine (the native run's copy)."""
+
+    tpot: np.ndarray
+    tpot_w: np.ndarray
+    tpot_t: np.ndarray
+    record_from: float
+    max_batch: int
+    stalled_s: float
+
+
 SERIES_COLUMNS = ["t_s", "sessions_live", "live_hbm_bytes", "live_hbf_bytes", "cached_hbm_bytes",
                   "cached_hbf_bytes", "hbm_written_bytes", "hbf_written_bytes"]
 
@@ -394,7 +544,7 @@ class _Observer:
         yield run.env.timeout(self.window.warmup_s)
         for mem in run.mems:
             mem.mark(self.k)
-        self.evicted_at_warmup = sum(m.table.totals.evicted_blocks for m in run.mems)
+        self.evicted_at_warmup = run.evicted_blocks()
 
     def sampler(self, run: _Run):
         dt = self.window.duration_s / self.window.n_samples
@@ -417,7 +567,7 @@ class _Observer:
         return out
 
     def result(self, run: _Run) -> SimResult:
-        warmup_s, engine, counts, mem = self.window.warmup_s, run.engine, run.counts, run.mem
+        warmup_s, engine, counts = self.window.warmup_s, run.engine, run.counts
         ser = pd.DataFrame(self.samples, columns=SERIES_COLUMNS)
         tp, tw = np.asarray(engine.tpot), np.asarray(engine.tpot_w)
         ttft = run.ttft
@@ -434,19 +584,20 @@ class _Observer:
         else:
             rate, settled, t_set = float("nan"), False, float("nan")
         cfg = run.cfg
-        by_rank = [m.bytes_by_class_tier(self.k) for m in run.mems]
+        by_rank = run.bytes_by_rank(self.k)
         by_ct = by_rank[0] if run.ranks == 1 else {
             c: {t: sum(r.get(c, {}).get(t, 0.0) for r in by_rank) / run.ranks for t in ("hbm", "hbf")}
             for c in sorted({c for r in by_rank for c in r})}
         tiers = {"hbm": sum(v["hbm"] for v in by_ct.values()), "hbf": sum(v["hbf"] for v in by_ct.values())}
         # ASSUMPTION (regime): a boundary-unaware cache has reached its steady state only once it evicts
         # (HBM-first turns HBM over only through LRU eviction); ``in_regime`` says whether the window did.
-        evictions = sum(m.table.totals.evicted_blocks for m in run.mems) - self.evicted_at_warmup
-        regime = bool(run.mem.policy.frees_at_boundary or evictions > 0)
+        evictions = run.evicted_blocks() - self.evicted_at_warmup
+        regime = bool(run.frees_at_boundary or evictions > 0)
         spread = hbf.rank_spread([sum(v["hbf"] for v in r.values()) for r in by_rank])
         life = float(hbf.group_lifetime_years(cfg.memory, rate, cfg.endurance, spread)) if np.isfinite(rate) else float("nan")
+        events, totals, closes = run.recorded()
         return SimResult(
-            n_sessions=run.n_sessions, policy=run.policy_name, sim_s=float(run.env.now), warmup_s=float(warmup_s),
+            n_sessions=run.n_sessions, policy=run.policy_name, sim_s=float(run.now), warmup_s=float(warmup_s),
             p99_tpot_s=p99_tpot, mean_tpot_s=float((tp * tw).sum() / tw.sum()) if tw.sum() else float("nan"),
             p99_ttft_s=float(np.quantile(ttft, 0.99)) if ttft else float("nan"), oom=bool(counts.oom),
             requests_done=int(counts.requests), sessions_done=int(counts.sessions), max_batch=int(engine.max_batch),
@@ -455,8 +606,7 @@ class _Observer:
             live_peak={"hbm": float(ser["live_hbm_bytes"].max()), "hbf": float(ser["live_hbf_bytes"].max())},
             live_mean={"hbm": float(meas["live_hbm_bytes"].mean()) if len(meas) else float("nan"),
                        "hbf": float(meas["live_hbf_bytes"].mean()) if len(meas) else float("nan")},
-            series=ser, events=mem.events, totals=mem.table.totals,
-            closes=mem.recorder.close_times() if mem.recorder is not None else None,
+            series=ser, events=events, totals=totals, closes=closes,
             ranks=run.ranks, in_regime=regime, evicted_blocks=int(evictions), stalled_s=float(engine.stalled_s),
             events_bytes_by_tier={t: sum(v[t] for v in by_rank[0].values()) for t in ("hbm", "hbf")},
             hbf_rank_spread=spread,

@@ -190,9 +190,19 @@ void bind_memory(py::module_& m) {
                  d["by_class"] = by;
                  return d;
              })
+        .def("totals_fields",
+             [](const NodeMemory& n) {
+                 // written.WriteTotals' fields: tokens, tokens by class (first-open order), blocks, evicted, bytes/token
+                 auto t = n.totals();
+                 py::dict by;
+                 for (auto& [c, a] : t.by_class) by[py::str(SEG_CLASS_NAMES[c])] = py::make_tuple(a[0], a[1]);
+                 return py::make_tuple(py::make_tuple(t.tokens[0], t.tokens[1]), by,
+                                       py::make_tuple(t.blocks[0], t.blocks[1]), t.evicted_blocks, t.bytes_per_token);
+             })
         .def_property_readonly("evicted_blocks", &NodeMemory::evicted_blocks)
         .def_property_readonly("frees_at_boundary", &NodeMemory::frees_at_boundary)
         .def("record_events", &NodeMemory::record_events, py::arg("on") = true)
+        .def("recording_events", &NodeMemory::recording_events)
         .def("events",
              [](const NodeMemory& n) {
                  // node_memory.Memory.events' tuples
