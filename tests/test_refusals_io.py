@@ -187,3 +187,37 @@ def test_a_full_disk_at_the_swap_restores_the_old_folder(tmp_path, capsys, monke
         return real(src, dst)
 
     _adapt_fails(tmp_path, capsys, monkeypatch, lambda m: m.setattr(io.os, "replace", swap_fails))
+
+
+def test_a_full_disk_names_the_file_being_written(tmp_path, capsys, monkeypatch) -> None:
+    """ENOSPC from a write names no file; the error raised names the file the write was for."""
+    target = tmp_path / "figs" / "fig09_grid.csv"
+    with pytest.raises(OSError) as e:
+        io.atomic_write(target, _full_disk)
+    assert e.value.errno == errno.ENOSPC and e.value.filename == str(target), e.value
+    assert str(target) in str(e.value) and not list(target.parent.iterdir())  # no temporary file left
+    # through the command line: one line, the path and the reason
+    import json
+
+    real = io.atomic_write
+    monkeypatch.setattr(io, "atomic_write", lambda path, write: real(path, _full_disk))
+    trace = tmp_path / "t"
+    trace.mkdir()
+    (trace / "requests.jsonl").write_text(json.dumps(dict(
+        session_id="s", request_id="r0", agent_id="a", parent_agent_id=None, role="single", turn=0, input_tokens=10,
+        matched_prefix_tokens=0, output_tokens=5, reasoning_tokens=0, tool_names=[], n_observations=0)) + "\n")
+    out = tmp_path / "seg.csv"
+    assert main(["segments", str(trace), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"lachesis segments: error: {out}: No space left on device"], err
+
+
+def test_an_error_that_names_its_file_keeps_it(tmp_path) -> None:
+    other = tmp_path / "elsewhere"
+
+    def fails(tmp):
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(other))
+
+    with pytest.raises(FileNotFoundError) as e:
+        io.atomic_write(tmp_path / "x.json", fails)
+    assert e.value.filename == str(other)
