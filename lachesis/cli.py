@@ -390,7 +390,8 @@ def show_segments(trace: Path, seed: int = 0, out: Path | None = None) -> int:
 
 
 def show_datasets(action: str, chosen: Sequence[str] = (), local: Path | None = None) -> int:
-    """``lachesis datasets list|fetch|verify [names] [--local DIR]``; 1 when a verified file is bad."""
+    """``lachesis datasets list|fetch|verify [names] [--local DIR]``; 1 when a verified file is bad or a source
+    could not be fetched (every source is tried first)."""
     import pandas as pd
 
     from lachesis import datasets
@@ -400,10 +401,18 @@ def show_datasets(action: str, chosen: Sequence[str] = (), local: Path | None = 
         with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 60):
             print(datasets.summary(chosen, local).to_string(index=False))
         return 0
-    if action == "fetch":
+    if action == "fetch":  # every source is tried; each that could not be fetched is named, and the exit is 1
+        failed = []
         for name in chosen:
-            print(f"{name}: {datasets.fetch(name, local)}")
-        return 0
+            try:
+                print(f"{name}: {datasets.fetch(name, local)}", flush=True)
+            except (datasets.DatasetError, OSError) as e:
+                failed.append(name)
+                print(f"lachesis datasets: {name}: could not fetch: {' '.join(str(e).split())}", file=sys.stderr)
+        if failed:
+            print(f"lachesis datasets: {len(failed)} of {len(chosen)} source(s) not fetched: {', '.join(failed)}",
+                  file=sys.stderr)
+        return 1 if failed else 0
     bad = 0
     for name in chosen:
         states = datasets.verify(name, local)
