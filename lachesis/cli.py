@@ -327,7 +327,7 @@ def _explore(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", type=seeds, default=None, help="comma-separated (default 0); the lowest sizes the load")
     p.add_argument("--parts", type=names, default=None, help="some of grid,load,sensitivity (default: all)")
     p.add_argument("--fractions", type=fractions, default=[], help="of N*, for the load curve (e.g. 0.25,0.5)")
-    p.add_argument("--knobs", type=names, default=None, help="of the sensitivity study (default: every knob)")
+    p.add_argument("--knobs", type=names, default=None, help="of the sensitivity study (default: every knob of lachesis.explorer.STUDY; a knob that changes the node is refused)")
     p.add_argument("--jobs", type=jobs, default=None, help="worker processes (default: one per core)")
 
     def run(a: argparse.Namespace) -> int:
@@ -343,14 +343,14 @@ def explore(sel: "Selection", cache_dir: Path, parts: Sequence[str], fractions: 
             knobs: Sequence[str] | None = None, jobs: int | None = None) -> int:
     """``lachesis explore``: :func:`lachesis.explorer.compute` for one selection, then what the cache holds."""
     from lachesis import explorer
-    from lachesis.knobs import KNOBS, STUDY
+    from lachesis.knobs import KNOBS
 
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
         raise ValueError(f"--jobs: expected a whole number >= 1, got {jobs!r}")
     bad = [x for x in parts if x not in explorer.PARTS]
     if bad:
         raise ValueError(f"--parts: unknown part {bad[0]!r}; expected some of {','.join(explorer.PARTS)}")
-    kn = list(knobs) if knobs else list(STUDY)
+    kn = list(knobs) if knobs else list(explorer.STUDY)
     if unknown := [k for k in kn if k not in KNOBS]:
         raise ValueError(f"--knobs: unknown knob {unknown[0]!r}; expected some of {','.join(KNOBS)}")
     explorer.compute(sel, cache_dir, parts, fractions, kn, n_jobs=jobs)
