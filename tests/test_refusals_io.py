@@ -257,3 +257,53 @@ def test_datasets_fetch_tries_every_source_and_names_each_it_could_not_fetch(tmp
     assert lines[-1] == (f"lachesis datasets: {len(local_only) + 1} of {len(every)} source(s) not fetched: "
                          f"{', '.join(n for n in every if n in local_only or n == offline)}")
     assert main(["datasets", "fetch", *public[1:]]) == 0
+
+
+def test_an_interrupted_reproduce_is_announced_and_named_by_the_provenance_check(tmp_path, monkeypatch) -> None:
+    """A run stopped while a notebook writes its figures leaves ``NAME.in-progress`` beside them: the provenance
+    check names it, the next run says so before writing them again, and a finished run removes it."""
+    import contextlib
+    import io as stdio
+
+    import nbformat
+    import papermill
+    import yaml
+
+    from lachesis import reproduce
+
+    nbs = tmp_path / "notebooks"
+    (nbs / "params").mkdir(parents=True)
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell('out_dir: str = "figures"')
+    cell.metadata["tags"] = ["parameters"]
+    nb.cells = [cell]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, nbs / "fig01.ipynb")
+    params = nbs / "params" / "p.yaml"
+    params.write_text(yaml.safe_dump({"common": {"out_dir": "figures"}}))
+    figs = tmp_path / "figures"
+    figs.mkdir()
+    (figs / "fig01.png").write_text("old figure")
+    (figs / "fig01.csv").write_text("old numbers")
+
+    def stopped(src, dest, **kw):  # the new figure is written, then Ctrl-C before its numbers
+        (figs / "fig01.png").write_text("new figure")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(papermill, "execute_notebook", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        reproduce.run_notebooks(params, log=stdio.StringIO())
+    assert reproduce.interrupted(figs) == ["fig01"]
+    problem = reproduce.provenance_problem(tmp_path)
+    assert problem.startswith("figures/fig01.in-progress: a run of fig01 stopped while writing its figures"), problem
+
+    monkeypatch.setattr(papermill, "execute_notebook", lambda src, dest, **kw: (figs / "fig01.csv").write_text("new"))
+    monkeypatch.setattr(reproduce, "write_html", lambda executed, dest: dest)
+    monkeypatch.setattr(reproduce.glance, "write", lambda figures: None)
+    monkeypatch.setattr(reproduce, "write_environment", lambda *a: None)
+    log = stdio.StringIO()
+    with contextlib.redirect_stdout(stdio.StringIO()):
+        result = reproduce.run_notebooks(params, log=log, fetch=False)
+    assert result.ran and not result.failed
+    assert "[reproduce] fig01: an earlier run stopped while writing its figures" in log.getvalue()
+    assert reproduce.interrupted(figs) == [] and not (figs / "fig01.in-progress").exists()
