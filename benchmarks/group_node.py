@@ -81,9 +81,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-record", action="store_true")
     a = ap.parse_args(argv)
     kinds = ["multi", "single"] if a.cells == "both" else [a.cells]
+    try:  # every cell checked before anything runs: a bad name is one line, not a traceback
+        cells = {kind: points(kind, grid.split_csv(a.models), grid.split_csv(a.slos), grid.split_csv(a.configs))
+                 for kind in kinds}
+    except ValueError as e:
+        print(f"group_node.py: error: {e}", file=sys.stderr)
+        return 2
     lines = []
-    for kind in kinds:
-        pts = points(kind, grid.split_csv(a.models), grid.split_csv(a.slos), grid.split_csv(a.configs))
+    for kind, pts in cells.items():
         t0 = time.process_time()
         w0 = time.time()
         rows = sweep.run_grid(pts, capacity.PAPER, a.cache_dir, n_jobs=a.jobs, load="per_cell")  # each cell's own N*

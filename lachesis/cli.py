@@ -327,7 +327,7 @@ def _explore(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", type=seeds, default=None, help="comma-separated (default 0); the lowest sizes the load")
     p.add_argument("--parts", type=names, default=None, help="some of grid,load,sensitivity (default: all)")
     p.add_argument("--fractions", type=fractions, default=[], help="of N*, for the load curve (e.g. 0.25,0.5)")
-    p.add_argument("--knobs", type=names, default=None, help="of the sensitivity study (default: every knob)")
+    p.add_argument("--knobs", type=names, default=None, help="of the sensitivity study (default: every knob of lachesis.explorer.STUDY; a knob that changes the node is refused)")
     p.add_argument("--jobs", type=jobs, default=None, help="worker processes (default: one per core)")
 
     def run(a: argparse.Namespace) -> int:
@@ -343,14 +343,14 @@ def explore(sel: "Selection", cache_dir: Path, parts: Sequence[str], fractions: 
             knobs: Sequence[str] | None = None, jobs: int | None = None) -> int:
     """``lachesis explore``: :func:`lachesis.explorer.compute` for one selection, then what the cache holds."""
     from lachesis import explorer
-    from lachesis.knobs import KNOBS, STUDY
+    from lachesis.knobs import KNOBS
 
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
         raise ValueError(f"--jobs: expected a whole number >= 1, got {jobs!r}")
     bad = [x for x in parts if x not in explorer.PARTS]
     if bad:
         raise ValueError(f"--parts: unknown part {bad[0]!r}; expected some of {','.join(explorer.PARTS)}")
-    kn = list(knobs) if knobs else list(STUDY)
+    kn = list(knobs) if knobs else list(explorer.STUDY)
     if unknown := [k for k in kn if k not in KNOBS]:
         raise ValueError(f"--knobs: unknown knob {unknown[0]!r}; expected some of {','.join(KNOBS)}")
     explorer.compute(sel, cache_dir, parts, fractions, kn, n_jobs=jobs)
@@ -390,7 +390,8 @@ def show_segments(trace: Path, seed: int = 0, out: Path | None = None) -> int:
 
 
 def show_datasets(action: str, chosen: Sequence[str] = (), local: Path | None = None) -> int:
-    """``lachesis datasets list|fetch|verify [names] [--local DIR]``; 1 when a verified file is bad."""
+    """``lachesis datasets list|fetch|verify [names] [--local DIR]``; 1 when a verified file is bad or a source
+    could not be fetched (every source is tried first)."""
     import pandas as pd
 
     from lachesis import datasets
@@ -400,10 +401,18 @@ def show_datasets(action: str, chosen: Sequence[str] = (), local: Path | None = 
         with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 60):
             print(datasets.summary(chosen, local).to_string(index=False))
         return 0
-    if action == "fetch":
+    if action == "fetch":  # every source is tried; each that could not be fetched is named, and the exit is 1
+        failed = []
         for name in chosen:
-            print(f"{name}: {datasets.fetch(name, local)}")
-        return 0
+            try:
+                print(f"{name}: {datasets.fetch(name, local)}", flush=True)
+            except (datasets.DatasetError, OSError) as e:
+                failed.append(name)
+                print(f"lachesis datasets: {name}: could not fetch: {' '.join(str(e).split())}", file=sys.stderr)
+        if failed:
+            print(f"lachesis datasets: {len(failed)} of {len(chosen)} source(s) not fetched: {', '.join(failed)}",
+                  file=sys.stderr)
+        return 1 if failed else 0
     bad = 0
     for name in chosen:
         states = datasets.verify(name, local)

@@ -275,6 +275,9 @@ class Deployment:
     def __post_init__(self) -> None:
         if not (isinstance(self.n_gpus, int) and self.n_gpus >= 1):
             raise ValueError(f"deployment: n_gpus must be an integer >= 1, got {self.n_gpus!r}")
+        if isinstance(self.block_tokens, bool) or not isinstance(self.block_tokens, int) or self.block_tokens < 1:
+            raise ValueError(f"deployment: block_tokens must be an integer >= 1 (tokens per KV block), "
+                             f"got {self.block_tokens!r}")
         if isinstance(self.group_ranks, bool) or not isinstance(self.group_ranks, int) \
                 or not 1 <= self.group_ranks <= self.n_gpus:
             raise ValueError(f"deployment: group_ranks must be an integer in [1, n_gpus={self.n_gpus}], "

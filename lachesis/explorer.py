@@ -31,12 +31,28 @@ from lachesis.config import SLOS, Endurance
 from lachesis.gains import load_gains
 from lachesis.grid import (CELL, CONFIG_LABELS, LOAD_POLICY, LOADS, MODEL_NAMES, MULTI_WORKLOADS, POLICY_NAMES,
                            SINGLE_WORKLOADS, Point, grid_policies, is_clairvoyant, load_at, seed_list, split_csv)
-from lachesis.knobs import STUDY
+from lachesis.knobs import KNOBS
+from lachesis.knobs import STUDY as _STUDY
 from lachesis.plotting import (CLASS_STYLE, LIFETIME_AXIS, NSTAR_STYLE, WORKLOAD_LABEL, nstar_key, policy_color,
                                save_figure, warranty_key, warranty_line)
 from lachesis.policies import POLICIES, get_policy
 
 PARTS = ("grid", "load", "sensitivity")
+#: The sensitivity knobs the explorer offers: its cells are one-GPU cells, sized at one GPU's load, so the knobs
+#: that change the decode node (``acts_on == "deployment"``: the group's size) are not run here; the
+#: sensitivity notebook moves them on its node and ``benchmarks/group_node.py`` sizes each node at its own N*.
+STUDY = tuple(k for k in _STUDY if KNOBS[k].acts_on != "deployment")
+
+
+def study_knobs(knobs: Sequence[str]) -> list[str]:
+    """``knobs`` as a list; a knob that changes the decode node is refused in one line (:data:`STUDY`)."""
+    node = [k for k in knobs if k in KNOBS and KNOBS[k].acts_on == "deployment"]
+    if node:
+        raise ValueError(f"explorer: knob {node[0]!r} changes the decode node, but the explorer's cells are one-GPU "
+                         "cells sized at one GPU's load, so it would run the other node at a load sized for this one; "
+                         "refused here: the sensitivity notebook moves it (node: paper), benchmarks/group_node.py "
+                         "sizes each node at its own N*")
+    return list(knobs)
 
 #: How the explorer names what it shows, in the figures' own words: the dropdowns' options and the tables'
 #: values (policies as :data:`lachesis.grid.POLICY_NAMES`, workloads as the figures' legends) and columns.
@@ -62,6 +78,21 @@ def label(kind: str, value: Any) -> str:
 
 
 PARTS = ("grid", "load", "sensitivity")
+#: The sensitivity knobs the explorer offers: its cells are one-GPU cells, sized at one GPU's load, so the knobs
+#: that change the decode node (``acts_on == "deployment"``: the group's size) are not run here; the
+#: sensitivity notebook moves them on its node and ``benchmarks/group_node.py`` sizes each node at its own N*.
+STUDY = tuple(k for k in _STUDY if KNOBS[k].acts_on != "deployment")
+
+
+def study_knobs(knobs: Sequence[str]) -> list[str]:
+    """``knobs`` as a list; a knob that changes the decode node is refused in one line (:data:`STUDY`)."""
+    node = [k for k in knobs if k in KNOBS and KNOBS[k].acts_on == "deployment"]
+    if node:
+        raise ValueError(f"explorer: knob {node[0]!r} changes the decode node, but the explorer's cells are one-GPU "
+                         "cells sized at one GPU's load, so it would run the other node at a load sized for this one; "
+                         "refused here: the sensitivity notebook moves it (node: paper), benchmarks/group_node.py "
+                         "sizes each node at its own N*")
+    return list(knobs)
 
 
 @dataclass(frozen=True)
@@ -273,7 +304,8 @@ def _setting_note(rows: pd.DataFrame) -> str:
 def view(sel: Selection, cache_dir: str | Path, fractions: Sequence[float] = (), knobs: Sequence[str] = STUDY,
          store: Committed | None = None) -> View:
     """Read a selection from the cache and, for what it lacks, from the committed results ``store``
-    (``fractions`` of N* for the load curve, ``knobs`` of the study); nothing is simulated."""
+    (``fractions`` of N* for the load curve, ``knobs`` of the study, :func:`study_knobs`); nothing is simulated."""
+    knobs = study_knobs(knobs)
     pts, cache = sel.points(), str(cache_dir)
     grid, miss = sweep.cached_results(pts, cache, sel.params, load=sel.load)
     sources = {"grid": f"the sweep cache {cache}"}
@@ -444,7 +476,7 @@ def command(sel: Selection, cache_dir: str | Path, parts: Sequence[str], fractio
     if "load" in parts and len(fractions):
         args += ["--fractions", ",".join(f"{f:g}" for f in fractions)]
     if "sensitivity" in parts:
-        args += ["--knobs", ",".join(knobs)]
+        args += ["--knobs", ",".join(study_knobs(knobs))]
     return shlex.join(args)
 
 
@@ -454,6 +486,7 @@ def compute(sel: Selection, cache_dir: str | Path, parts: Sequence[str] = PARTS,
     bad = [p for p in parts if p not in PARTS]
     if bad:
         raise ValueError(f"explorer: unknown part {bad[0]!r}; expected some of {list(PARTS)}")
+    knobs = study_knobs(knobs) if "sensitivity" in parts else knobs
     cache = str(cache_dir)
     if "grid" in parts:
         sweep.run_grid(sel.points(), sel.params, cache, n_jobs, load=sel.load, progress=progress)

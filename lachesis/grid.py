@@ -108,6 +108,13 @@ class Point:
     overrides: tuple = ()
 
     def __post_init__(self) -> None:
+        for name, val, known in (("memory", self.memory, CONFIG_LABELS), ("model", self.model, MODEL_NAMES),
+                                 ("slo", self.slo, tuple(SLOS))):
+            if val not in known:
+                raise ValueError(f"grid point: {name} {val!r} is not one of {list(known)}")
+        if self.trace and self.workload != Path(self.trace).stem:  # the label must name the run it labels
+            raise ValueError(f"grid point: workload {self.workload!r} labels a run on trace {str(self.trace)!r}; a run "
+                             f"on a trace is labelled with the trace's name {Path(self.trace).stem!r} (grid.on_trace)")
         object.__setattr__(self, "overrides", knobs.canonical(self.overrides))
 
     def config(self, base: Config = DEFAULT) -> Config:
@@ -213,8 +220,13 @@ def named_grid(name: str, scale: float = 1.0, seed: int = 0) -> list[Point]:
     if not Path(name).exists():
         raise FileNotFoundError(f"--trace {name!r}: not a workload name (multi_agent, single, tau3, bfcl, all) "
                                 f"nor an existing trace path")
-    return [replace(p, workload=Path(name).stem, trace=name)
-            for p in multi_agent_grid(scale, seed, workloads=("x",), no_reviewer_policies=None)]
+    return on_trace(multi_agent_grid(scale, seed, no_reviewer_policies=None), name)
+
+
+def on_trace(points: Sequence[Point], trace: str) -> list[Point]:
+    """``points`` replayed on the trace at ``trace`` instead of the corpus, each labelled with the trace's name
+    (its folder's or file's stem); points that differ only in their corpus workload become one."""
+    return list(dict.fromkeys(replace(p, workload=Path(trace).stem, trace=str(trace)) for p in points))
 
 
 def load_curve_grid(scale: float = 1.0, seed: int = 0, configs: Sequence[str] = ("1/7", "4/4", "8/8*"),

@@ -39,7 +39,8 @@ _UMASK = _umask()
 
 
 def atomic_write(path: Path, write: Callable[[Path], Any]) -> None:
-    """``write(tmp)`` into a temporary file in ``path``'s folder, then rename it to ``path``."""
+    """``write(tmp)`` into a temporary file in ``path``'s folder, then rename it to ``path``.  An OSError that
+    names no file, or only the temporary one (a full disk, ENOSPC), is raised again naming ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name, suffix=".tmp")
@@ -48,6 +49,11 @@ def atomic_write(path: Path, write: Callable[[Path], Any]) -> None:
         write(Path(tmp))
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the mode open() would
         os.replace(tmp, path)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        if e.filename is None or str(e.filename) == tmp:
+            raise OSError(e.errno, e.strerror or str(e), str(path)) from e
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

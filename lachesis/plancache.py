@@ -105,6 +105,7 @@ def _rank_read(path: Path, key: str) -> pd.Series | None:
     else None (with a :class:`~lachesis.store.CacheWarning` naming the file when one was there)."""
     if not path.exists():
         return None
+    store.file_or_absent(path)
     try:
         got = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(got, dict) or got.get("key") != key:

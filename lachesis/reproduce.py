@@ -278,6 +278,14 @@ class _Prefixed:
 
 #: Where, under a run's ``out_dir``, each executed notebook is written as static HTML (``NAME.html``).
 HTML_DIR = "notebooks"
+#: ``<out_dir>/NAME.in-progress``: written before a notebook starts writing its figures, removed when it has
+#: written them all; one left behind means a run stopped half-way and the folder may mix two runs' files.
+IN_PROGRESS = ".in-progress"
+
+
+def interrupted(out_dir: Path) -> list[str]:
+    """The notebooks whose figures in ``out_dir`` a run began and did not finish (:data:`IN_PROGRESS`)."""
+    return sorted(p.name[: -len(IN_PROGRESS)] for p in Path(out_dir).glob(f"*{IN_PROGRESS}") if p.is_file())
 
 
 def write_html(executed: Path, dest: Path) -> Path:
@@ -392,6 +400,11 @@ def run_notebooks(params_file: Path, only: list[str] | None = None, build: Path 
     real_local: str | None = None
     t_real = time.time()
     common_out = str((load_spec(params_file).get("common") or {}).get("out_dir", "build/figures"))
+    for name, _, params in todo:  # an earlier run stopped half-way: say so before this one rewrites them
+        out = root / str(params.get("out_dir") or common_out)
+        if (out / f"{name}{IN_PROGRESS}").is_file():
+            print(f"[reproduce] {name}: an earlier run stopped while writing its figures in {out} "
+                  f"({name}{IN_PROGRESS}); this run writes them again", file=log, flush=True)
     for i, (name, src, params) in enumerate(todo, start=1):
         t0 = time.perf_counter()
         if name == REAL_TRACES and real_trace_sources(params) is not None:
@@ -408,6 +421,8 @@ def run_notebooks(params_file: Path, only: list[str] | None = None, build: Path 
         if name == REAL_TRACES:
             real_out, t_real = root / str(params.get("out_dir", "build/figures")), time.time()
             real_local = params.get("data") or None
+        marker = root / str(params.get("out_dir") or common_out) / f"{name}{IN_PROGRESS}"
+        write_json(marker, {"notebook": name, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
         try:
             with kernel_env():
                 pm.execute_notebook(str(src), str(build / f"{name}.ipynb"), parameters=params, cwd=str(root),
@@ -424,6 +439,7 @@ def run_notebooks(params_file: Path, only: list[str] | None = None, build: Path 
             write_html(build / f"{name}.ipynb", html)
         except Exception as e:  # noqa: BLE001 — the notebook ran; its page is reported missing, the others still run
             result.failed.append((name, f"its HTML page {html}: {_last_line(e)}"))
+        marker.unlink(missing_ok=True)  # every figure of this notebook is this run's
         dt = time.perf_counter() - t0
         result.ran.append((name, dt))
         print(f"[reproduce {i}/{len(todo)}] {name} done in {dt:.1f} s", file=log, flush=True)
@@ -546,6 +562,9 @@ def provenance_problem(root: Path, figures: str = "figures", readme: str = "READ
     git is: the commit must be in the history (unless the clone is shallow) and its sources' digest must be
     the one ENVIRONMENT.json records."""
     root = Path(root)
+    if stopped := interrupted(root / figures):
+        return (f"{figures}/{stopped[0]}{IN_PROGRESS}: a run of {stopped[0]} stopped while writing its figures, so "
+                f"{figures}/ may mix two runs' files; rerun it (make reproduce)")
     env_file = root / figures / ENVIRONMENT_FILE
     if not env_file.is_file():
         return f"{env_file}: missing; make reproduce writes it"

@@ -204,11 +204,18 @@ def _check_list(s: pd.Series, col: str, rows: Rows, source: str) -> pd.Series:
     raise TraceError(source, rows.label(pos), col, f"expected a list of strings, got {v!r}")
 
 
+#: The largest provider-cache tolerance (docs/design.md §3, "Provider caches"): a cache read falls a few tokens
+#: short of the previous input (1–14 measured on Claude Code); a tolerance of more than 64 KV blocks would
+#: read real discards (≥ 162 tokens measured) as the same context continuing.
+MAX_CACHE_TOLERANCE = 1024
+
+
 def cache_tolerance(v: object) -> int:
-    """A provider-cache tolerance (docs/design.md §3): a whole number of tokens in ``[0, MAX_COUNT)``, else a
-    one-line ValueError."""
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= int(v) < MAX_COUNT:
-        raise ValueError(f"cache_tolerance_tokens: expected a whole number of tokens >= 0, got {v!r}")
+    """A provider-cache tolerance (docs/design.md §3): a whole number of tokens in ``[0, MAX_CACHE_TOLERANCE]``,
+    else a one-line ValueError."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= int(v) <= MAX_CACHE_TOLERANCE:
+        raise ValueError(f"cache_tolerance_tokens: expected a whole number of tokens in [0, {MAX_CACHE_TOLERANCE}] "
+                         f"(schema.MAX_CACHE_TOLERANCE), got {v!r}")
     return int(v)
 
 
@@ -287,12 +294,19 @@ class _RequestRules:
             fail(te < ts, "t_end", "t_end {t_end} precedes t_start {t_start}")
         if "synthetic" in out:
             syn = out["synthetic"].to_numpy(dtype=bool)
+            fail(syn & ~out["role"].isin(SUBAGENT_ROLES).to_numpy(), "synthetic",
+                 "a {role} request cannot be synthetic: only a sub-agent (worker or reviewer) is built from "
+                 "recorded totals")
             for c in ("t_start", "t_end"):
                 have = np.isfinite(out[c].to_numpy(float)) if c in out else np.zeros(len(out), dtype=bool)
                 fail(syn & ~have, c, "a synthetic request needs its t_start and t_end (the recorded duration the "
                                      "reference clock charges)")
         fail(self.shared > mp, "shared_prefix_tokens",
              "declared shared prefix {shared_prefix_tokens} exceeds the matched prefix {matched_prefix_tokens}")
+        if "cache_tolerance_tokens" in out:
+            fail(out["cache_tolerance_tokens"].to_numpy() > MAX_CACHE_TOLERANCE, "cache_tolerance_tokens",
+                 "cache tolerance {cache_tolerance_tokens} exceeds " + f"{MAX_CACHE_TOLERANCE} tokens "
+                 "(schema.MAX_CACHE_TOLERANCE: a provider cache falls a few tokens short, not more)")
 
     def agents(self) -> None:
         """An agent belongs to one session and has one role; a sub-agent's parent has requests in its session."""
@@ -321,16 +335,20 @@ class _RequestRules:
         """Session order per agent: turns never decrease, start times never go back, and a matched prefix
         reuses at most the agent's earlier context (its previous request's input + output) plus the
         declared shared prefix; more means rows out of order (Appendix B: "aligned in session order") or
-        an undeclared external prefix."""
+        an undeclared external prefix.  Where no start times witness the order (the row's or its agent's
+        previous row's), the declared shared prefix is the start of the context the agent's first request
+        opened, so the bound is the larger of the two, not their sum (docs/design.md §2)."""
         out, rows, source, mp, shared = self.out, self.rows, self.source, self.mp, self.shared
         by_agent = out["agent_id"].to_numpy()
         turn = out["turn"].to_numpy()
         prev_turn = pd.Series(turn).groupby(by_agent, sort=False).shift(1, fill_value=0).to_numpy()
         rows.fail(turn < prev_turn, source, "turn",
                   lambda p: f"turn {turn[p]} follows turn {prev_turn[p]} of agent {by_agent[p]!r}: rows out of session order")
+        timed = np.zeros(len(out), dtype=bool)  # the row and its agent's previous row both have a start time
         if "t_start" in out:  # an agent's requests run one after another: its start times never go back
             ts = out["t_start"].to_numpy(dtype=float)
             prev_ts = pd.Series(ts).groupby(by_agent, sort=False).shift(1).to_numpy()
+            timed = np.isfinite(ts) & np.isfinite(prev_ts)
             prev_id = out["request_id"].groupby(by_agent, sort=False).shift(1).to_numpy()
             with np.errstate(invalid="ignore"):
                 back = ts < prev_ts  # NaN (a time not recorded) compares False: nothing to check
@@ -343,6 +361,10 @@ class _RequestRules:
                   lambda p: f"matched prefix {mp[p]} exceeds the {earlier[p]} tokens of earlier context of agent "
                             f"{by_agent[p]!r} plus {shared[p]} declared shared_prefix_tokens: rows out of session order, "
                             "or a prefix from outside this agent that the shared_prefix_tokens column does not declare")
+        rows.fail(~timed & (mp > np.maximum(earlier, shared)), source, "matched_prefix_tokens",
+                  lambda p: f"matched prefix {mp[p]} exceeds both the {earlier[p]} tokens of earlier context of agent "
+                            f"{by_agent[p]!r} and its {shared[p]} declared shared_prefix_tokens, and no start times "
+                            "order these rows: rows out of session order")
 
 
 def validate_spawns(df: pd.DataFrame, requests: pd.DataFrame, source: str = "<memory>") -> pd.DataFrame:

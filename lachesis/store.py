@@ -11,6 +11,7 @@ the trace and their digest the same way (docs/design.md §5, "Evaluation cache")
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
@@ -82,10 +83,18 @@ def _foreign(entry: dict, key: str) -> str | None:
     return None
 
 
+def file_or_absent(path: Path) -> None:
+    """Refuse a cache entry's path that exists but is not a file (a folder there would be recomputed and fail to
+    be written back, every time): a one-line error naming it."""
+    if path.exists() and not path.is_file():
+        raise IsADirectoryError(errno.EISDIR, "a sweep cache entry's path is not a file; remove it", str(path))
+
+
 def read_entry(path: Path | None, key: str) -> dict | None:
     """The entry at ``path`` if it is intact and belongs to ``key``; else None (and a warning if it existed)."""
     if path is None or not path.exists():
         return None
+    file_or_absent(path)
     try:
         entry = json.loads(path.read_text())
         problem = None if isinstance(entry, dict) else "not a JSON object"
@@ -162,6 +171,7 @@ def _sidecar_read(path: Path | None, key: str, fingerprint: str, build: Callable
     else None (a :class:`CacheWarning` if it existed).  Read without pickle."""
     if path is None or not path.exists():
         return None
+    file_or_absent(path)
     problem, out = None, None
     try:
         with np.load(io.BytesIO(path.read_bytes()), allow_pickle=False) as z:

@@ -3,7 +3,9 @@
 Starts JupyterLab (the package's kernel, figures inline), opens a copy of ``notebooks/explorer.ipynb`` (the
 source stays without outputs), runs every cell, waits for the dropdowns and an inline figure, changes the
 ``memory`` dropdown, waits for the redrawn figure, and saves screenshots under ``--out`` (``build/browser``).
-Exit 0 when the widget and both figures were there, 1 otherwise (the reason on the last line).
+Exit 0 when the widget and both figures were there, 1 otherwise (the reason on the last line).  JupyterLab,
+chromedriver and chromium each run in a session of their own and are ended with everything they started on
+every way out: success, an error, a timeout, Ctrl-C, SIGTERM (:class:`Started`).
 
 Needs chromium and chromedriver from the system (``apt-get install chromium chromium-driver``: nothing is
 downloaded at run time) and selenium (the ``[browser]`` extra).  ``make browser-check`` runs it.
@@ -15,6 +17,7 @@ import argparse
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -39,28 +42,137 @@ def which(*names: str) -> str:
     raise SystemExit(f"browser check: none of {', '.join(names)} found (apt-get install chromium chromium-driver)")
 
 
-def start_lab(port: int, token: str, log: Path) -> subprocess.Popen:
-    env = {**os.environ, "MPLBACKEND": "module://matplotlib_inline.backend_inline",
-           "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
-           "JUPYTER_CONFIG_DIR": str(log.parent / "jupyter-config")}  # no user settings, no workspace state
+def _children() -> dict[int, list[int]]:
+    """Every process's children, from /proc (parent pid -> pids)."""
+    kids: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            kids.setdefault(ppid, []).append(int(d.name))
+    return kids
+
+
+def _descendants(pid: int) -> list[int]:
+    """``pid``'s children, their children, and so on (a JupyterLab kernel starts a session of its own, so
+    its server's process group does not hold it)."""
+    kids, out, todo = _children(), [], [pid]
+    while todo:
+        for k in kids.get(todo.pop(), []):
+            out.append(k)
+            todo.append(k)
+    return out
+
+
+def _signal(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+class Started:
+    """Every process the check starts, each in a process group (a session) of its own.  Leaving the block, by
+    any path (success, an error, Ctrl-C, SIGTERM or SIGHUP, a timeout), ends each of them with every process
+    it started: SIGTERM to the groups and the descendants found, then SIGKILL to what is left after ``grace``."""
+
+    def __init__(self, grace: float = 10.0) -> None:
+        self.procs: list[subprocess.Popen] = []
+        self.grace = grace
+        self._old: dict[int, object] = {}
+
+    def __enter__(self) -> "Started":
+        def stop(sig: int, _frame: object) -> None:  # SIGTERM/SIGHUP unwind like Ctrl-C: the block's exit runs
+            raise SystemExit(128 + sig)
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            self._old[sig] = signal.signal(sig, stop)
+        return self
+
+    def start(self, cmd: list[str], **kw: object) -> subprocess.Popen:
+        proc = subprocess.Popen(cmd, start_new_session=True, **kw)  # type: ignore[call-overload]
+        self.procs.append(proc)
+        return proc
+
+    def stop(self) -> None:
+        """End every started process, its group and its descendants; wait for them."""
+        pids = [p.pid for p in self.procs if p.poll() is None]
+        family = [d for pid in pids for d in _descendants(pid)]
+        for pid in pids:
+            try:
+                os.killpg(pid, signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                pass
+        _signal(family, signal.SIGTERM)
+        deadline = time.monotonic() + self.grace
+        for p in self.procs:
+            try:
+                p.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        for pid in pids:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        _signal(family, signal.SIGKILL)
+        for p in self.procs:
+            p.wait()
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.stop()
+        finally:
+            for sig, old in self._old.items():
+                signal.signal(sig, old)  # type: ignore[arg-type]
+
+
+def wait_for(url: str, proc: subprocess.Popen, what: str, timeout_s: float, log: Path) -> None:
+    """Until ``url`` answers 200; a SystemExit naming ``what`` if ``proc`` exits or ``timeout_s`` passes."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"browser check: {what} exited ({log})")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise SystemExit(f"browser check: {what} did not answer within {timeout_s:g} s ({log})")
+
+
+def lab_command(port: int, token: str) -> list[str]:
     cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
            f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={REPO}",
            "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:  # a CI container runs as root
         cmd.append("--allow-root")
-    proc = subprocess.Popen(cmd, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=REPO)
-    url = f"http://127.0.0.1:{port}/api/status?token={token}"
-    for _ in range(120):
-        if proc.poll() is not None:
-            raise SystemExit(f"browser check: JupyterLab exited ({log})")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.status == 200:
-                    return proc
-        except OSError:
-            time.sleep(0.5)
-    proc.terminate()
-    raise SystemExit(f"browser check: JupyterLab did not answer on port {port} within 60 s ({log})")
+    return cmd
+
+
+def start_lab(started: Started, port: int, token: str, log: Path, cmd: list[str] | None = None,
+              timeout_s: float = 60.0) -> subprocess.Popen:
+    """JupyterLab (or ``cmd``) started under ``started``, once it answers on ``port``."""
+    env = {**os.environ, "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+           "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
+           "JUPYTER_CONFIG_DIR": str(log.parent / "jupyter-config")}  # no user settings, no workspace state
+    with log.open("w") as out:
+        proc = started.start(cmd or lab_command(port, token), env=env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
+    wait_for(f"http://127.0.0.1:{port}/api/status?token={token}", proc, "JupyterLab", timeout_s, log)
+    return proc
+
+
+def start_driver(started: Started, log: Path, timeout_s: float = 60.0) -> str:
+    """chromedriver started under ``started`` (so chromium and its children are in its session); its URL."""
+    port = free_port()
+    with log.open("w") as out:
+        proc = started.start([which("chromedriver"), f"--port={port}"], stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    wait_for(url + "/status", proc, "chromedriver", timeout_s, log)
+    return url
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,7 +184,6 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("SE_OFFLINE", "true")  # selenium never fetches a browser or driver
     os.environ.setdefault("SE_AVOID_STATS", "true")
     from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -85,14 +196,20 @@ def main(argv: list[str] | None = None) -> int:
     shutil.copy(REPO / "notebooks" / "explorer.ipynb", work / "explorer.ipynb")
     rel = (work / "explorer.ipynb").relative_to(REPO).as_posix()
 
+    with Started() as started:  # JupyterLab, chromedriver and chromium end on every way out of this block
+        return _check(a, started, out, rel, webdriver, By, EC, Select, WebDriverWait)
+
+
+def _check(a: argparse.Namespace, started: Started, out: Path, rel: str, webdriver, By, EC, Select,
+           WebDriverWait) -> int:
     port, token = free_port(), secrets.token_hex(16)
-    lab = start_lab(port, token, out / "jupyterlab.log")
+    start_lab(started, port, token, out / "jupyterlab.log")
     opts = webdriver.ChromeOptions()
     opts.binary_location = which("chromium", "chromium-browser")
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1500,1100",
                 f"--user-data-dir={tempfile.mkdtemp(prefix='lachesis-chromium-')}"):
         opts.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(which("chromedriver")), options=opts)
+    driver = webdriver.Remote(command_executor=start_driver(started, out / "chromedriver.log"), options=opts)
     shots: list[Path] = []
 
     def shot(name: str) -> None:
@@ -159,13 +276,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"browser check: FAILED — {e.__class__.__name__}: {' '.join(str(e).split())[:300]}", flush=True)
         return 1
     finally:
-        driver.quit()
-        lab.terminate()
         try:
-            lab.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            lab.kill()
+            driver.quit()
+        except Exception:  # noqa: BLE001 — the driver is ended with its session by Started anyway
+            pass
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # everything started is already stopped (Started)
+        print("browser check: interrupted", file=sys.stderr)
+        sys.exit(130)

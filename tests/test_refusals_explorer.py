@@ -45,3 +45,28 @@ def test_the_notebook_checks_the_cell_before_its_tables() -> None:
     shown = next(i for i, s in enumerate(code) if "explorer.show(" in s)
     assert "explorer.require_cell(v, sel, cache_dir)" in code[shown]
     assert all("explorer.summary(v)" not in s for s in code[:shown])
+
+
+def test_a_knob_that_changes_the_node_is_refused_not_run_at_the_one_gpu_load(tmp_path, monkeypatch, capsys) -> None:
+    """The explorer's cells are one-GPU cells sized at one GPU's load: group knobs would run an 8-rank group at
+    that load, so they are refused, saying why and where they are studied; the default study leaves them out."""
+    from lachesis import sensitivity
+    from lachesis.cli import main
+    from lachesis.knobs import KNOBS, STUDY
+
+    assert "group_ranks" in STUDY and "group_ranks" not in explorer.STUDY
+    assert all(KNOBS[k].acts_on != "deployment" for k in explorer.STUDY)
+    monkeypatch.setattr(sensitivity, "run", lambda *a, **k: (_ for _ in ()).throw(AssertionError("simulated")))
+    sel = explorer.Selection(scale=0.05, search="ci")
+    for call in (lambda: explorer.compute(sel, tmp_path, ["sensitivity"], knobs=["load", "group_ranks"]),
+                 lambda: explorer.view(sel, tmp_path, knobs=["group_ranks"]),
+                 lambda: explorer.command(sel, tmp_path, ["sensitivity"], knobs=["group_ranks"])):
+        with pytest.raises(ValueError, match="knob 'group_ranks' changes the decode node.*one-GPU") as e:
+            call()
+        assert "\n" not in str(e.value)
+    assert main(["explore", "--cache-dir", str(tmp_path), "--scale", "0.05", "--search", "ci", "--parts",
+                 "sensitivity", "--knobs", "group_ranks"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "knob 'group_ranks' changes the decode node" in err[0], err
+    assert "--knobs" in explorer.command(sel, tmp_path, ["sensitivity"]) and "group_ranks" not in explorer.command(
+        sel, tmp_path, ["sensitivity"])

@@ -126,3 +126,50 @@ def test_deep_json_in_a_trace_file_names_the_line(tmp_path, capsys) -> None:
     assert main(["segments", str(d)]) == 2
     err = _one_line(capsys)
     assert "requests.jsonl: record line 3: field '(json)': nested deeper" in err
+
+
+def _trace_rows(**last: object) -> list[dict]:
+    """A lead with one worker; ``last`` changes the worker's row."""
+    base = dict(session_id="s", turn=0, input_tokens=100, matched_prefix_tokens=0, output_tokens=10,
+                reasoning_tokens=0, tool_names=[], n_observations=0, t_start=0.0, t_end=1.0, synthetic=False)
+    return [dict(base, request_id="l0", agent_id="lead", parent_agent_id=None, role="lead"),
+            dict(base, request_id="w0", agent_id="w", parent_agent_id="lead", role="worker", **last)]
+
+
+def test_synthetic_on_a_lead_row_is_refused_naming_the_row(tmp_path, capsys) -> None:
+    rows = _trace_rows()
+    rows[0]["synthetic"] = True  # only a sub-agent is ever built from recorded totals
+    d = tmp_path / "t"
+    d.mkdir()
+    (d / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    spawn = dict(session_id="s", agent_id="w", parent_agent_id="lead", role="worker", spawn_request_id="l0",
+                 instruction="x", context="", tools=[], model="m", spawn_index=0)
+    (d / "spawns.jsonl").write_text(json.dumps(spawn) + "\n")
+    assert main(["segments", str(d)]) == 2
+    err = _one_line(capsys)
+    assert "requests.jsonl: record line 1 (request_id='l0'): field 'synthetic': a lead request cannot be synthetic" in err
+    rows[0]["synthetic"], rows[1]["synthetic"] = False, True  # on the worker: accepted
+    (d / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["segments", str(d)]) == 0
+
+
+@pytest.mark.parametrize("tol", [1025, 2**31 - 1])
+def test_a_cache_tolerance_past_its_documented_range_is_refused(tol) -> None:
+    import pandas as pd
+
+    from lachesis import schema, segments
+    from lachesis.trace import Trace
+
+    assert schema.MAX_CACHE_TOLERANCE == 1024
+    with pytest.raises(ValueError, match=r"cache_tolerance_tokens: expected a whole number of tokens in \[0, 1024\]"):
+        schema.cache_tolerance(tol)
+    rows = pd.DataFrame(_trace_rows(cache_tolerance_tokens=tol))
+    rows["cache_tolerance_tokens"] = rows["cache_tolerance_tokens"].fillna(0).astype("int64")
+    with pytest.raises(schema.TraceError, match="field 'cache_tolerance_tokens': cache tolerance .* exceeds 1024"):
+        schema.validate_requests(rows)
+    tr = Trace.from_frames(rows.assign(cache_tolerance_tokens=16), pd.DataFrame([dict(
+        session_id="s", agent_id="w", parent_agent_id="lead", role="worker", spawn_request_id="l0",
+        instruction="x", context="", tools=[], model="m", spawn_index=0)]))
+    with pytest.raises(ValueError, match="1024"):
+        segments.recover(tr, cache_tolerance_tokens=tol)
+    assert schema.cache_tolerance(1024) == 1024 and len(segments.recover(tr, cache_tolerance_tokens=16).segments)

@@ -136,3 +136,18 @@ def test_block_counts_must_be_whole(hbm, hbf):
 
     with pytest.raises(ValueError, match="whole number of blocks"):
         TieredAllocator(hbm, hbf)
+
+
+@pytest.mark.parametrize("bt", [0, -16, 1.5, True, "16"])
+def test_block_tokens_is_refused_when_the_deployment_is_built(bt):
+    """``block_tokens=0`` is one ValueError naming the field where the configuration is made, not a
+    ZeroDivisionError in the simulator's block arithmetic."""
+    from dataclasses import replace
+
+    from lachesis.config import DEFAULT, Deployment
+
+    with pytest.raises(ValueError) as e:
+        Deployment(block_tokens=bt)
+    assert "deployment: block_tokens must be an integer >= 1" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="block_tokens"):
+        replace(DEFAULT.deployment, block_tokens=bt)

@@ -68,3 +68,53 @@ def test_what_cannot_be_seen_is_stated_in_the_contract() -> None:
     for text in (T.__doc__, T.read_trace.__doc__,
                  (Path(__file__).resolve().parents[1] / "docs" / "design.md").read_text(encoding="utf-8")):
         assert "cannot" in text and "swap" in text
+
+
+def _swapped_corpus_session(tmp_path: Path) -> tuple[Path, str]:
+    """A single-agent corpus session (no times) written with rows 2 and 3 of one turn swapped, and the moved row's id."""
+    from lachesis import corpus
+
+    tr = corpus.generate("tau3", scale=0.05, seed=0)
+    req = tr.requests
+    agent = req["agent_id"].iloc[0]
+    one = req[req["agent_id"] == agent]
+    turn = next(g for _, g in one.groupby("turn") if len(g) >= 3)
+    order = list(req.index)
+    i, j = order.index(turn.index[1]), order.index(turn.index[2])
+    order[i], order[j] = order[j], order[i]
+    sess = req.loc[order].reset_index(drop=True)
+    sess = sess[sess["session_id"] == req["session_id"].iloc[0]].reset_index(drop=True)
+    T.write_trace(T.Trace(sess, tr.spawns.iloc[0:0], tool_class_of=tr.tool_class_of), tmp_path / "t", "jsonl")
+    return tmp_path / "t", str(req.loc[turn.index[2], "request_id"])
+
+
+def test_a_row_moved_ahead_in_a_trace_without_times_is_refused(tmp_path, capsys) -> None:
+    d, moved = _swapped_corpus_session(tmp_path)
+    assert "t_start" not in pd.read_json(d / "requests.jsonl", lines=True)
+    assert main(["segments", str(d)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert f"requests.jsonl: record line 3 (request_id={moved!r}): field 'matched_prefix_tokens'" in err[0], err[0]
+    assert "declared shared_prefix_tokens, and no start times order these rows: rows out of session order" in err[0]
+
+
+def test_a_prefix_past_the_agent_context_needs_times_to_order_it() -> None:
+    rows = _rows(2, times=False)
+    rows[1]["matched_prefix_tokens"] = 110 + 40  # 40 past a's 110 tokens, declared as shared
+    rows[1]["input_tokens"] = 250
+    for r, shared in zip(rows, (0, 40)):
+        r["shared_prefix_tokens"] = shared
+    with pytest.raises(schema.TraceError, match="no start times order these rows"):
+        schema.validate_requests(pd.DataFrame(rows))
+    timed = [dict(r, t_start=10.0 * i, t_end=10.0 * i + 5) for i, r in enumerate(rows)]
+    schema.validate_requests(pd.DataFrame(timed))  # a provider cache read past the context, ordered by its times
+    first = [dict(rows[0], matched_prefix_tokens=40, shared_prefix_tokens=40)]
+    # a system prompt opened by the first request and re-read after: within the larger of the two
+    schema.validate_requests(pd.DataFrame(first + [dict(rows[1], matched_prefix_tokens=110, shared_prefix_tokens=40)]))
+
+
+def test_the_corpus_and_its_adapters_order_still_load() -> None:
+    from lachesis import corpus
+
+    for w in ("tau3", "bfcl", "multi_agent"):
+        schema.validate_requests(corpus.generate(w, scale=0.03, seed=1).requests)

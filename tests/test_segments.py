@@ -263,8 +263,9 @@ def test_matched_prefix_beyond_live_context():
     with pytest.raises(TraceError) as e:  # undeclared: trace validation rejects it
         Trace.from_frames(rows)
     assert e.value.field == "matched_prefix_tokens" and "request_id='b'" in str(e.value.record)
-    # declared as a shared prefix: [12,20) is external (8 tokens, no segment), listed
-    tr = Trace.from_frames(rows.assign(shared_prefix_tokens=[0, 8]))
+    # declared as a shared prefix, with start times ordering the rows: [12,20) is external (8 tokens, no
+    # segment), listed
+    tr = Trace.from_frames(rows.assign(shared_prefix_tokens=[0, 8], t_start=[0.0, 10.0], t_end=[5.0, 15.0]))
     seg = recover(tr)
     assert seg.external.to_dict("records") == [{"request_id": "b", "tokens": 8, "declared": True}]
     s = by_id(seg, "seg_class")
