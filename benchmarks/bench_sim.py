@@ -16,6 +16,10 @@ Prints CPU times (``time.process_time``: the machine is shared, so wall time is 
 speed-up of the fast replay over the reference, and the whole simulator's CPU time per request, for
 each trace length (the reference runs at 1× only unless ``--ref-upto``; 0 skips it), and writes them
 as its section of ``benchmarks/RESULTS.md`` (``--no-record``: print only).
+
+``--backends`` instead runs paper-scale cells on both backends side by side (the native core and the Python
+reference, alternated, the same run each), at one GPU and at the paper's eight-GPU node, checks that every
+result field agrees, and prints CPU µs per request and the native/reference ratio (its own section).
 """
 
 from __future__ import annotations
@@ -38,6 +42,46 @@ from lachesis.replay import replay_events  # noqa: E402
 from results import record  # noqa: E402
 
 TITLE = "Decode-node simulator (`benchmarks/bench_sim.py`)"
+BACKENDS_TITLE = "Native core against the Python reference (`benchmarks/bench_sim.py --backends`)"
+
+#: paper-scale cells (workload, memory configuration, node, sessions per GPU, policy): the loads a sweep
+#: runs there (Maverick; multi-agent at 4/4, τ³-bench at 1/7)
+BACKEND_CELLS = [("multi_agent", "4/4", "paper", 32, "hbm_first"), ("multi_agent", "4/4", "paper", 32, "lachesis"),
+                 ("tau3", "1/7", "paper", 500, "lachesis"), ("multi_agent", "1/7", "one_gpu", 148, "lachesis")]
+
+
+def backends(repeats: int) -> list[str]:
+    """Each cell on the Python reference and the native core, alternated ``repeats`` times; CPU µs per request."""
+    import pandas as pd
+
+    from lachesis import knobs
+    from lachesis.config import DEFAULT, memory_config
+
+    rows = []
+    for workload, mem, node, n, policy in BACKEND_CELLS:
+        plan = plancache.workload_plan(workload, 1.0, 0)
+        plan.lists()
+        cfg = knobs.apply(DEFAULT.with_(memory=memory_config(mem)), knobs.node(node))
+        times: dict[str, list[float]] = {"python": [], "native": []}
+        results = {}
+        for _ in range(repeats):
+            for backend in ("python", "native"):
+                t0 = time.process_time()
+                results[backend] = S.simulate(plan, cfg, policy, n, seed=0, backend=backend)
+                times[backend].append(time.process_time() - t0)
+        a, b = results["python"], results["native"]
+        same = all(str(getattr(a, k)) == str(getattr(b, k)) for k in a.__dataclass_fields__ if k not in ("series",)) \
+            and a.series.equals(b.series)
+        req = a.requests_done
+        py, nat = min(times["python"]), min(times["native"])
+        rows.append(dict(workload=workload, memory=mem, node=node, N=n, policy=policy, requests=req,
+                         python_s=py, native_s=nat, python_us_per_request=1e6 * py / req,
+                         native_us_per_request=1e6 * nat / req, ratio=py / nat, identical=same))
+        print(rows[-1], flush=True)
+    df = pd.DataFrame(rows)
+    return [f"paper scale, seed 0, the simulator's default windows; CPU seconds (process_time), best of {repeats} "
+            "alternated runs per backend; identical: every result field equal",
+            df.to_string(index=False, float_format=lambda v: f"{v:.3g}")]
 
 
 def bench_config(hbm_gb: float, hbf_kv_gb: float):
@@ -59,7 +103,7 @@ def bench(workload: str, scale: float, n: int, hbm_gb: float, hbf_kv_gb: float, 
     dur = len(plan.sessions) / n * plan.mean_session_s
     plan.lists()  # per-plan preparation, done once per process in a sweep
     t0 = time.process_time()
-    r = S.simulate(plan, cfg, policy, n, seed=0, duration_s=dur, warmup_s=0.0, record_events=True)
+    r = S.simulate(plan, cfg, policy, n, seed=0, duration_s=dur, warmup_s=0.0, record_events=True, backend="python")
     if r.oom:
         raise SystemExit(f"the run ran out of memory at {n} sessions: raise --hbf-kv-gb or lower --n")
     t_sim = time.process_time() - t0
@@ -92,8 +136,17 @@ def main() -> None:
     ap.add_argument("--ref-upto", type=int, default=1,
                     help="run the per-block reference up to this trace multiple (0, 1, 2 or 4); it is slow")
     ap.add_argument("--no-record", action="store_true", help="do not write benchmarks/RESULTS.md")
+    ap.add_argument("--backends", action="store_true", help="native core against the Python reference instead")
+    ap.add_argument("--repeats", type=int, default=2, help="--backends: alternated runs per backend")
     a = ap.parse_args()
     import pandas as pd
+
+    if a.backends:
+        lines = backends(a.repeats)
+        print("\n".join(lines))
+        if not a.no_record:
+            print(f"wrote {record(BACKENDS_TITLE, lines)}")
+        return
 
     rows = []
     for k in (1, 2, 4):

@@ -478,9 +478,10 @@ class _NativeRun:
         """Run to window ``k``'s end natively, then copy what the run recorded into the observer and here."""
         c = self.core
         c.run_window(k)
-        samples, points, present, evicted = c.observed(k)
+        samples, int_time, points, present, evicted = c.observed(k)
         one = self.ranks == 1
-        obs.samples = [(t, int(live) if one else live, *rest) for t, live, *rest in samples.tolist()]
+        obs.samples = [(int(t) if whole else t, int(live) if one else live, *rest)
+                       for (t, live, *rest), whole in zip(samples.tolist(), int_time.tolist())]
         obs.points = [(p[0], p[1], {SEG_CLASSES[i]: p[2 + i] for i in range(len(SEG_CLASSES)) if bits >> i & 1})
                       for p, bits in zip(points.tolist(), present.tolist())]
         obs.evicted_at_warmup = int(evicted)

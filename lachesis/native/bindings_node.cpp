@@ -116,6 +116,9 @@ void bind_node(py::module_& m) {
             py::array_t<std::int32_t> cls(py::ssize_t(o.point_classes.size()));
             if (!o.point_classes.empty())
                 std::memcpy(cls.mutable_data(), o.point_classes.data(), o.point_classes.size() * sizeof(std::int32_t));
-            return py::make_tuple(table(o.samples), table(o.points), cls, o.evicted_at_warmup);
-        }, py::arg("k"), "(samples, operating points, classes present per point as bits, blocks evicted at warm-up end)");
+            py::array_t<bool> ints(py::ssize_t(o.sample_int_time.size()));
+            for (std::size_t i = 0; i < o.sample_int_time.size(); ++i) ints.mutable_data()[i] = o.sample_int_time[i] != 0;
+            return py::make_tuple(table(o.samples), ints, table(o.points), cls, o.evicted_at_warmup);
+        }, py::arg("k"), "(samples, their times as simpy's int 0, operating points, classes present per point as "
+                         "bits, blocks evicted at warm-up end)");
 }

@@ -121,7 +121,9 @@ int NodeRun::new_event() {
     return e;
 }
 
-void NodeRun::schedule(int ev, int prio, double delay) { queue_.push(Item{now_ + delay, prio, eid_++, ev}); }
+void NodeRun::schedule(int ev, int prio, double delay, bool zero_delay) {
+    queue_.push(Item{now_ + delay, prio, eid_++, ev, zero_delay && now_is_int_});
+}
 
 int NodeRun::process(Proc p) {
     // Process.__init__: its Initialize event, urgent, resumes it
@@ -132,7 +134,7 @@ int NodeRun::process(Proc p) {
     int init = new_event();
     E_[init].triggered = true;
     E_[init].cbs.push_back({CB_RESUME, pid});
-    schedule(init, URGENT, 0.0);
+    schedule(init, URGENT, 0.0, true);
     return done;
 }
 
@@ -162,7 +164,7 @@ void NodeRun::check(int cond, int ev) {
         E_[cond].ok = false;
         E_[cond].err = E_[ev].err;
         E_[cond].recyclable = false;
-        schedule(cond, NORMAL, 0.0);
+        schedule(cond, NORMAL, 0.0, true);
     } else if (E_[cond].cond_count == E_[cond].cond_need) {
         succeed(cond);
     }
@@ -180,7 +182,7 @@ void NodeRun::resume(int pid, int ev) {
             E_[done].ok = false;
             E_[done].err = E_[cur].err;
             E_[done].recyclable = false;
-            schedule(done, NORMAL, 0.0);
+            schedule(done, NORMAL, 0.0, true);
             return;
         }
         try {
@@ -191,14 +193,14 @@ void NodeRun::resume(int pid, int ev) {
             E_[done].ok = false;
             E_[done].err = std::current_exception();
             E_[done].recyclable = false;
-            schedule(done, NORMAL, 0.0);
+            schedule(done, NORMAL, 0.0, true);
             return;
         }
         if (next < 0) {
             int done = procs_[pid].done;
             E_[done].triggered = true;
             E_[done].ok = true;
-            schedule(done, NORMAL, 0.0);
+            schedule(done, NORMAL, 0.0, true);
             procs_[pid].kids = std::vector<int>();
             return;
         }
@@ -221,6 +223,7 @@ void NodeRun::run_window(int k) {
             Item it = queue_.top();
             queue_.pop();
             now_ = it.t;
+            now_is_int_ = it.int_time;
             const int ev = it.ev;
             cbs.clear();
             cbs.swap(E_[ev].cbs);
@@ -483,6 +486,7 @@ void NodeRun::sample(Observed& o) {
         for (int i = 0; i < 6; ++i) s[2 + i] = acc[i] / double(G);
     }
     o.samples.push_back(s);
+    o.sample_int_time.push_back(now_is_int_ ? 1 : 0);
 }
 
 void NodeRun::point(Observed& o) {

@@ -69,6 +69,7 @@ struct RunSpec {
 // blocks at its warm-up end.
 struct Observed {
     std::vector<std::array<double, 8>> samples;
+    std::vector<char> sample_int_time;  // the sample's time is simpy's int 0
     std::vector<std::array<double, 2 + N_CLASSES>> points;
     std::vector<int> point_classes;  // bit c set: class c was in the live-token map
     i64 evicted_at_warmup = 0;
@@ -105,7 +106,7 @@ private:
         bool recyclable = true;
         std::exception_ptr err;
     };
-    struct Item { double t; int prio; unsigned long long eid; int ev; };
+    struct Item { double t; int prio; unsigned long long eid; int ev; bool int_time; };
     struct Later { bool operator()(const Item& a, const Item& b) const {
         if (a.t != b.t) return a.t > b.t;
         if (a.prio != b.prio) return a.prio > b.prio;
@@ -130,8 +131,10 @@ private:
 
     // the event loop (simpy's semantics)
     int new_event();
-    void schedule(int ev, int prio, double delay);
-    void succeed(int ev) { E_[ev].triggered = true; E_[ev].ok = true; schedule(ev, NORMAL, 0.0); }
+    // simpy's clock starts at the int 0 and stays an int until an event scheduled with a float delay
+    // (a timeout) comes due; ``zero_delay`` events keep the clock's type (tracked for the series' types)
+    void schedule(int ev, int prio, double delay, bool zero_delay = false);
+    void succeed(int ev) { E_[ev].triggered = true; E_[ev].ok = true; schedule(ev, NORMAL, 0.0, true); }
     int timeout(double delay) { int e = new_event(); E_[e].triggered = true; schedule(e, NORMAL, delay); return e; }
     int process(Proc p);
     int all_of(const std::vector<int>& events);
@@ -174,6 +177,7 @@ private:
     std::priority_queue<Item, std::vector<Item>, Later> queue_;
     unsigned long long eid_ = 0;
     double now_ = 0.0;
+    bool now_is_int_ = true;
     std::vector<Proc> procs_;
     std::vector<int> stops_;
     int stop_hit_ = -1;
