@@ -325,6 +325,8 @@ def _explore(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--search", default=None, help="search preset: paper (default) or ci")
     p.add_argument("--scale", type=positive_float, default=None, help="corpus scale (default 1)")
     p.add_argument("--seeds", type=seeds, default=None, help="comma-separated (default 0); the lowest sizes the load")
+    p.add_argument("--node", default=None, help="the decode node: paper (default: eight GPUs) or one_gpu")
+    p.add_argument("--load", default=None, help="the load rule: per_deployment (default), per_cell, min or own")
     p.add_argument("--parts", type=names, default=None, help="some of grid,load,sensitivity (default: all)")
     p.add_argument("--fractions", type=fractions, default=[], help="of N*, for the load curve (e.g. 0.25,0.5)")
     p.add_argument("--knobs", type=names, default=None, help="of the sensitivity study (default: every knob of lachesis.explorer.STUDY; a knob that changes the node is refused)")
@@ -333,8 +335,8 @@ def _explore(sub: argparse._SubParsersAction) -> None:
     def run(a: argparse.Namespace) -> int:
         from lachesis.explorer import PARTS, Selection
 
-        given = {k: getattr(a, k) for k in ("workload", "model", "slo", "memory", "policy", "scale", "seeds", "search")
-                 if getattr(a, k) is not None}
+        given = {k: getattr(a, k) for k in ("workload", "model", "slo", "memory", "policy", "scale", "seeds", "search",
+                                            "node", "load") if getattr(a, k) is not None}
         return explore(Selection(**given), a.cache_dir, a.parts or PARTS, a.fractions, a.knobs, a.jobs)
     p.set_defaults(run=run)
 

@@ -31,16 +31,18 @@ from lachesis.config import SLOS, Endurance
 from lachesis.gains import load_gains
 from lachesis.grid import (CELL, CONFIG_LABELS, LOAD_POLICY, LOADS, MODEL_NAMES, MULTI_WORKLOADS, POLICY_NAMES,
                            SINGLE_WORKLOADS, Point, grid_policies, is_clairvoyant, load_at, seed_list, split_csv)
-from lachesis.knobs import KNOBS
+from lachesis.knobs import KNOBS, NODES
+from lachesis.knobs import node as knobs_node
 from lachesis.knobs import STUDY as _STUDY
 from lachesis.plotting import (CLASS_STYLE, LIFETIME_AXIS, NSTAR_STYLE, WORKLOAD_LABEL, nstar_key, policy_color,
                                save_figure, warranty_key, warranty_line)
 from lachesis.policies import POLICIES, get_policy
 
 PARTS = ("grid", "load", "sensitivity")
-#: The sensitivity knobs the explorer offers: its cells are one-GPU cells, sized at one GPU's load, so the knobs
-#: that change the decode node (``acts_on == "deployment"``: the group's size) are not run here; the
-#: sensitivity notebook moves them on its node and ``benchmarks/group_node.py`` sizes each node at its own N*.
+#: The sensitivity knobs the explorer offers: its cells run on a named node (:attr:`Selection.node`) at that
+#: node's load, so the knobs that change the decode node (``acts_on == "deployment"``: the group's size) are
+#: not run here; the sensitivity notebook moves them on its node and ``benchmarks/group_node.py`` sizes each
+#: node at its own N*.
 STUDY = tuple(k for k in _STUDY if KNOBS[k].acts_on != "deployment")
 
 
@@ -48,10 +50,10 @@ def study_knobs(knobs: Sequence[str]) -> list[str]:
     """``knobs`` as a list; a knob that changes the decode node is refused in one line (:data:`STUDY`)."""
     node = [k for k in knobs if k in KNOBS and KNOBS[k].acts_on == "deployment"]
     if node:
-        raise ValueError(f"explorer: knob {node[0]!r} changes the decode node, but the explorer's cells are one-GPU "
-                         "cells sized at one GPU's load, so it would run the other node at a load sized for this one; "
-                         "refused here: the sensitivity notebook moves it (node: paper), benchmarks/group_node.py "
-                         "sizes each node at its own N*")
+        raise ValueError(f"explorer: knob {node[0]!r} changes the decode node, but an explorer cell is sized at its "
+                         "own node's load, so it would run the other node at a load sized for this one; refused here: "
+                         "choose the node (node: one_gpu or paper), or the sensitivity notebook, which moves it; "
+                         "benchmarks/group_node.py sizes each node at its own N*")
     return list(knobs)
 
 #: How the explorer names what it shows, in the figures' own words: the dropdowns' options and the tables'
@@ -77,24 +79,6 @@ def label(kind: str, value: Any) -> str:
     return LABELS.get(kind, {}).get(str(value), str(value))
 
 
-PARTS = ("grid", "load", "sensitivity")
-#: The sensitivity knobs the explorer offers: its cells are one-GPU cells, sized at one GPU's load, so the knobs
-#: that change the decode node (``acts_on == "deployment"``: the group's size) are not run here; the
-#: sensitivity notebook moves them on its node and ``benchmarks/group_node.py`` sizes each node at its own N*.
-STUDY = tuple(k for k in _STUDY if KNOBS[k].acts_on != "deployment")
-
-
-def study_knobs(knobs: Sequence[str]) -> list[str]:
-    """``knobs`` as a list; a knob that changes the decode node is refused in one line (:data:`STUDY`)."""
-    node = [k for k in knobs if k in KNOBS and KNOBS[k].acts_on == "deployment"]
-    if node:
-        raise ValueError(f"explorer: knob {node[0]!r} changes the decode node, but the explorer's cells are one-GPU "
-                         "cells sized at one GPU's load, so it would run the other node at a load sized for this one; "
-                         "refused here: the sensitivity notebook moves it (node: paper), benchmarks/group_node.py "
-                         "sizes each node at its own N*")
-    return list(knobs)
-
-
 @dataclass(frozen=True)
 class Selection:
     """What the user picked, and the corpus, seeds and search preset the cache was built with.
@@ -109,12 +93,16 @@ class Selection:
     scale: float = 1.0
     seeds: tuple[int, ...] | int = (0,)
     search: str = "paper"
-    #: the grid's load rule (docs/design.md §5, "Load"): the committed figures' rule, until they move to the node's
-    load: str = "per_cell"
+    #: the grid's load rule (docs/design.md §5, "Load")
+    load: str = "per_deployment"
+    #: the decode node the cell runs on (:data:`lachesis.knobs.NODES`; the committed figures': the paper's)
+    node: str = "paper"
 
     def __post_init__(self) -> None:
         if self.load not in LOADS:
             raise ValueError(f"explorer: load must be one of {list(LOADS)}, got {self.load!r}")
+        if self.node not in NODES:
+            raise ValueError(f"explorer: node must be one of {list(NODES)}, got {self.node!r}")
         if self.search not in SEARCH_PRESETS:
             raise ValueError(f"explorer: search must be one of {list(SEARCH_PRESETS)}, got {self.search!r}")
         for k, allowed in choices().items():
@@ -131,7 +119,8 @@ class Selection:
         """The cell's points: ``policies`` (default: the grid's, :func:`lachesis.grid.grid_policies`, and
         the selected one) at ``seeds`` (default: every selected seed)."""
         pols = policies if policies is not None else (*grid_policies(self.workload), self.policy)
-        return [Point(self.workload, self.memory, self.model, self.slo, p, self.scale, k)
+        node = knobs_node(self.node)
+        return [Point(self.workload, self.memory, self.model, self.slo, p, self.scale, k, overrides=node)
                 for k in (seeds if seeds is not None else self.seeds) for p in dict.fromkeys(pols)]
 
     def curve_points(self) -> list[Point]:
@@ -176,18 +165,21 @@ SENSITIVITY_FILE, SENSITIVITY_NOTEBOOK = "sensitivity_gains.csv", "sensitivity"
 
 @dataclass(frozen=True)
 class Setting:
-    """Where a committed file's rows come from: the corpus scale, search preset, seeds and sweep cache."""
+    """Where a committed file's rows come from: the corpus scale, search preset, seeds, sweep cache, node and
+    load rule."""
 
     scale: float
     search: str
     seeds: tuple[int, ...]
     cache_dir: str
+    node: str = "one_gpu"
+    load: str = "per_deployment"
 
     def holds(self, sel: Selection) -> bool:
-        """Whether ``sel`` asks for rows of this setting: the same scale and search, seeds among these with
-        the same first seed (the one that sized the load)."""
-        return (np.isclose(sel.scale, self.scale) and sel.search == self.search
-                and sel.seeds[0] == self.seeds[0] and set(sel.seeds) <= set(self.seeds))
+        """Whether ``sel`` asks for rows of this setting: the same scale, search, node and load rule, seeds among
+        these with the same first seed (the one that sized the load)."""
+        return (np.isclose(sel.scale, self.scale) and sel.search == self.search and sel.node == self.node
+                and sel.load == self.load and sel.seeds[0] == self.seeds[0] and set(sel.seeds) <= set(self.seeds))
 
 
 @dataclass
@@ -234,7 +226,8 @@ def _setting(env: dict[str, Any], notebook: str) -> Setting | None:
         return None
     seeds = params.get("seeds", params.get("seed", 0))
     seeds = [int(x) for x in split_csv(str(seeds))]
-    return Setting(float(params["scale"]), str(params["search"]), tuple(seeds), str(params.get("cache_dir", "")))
+    return Setting(float(params["scale"]), str(params["search"]), tuple(seeds), str(params.get("cache_dir", "")),
+                   str(params.get("node", "one_gpu")), str(params.get("load", "per_deployment")))
 
 
 def _read(path: Path) -> pd.DataFrame:
@@ -472,7 +465,7 @@ def command(sel: Selection, cache_dir: str | Path, parts: Sequence[str], fractio
     args = [sys.executable or "python", "-m", "lachesis", "explore", "--cache-dir", str(Path(cache_dir).resolve()),
             "--search", sel.search, "--scale", f"{sel.scale:g}", "--seeds", ",".join(map(str, sel.seeds)),
             "--workload", sel.workload, "--model", sel.model, "--slo", sel.slo, "--memory", sel.memory,
-            "--policy", sel.policy, "--parts", ",".join(parts)]
+            "--policy", sel.policy, "--node", sel.node, "--load", sel.load, "--parts", ",".join(parts)]
     if "load" in parts and len(fractions):
         args += ["--fractions", ",".join(f"{f:g}" for f in fractions)]
     if "sensitivity" in parts:
@@ -788,14 +781,15 @@ def widget(initial: Selection, show: Callable[[Selection], View | None],
 
 
 def start(source: str, figures: str | Path, cache_dir: str | Path, scale: float, seeds: Sequence[int], search: str,
-          **cell: str) -> tuple[Selection, Path, Committed | None]:
+          node: str = "paper", load: str = "per_deployment", **cell: str) -> tuple[Selection, Path, Committed | None]:
     """The notebook's selection, sweep cache and committed results: ``source`` "figures" explores the paper-scale
-    results committed in ``figures`` (at the scale, search, seeds and cache ENVIRONMENT.json records for them;
-    ``scale``/``seeds``/``search``/``cache_dir`` unused), "cache" the cache at the given setting alone."""
+    results committed in ``figures`` (at the scale, search, seeds, cache, node and load rule ENVIRONMENT.json records
+    for them; the other arguments unused), "cache" the cache at the given setting alone."""
     if source not in ("figures", "cache"):
         raise ValueError(f"explorer: source must be 'figures' or 'cache', got {source!r}")
     if source == "cache":
-        return Selection(scale=scale, seeds=tuple(seeds), search=search, **cell), Path(cache_dir), None
+        return Selection(scale=scale, seeds=tuple(seeds), search=search, node=node, load=load, **cell), \
+            Path(cache_dir), None
     store = committed(figures)
     if store is None or store.setting is None:
         raise ValueError(f"explorer: {figures}: no ENVIRONMENT.json recording the grid's setting, or no grid file "
@@ -803,5 +797,5 @@ def start(source: str, figures: str | Path, cache_dir: str | Path, scale: float,
     st = store.setting
     from lachesis.paths import repo_path
 
-    return Selection(scale=st.scale, seeds=st.seeds, search=st.search, **cell), repo_path(st.cache_dir or cache_dir), \
-        store
+    return Selection(scale=st.scale, seeds=st.seeds, search=st.search, node=st.node, load=st.load, **cell), \
+        repo_path(st.cache_dir or cache_dir), store

@@ -280,7 +280,7 @@ def real_traces_figure(out: Mapping[str, Any]) -> plt.Figure:
     if w is not None and len(w):
         groups = sorted(w["group"].unique())
         data = [w.loc[w["group"] == g, "t_norm_s"].clip(lower=1e-2).to_numpy(float) for g in groups]
-        ax.boxplot(data, vert=False, whis=(10, 90), showfliers=False)
+        ax.boxplot(data, orientation="horizontal", whis=(10, 90), showfliers=False)
         ax.set_yticks(range(1, len(groups) + 1), [f"{source_label(g, groups)} (n={len(d)})" for g, d in zip(groups, data)],
                       fontsize=7)
         ax.set_xscale("log")

@@ -47,9 +47,9 @@ def test_the_notebook_checks_the_cell_before_its_tables() -> None:
     assert all("explorer.summary(v)" not in s for s in code[:shown])
 
 
-def test_a_knob_that_changes_the_node_is_refused_not_run_at_the_one_gpu_load(tmp_path, monkeypatch, capsys) -> None:
-    """The explorer's cells are one-GPU cells sized at one GPU's load: group knobs would run an 8-rank group at
-    that load, so they are refused, saying why and where they are studied; the default study leaves them out."""
+def test_a_knob_that_changes_the_node_is_refused_not_run_at_another_nodes_load(tmp_path, monkeypatch, capsys) -> None:
+    """An explorer cell is sized at its own node's load: a group knob would run another group at that load, so it
+    is refused, saying why and where it is studied; the default study leaves them out."""
     from lachesis import sensitivity
     from lachesis.cli import main
     from lachesis.knobs import KNOBS, STUDY
@@ -61,7 +61,7 @@ def test_a_knob_that_changes_the_node_is_refused_not_run_at_the_one_gpu_load(tmp
     for call in (lambda: explorer.compute(sel, tmp_path, ["sensitivity"], knobs=["load", "group_ranks"]),
                  lambda: explorer.view(sel, tmp_path, knobs=["group_ranks"]),
                  lambda: explorer.command(sel, tmp_path, ["sensitivity"], knobs=["group_ranks"])):
-        with pytest.raises(ValueError, match="knob 'group_ranks' changes the decode node.*one-GPU") as e:
+        with pytest.raises(ValueError, match="knob 'group_ranks' changes the decode node.*its own node's load") as e:
             call()
         assert "\n" not in str(e.value)
     assert main(["explore", "--cache-dir", str(tmp_path), "--scale", "0.05", "--search", "ci", "--parts",
