@@ -142,13 +142,14 @@ def points(trace_dir: str | os.PathLike, trace: Trace, models: Sequence[str], sl
     return [replace(p, workload=name, trace=str(trace_dir)) for p in pts]
 
 
-def check_reach(trace: Trace, df: pd.DataFrame, drawn: int) -> None:
+def check_reach(trace: Trace, loads: pd.DataFrame, drawn: int) -> None:
     """Refuse a load the trace cannot reach: without drawing (``sessions=0``) the node's concurrent sessions,
-    N × G, must not exceed the trace's sessions, or one session would run beside itself."""
-    if drawn:
+    N × G (``loads``: rows with ``n_sessions`` and ``group_ranks``), must not exceed the trace's sessions, or
+    one session would run beside itself."""
+    if drawn or not len(loads):
         return
     n_sess = int(trace.requests["session_id"].nunique())
-    slots = (df["n_sessions"] * df.get("group_ranks", 1)).max()
+    slots = (loads["n_sessions"] * loads["group_ranks"]).max()
     if slots > n_sess:
         raise ValueError(f"trace {trace.source!r} too small to reach the load: {int(slots)} concurrent sessions "
                          f"(N × GPUs) but {n_sess} sessions; draw sessions with replacement (sessions > 0)")
@@ -220,10 +221,16 @@ def evaluate(trace_dir: str | os.PathLike, out_dir: str | os.PathLike | None = N
     overrides, notes = assumptions(trace, sessions, think_time, reasoning_per_output)
     pts = points(trace_dir, trace, list(models), slos, list(configs), node, grid.seed_list("evaluate", list(seeds)),
                  policies, overrides, name)
-    plancache.point_plan(pts[0], cache_dir)  # the trace's plan once here: a refusal is one line before any process starts
-    df = sweep.run_grid(pts, capacity.SEARCH_PRESETS[search], cache_dir, n_jobs=n_jobs, progress=progress,
-                        load=grid.LoadRule.of(load))
-    check_reach(trace, df, int(overrides.get("sessions", 0)))
+    plan = plancache.point_plan(pts[0], cache_dir)  # the plan once here: a refusal is one line before any run
+    params, rule, drawn = capacity.SEARCH_PRESETS[search], grid.LoadRule.of(load), int(overrides.get("sessions", 0))
+    if not drawn:  # the deployment's load first, so a load the trace cannot reach is refused before the grid runs
+        bases = {rule.base_point(p) for p in pts if p.seed == pts[0].seed}
+        searched = [sweep.deployment_search(b, rule, params, str(cache_dir) if cache_dir else None, plan)
+                    for b in sorted(bases, key=lambda b: b.label())]
+        check_reach(trace, pd.DataFrame([dict(n_sessions=e["n_star"], group_ranks=b.config().deployment.group_ranks)
+                                         for b, e in zip(sorted(bases, key=lambda b: b.label()), searched)]), drawn)
+    df = sweep.run_grid(pts, params, cache_dir, n_jobs=n_jobs, progress=progress, load=rule)
+    check_reach(trace, df.assign(group_ranks=df.get("group_ranks", 1)), drawn)
     out = Verdict(table(df, trace, overrides, kind), df, notes)
     if out_dir is not None:
         from lachesis.plotting import save_figure, save_numbers
