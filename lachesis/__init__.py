@@ -10,8 +10,8 @@ __version__ = "0.2.0"
 
 def __getattr__(name: str):
     """``lachesis.evaluate`` (:func:`lachesis.verdict.evaluate`), imported when first used."""
-    if name == "evaluate":
-        from lachesis.verdict import evaluate
+    if name == "evaluate":  # imported on first use, so ``import lachesis`` loads no simulator
+        import importlib
 
-        return evaluate
+        return importlib.import_module("lachesis.verdict").evaluate
     raise AttributeError(f"module 'lachesis' has no attribute {name!r}")  # the one place the version is decided (pyproject.toml reads it; CHANGELOG.md)
