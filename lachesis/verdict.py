@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from lachesis import capacity, evaluation, gaps, grid, knobs, plancache, ranker, sweep
+from lachesis import capacity, evaluation, gaps, grid, knobs, plancache, ranker, segments, sweep
 from lachesis.grid import LOAD_POLICY, POLICY_NAMES
 from lachesis.trace import Trace, read_trace
 
@@ -40,6 +40,7 @@ class Verdict:
     table: pd.DataFrame
     rows: pd.DataFrame
     notes: list[str]
+    kind: str = "multi"  # the protocol it ran: Fig. 9's (multi) or Fig. 11's (single)
     paths: list[Path] = field(default_factory=list)
     seconds: float = float("nan")
 
@@ -47,7 +48,8 @@ class Verdict:
         """Lachesis ÷ HBM-first and both lifetimes per cell (median over seeds)."""
         t = self.table
         piv = t[t.policy.isin(["hbm_first", "lachesis"])].pivot_table(
-            index=["model", "slo", "memory"], columns="policy", values="lifetime_years", aggfunc="median")
+            index=["model", "slo", "memory"], columns="policy", values="lifetime_years", aggfunc="median",
+            dropna=False).reindex(columns=["hbm_first", "lachesis"])
         piv["lachesis/hbm_first"] = piv["lachesis"] / piv["hbm_first"]
         op = t[t.policy == LOAD_POLICY].groupby(["model", "slo", "memory"])[["n_sessions", "hbm_over_live_short"]].median()
         return piv.join(op).reset_index()
@@ -55,7 +57,7 @@ class Verdict:
     def lines(self) -> list[str]:
         """What a command prints: the notes, then one line per cell."""
         out = list(self.notes)
-        for r in self.summary().to_dict("records"):
+        for r in self.summary().dropna(subset=["hbm_first"]).to_dict("records"):
             out.append(f"{r['model']} {r['slo']} {r['memory']}: N = {r['n_sessions']:g} sessions/GPU, HBM-first "
                        f"{r['hbm_first']:.3g} y, Lachesis {r['lachesis']:.3g} y, Lachesis/HBM-first "
                        f"{r['lachesis/hbm_first']:.3g}x, HBM / live short-lived KV {r['hbm_over_live_short']:.3g}")
@@ -157,22 +159,25 @@ def check_reach(trace: Trace, loads: pd.DataFrame, drawn: int) -> None:
 
 def table(df: pd.DataFrame, trace: Trace, overrides: dict[str, Any], kind: str) -> pd.DataFrame:
     """One row per cell, seed and policy (the offline bound as ``bound``): :data:`COLUMNS`."""
-    r = evaluation.ratio_table(df)
-    pols = [c for c in r.columns if c in set(df["policy"]) | {evaluation.BOUND}]
-    long = r.melt(id_vars=grid.CELL + ["seed"], value_vars=pols, var_name="policy", value_name="lifetime_years")
-    long["over_hbm_first"] = long["lifetime_years"] / long.merge(
-        r[grid.CELL + ["seed", LOAD_POLICY]], on=grid.CELL + ["seed"], how="left")[LOAD_POLICY].to_numpy()
+    cell = grid.CELL + ["seed"]
+    keys = cell + ["policy"]
+    life = df[keys + ["lifetime_years"]]
+    if "bound_lifetime_years" in df:  # the bound is read on the load policy's run
+        b = df[df.policy.eq(LOAD_POLICY) & df["bound_lifetime_years"].notna()]
+        life = pd.concat([life, b[cell].assign(policy=evaluation.BOUND, lifetime_years=b["bound_lifetime_years"])],
+                         ignore_index=True)
+    base = life[life.policy == LOAD_POLICY][cell + ["lifetime_years"]].rename(columns={"lifetime_years": "_base"})
+    long = life.merge(base, on=cell, how="left")
+    long["over_hbm_first"] = long["lifetime_years"] / long.pop("_base")
     hs = evaluation.hbm_share(df)
-    keys = grid.CELL + ["seed", "policy"]
     extra = df[keys + [c for c in ("n_sessions", "group_ranks", "slo_met") if c in df]]
-    op = df[df.policy == LOAD_POLICY][grid.CELL + ["seed", "hbm_over_live_short"]]
-    out = long.merge(hs, on=keys, how="left").merge(extra, on=keys, how="left").merge(op, on=grid.CELL + ["seed"],
-                                                                                      how="left")
-    b = out.policy == evaluation.BOUND  # the bound is read on the load policy's run
-    base = out[out.policy == LOAD_POLICY].set_index(grid.CELL + ["seed"])
+    op = df[df.policy == LOAD_POLICY][cell + ["hbm_over_live_short"]]
+    out = long.merge(hs, on=keys, how="left").merge(extra, on=keys, how="left").merge(op, on=cell, how="left")
+    b = out.policy == evaluation.BOUND
+    at = out[out.policy == LOAD_POLICY].set_index(cell)
     for c in ("n_sessions", "group_ranks"):
         if c in out:
-            out.loc[b, c] = base[c].reindex(pd.MultiIndex.from_frame(out.loc[b, grid.CELL + ["seed"]])).to_numpy()
+            out.loc[b, c] = at[c].reindex(pd.MultiIndex.from_frame(out.loc[b, cell])).to_numpy()
     out["beats_warranty"] = out["lifetime_years"] >= WARRANTY_YEARS
     out["policy_name"] = out["policy"].map(lambda p: POLICY_NAMES.get(p, "offline bound" if p == evaluation.BOUND else p))
     out = out.rename(columns={"workload": "trace"})
@@ -231,7 +236,15 @@ def evaluate(trace_dir: str | os.PathLike, out_dir: str | os.PathLike | None = N
                                          for b, e in zip(sorted(bases, key=lambda b: b.label()), searched)]), drawn)
     df = sweep.run_grid(pts, params, cache_dir, n_jobs=n_jobs, progress=progress, load=rule)
     check_reach(trace, df.assign(group_ranks=df.get("group_ranks", 1)), drawn)
-    out = Verdict(table(df, trace, overrides, kind), df, notes)
+    for r in df[(df.policy == LOAD_POLICY) & (df.n_sessions <= 0)].to_dict("records"):
+        notes.append(f"{r['model']} {r['slo']} {r['memory']}: the SLO admits no session of this trace "
+                     f"(HBM-first misses it at 1 session per GPU): no load, no lifetime")
+    quiet = df[(df.policy == LOAD_POLICY) & (df.n_sessions > 0) & ~(df.get("bytes_hbm", 0) + df.get("bytes_hbf", 0) > 0)]
+    for r in quiet.to_dict("records"):
+        notes.append(f"{r['model']} {r['slo']} {r['memory']}: no KV written in the measurement window at "
+                     f"{r['n_sessions']} sessions per GPU (the trace's delays outlast the window): no lifetime; "
+                     f"longer windows: search=paper")
+    out = Verdict(table(df, trace, overrides, kind), df, notes, kind)
     if out_dir is not None:
         from lachesis.plotting import save_figure, save_numbers
 
@@ -239,3 +252,57 @@ def evaluate(trace_dir: str | os.PathLike, out_dir: str | os.PathLike | None = N
         out.paths += save_figure(figure(df, list(models), slos, name), out_dir, name)
     out.seconds = time.perf_counter() - t0
     return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Why a trace's gain differs from the corpus's: the axes §3 names
+# ------------------------------------------------------------------------------------------------
+
+#: the axes a trace's gain is read against (§3.3–§3.5), in words
+AXES = {"short_share": "segment mix (short-lived share of KV written)",
+        "t_norm_spread": "T_norm spread (long-lived ÷ short-lived median T_norm)",
+        "fan_out": "fan-out (workers per spawning lead request)",
+        "laden_share": "laden share (reasoning-laden share of a single agent's KV written)"}
+SHORT_CLASSES = ("reasoning_laden", "worker", "reviewer")
+
+
+def axes(source: Any, seed: int = 0) -> dict[str, float]:
+    """The axes of :data:`AXES` for a trace (a path, a corpus workload or a :class:`Trace`), on its reference
+    clock: the short-lived classes' share of KV tokens written, the median T_norm of the long-lived classes over
+    the short-lived ones', workers per lead request that spawns, and the laden share of single agents' writes."""
+    prep = segments.prepare(source, seed=seed)
+    s = prep.segments.segments
+    tok = s.groupby("seg_class")["tokens_written"].sum()
+    short = s["seg_class"].isin(SHORT_CLASSES)
+    med = lambda m: float(s.loc[m, "t_norm_s"].median()) if m.any() else float("nan")  # noqa: E731
+    sp = prep.trace.spawns
+    workers = sp[sp["role"] == "worker"] if sp is not None and len(sp) else sp
+    fan = float(workers.groupby("spawn_request_id").size().mean()) if workers is not None and len(workers) else 0.0
+    single = tok.reindex(["reasoning_laden", "reasoning_stripped"]).fillna(0)
+    return {"short_share": float(tok.reindex(list(SHORT_CLASSES)).fillna(0).sum() / tok.sum()),
+            "t_norm_spread": med(~short) / med(short),
+            "fan_out": fan,
+            "laden_share": float(single["reasoning_laden"] / single.sum()) if single.sum() else float("nan")}
+
+
+def explain(name: str, gain: float, ours: dict[str, float], corpus: dict[str, float], corpus_gain: float) -> str:
+    """One sentence: the trace's Lachesis ÷ HBM-first beside the corpus's, and the axis that differs most
+    (the largest factor between the two, of the axes both have)."""
+    ratios = {k: ours[k] / corpus[k] for k in AXES
+              if np.isfinite(ours.get(k, np.nan)) and np.isfinite(corpus.get(k, np.nan)) and ours[k] > 0 and corpus[k] > 0}
+    head = (f"{name}: Lachesis/HBM-first {gain:.3g}x against the corpus's {corpus_gain:.3g}x" if np.isfinite(gain)
+            else f"{name}: no lifetime at these cells (its notes say why); the corpus's Lachesis/HBM-first is "
+                 f"{corpus_gain:.3g}x")
+    if not ratios:
+        return head + "; no axis to compare."
+    k = max(ratios, key=lambda x: abs(np.log(ratios[x])))
+    return (f"{head}; the axis that differs most is {AXES[k]}: {ours[k]:.3g} against {corpus[k]:.3g} "
+            f"({ratios[k]:.2g}x).")
+
+
+def gain(rows: pd.DataFrame) -> float:
+    """Lachesis ÷ HBM-first over a grid's rows: the median over cells and seeds (NaN where no cell has both)."""
+    life = rows.pivot_table(index=grid.CELL + ["seed"], columns="policy", values="lifetime_years", aggfunc="first")
+    if not {"lachesis", LOAD_POLICY} <= set(life.columns):
+        return float("nan")
+    return float((life["lachesis"] / life[LOAD_POLICY]).median())
