@@ -5,4 +5,13 @@ from lachesis.schema import TraceError
 from lachesis.trace import Trace, read_trace, write_trace
 
 __all__ = ["Config", "DEFAULT", "Trace", "TraceError", "read_trace", "write_trace"]
-__version__ = "0.2.0"  # the one place the version is decided (pyproject.toml reads it; CHANGELOG.md)
+__version__ = "0.2.0"
+
+
+def __getattr__(name: str):
+    """``lachesis.evaluate`` (:func:`lachesis.verdict.evaluate`), imported when first used."""
+    if name == "evaluate":  # imported on first use, so ``import lachesis`` loads no simulator
+        import importlib
+
+        return importlib.import_module("lachesis.verdict").evaluate
+    raise AttributeError(f"module 'lachesis' has no attribute {name!r}")  # the one place the version is decided (pyproject.toml reads it; CHANGELOG.md)

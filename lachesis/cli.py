@@ -33,6 +33,7 @@ Typical use:
   lachesis corpus --scale 0.1 --out build/corpus     # write the synthetic agent-trace corpus
   lachesis segments build/corpus/multi_agent         # per-class lifetime summary of a trace
   lachesis datasets list                             # real public traces and their cache state
+  lachesis evaluate path/to/trace --configs 1/7,4/4  # will Lachesis help on this trace?
   lachesis reproduce --params notebooks/params/paper.yaml   # every paper figure into figures/
 """
 
@@ -316,6 +317,49 @@ def _sweep(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
+def _evaluate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("evaluate", help="will Lachesis help on this trace? The Figs. 9/11 protocol on a trace folder: "
+                                        "HBF lifetime per policy at the SLO's load, one table and one figure")
+    p.add_argument("trace", type=trace_path, help="trace folder or requests file (the trace contract, docs/design.md §2)")
+    p.add_argument("--out", type=out_folder, default=Path("build/evaluate"),
+                   help="where <name>.csv, <name>.png and <name>.pdf go (default build/evaluate)")
+    p.add_argument("--name", default=None, help="the files' stem and the rows' trace name (default: the folder's name)")
+    p.add_argument("--models", type=names, default=None, help="comma-separated (default: both of the paper's)")
+    p.add_argument("--slos", type=names, default=None, help="tight, loose (default: both multi-agent, tight single-agent)")
+    p.add_argument("--configs", type=names, default=None, help="memory configurations (default: 1/7,2/6,3/5,4/4,8/8*)")
+    p.add_argument("--node", default="paper", help="the decode node: paper (8 GPUs in lockstep, default) or one_gpu")
+    p.add_argument("--load", default="per_deployment", help="the load rule: per_deployment (default), per_cell, min, own")
+    p.add_argument("--policies", type=names, default=None, help="default: the paper's and the baselines for the trace's kind")
+    p.add_argument("--seeds", type=seeds, default=(0,), help="comma-separated; each draws its own sessions (default 0)")
+    p.add_argument("--sessions", type=int, default=None,
+                   help="sessions drawn with replacement (default: max(the trace's, 512)); 0: the trace's own")
+    p.add_argument("--think-time", choices=("auto", "trace", "reference"), default="auto",
+                   help="tool and user delays: the trace's timestamps (auto: where it has them) or the reference clock")
+    p.add_argument("--reasoning-per-output", type=float, default=0.0,
+                   help="reasoning tokens per output token added where a single agent records none (default 0)")
+    p.add_argument("--search", choices=("paper", "ci"), default="paper", help="search and measurement windows")
+    p.add_argument("--cache-dir", type=out_folder, default=None, help="evaluation cache (default <out>/cache)")
+    p.add_argument("--jobs", type=jobs, default=None, help="worker processes (default: the CPU count)")
+
+    def run(a: argparse.Namespace) -> int:
+        from lachesis import grid
+        from lachesis.verdict import evaluate
+
+        kw = {k: v for k, v in dict(models=a.models, slos=a.slos, configs=a.configs, policies=a.policies).items()
+              if v is not None}
+        v = evaluate(a.trace, a.out, node=a.node, load=a.load, seeds=a.seeds, sessions=a.sessions,
+                     think_time=a.think_time, reasoning_per_output=a.reasoning_per_output, search=a.search,
+                     cache_dir=a.cache_dir or a.out / "cache", n_jobs=a.jobs, name=a.name,
+                     **{k: grid.split_csv(v) for k, v in kw.items()})
+        for line in v.lines():
+            print(line)
+        for path in v.paths:
+            print(f"wrote {path}")
+        print(f"evaluated in {v.seconds:.1f} s")
+        return 0
+    p.set_defaults(run=run)
+
+
 def _explore(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("explore", help="compute what the explorer lacks for one selection into a sweep cache "
                                        "(the grid cell over seeds, the load curve, the sensitivity study)")
@@ -472,7 +516,7 @@ def _reproduce(sub: argparse._SubParsersAction) -> None:
 
 
 SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
-    _corpus, _segments, _datasets, _adapt, _sweep, _explore, _reproduce)
+    _corpus, _segments, _datasets, _adapt, _sweep, _evaluate, _explore, _reproduce)
 
 
 

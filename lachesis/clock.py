@@ -16,6 +16,9 @@ import pandas as pd
 from lachesis.config import ReferenceClock
 from lachesis.trace import Trace
 
+#: the optional per-request column of a recorded delay after the request (written by :mod:`lachesis.gaps`)
+GAP_COLUMN = "recorded_gap_s"
+
 def clock_for(trace: Trace, **overrides: Any) -> ReferenceClock:
     """The reference clock a trace is measured on: the one place that choice is made.
 
@@ -50,6 +53,8 @@ def schedule(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0) -
     n_obs = req["n_observations"].to_numpy().tolist()
     tools = req["tool_names"].tolist()
     fixed = [None] * n  # the recorded duration of a synthetic request
+    # a recorded delay after a request (lachesis.gaps.recorded_gaps, knob think_time): charged instead of the draw
+    gap = req[GAP_COLUMN].to_numpy(dtype=float).tolist() if GAP_COLUMN in req.columns else None
     if "synthetic" in req.columns:
         for g in np.flatnonzero(req["synthetic"].to_numpy(dtype=bool)):
             fixed[g] = float(req["t_end"].iat[g] - req["t_start"].iat[g])
@@ -77,6 +82,8 @@ def schedule(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0) -
         for k, g in enumerate(rows):
             if is_root and k > 0 and turn[g] != turn[rows[k - 1]]:
                 d = float(rng.lognormal(mu, sigma))
+                if gap is not None and gap[rows[k - 1]] == gap[rows[k - 1]]:
+                    d = gap[rows[k - 1]]
                 t += d
                 t_user[g] = d
             t_start[g] = t
@@ -85,6 +92,8 @@ def schedule(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0) -
             means = [mean_of(x) for x in tools[g]]
             lat = [float(rng.exponential(m)) if m > 0 else 0.0 for m in means]
             tool_s = (max(lat, default=0.0) if clock.parallel_tool_calls else float(sum(lat)))
+            if gap is not None and k < last and gap[g] == gap[g]:  # the recorded gap: tools, or the user's turn
+                tool_s = 0.0 if is_root and turn[rows[k + 1]] != turn[g] else gap[g]
             back = []
             for c in children.get(g, ()):
                 back.append((yield c, end))

@@ -36,8 +36,8 @@ class Knob:
     name: str
     unit: str
     default: float | str
-    #: "clock", "memory", "endurance", "deployment", "policy" (overrides); "load" and "point" (set elsewhere,
-    #: see docs/design.md §5, "Contract (knob overrides)")
+    #: "clock", "memory", "endurance", "deployment", "policy", "trace" (overrides); "load" and "point" (set
+    #: elsewhere, see docs/design.md §5, "Contract (knob overrides)")
     acts_on: str
     #: the values :mod:`lachesis.sensitivity` tries around ``default`` (paper scale)
     values: tuple
@@ -112,6 +112,15 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("size_estimate", "", SIZE_ESTIMATES[0], "policy", ("mean_floor", "spawn"),
          "ASSUMPTION (policies.Lachesis.size_estimate): what a ranked worker counts for when k is found",
          SIZE_ESTIMATES),
+    Knob("sessions", "sessions", 0.0, "trace", (64.0, 1024.0),
+         "ASSUMPTION (gaps.resample): a trace's sessions drawn whole, with replacement, seeded; 0 = as recorded",
+         (0.0, 1e5, True)),
+    Knob("think_time", "", "reference", "trace", ("trace",),
+         "§3.2: tool and user delays modelled (reference); trace = the trace's own timestamps where recorded",
+         ("reference", "trace")),
+    Knob("reasoning_per_output", "reasoning tokens per output token", 0.0, "trace", (0.5, 2.0),
+         "ASSUMPTION (gaps.add_reasoning): reasoning a single agent's trace does not record, stripped at turn end",
+         (0.0, 20.0, True)),
     Knob("laden_close", "", "last_read", "point", ("arrival",),
          "DESIGN §3: reasoning-laden KV freed at its last read; arrival = at the next user message",
          LADEN_CLOSES),
@@ -119,12 +128,13 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
 
 #: The knobs a ``Point.overrides`` pair may name.
 OVERRIDES = tuple(k for k, v in KNOBS.items() if v.acts_on in ("clock", "memory", "endurance", "deployment",
-                                                                "policy"))
+                                                                "policy", "trace"))
 #: The knobs the one-at-a-time sensitivity study moves at a cell's fixed load.  The group's size is moved at
 #: the deployment's held load (how much of the gain the lockstep and the shared landing stalls make); the
 #: landing and the cache's start change what load the SLO admits, so they are compared at each node's own
-#: N* instead (``benchmarks/group_node.py``).
-STUDY = tuple(k for k, v in KNOBS.items() if v.acts_on != "deployment" or k == "group_ranks")
+#: N* instead (``benchmarks/group_node.py``).  The trace knobs fill what a real trace lacks (``lachesis evaluate``,
+#: :mod:`lachesis.verdict`); the corpus records all of it, so the study of the corpus leaves them out.
+STUDY = tuple(k for k, v in KNOBS.items() if (v.acts_on != "deployment" or k == "group_ranks") and v.acts_on != "trace")
 
 
 #: The decode nodes a grid runs on, by name (docs/design.md §5, "Decode node"): ``paper`` is §5.2's eight-GPU
@@ -171,6 +181,16 @@ def _of(overrides: tuple, acts_on: str) -> dict[str, Any]:
 def clock_overrides(overrides: tuple) -> tuple[tuple[str, Any], ...]:
     """The pairs that change the reference clock (they change the replay plan; the others do not)."""
     return tuple((k, v) for k, v in overrides if KNOBS[k].acts_on == "clock")
+
+
+def trace_overrides(overrides: tuple) -> tuple[tuple[str, Any], ...]:
+    """The pairs that change the trace a plan replays (:func:`lachesis.gaps.fill`)."""
+    return tuple((k, v) for k, v in overrides if KNOBS[k].acts_on == "trace")
+
+
+def plan_overrides(overrides: tuple) -> tuple[tuple[str, Any], ...]:
+    """The pairs a replay plan depends on: the clock's and the trace's (the others leave the plan as it is)."""
+    return tuple((k, v) for k, v in overrides if KNOBS[k].acts_on in ("clock", "trace"))
 
 
 def apply_clock(clock: ReferenceClock, overrides: tuple) -> ReferenceClock:
@@ -256,12 +276,14 @@ KNOB_WORDS = {"load": "load on the node", "user_delay_median_s": "user think tim
               "group_ranks": "expert-parallel group size", "landing": "KV landing on HBF",
               "node_start": "node start state", "size_estimate": "ranked worker's size estimate",
               "laden_close": "reasoning-laden KV freed at",
-              "load_base": "configuration the held load is sized at", "lifetime_over_ranks": "lifetime over ranks",
+              "load_base": "configuration the held load is sized at", "sessions": "sessions drawn from the trace",
+              "think_time": "tool and user delays", "reasoning_per_output": "reasoning added where none is recorded", "lifetime_over_ranks": "lifetime over ranks",
               "paper": "the paper's setting"}
 VALUE_WORDS = {"aggregate": "all stacks", "per_tier": "per tier", "stall": "stalls decode", "overlap": "overlaps",
                "aged": "aged", "empty": "empty", "held": "KV held", "mean_floor": "class mean (floor)",
                "spawn": "size at spawn", "last_read": "last read", "arrival": "next user message",
-               "mean": "mean rank", "worst": "worst rank"}
+               "mean": "mean rank", "worst": "worst rank", "reference": "reference clock",
+               "trace": "trace timestamps"}
 
 
 def knob_label(name: str) -> str:

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 import lachesis
-from lachesis import clock, knobs, segments, store
+from lachesis import clock, gaps, knobs, segments, store
 from lachesis.grid import Point
 from lachesis.io import atomic_write, jsonable
 from lachesis.plan import Plan, build_plan, trace_fingerprint, trace_row_hashes
@@ -45,13 +45,15 @@ def workload_plan(workload: str, scale: float, seed: int, trace: str = "", laden
                   overrides: tuple = (), cache_dir: str | os.PathLike | None = None) -> Plan:
     """Trace -> segments -> ranker keys -> replay plan, for a corpus workload or a trace path.
 
-    ``overrides``: clock knobs (:func:`lachesis.knobs.apply_clock`) applied to the trace's reference clock.
+    ``overrides``: clock knobs (:func:`lachesis.knobs.apply_clock`) applied to the trace's reference clock, and
+    trace knobs (:func:`lachesis.gaps.fill`) to the trace: the ranker is fitted on the trace before its sessions
+    are drawn, and every drawn copy of a worker takes its original's key.
     Built once per process per input: a trace path is keyed on its content, so a changed file is re-read.
     With ``cache_dir``, the ranker's keys are kept there (:func:`rank_keys_cached`), so the processes of a
     grid fit the ranker once per trace and clock.
     """
     return _plan(workload, float(scale), int(seed), str(trace), content_digest(trace) if trace else "", laden_close,
-                 knobs.clock_overrides(knobs.canonical(overrides)), str(cache_dir) if cache_dir else "")
+                 knobs.plan_overrides(knobs.canonical(overrides)), str(cache_dir) if cache_dir else "")
 
 
 @lru_cache(maxsize=8)
@@ -59,8 +61,14 @@ def _plan(workload: str, scale: float, seed: int, trace: str, digest: str, laden
           overrides: tuple = (), cache_dir: str = "") -> Plan:
     """:func:`workload_plan` with its inputs made hashable (the trace path's content as ``digest``)."""
     tr = _trace(workload, scale, seed, trace)
-    prep = segments.prepare(tr, scale, seed, clock=knobs.apply_clock(clock.clock_for(tr), overrides))
+    clk = knobs.apply_clock(clock.clock_for(tr), overrides)
+    fitted, replayed, origin = gaps.fill(tr, knobs.trace_overrides(overrides), seed)
+    prep = segments.prepare(fitted, scale, seed, clock=clk)
     keys = rank_keys_cached(prep, cache_dir or None)
+    if origin is not None:  # a drawn copy is ranked by its original's out-of-fold key (folds grouped by session)
+        prep = segments.prepare(replayed, scale, seed, clock=clk)
+        keys = pd.Series(keys.reindex([origin[a] for a in origin]).to_numpy(), index=pd.Index(list(origin),
+                         name=keys.index.name), name=keys.name).dropna() if len(keys) else keys
     return build_plan(prep.trace, prep.segments, keys, laden_close=laden_close)
 
 

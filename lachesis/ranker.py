@@ -265,11 +265,28 @@ def oof_predictions(trace: Trace, segments: Segments | pd.DataFrame, seed: int =
     return cv.oof.set_index("agent_id")[cv.winner].rename("pred")
 
 
+#: the folds of the grouped cross-validation (docs/design.md §4): a trace needs this many sessions with workers
+FOLDS = 5
+
+
+def sessions_with_workers(trace: Trace) -> int:
+    """How many sessions of the trace have a worker (the groups the ranker's folds split)."""
+    r = trace.requests
+    return int(r.loc[r["role"] == "worker", "session_id"].nunique())
+
+
 def rank_keys(trace: Trace, segments: Segments | pd.DataFrame, seed: int = 0) -> pd.Series:
     """The key the predictive path ranks each worker agent by (§4; lower = shorter-lived): its
-    out-of-fold prediction (:func:`oof_predictions`); empty when the trace has no worker."""
+    out-of-fold prediction (:func:`oof_predictions`); empty when the trace has no worker.
+
+    Degenerate (stated, no knob): with fewer than :data:`FOLDS` sessions with workers no out-of-fold fit
+    exists, so every worker's key is NaN: the predictive path admits them unranked, in the order they open
+    (NaN last, ties in open order, docs/design.md §5)."""
     if trace.spawns is None or len(trace.spawns) == 0 or not (trace.requests["role"] == "worker").any():
         return pd.Series(dtype=float, name="pred")
+    if sessions_with_workers(trace) < FOLDS:
+        workers = pd.unique(trace.requests.loc[trace.requests["role"] == "worker", "agent_id"])
+        return pd.Series(np.nan, index=pd.Index(workers, name="agent_id"), name="pred")
     return oof_predictions(trace, segments, seed)
 
 

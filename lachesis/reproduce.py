@@ -31,6 +31,9 @@ from lachesis.io import write_json, write_text
 
 #: The notebook whose run reports real-trace sources that could not be fetched.
 REAL_TRACES = "real_traces"
+#: The notebooks that read the registered real-trace sources: each is fetched for first, and left unrun (its
+#: committed figures as they are) while a source it reads is missing.
+SOURCE_NOTEBOOKS = (REAL_TRACES, "public_traces")
 MISSING_SOURCES_FILE = Path("real_traces") / "missing_sources.json"
 #: The kernel's own log (its startup notice about TCP transport) is not the notebook's output; errors
 #: in the notebook still reach the run through its cells.
@@ -358,7 +361,7 @@ def real_trace_sources(params: dict[str, Any]) -> list[str] | None:
     if "data" not in params or params["data"]:
         return None
 
-    source = str(params.get("source", "all"))
+    source = str(params.get("sources", params.get("source", "all")))
     if source == PUBLIC:
         return datasets.public_sources()
     if source in ("", "all"):
@@ -407,7 +410,7 @@ def run_notebooks(params_file: Path, only: list[str] | None = None, build: Path 
                   f"({name}{IN_PROGRESS}); this run writes them again", file=log, flush=True)
     for i, (name, src, params) in enumerate(todo, start=1):
         t0 = time.perf_counter()
-        if name == REAL_TRACES and real_trace_sources(params) is not None:
+        if name in SOURCE_NOTEBOOKS and real_trace_sources(params) is not None:
             got, still = prepare_real_traces(params, log, fetch)
             result.fetched += got
             if still:

@@ -124,7 +124,7 @@ def variants(names: Sequence[str] = STUDY, values: dict[str, Sequence[Any]] | No
 
 def _plan_key(p: Point) -> tuple:
     """Points with the same key replay the same plan (a worker builds it once)."""
-    return (p.workload, p.scale, p.seed, p.trace, p.laden_close, knobs.clock_overrides(p.overrides))
+    return (p.workload, p.scale, p.seed, p.trace, p.laden_close, knobs.plan_overrides(p.overrides))
 
 
 def _run_group(tasks: list[tuple[list[Point], int]], params: SearchParams, cache_dir: str | None) -> list[list[dict]]:
