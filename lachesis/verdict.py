@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from lachesis import capacity, evaluation, gaps, grid, knobs, plancache, ranker, segments, sweep
+from lachesis.config import Endurance
 from lachesis.grid import LOAD_POLICY, POLICY_NAMES
 from lachesis.trace import Trace, read_trace
 
@@ -24,8 +25,6 @@ from lachesis.trace import Trace, read_trace
 #: and as many as the synthetic corpus's workloads hold at paper scale (383 to 623 sessions, Table 3), so a
 #: trace's copies replay as many distinct session draws as the corpus's workloads do.
 SESSIONS_DRAWN = 512
-#: the HBF warranty a lifetime is judged against (§5.2)
-WARRANTY_YEARS = 5.0
 #: the table's columns, in order (one row per cell, seed and policy; ``bound`` is the offline bound)
 COLUMNS = ("trace", "kind", "model", "slo", "memory", "seed", "policy", "policy_name", "n_sessions", "group_ranks",
            "slo_met", "lifetime_years", "over_hbm_first", "beats_warranty", "hbm_share", "hbm_over_live_short",
@@ -178,7 +177,7 @@ def table(df: pd.DataFrame, trace: Trace, overrides: dict[str, Any], kind: str) 
     for c in ("n_sessions", "group_ranks"):
         if c in out:
             out.loc[b, c] = at[c].reindex(pd.MultiIndex.from_frame(out.loc[b, cell])).to_numpy()
-    out["beats_warranty"] = out["lifetime_years"] >= WARRANTY_YEARS
+    out["beats_warranty"] = out["lifetime_years"] >= Endurance().warranty_years  # §5.2
     out["policy_name"] = out["policy"].map(lambda p: POLICY_NAMES.get(p, "offline bound" if p == evaluation.BOUND else p))
     out = out.rename(columns={"workload": "trace"})
     out["kind"] = kind
