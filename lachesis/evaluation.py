@@ -395,9 +395,12 @@ def load_rule_table(frames: Mapping[str, pd.DataFrame], policy: str = "lachesis"
     """The load rules side by side (docs/design.md §5, "Load"), one row per rule and (workload, model, SLO):
     sessions per GPU over the configurations, ``policy``/HBM-first per configuration (medians over seeds), how
     HBM-first's and ``policy``'s lifetimes move from the first to the last split configuration (%), and how
-    many (configuration, policy) pairs miss the SLO at their load.  ``frames``: rule name -> grid rows."""
+    many (configuration, policy) pairs miss the SLO at their load.  ``frames``: rule name -> grid rows, each
+    taken on the same points (:func:`lachesis.grid.rule_comparison_points`: the first seed, HBM-first and
+    ``policy``)."""
     rows = []
     for rule, df in frames.items():
+        df = df[df["seed"].eq(df["seed"].min()) & df["policy"].isin((LOAD_POLICY, policy))]
         r = seed_table(ratio_table(df))
         misses = slo_misses(df)
         for key, d in r.groupby(["workload", "model", "slo"], sort=False):

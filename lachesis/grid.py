@@ -238,6 +238,13 @@ def load_curve_grid(scale: float = 1.0, seed: int = 0, configs: Sequence[str] = 
                             overrides=overrides)
 
 
+def rule_comparison_points(points: Sequence[Point], policy: str = "lachesis") -> list[Point]:
+    """The points a second load rule is compared on (Figs. 9 and 11's side-by-side table): the first seed's
+    load policy and ``policy``, the two whose ratio and trends the table shows."""
+    first = min(p.seed for p in points)
+    return [p for p in points if p.seed == first and p.policy in (LOAD_POLICY, policy)]
+
+
 def split_csv(s: str | Sequence[str]) -> list[str]:
     """A notebook's or command's comma-separated parameter (``"1/7, 4/4"``) as a list; a sequence as is."""
     return [x.strip() for x in s.split(",") if x.strip()] if isinstance(s, str) else list(s)

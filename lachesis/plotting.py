@@ -215,7 +215,7 @@ def bound_marks(ax: plt.Axes, x: Any, y: Any, lo: Any = None, hi: Any = None, wi
     if lo is not None and hi is not None:
         lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
         band = ok & np.isfinite(lo) & np.isfinite(hi)
-        bars = ax.bar(x[band], (hi - lo)[band], width, bottom=lo[band], color=BOUND_STYLE["color"], alpha=0.15,
+        bars = ax.bar(x[band], hi[band] - lo[band], width, bottom=lo[band], color=BOUND_STYLE["color"], alpha=0.15,
                       linewidth=0, zorder=3)
         for b in bars:  # a bar's bottom is a sticky edge: a zero-height band at the top would stop the axis there
             b.sticky_edges.y.clear()

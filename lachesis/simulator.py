@@ -27,7 +27,7 @@ from lachesis.kv import SEG_CLASSES, SHORT_LIVED_CLASSES, Policy
 from lachesis.node_memory import Memory, OutOfMemory
 from lachesis.plan import NOMINAL_TPOT_S, AgentPlan, Plan
 
-SIM_VERSION = "sim-3"
+SIM_VERSION = "sim-4"
 
 
 # ------------------------------------------------------------------------------------------------

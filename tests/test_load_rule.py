@@ -112,9 +112,9 @@ def test_the_cache_reads_the_rule_it_is_asked_for(stubbed, tmp_path):
 
 #: made by the code before the rule (load="baseline", commit 8a1e3e4) on the same points and settings
 BEFORE = Path(__file__).parent / "fixtures" / "per_cell_rows.json"
-#: wall-clock timings and the entry's cache key and digest (the key hashes the configuration, which gained
-#: Endurance.lifetime_over_ranks) and the package version that made the entry, not results
-TIMINGS = {"bound_solve_s", "key", "digest", "version"}
+#: wall-clock timings, the entry's cache key and digest (the key hashes the configuration, which gained
+#: Endurance.lifetime_over_ranks), and the package and simulator versions that made the entry: not results
+TIMINGS = {"bound_solve_s", "key", "digest", "version", "code"}
 #: the fields the rule added to every row
 NEW = {"load_base", "daisy_chain_load", "group_ranks", "slo_tpot_bound_s", "slo_ttft_bound_s", "hbf_rank_spread"}
 

@@ -624,14 +624,18 @@ void NodeRun::reschedule() {
         std::fill(rank_time_.begin(), rank_time_.end(), 0.0);
         std::fill(dirty_.begin(), dirty_.end(), 0);
         timer_ = -1;
+        min_k_ = -1;
         return;
     }
     i64 batch = n_;
     if (R_.ranks > 1) batch = *std::max_element(rank_n_.begin(), rank_n_.end());
     if (batch > max_batch_) max_batch_ = batch;
     const double tau = tau_ = step_time();
-    double first = INF;
-    for (double r : drem_) first = r < first ? r : first;  // np.minimum.reduce (idle slots are +inf)
+    if (min_k_ < 0) {  // np.minimum.reduce (idle slots are +inf)
+        min_k_ = 0;
+        for (std::size_t k = 1; k < drem_.size(); ++k) if (drem_[k] < drem_[min_k_]) min_k_ = int(k);
+    }
+    const double first = drem_[min_k_];
     double delay = clamp0(first) * tau;
     if (pause_end_ > now_) delay += pause_end_ - now_;
     int t = timeout(delay);
@@ -645,6 +649,7 @@ void NodeRun::on_timer(int timer) {
     done_.clear();
     for (std::size_t k = 0; k < drem_.size(); ++k) if (drem_[k] <= 1e-7) done_.push_back(dslot_[k]);
     std::sort(done_.begin(), done_.end());  // ascending, as numpy's nonzero()
+    if (!done_.empty()) min_k_ = -1;
     for (int i : done_) {
         const int k = active_pos_[i], last = dslot_.back();  // leave the packed decoders
         drem_[k] = drem_.back();
@@ -701,7 +706,8 @@ int NodeRun::join(double tokens, double h, double f, double fl, double hw, int r
     active_pos_[i] = int(drem_.size());
     drem_.push_back(tokens);
     dslot_.push_back(i);
-    rows_[i] = {h, f, fl, hw};
+    if (drem_.size() == 1) min_k_ = 0;
+    else if (min_k_ >= 0 && tokens < drem_[min_k_]) min_k_ = int(drem_.size()) - 1;    rows_[i] = {h, f, fl, hw};
     slot_rank_[i] = rank;
     auto& s = rank_sums_[rank];
     s[0] += h;

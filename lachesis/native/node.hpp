@@ -197,6 +197,10 @@ private:
     // the reference; nothing reads them), and each slot's position (-1 when idle).
     std::vector<double> drem_;
     std::vector<int> dslot_, active_pos_;
+    // The position of the decoder with the fewest tokens left, -1 when unknown.  Every decoder advances by the same
+    // steps and rounding is monotone, so their order holds between a join and a finish: a join compares one value,
+    // a finish rescans.
+    int min_k_ = -1;
     std::vector<int> done_;
     std::vector<std::array<double, 4>> rank_sums_;
     std::vector<i64> rank_n_;
