@@ -226,8 +226,10 @@ def _setting(env: dict[str, Any], notebook: str) -> Setting | None:
         return None
     seeds = params.get("seeds", params.get("seed", 0))
     seeds = [int(x) for x in split_csv(str(seeds))]
+    load = str(params.get("load", "per_deployment"))
+    load = {"baseline": "per_cell"}.get(load, load)  # figures made before the rule had its name
     return Setting(float(params["scale"]), str(params["search"]), tuple(seeds), str(params.get("cache_dir", "")),
-                   str(params.get("node", "one_gpu")), str(params.get("load", "per_deployment")))
+                   str(params.get("node", "one_gpu")), load)
 
 
 def _read(path: Path) -> pd.DataFrame:
