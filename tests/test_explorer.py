@@ -19,7 +19,9 @@ from lachesis import simulator as S
 from lachesis.knobs import STUDY
 from sens_fixtures import KNOBS, SCALE, tiny_study
 
-SEL = explorer.Selection("multi_agent", "Llama-4-Maverick", "tight", "1/7", "lachesis", SCALE, 0, "ci")
+#: the tiny study's cells: one GPU, each cell at its own N* (sens_fixtures.tiny_study)
+SEL = explorer.Selection("multi_agent", "Llama-4-Maverick", "tight", "1/7", "lachesis", SCALE, 0, "ci", load="per_cell",
+                         node="one_gpu")
 SEEDS = replace(SEL, seeds=(0, 1))
 
 
@@ -256,3 +258,22 @@ def test_committed_rows_with_more_columns_are_read_and_their_setting_named(tmp_p
     (figs / "fig09_grid.csv").write_text("model,memory\nx,1/7\n")
     with pytest.raises(ValueError, match=r"fig09_grid.csv: no column 'workload'"):
         explorer.committed(figs)
+
+
+def test_a_selection_runs_on_its_node_and_reads_rows_made_there(tmp_path):
+    """A selection's points carry its node's knobs; a committed setting holds it only at the same node and load
+    rule (figures made before the rule had its name read as per_cell)."""
+    from lachesis import knobs
+
+    paper = explorer.Selection(node="paper")
+    assert all(p.overrides == knobs.node("paper") for p in paper.points())
+    assert all(p.overrides == () for p in replace(paper, node="one_gpu").points())
+    with pytest.raises(ValueError, match="node must be one of"):
+        explorer.Selection(node="tpu")
+    env = {"params_file": {"contents": {"common": {"scale": 1.0, "node": "paper"},
+                                        "notebooks": {"fig09_fig10_multi_agent": {"search": "paper", "seeds": "0,1"}}}}}
+    st = explorer._setting(env, "fig09_fig10_multi_agent")
+    assert (st.node, st.load) == ("paper", "per_deployment") and st.holds(replace(paper, seeds=(0, 1)))
+    assert not st.holds(replace(paper, node="one_gpu")) and not st.holds(replace(paper, load="per_cell"))
+    env["params_file"]["contents"]["notebooks"]["fig09_fig10_multi_agent"]["load"] = "baseline"
+    assert explorer._setting(env, "fig09_fig10_multi_agent").load == "per_cell"

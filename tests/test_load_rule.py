@@ -137,3 +137,10 @@ def test_per_cell_reproduces_the_rows_before_the_rule(monkeypatch, tmp_path):
         for k in b:
             if k not in TIMINGS | {"load"}:
                 assert a[k] == b[k] or (isinstance(b[k], float) and math.isnan(b[k]) and math.isnan(a[k])), k
+
+
+def test_the_rules_are_compared_on_the_first_seeds_load_policy_and_lachesis():
+    pts = [grid.Point("multi_agent", c, "Llama-4-Maverick", "tight", p, 1.0, k) for k in (2, 1) for c in ("1/7", "4/4")
+           for p in grid.MULTI_POLICIES]
+    few = grid.rule_comparison_points(pts)
+    assert {(p.seed, p.policy) for p in few} == {(1, "hbm_first"), (1, "lachesis")} and len(few) == 4
