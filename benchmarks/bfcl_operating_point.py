@@ -53,7 +53,8 @@ def rows(workload: str, model: str, fractions: list[float], cache: str) -> list[
                 r[f"{pol}_{mem}_years"] = e["lifetime_years"]
                 r[f"{pol}_{mem}_slo"] = bool(e["slo_met"])
                 if pol == "lachesis":
-                    r[f"hbm%_{mem}"] = 100 * e["bytes_hbm"] / (e["bytes_hbm"] + e["bytes_hbf"])
+                    tiers = e["bytes_by_tier"]
+                    r[f"hbm%_{mem}"] = 100 * tiers["hbm"] / (tiers["hbm"] + tiers["hbf"])
                 if mem == "1/7" and pol == "hbm_first":
                     laden = (e.get("live_kv_by_class") or {}).get("reasoning_laden", float("nan"))
                     r["live_laden_gb"] = laden / 1e9
