@@ -120,17 +120,15 @@ _ARGS = ("batch", "kv_hbm_bytes", "kv_hbf_bytes", "hbf_flush_bytes", "hbm_write_
 
 def dot_rows(cols: np.ndarray, x: np.ndarray, out: np.ndarray | None = None, tmp: np.ndarray | None = None) -> np.ndarray:
     """Each coefficient row times the inputs ``x`` (``cols`` is the rows' transpose, one row per input),
-    summed input by input in :data:`_INPUTS` order.  One arithmetic everywhere: no BLAS kernel picks
-    the order, so a step costs the same bits on every machine and in the native core.  ``x`` is a
-    vector (one step) or a matrix (one column per step)."""
+    summed input by input in :data:`_INPUTS` order (a running sum down the products: ``add.accumulate`` adds
+    in sequence).  One arithmetic everywhere: no BLAS kernel picks the order, so a step costs the same bits
+    on every machine and in the native core.  ``x`` is a vector (one step) or a matrix (one column per step);
+    ``tmp``/``out``: buffers for a vector's products and running sums (``cols``' shape)."""
     x = np.asarray(x)
     if x.ndim == 2:
-        cols = cols[:, :, None]
-    out = np.multiply(cols[0], x[0], out=out)
-    for k in range(1, len(x)):
-        tmp = np.multiply(cols[k], x[k], out=tmp)
-        np.add(out, tmp, out=out)
-    return out
+        return np.add.accumulate(cols[:, :, None] * x[:, None, :], axis=0)[-1]
+    prod = np.multiply(cols, x[:, None], out=tmp)
+    return np.add.accumulate(prod, axis=0, out=out)[-1]
 
 
 def sum_in_order(v: np.ndarray) -> float | np.ndarray:
@@ -323,8 +321,8 @@ class StepModel:
         if self._lanes != 2:
             return self.scalar
         cols, n, per_byte, experts, forbidden = self._cols, self._n_ops, self._flush_per_byte, self._experts, self._forbidden
-        x, t, tmp, m = np.zeros(len(_INPUTS)), np.zeros(2 * n), np.zeros(2 * n), np.zeros(n)
-        lane0, lane1 = t[:n], t[n:]
+        x, m = np.zeros(len(_INPUTS)), np.zeros(n)
+        prod, run = np.zeros_like(cols), np.zeros_like(cols)
         accumulate, inf = np.add.accumulate, math.inf
 
         def step(batch: float, kv_hbm: float, kv_hbf: float, flush: float, hbm_write: float = 0.0) -> float:
@@ -334,8 +332,8 @@ class StepModel:
             if forbidden:
                 self._check_tiers(h, f, fl, hw)
             x[0], x[1], x[2], x[3], x[4], x[5] = 1.0 if b > 0 else 0.0, b, h, f, hw, experts(b)
-            dot_rows(cols, x, t, tmp)
-            _maximum(lane0, lane1, out=m)
+            t = dot_rows(cols, x, run, prod)
+            _maximum(t[:n], t[n:], out=m)
             return float(accumulate(m)[-1]) + fl * per_byte
 
         return step
