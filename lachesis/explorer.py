@@ -323,10 +323,14 @@ def view(sel: Selection, cache_dir: str | Path, fractions: Sequence[float] = (),
                         and (e := sweep.cached_entry(p, cache, sel.params)) is not None])
     missing = {"grid": [f"{p.label()} {p.policy} seed {p.seed}" for p in miss]}
     first = grid[grid["seed"].eq(sel.seeds[0])] if not grid.empty else grid
-    curve, lack = _curve(sel.curve_points(), first, cache, sel.params, fractions)
+    # the load curve is at fractions of the cell's own N* (HBM-first's search there, as gain_vs_load runs it)
+    own_star = own.loc[own["policy"].eq(LOAD_POLICY), "n_star"] if not own.empty else pd.Series(dtype=int)
+    curve, lack = _curve(sel.curve_points(), first, cache, sel.params, fractions,
+                         n_star=int(own_star.iloc[0]) if len(own_star) else None)
     if lack and store is not None and not first.empty:
-        got, lack2 = _curve(sel.curve_points(), first, cache, sel.params, fractions,
-                            store.rows("curve", replace(sel, seeds=sel.seeds[:1])))
+        table = store.rows("curve", replace(sel, seeds=sel.seeds[:1]))
+        star = int(table["n_star"].iloc[0]) if not table.empty and "n_star" in table else None
+        got, lack2 = _curve(sel.curve_points(), first, cache, sel.params, fractions, table, n_star=star)
         if len(lack2) < len(lack):
             curve, lack, sources["load"] = got, lack2, store.where("curve")
     elif len(fractions):
@@ -365,28 +369,30 @@ def _study_from_figures(sel: Selection, store: Committed, knobs: Sequence[str]) 
                                          if (v.knob, _value_text(v.label())) not in have]
 
 
-def _curve(pts: list[Point], grid: pd.DataFrame, cache: str, params: SearchParams,
-           fractions: Sequence[float], table: pd.DataFrame | None = None) -> tuple[pd.DataFrame, list[str]]:
-    """The load curve's rows at ``fractions`` of N* (and N* itself, from ``grid``), from the cache or, given
-    ``table`` (the committed runs of the cell), from it."""
+def _curve(pts: list[Point], grid: pd.DataFrame, cache: str, params: SearchParams, fractions: Sequence[float],
+           table: pd.DataFrame | None = None, n_star: int | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """The load curve's rows at ``fractions`` of ``n_star`` (the cell's own N*; by default the grid's load) and at
+    N* itself, from the cache or, given ``table`` (the committed runs of the cell), from it; a run at the grid's
+    load is the grid row."""
     if not len(fractions):
         return pd.DataFrame(), []
     if grid.empty:
         return pd.DataFrame(), [f"{pts[0].label()}: N* (the grid row) first"]
-    n_star = int(grid["n_star"].iloc[0])
+    grid_n = int(grid["n_star"].iloc[0])
+    n_star = grid_n if n_star is None else n_star
     rows, lack = [], []
     for f in sorted({float(x) for x in fractions} | {1.0}):
         n = load_at(f, n_star)
         for p in pts:
-            if n == n_star:
-                r = grid[grid["policy"].eq(p.policy)].to_dict("records")
-                r = r[0] if r else None
-            elif table is not None:
-                r = table[table["policy"].eq(p.policy) & table["n_sessions"].eq(n)].to_dict("records") \
-                    if not table.empty else []
-                r = dict(r[0], seed=p.seed) if r else None
-            else:
+            r = None
+            if table is not None and not table.empty:
+                found = table[table["policy"].eq(p.policy) & table["n_sessions"].eq(n)].to_dict("records")
+                r = dict(found[0], seed=p.seed) if found else None
+            elif table is None and n != grid_n:
                 r = sweep.cached_entry(p, cache, params, n)
+            if r is None and n == grid_n:
+                found = grid[grid["policy"].eq(p.policy)].to_dict("records")
+                r = found[0] if found else None
             if r is None:
                 lack.append(f"{p.label()} {p.policy} at {n} sessions/GPU ({f:g} × N*)")
             else:

@@ -89,6 +89,8 @@ class Started:
             raise SystemExit(128 + sig)
         for sig in (signal.SIGTERM, signal.SIGHUP):
             self._old[sig] = signal.signal(sig, stop)
+        # Ctrl-C raises KeyboardInterrupt even when started from a shell's background job (which ignores SIGINT)
+        self._old[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
         return self
 
     def start(self, cmd: list[str], **kw: object) -> subprocess.Popen:
