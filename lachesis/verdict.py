@@ -2,7 +2,8 @@
 (``lachesis evaluate TRACE_DIR``): HBM-first's load searched for the SLO, every policy at that load, HBF lifetime,
 Lachesis ÷ HBM-first, the HBM share of KV writes and the operating point (HBM ÷ live short-lived KV); one table
 and one figure.  What a real trace lacks is filled by the named assumptions of :mod:`lachesis.gaps` (knobs of
-kind ``trace``); a trace the protocol cannot read is refused in one line.  docs/design.md §7, "Evaluating a trace".
+kind ``trace``), each moved one at a time by :func:`assumption_sensitivity`; a trace the protocol cannot read is
+refused in one line.  docs/design.md §7, "Evaluating a trace".
 """
 
 from __future__ import annotations
@@ -269,9 +270,9 @@ NO_RANKER = "none (w/o predictive path)"
 
 
 def tried(knob: str, default: Any) -> tuple:
-    """The values a sensitivity row moves ``knob`` to from the evaluation's ``default``: the knob's own
-    (:data:`lachesis.knobs.KNOBS`), with a categorical knob's other choices and a numeric knob's default (0 =
-    nothing added) among them for ``reasoning_per_output``; the default itself is the default row."""
+    """The values sensitivity rows move ``knob`` to from the evaluation's ``default``: a categorical knob's other
+    choices; a numeric knob's values (:data:`lachesis.knobs.KNOBS`) and its own default (``reasoning_per_output``
+    0: nothing added; not ``sessions`` 0, which a small trace cannot reach), less ``default`` (the default row)."""
     k = knobs.KNOBS[knob]
     vals = tuple(k.allowed) if k.categorical else tuple(k.values) + ((k.default,) if knob != "sessions" else ())
     out: list = []
