@@ -340,10 +340,13 @@ def _evaluate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--search", choices=("paper", "ci"), default="paper", help="search and measurement windows")
     p.add_argument("--cache-dir", type=out_folder, default=None, help="evaluation cache (default <out>/cache)")
     p.add_argument("--jobs", type=jobs, default=None, help="worker processes (default: the CPU count)")
+    p.add_argument("--sensitivity", action="store_true",
+                   help="also move each named assumption one at a time (the first model and SLO, every configuration): "
+                        "<name>_sensitivity.csv")
 
     def run(a: argparse.Namespace) -> int:
         from lachesis import grid
-        from lachesis.verdict import evaluate
+        from lachesis.verdict import assumption_sensitivity, evaluate
 
         kw = {k: v for k, v in dict(models=a.models, slos=a.slos, configs=a.configs, policies=a.policies).items()
               if v is not None}
@@ -356,6 +359,17 @@ def _evaluate(sub: argparse._SubParsersAction) -> None:
         for path in v.paths:
             print(f"wrote {path}")
         print(f"evaluated in {v.seconds:.1f} s")
+        if a.sensitivity:
+            sel = {k: grid.split_csv(x) for k, x in kw.items()}
+            s = assumption_sensitivity(a.trace, a.out, model=sel.get("models", grid.MODEL_NAMES)[0],
+                                       slo=sel.get("slos", ["tight"])[0],
+                                       configs=sel.get("configs", grid.CONFIG_LABELS), node=a.node, load=a.load, seeds=a.seeds,
+                                       sessions=a.sessions, think_time=a.think_time,
+                                       reasoning_per_output=a.reasoning_per_output, search=a.search,
+                                       cache_dir=a.cache_dir or a.out / "cache", n_jobs=a.jobs, name=a.name)
+            for path in s.paths:
+                print(f"wrote {path}")
+            print(f"sensitivity in {s.seconds:.1f} s")
         return 0
     p.set_defaults(run=run)
 

@@ -56,6 +56,14 @@ def recorded_gaps(trace: Trace) -> Trace:
     return Trace(req, trace.spawns, trace.source, dict(trace.tool_class_of))
 
 
+def reasoning_targets(trace: Trace) -> np.ndarray:
+    """Per request: whether ``reasoning_per_output`` acts on it (a single-agent session that records no reasoning)."""
+    r = trace.requests
+    sess_single = r.groupby("session_id", sort=False)["role"].transform(lambda x: (x == "single").all())
+    sess_none = r.groupby("session_id", sort=False)["reasoning_tokens"].transform("sum") == 0
+    return (sess_single & sess_none).to_numpy()
+
+
 def add_reasoning(trace: Trace, per_output: float) -> Trace:
     """The trace with ``per_output`` × output tokens of reasoning added to every request of a single-agent
     session that records no reasoning, kept in the context for the rest of its turn and stripped at the
@@ -68,12 +76,10 @@ def add_reasoning(trace: Trace, per_output: float) -> Trace:
     sessions are left as they are: a role, not reasoning, sets their classes (§3.2)."""
     if per_output <= 0:
         return trace
-    r = trace.requests.copy()
-    sess_single = r.groupby("session_id", sort=False)["role"].transform(lambda x: (x == "single").all())
-    sess_none = r.groupby("session_id", sort=False)["reasoning_tokens"].transform("sum") == 0
-    target = (sess_single & sess_none).to_numpy()
+    target = reasoning_targets(trace)
     if not target.any():
         return trace
+    r = trace.requests.copy()
     inp = r["input_tokens"].to_numpy(dtype=np.int64).copy()
     mp = r["matched_prefix_tokens"].to_numpy(dtype=np.int64).copy()
     out = r["output_tokens"].to_numpy(dtype=np.int64).copy()
@@ -161,3 +167,15 @@ def fill(trace: Trace, overrides: tuple, seed: int = 0) -> tuple[Trace, Trace, d
         return tr, tr, None
     copied, origin = resample(tr, n, seed)
     return tr, copied, origin
+
+
+def not_applicable(trace: Trace, knob: str, value: Any) -> str:
+    """Why the trace knob ``knob`` at ``value`` would change nothing on ``trace`` or cannot be taken ("" when
+    it applies): what a sensitivity row states instead of a number."""
+    if knob == "think_time" and value == "trace" and not has_times(trace):
+        return "the trace records no t_start/t_end: its own delays do not exist"
+    if knob == "reasoning_per_output" and float(value) > 0 and not reasoning_targets(trace).any():
+        if not (trace.requests["role"] == "single").any():
+            return "multi-agent sessions only: a role, not reasoning, sets their classes; nothing is added"
+        return "every single-agent session records reasoning: nothing is added"
+    return ""

@@ -2,7 +2,8 @@
 (``lachesis evaluate TRACE_DIR``): HBM-first's load searched for the SLO, every policy at that load, HBF lifetime,
 Lachesis ÷ HBM-first, the HBM share of KV writes and the operating point (HBM ÷ live short-lived KV); one table
 and one figure.  What a real trace lacks is filled by the named assumptions of :mod:`lachesis.gaps` (knobs of
-kind ``trace``); a trace the protocol cannot read is refused in one line.  docs/design.md §7, "Evaluating a trace".
+kind ``trace``), each moved one at a time by :func:`assumption_sensitivity`; a trace the protocol cannot read is
+refused in one line.  docs/design.md §7, "Evaluating a trace".
 """
 
 from __future__ import annotations
@@ -249,6 +250,128 @@ def evaluate(trace_dir: str | os.PathLike, out_dir: str | os.PathLike | None = N
 
         out.paths = [save_numbers(out.table, out_dir, name)]
         out.paths += save_figure(figure(df, list(models), slos, name), out_dir, name)
+    out.seconds = time.perf_counter() - t0
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Sensitivity rows: each named assumption moved one at a time
+# ------------------------------------------------------------------------------------------------
+
+#: the sensitivity table's columns, in order: per (knob, value) and memory configuration, the load HBM-first's
+#: search set (sessions per GPU), both lifetimes and their ratio (median over seeds), whether Lachesis meets the SLO
+#: at that load on every seed, and a note (the reason a row is not applicable)
+SENSITIVITY_COLUMNS = ("trace", "model", "slo", "knob", "value", "memory", "n_sessions", "hbm_first_years",
+                       "lachesis_years", "over_hbm_first", "slo_met", "note")
+#: the trace knobs a sensitivity table moves (:mod:`lachesis.gaps`), then the ranker row
+SENSITIVITY_KNOBS = ("sessions", "think_time", "reasoning_per_output")
+#: the ranker's row: no knob moves the fit, so the row is Lachesis without its predictive path at the default load
+NO_RANKER = "none (w/o predictive path)"
+
+
+def tried(knob: str, default: Any) -> tuple:
+    """The values sensitivity rows move ``knob`` to from the evaluation's ``default``: a categorical knob's other
+    choices; a numeric knob's values (:data:`lachesis.knobs.KNOBS`) and its own default (``reasoning_per_output``
+    0: nothing added; not ``sessions`` 0, which a small trace cannot reach), less ``default`` (the default row)."""
+    k = knobs.KNOBS[knob]
+    vals = tuple(k.allowed) if k.categorical else tuple(k.values) + ((k.default,) if knob != "sessions" else ())
+    out: list = []
+    for v in vals:
+        v = v if k.categorical else float(v)
+        if v != (default if k.categorical else float(default)) and v not in out:
+            out.append(v)
+    return tuple(sorted(out) if not k.categorical else out)
+
+
+@dataclass
+class Sensitivity:
+    """What :func:`assumption_sensitivity` found: the table (:data:`SENSITIVITY_COLUMNS`, the default rows first),
+    the default run's statements and where the file went."""
+
+    table: pd.DataFrame
+    notes: list[str]
+    paths: list[Path] = field(default_factory=list)
+    seconds: float = float("nan")
+
+
+def _shown(value: Any) -> str:
+    """A knob's value as a table shows it (a number at %g)."""
+    return f"{value:g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+
+
+def _sensitivity_rows(v: Verdict, knob: str, value: Any, configs: Sequence[str], policy: str = "lachesis",
+                      note: str = "") -> list[dict[str, Any]]:
+    """One row per memory configuration from an evaluation's table: ``policy`` against HBM-first."""
+    t = v.table
+    rows = []
+    for mem in configs:
+        c = t[t.memory == mem]
+        hf, la = c[c.policy == LOAD_POLICY], c[c.policy == policy]
+        rows.append(dict(knob=knob, value=_shown(value), memory=mem,
+                         n_sessions=float(hf.n_sessions.median()) if len(hf) else float("nan"),
+                         hbm_first_years=float(hf.lifetime_years.median()) if len(hf) else float("nan"),
+                         lachesis_years=float(la.lifetime_years.median()) if len(la) else float("nan"),
+                         over_hbm_first=float(la.over_hbm_first.median()) if len(la) else float("nan"),
+                         slo_met=bool(la.slo_met.astype(bool).all()) if len(la) and "slo_met" in la else False,
+                         note=note))
+    return rows
+
+
+def assumption_sensitivity(trace_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None, *,
+                           model: str = grid.MODEL_NAMES[0], slo: str = "tight",
+                           configs: Sequence[str] = ("1/7", "4/4"), node: str = "paper",
+                           load: str = "per_deployment", seeds: Sequence[int] = (0,), sessions: int | None = None,
+                           think_time: str = "auto", reasoning_per_output: float = 0.0, search: str = "paper",
+                           values: dict[str, Sequence] | None = None, cache_dir: str | os.PathLike | None = None,
+                           n_jobs: int | None = None, progress: bool = True, name: str | None = None) -> Sensitivity:
+    """The trace's named assumptions moved one at a time: :func:`evaluate` (HBM-first and Lachesis; the same
+    cache) at the defaults ``sessions``/``think_time``/``reasoning_per_output``, then once per value of each
+    knob of :data:`SENSITIVITY_KNOBS` (:func:`tried`, or ``values[knob]``) with the others at their defaults,
+    each at its own HBM-first load; then the ranker's row (Lachesis without its predictive path at the default
+    load).  A value the trace cannot take or that changes nothing (:func:`lachesis.gaps.not_applicable`) is a row
+    with its reason and no numbers.  With ``out_dir``, ``<name>_sensitivity.csv`` written atomically."""
+    t0 = time.perf_counter()
+    trace = read(trace_dir)
+    name = name or Path(trace_dir).name.split(".")[0]
+    configs = list(configs)
+    default, notes = assumptions(trace, sessions, think_time, reasoning_per_output)
+    base = {k: default.get(k, knobs.KNOBS[k].default) for k in SENSITIVITY_KNOBS}
+    ranked = _kind(trace) == "multi" and gaps.has_workers(trace)
+    kw = dict(models=[model], slos=[slo], configs=configs, node=node, load=load, seeds=seeds, search=search,
+              cache_dir=cache_dir, n_jobs=n_jobs, progress=progress, name=name)
+
+    def run(setting: dict[str, Any], policies: Sequence[str]) -> Verdict:
+        return evaluate(trace_dir, sessions=int(setting["sessions"]), think_time=str(setting["think_time"]),
+                        reasoning_per_output=float(setting["reasoning_per_output"]), policies=list(policies), **kw)
+
+    pol = [LOAD_POLICY, "lachesis"]
+    v0 = run(base, pol[:1] + ["deterministic"] + pol[1:] if ranked else pol)
+    rows = _sensitivity_rows(v0, "default", "; ".join(f"{k}={_shown(base[k])}" for k in base), configs)
+    for knob in SENSITIVITY_KNOBS:
+        for value in (values or {}).get(knob, tried(knob, base[knob])):
+            why = gaps.not_applicable(trace, knob, value)
+            if why:
+                rows += [dict(knob=knob, value=_shown(value), memory=m, slo_met=None, note=f"not applicable: {why}")
+                         for m in configs]
+                continue
+            rows += _sensitivity_rows(run({**base, knob: value}, pol), knob, value, configs)
+    if ranked:
+        k = ranker.sessions_with_workers(trace)
+        rows += _sensitivity_rows(v0, "ranker", NO_RANKER, configs, policy="deterministic",
+                                  note="" if k >= ranker.FOLDS else
+                                  f"the default already admits workers unranked ({k} sessions with workers "
+                                  f"< {ranker.FOLDS} folds)")
+    else:
+        why = "single-agent: no workers to rank" if _kind(trace) == "single" else \
+            "no workers: Lachesis is already w/o predictive path"
+        rows += [dict(knob="ranker", value=NO_RANKER, memory=m, slo_met=None, note=f"not applicable: {why}")
+                 for m in configs]
+    tab = pd.DataFrame(rows).assign(trace=name, model=model, slo=slo)
+    out = Sensitivity(tab.reindex(columns=list(SENSITIVITY_COLUMNS)), notes)
+    if out_dir is not None:
+        from lachesis.plotting import save_numbers
+
+        out.paths = [save_numbers(out.table, out_dir, f"{name}_sensitivity")]
     out.seconds = time.perf_counter() - t0
     return out
 

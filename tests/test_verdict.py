@@ -1,6 +1,7 @@
 """``lachesis evaluate``: the Figs. 9/11 protocol on a trace folder end to end at CI scale, the trace knobs
 (sessions drawn with replacement, the trace's own delays, reasoning added where none is recorded) each moving
-only what it names, and every refusal as one line naming its input."""
+only what it names, the sensitivity rows that move them one at a time, and every refusal as one line naming its
+input."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 import lachesis
 from lachesis import clock, gaps, grid, knobs, plancache, ranker, segments, verdict
 from lachesis.cli import main
-from lachesis.trace import Trace, read_trace
+from lachesis.trace import Trace, read_trace, write_trace
 
 FIX = Path(__file__).parent / "fixtures" / "evaluate"
 MULTI, SINGLE = FIX / "multi", FIX / "single"
@@ -225,3 +226,98 @@ def test_too_few_sessions_with_workers_leave_workers_unranked() -> None:
     assert len(keys) and keys.isna().all()
     _, notes = verdict.assumptions(small)
     assert any("unranked" in n for n in notes)
+
+
+# ------------------------------------------------------------------------------------------------
+# Sensitivity rows: each named assumption moved one at a time
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def multi_sensitivity(multi_run, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("sensitivity")
+    assert main(["evaluate", str(MULTI), "--out", str(out), "--cache-dir", str(multi_run / "cache"), *CI,
+                 "--sensitivity"]) == 0
+    return out
+
+
+def test_sensitivity_has_the_default_row_first_then_one_row_per_knob_value(multi_sensitivity) -> None:
+    s = pd.read_csv(multi_sensitivity / "multi_sensitivity.csv", dtype={"value": str})
+    assert list(s.columns) == list(verdict.SENSITIVITY_COLUMNS)
+    assert s.knob.iloc[0] == "default" and (s.knob == "default").sum() == 1
+    assert s.value.iloc[0] == "sessions=16; think_time=reference; reasoning_per_output=0"
+    assert list(zip(s.knob, s.value))[1:] == [("sessions", "64"), ("sessions", "1024"), ("think_time", "trace"),
+                                              ("reasoning_per_output", "0.5"), ("reasoning_per_output", "2"),
+                                              ("ranker", verdict.NO_RANKER)]
+    assert (s.memory == "1/7").all() and set(s.model) == {"Qwen3-235B-A22B"} and set(s.slo) == {"tight"}
+    # the default row is the evaluation's own cell (the same cache)
+    t = pd.read_csv(multi_sensitivity / "multi.csv")
+    hf, la = t[t.policy == "hbm_first"].iloc[0], t[t.policy == "lachesis"].iloc[0]
+    d = s.iloc[0]
+    assert d.n_sessions == hf.n_sessions and d.lachesis_years == pytest.approx(la.lifetime_years, rel=1e-9)
+    assert d.over_hbm_first == pytest.approx(la.over_hbm_first, rel=1e-9) and d.slo_met == la.slo_met
+    # a knob the trace cannot take is a row with its reason and no numbers, not a dropped row
+    na = s[s.note.fillna("").str.startswith("not applicable")]
+    assert set(na.knob) == {"think_time", "reasoning_per_output"} and na[["n_sessions", "lachesis_years"]].isna().all().all()
+    assert "t_start" in na[na.knob == "think_time"].note.iloc[0]
+    ran = s[s.knob.isin(["sessions", "ranker"])]
+    assert np.isfinite(ran[["n_sessions", "hbm_first_years", "lachesis_years", "over_hbm_first"]].to_numpy()).all()
+    # the ranker's row is Lachesis w/o predictive path at the default load
+    w = s[s.knob == "ranker"].iloc[0]
+    assert w.n_sessions == d.n_sessions and w.lachesis_years == pytest.approx(
+        t[t.policy == "deterministic"].lifetime_years.iloc[0], rel=1e-9)
+    assert not [p for p in multi_sensitivity.iterdir() if p.name.startswith(".") or p.suffix == ".tmp"]
+
+
+def test_sensitivity_is_seeded_and_reproducible(tmp_path) -> None:
+    kw = dict(model="Qwen3-235B-A22B", configs=["1/7"], node="one_gpu", search="ci", sessions=16, n_jobs=1,
+              progress=False, values=dict(sessions=(24,)))
+    a = verdict.assumption_sensitivity(MULTI, cache_dir=tmp_path / "a", **kw).table
+    b = verdict.assumption_sensitivity(MULTI, cache_dir=tmp_path / "b", **kw).table
+    pd.testing.assert_frame_equal(a, b)
+    assert a[a.knob == "sessions"].n_sessions.iloc[0] != a.n_sessions.iloc[0]  # a bigger pool, its own load
+
+
+def _spy(monkeypatch) -> list[dict]:
+    """The evaluations :func:`verdict.assumption_sensitivity` asks for, each answered by a stub table."""
+    calls: list[dict] = []
+
+    def fake(trace_dir, *, sessions, think_time, reasoning_per_output, policies, configs, **_):
+        calls.append(dict(sessions=sessions, think_time=think_time, reasoning_per_output=reasoning_per_output,
+                          policies=tuple(policies)))
+        t = pd.DataFrame([dict(memory=m, policy=p, n_sessions=1.0, lifetime_years=1.0, over_hbm_first=1.0,
+                               slo_met=True) for m in configs for p in policies])
+        return verdict.Verdict(t, t, [])
+
+    monkeypatch.setattr(verdict, "evaluate", fake)
+    return calls
+
+
+def test_each_sensitivity_row_moves_one_knob_from_the_defaults(monkeypatch, tmp_path) -> None:
+    bare = tmp_path / "bare"  # the single-agent fixture without its reasoning: every knob applies but the ranker
+    write_trace(_no_reasoning(read_trace(SINGLE)), bare)
+    calls = _spy(monkeypatch)
+    s = verdict.assumption_sensitivity(bare, configs=["1/7", "4/4"], sessions=16, progress=False).table
+    knobs_ = ("sessions", "think_time", "reasoning_per_output")
+    base = calls[0]
+    assert (base["sessions"], base["think_time"], base["reasoning_per_output"]) == (16, "trace", 0.0)
+    assert base["policies"] == ("hbm_first", "lachesis")  # no workers: no ranker row to run
+    moved = [[k for k in knobs_ if c[k] != base[k]] for c in calls[1:]]
+    assert moved == [["sessions"], ["sessions"], ["think_time"], ["reasoning_per_output"], ["reasoning_per_output"]]
+    assert [c["sessions"] for c in calls[1:3]] == [64, 1024] and calls[3]["think_time"] == "reference"
+    assert len(s) == 2 * (1 + 5 + 1) and list(s.knob[:2]) == ["default", "default"]
+    assert s[s.knob == "ranker"].note.str.contains("single-agent").all()
+    assert s[s.knob != "ranker"].note.fillna("").eq("").all()
+
+
+def test_sensitivity_knobs_that_change_nothing_say_why() -> None:
+    multi, single = read_trace(MULTI), read_trace(SINGLE)
+    assert "multi-agent" in gaps.not_applicable(multi, "reasoning_per_output", 0.5)
+    assert "records reasoning" in gaps.not_applicable(single, "reasoning_per_output", 2.0)
+    assert gaps.not_applicable(_no_reasoning(single), "reasoning_per_output", 0.5) == ""
+    assert "t_start" in gaps.not_applicable(multi, "think_time", "trace")
+    assert gaps.not_applicable(single, "think_time", "trace") == gaps.not_applicable(multi, "sessions", 64) == ""
+    # the values tried are the knob's, without the evaluation's own setting
+    assert verdict.tried("sessions", 512) == (64.0, 1024.0) and verdict.tried("sessions", 64) == (1024.0,)
+    assert verdict.tried("think_time", "trace") == ("reference",)
+    assert verdict.tried("reasoning_per_output", 0.5) == (0.0, 2.0)
