@@ -369,6 +369,12 @@ def _study_from_figures(sel: Selection, store: Committed, knobs: Sequence[str]) 
                                          if (v.knob, _value_text(v.label())) not in have]
 
 
+def sel_load_words(sel: Selection) -> str:
+    """The selection's load rule in words, for a legend."""
+    return {"per_deployment": "the deployment's, held from its base", "per_cell": "each cell's own N*"}.get(
+        sel.load, sel.load)
+
+
 def _curve(pts: list[Point], grid: pd.DataFrame, cache: str, params: SearchParams, fractions: Sequence[float],
            table: pd.DataFrame | None = None, n_star: int | None = None) -> tuple[pd.DataFrame, list[str]]:
     """The load curve's rows at ``fractions`` of ``n_star`` (the cell's own N*; by default the grid's load) and at
@@ -390,6 +396,8 @@ def _curve(pts: list[Point], grid: pd.DataFrame, cache: str, params: SearchParam
                 r = dict(found[0], seed=p.seed) if found else None
             elif table is None and n != grid_n:
                 r = sweep.cached_entry(p, cache, params, n)
+                if r is None and n == n_star and p.policy == LOAD_POLICY:  # the search's own run at its N*
+                    r = sweep.cached_entry(p, cache, params)
             if r is None and n == grid_n:
                 found = grid[grid["policy"].eq(p.policy)].to_dict("records")
                 r = found[0] if found else None
@@ -615,6 +623,7 @@ def figure(v: View) -> Any:
     """Device-years per policy and write composition side by side, and (when there) lifetime against sessions
     per GPU below them: :data:`FIGURE_WIDTH_PX` wide."""
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
     from matplotlib.ticker import NullFormatter, ScalarFormatter
 
     s = summary(v)
@@ -669,11 +678,18 @@ def figure(v: View) -> Any:
         ax[2].yaxis.set_major_formatter(ScalarFormatter())
         ax[2].yaxis.set_minor_formatter(NullFormatter())
         ax[2].tick_params(labelsize=7)
-        ax[2].axvline(int(s["n_star"].iloc[0]), **NSTAR_STYLE)
+        own, held = int(v.curve["n_star"].iloc[0]), int(s["n_sessions"].iloc[0])
+        ax[2].axvline(own, **NSTAR_STYLE)  # the curve's fractions are of this cell's own N*
+        extra = []
+        if held != own:  # the grid's rows run at the deployment's load, held across configurations
+            style = dict(NSTAR_STYLE, linestyle="-.")
+            ax[2].axvline(held, **style)
+            extra = [Line2D([], [], label=f"the grid's load ({sel_load_words(v.selection)})", **style)]
         warranty_line(ax[2], Endurance().warranty_years)
         ax[2].set_xlabel("load (concurrent sessions per GPU)", fontsize=8)
         ax[2].set_ylabel(LIFETIME_AXIS, fontsize=8)
-        handles = ax[2].get_legend_handles_labels()[0] + [nstar_key(), warranty_key(Endurance().warranty_years)]
+        handles = ax[2].get_legend_handles_labels()[0] + [nstar_key(), *extra,
+                                                          warranty_key(Endurance().warranty_years)]
         ax[2].legend(handles=handles, fontsize=7, loc="upper right")
         ax[2].set_title(f"lifetime against load (seed {seeds[0]})", fontsize=9)
     sel = v.selection
