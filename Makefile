@@ -35,7 +35,7 @@ reproduce-ci: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q tests --nbval-lax notebooks --nbval-current-env -p no:cacheprovider
 
-## The fast lane (about 3 min on 2 cores): the tests without the `slow` marker (pyproject.toml: long simulated runs,
+## The fast lane (about 2 min on 2 cores): the tests without the `slow` marker (pyproject.toml: long simulated runs,
 ## capacity searches, ranker fits, notebook kernels, process pools, the Dask cluster) and no notebooks.
 ## `make test` still runs everything.
 test-fast: $(STAMP)
