@@ -70,6 +70,8 @@ class Plan:
     _mean_span: float | None = None
     _lists: dict | None = None
     _spans: dict | None = None
+    #: the native core's forms of this plan (lachesis.native.plan_arrays, lachesis._core.plan_segments), built once
+    _native: dict = field(default_factory=dict, repr=False)
 
     def lists(self) -> dict:
         """Per-request Python lists for the event loop (numpy scalar indexing is slow per event)."""

@@ -451,9 +451,7 @@ class _NativeRun:
         closes = settings.clairvoyance
         clock = None if closes is None else core.Clock(closes, plan)
         self.recorder = core.Recorder() if settings.record_closes else None
-        segments = getattr(plan, "_native_segments", None)
-        if segments is None:
-            segments = plan._native_segments = core.plan_segments(plan)
+        segments = native.plan_segments(core, plan)
         blocks = hbf.kv_blocks(cfg.memory, cfg.model, dep)
         self.mems = [core.NodeMemory(*blocks, int(dep.block_tokens), int(cfg.model.kv_bytes_per_token), spec, segments,
                                      clock, self.recorder) for _ in range(self.ranks)]

@@ -74,6 +74,15 @@ def _signal(pids: list[int], sig: int) -> None:
             pass
 
 
+def _signal_groups(pids: list[int], sig: int) -> None:
+    """``sig`` to the process group each of ``pids`` leads (one that is gone already is skipped)."""
+    for pid in pids:
+        try:
+            os.killpg(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 class Started:
     """Every process the check starts, each in a process group (a session) of its own.  Leaving the block, by
     any path (success, an error, Ctrl-C, SIGTERM or SIGHUP, a timeout), ends each of them with every process
@@ -102,11 +111,7 @@ class Started:
         """End every started process, its group and its descendants; wait for them."""
         pids = [p.pid for p in self.procs if p.poll() is None]
         family = [d for pid in pids for d in _descendants(pid)]
-        for pid in pids:
-            try:
-                os.killpg(pid, signal.SIGTERM)
-            except (ProcessLookupError, PermissionError):
-                pass
+        _signal_groups(pids, signal.SIGTERM)
         _signal(family, signal.SIGTERM)
         deadline = time.monotonic() + self.grace
         for p in self.procs:
@@ -114,11 +119,7 @@ class Started:
                 p.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pass
-        for pid in pids:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        _signal_groups(pids, signal.SIGKILL)
         _signal(family, signal.SIGKILL)
         for p in self.procs:
             p.wait()

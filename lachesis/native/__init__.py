@@ -35,7 +35,7 @@ def core() -> ModuleType | None:
 def plan_arrays(plan: Plan) -> dict:
     """The plan as the native event loop reads it: per request its costs and CSR rows, per agent its
     requests, per request the agents it spawns, per session its root agents (built once per plan)."""
-    cached = getattr(plan, "_native_arrays", None)
+    cached = plan._native.get("arrays")
     if cached is not None:
         return cached
     agents: list = []
@@ -76,7 +76,7 @@ def plan_arrays(plan: Plan) -> dict:
         ce_ptr=plan.ce_ptr, ce_seg=plan.ce_seg, kid_ptr=kid_ptr, kid_agent=kid_agent, agent_ptr=agent_ptr,
         agent_req=agent_req, root_ptr=root_ptr, root_agent=root_agent)
     out = {key: (v.tolist() if isinstance(v, np.ndarray) else v) for key, v in out.items()}
-    plan._native_arrays = out
+    plan._native["arrays"] = out
     return out
 
 
@@ -107,4 +107,11 @@ def run_settings(cfg: Config, n_sessions: int, first_warmup: float, land: bool, 
                 windows=[(float(d), float(w), int(n)) for d, w, n in windows])
 
 
-__all__ = ["BACKENDS", "core", "plan_arrays", "step_arrays", "run_settings"]
+def plan_segments(core: ModuleType, plan: Plan):
+    """The plan's per-segment columns as the native node memory reads them (built once per plan)."""
+    if "segments" not in plan._native:
+        plan._native["segments"] = core.plan_segments(plan)
+    return plan._native["segments"]
+
+
+__all__ = ["BACKENDS", "core", "plan_arrays", "plan_segments", "step_arrays", "run_settings"]
