@@ -1,4 +1,4 @@
-"""The native core (lachesis/native/*.cpp, C++17 behind pybind11) built at install with the machine's compiler.
+"""The native core (lachesis/node/native/*.cpp, C++17 behind pybind11) built at install with the machine's compiler.
 
 Optional: where no C++ compiler is present the install still succeeds and the package runs on its Python
 reference (docs/design.md §5, "Native core"); everything else is declared in pyproject.toml.
@@ -9,7 +9,7 @@ from glob import glob
 from pybind11.setup_helpers import Pybind11Extension, build_ext
 from setuptools import setup
 
-core = Pybind11Extension("lachesis._core", sorted(glob("lachesis/native/*.cpp")), cxx_std=17,
+core = Pybind11Extension("lachesis.node._core", sorted(glob("lachesis/node/native/*.cpp")), cxx_std=17,
                          extra_compile_args=["-O3", "-fno-fast-math", "-ffp-contract=off"])
 core.optional = True  # a failed compile leaves the reference path, never a failed install
 

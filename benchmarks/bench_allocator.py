@@ -3,7 +3,7 @@
 Prints, per memory size, block allocations/s and block frees/s of the raw allocator (batched calls
 of ``--batch`` blocks), and replayed events/s of the segment table per policy, beside the same
 numbers for the one-object-per-block reference (run only at the sizes where it finishes quickly).
-With the native core built (``lachesis._core``), the node memory's calls recorded from a simulated run
+With the native core built (``lachesis.node._core``), the node memory's calls recorded from a simulated run
 are replayed into the Python ``Memory`` and the native ``NodeMemory``: µs per write and their ratio.
 The replayed stream carries decode-stage reads (for ``rho_threshold``) and, annotated from the stream
 itself, each segment's close time and final size (for ``oracle``).  Writes its section of
@@ -23,11 +23,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from lachesis.free_lists import TieredAllocator  # noqa: E402
-from lachesis.kv import Tier  # noqa: E402
-from lachesis.replay import annotate_clairvoyant, replay_events  # noqa: E402
 from reference_blocksim import RefSim, reference_replay  # noqa: E402
 from results import record  # noqa: E402
+
+from lachesis.kv import Tier  # noqa: E402
+from lachesis.memory.free_lists import TieredAllocator  # noqa: E402
+from lachesis.memory.replay import annotate_clairvoyant, replay_events  # noqa: E402
 
 TITLE = "Two-tier allocator (`benchmarks/bench_allocator.py`)"
 
@@ -147,13 +148,14 @@ class _CallLog:
 
 def memory_calls(n_sessions: int = 24, scale: int = 4, hbm_bytes: float = 4e8) -> tuple:
     """(plan, cfg, calls per policy): the rank-0 memory calls of a simulated multi-agent run per policy."""
-    import lachesis.simulator as S
-    from lachesis.node_memory import Memory
-    from lachesis.plan import build_plan
-    from lachesis.ranker import rank_keys
-    from lachesis.segments import recover
     from sim_fixtures import multi_agent_trace
     from test_simulator import small_cfg
+
+    import lachesis.node.simulator as S
+    from lachesis.analysis.ranker import rank_keys
+    from lachesis.analysis.segments import recover
+    from lachesis.node.node_memory import Memory
+    from lachesis.node.plan import build_plan
 
     tr = multi_agent_trace(32, scale=scale)
     seg = recover(tr, seed=0)
@@ -229,12 +231,12 @@ def call_arrays(calls: list, session_index: dict) -> tuple:
 def bench_native_memory(out, repeat: int) -> None:
     """µs per write of the recorded calls, Python reference against the native core (best of ``repeat``)."""
     try:
-        from lachesis import _core
+        from lachesis.node import _core
     except ImportError:
-        out("node memory, native: not built (lachesis._core missing): skipped")
+        out("node memory, native: not built (lachesis.node._core missing): skipped")
         return
-    from lachesis.clairvoyance import Clock
-    from lachesis.node_memory import Memory
+    from lachesis.node.clairvoyance import Clock
+    from lachesis.node.node_memory import Memory
 
     plan, cfg, logs = memory_calls()
     index = {s: i for i, s in enumerate(plan.sessions)}

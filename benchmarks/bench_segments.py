@@ -1,6 +1,6 @@
-"""Speed of corpus generation and segment recovery (``lachesis.segments.recover``): requests/s and segments/s.
+"""Speed of corpus generation and segment recovery (``lachesis.analysis.segments.recover``): requests/s and segments/s.
 
-On the embedded synthetic corpus (``lachesis.corpus``: τ³-bench, BFCLv4 and the multi-agent
+On the embedded synthetic corpus (``lachesis.traces.corpus``: τ³-bench, BFCLv4 and the multi-agent
 workloads, each on its own reference clock).  Scale 1 is the paper's Table 3 session counts.
 Writes its section of ``benchmarks/RESULTS.md`` (``--no-record``: print only).
 
@@ -14,7 +14,7 @@ import time
 
 from results import record
 
-from lachesis.segments import load_trace, recover
+from lachesis.analysis.segments import load_trace, recover
 
 WORKLOADS = ("tau3", "bfcl", "multi_agent")
 TITLE = "Corpus generation and segment recovery (`benchmarks/bench_segments.py`)"

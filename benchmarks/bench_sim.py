@@ -3,7 +3,7 @@
 For a corpus trace at 1×, 2× and 4× its size (corpus ``scale``), the closed-loop simulator runs N
 sessions per GPU long enough to replay each session about once, recording the allocator event
 stream.  The same stream is then replayed through the fast allocator
-(:func:`lachesis.replay.replay_events`) and through the per-block reference
+(:func:`lachesis.memory.replay.replay_events`) and through the per-block reference
 (``tests/reference_blocksim.py``, one Python object per KV block); per-tier write bytes must agree.
 
     .venv/bin/python benchmarks/bench_sim.py [--workload multi_agent] [--scale 0.05] [--n 16] [--hbm-gb 4] [--hbf-kv-gb 300]
@@ -34,12 +34,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from reference_blocksim import reference_replay  # noqa: E402
-
-from lachesis import simulator as S  # noqa: E402
-from lachesis import plancache  # noqa: E402
-from lachesis.node_memory import Memory  # noqa: E402
-from lachesis.replay import replay_events  # noqa: E402
 from results import record  # noqa: E402
+
+from lachesis.evaluation import plancache  # noqa: E402
+from lachesis.memory.replay import replay_events  # noqa: E402
+from lachesis.node import simulator as S  # noqa: E402
+from lachesis.node.node_memory import Memory  # noqa: E402
 
 TITLE = "Decode-node simulator (`benchmarks/bench_sim.py`)"
 BACKENDS_TITLE = "Native core against the Python reference (`benchmarks/bench_sim.py --backends`)"
@@ -54,8 +54,8 @@ def backends(repeats: int) -> list[str]:
     """Each cell on the Python reference and the native core, alternated ``repeats`` times; CPU µs per request."""
     import pandas as pd
 
-    from lachesis import knobs
     from lachesis.config import DEFAULT, memory_config
+    from lachesis.evaluation import knobs
 
     rows = []
     for workload, mem, node, n, policy in BACKEND_CELLS:
@@ -86,8 +86,8 @@ def backends(repeats: int) -> list[str]:
 
 def bench_config(hbm_gb: float, hbf_kv_gb: float):
     """Config 1/7-like but with small per-GPU capacities, so the per-block reference fits in time and memory."""
-    from lachesis import hbf
     from lachesis.config import DEFAULT, GB, MemoryConfig, StackSpec
+    from lachesis.node import hbf
 
     w = hbf.weight_storage_bytes_per_gpu(DEFAULT.model, DEFAULT.deployment)
     mem = MemoryConfig(f"bench {hbm_gb:g}+{hbf_kv_gb:g} GB", 1, 7,

@@ -30,10 +30,11 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from lachesis import grid, knobs, sweep  # noqa: E402
-from lachesis.capacity import PAPER  # noqa: E402
-from lachesis.config import memory_config  # noqa: E402
 from results import record  # noqa: E402
+
+from lachesis.config import memory_config  # noqa: E402
+from lachesis.evaluation import grid, knobs, sweep  # noqa: E402
+from lachesis.node.capacity import PAPER  # noqa: E402
 
 TITLE = "BFCLv4's trend against the operating point (`benchmarks/bfcl_operating_point.py`)"
 NODE = knobs.node("paper")

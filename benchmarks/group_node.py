@@ -27,8 +27,10 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from lachesis import capacity, grid, knobs, sweep  # noqa: E402
 from results import record  # noqa: E402
+
+from lachesis.evaluation import grid, knobs, sweep  # noqa: E402
+from lachesis.node import capacity
 
 TITLE = "Decode node: the paper's eight-GPU group"
 GROUP = dict(knobs.node("paper"))

@@ -1,10 +1,10 @@
 """Evidence for the grid's lifetime window: what reading lifetime from a shorter run changes.
 
-``lachesis.capacity.PAPER`` reads HBF lifetime from ``warmup`` 0.25 + ``measure`` 1.0 mean session
-durations instead of :class:`lachesis.capacity.SearchParams`' 0.5 + 2.0 (a named assumption there).
+``lachesis.node.capacity.PAPER`` reads HBF lifetime from ``warmup`` 0.25 + ``measure`` 1.0 mean session
+durations instead of :class:`lachesis.node.capacity.SearchParams`' 0.5 + 2.0 (a named assumption there).
 This runs sample cells at their N* (HBM-first's search, seed 0, read from the grid's cache when it is
 there) for several seeds and policies; each run is observed through both windows at once
-(:func:`lachesis.simulator.simulate_windows`, each window's result equals a separate run), and it
+(:func:`lachesis.node.simulator.simulate_windows`, each window's result equals a separate run), and it
 prints the gain and lifetime of each window, their relative change, and the share of runs whose HBF
 write traffic settled.  Not a test: a measurement for ``benchmarks/RESULTS.md``.
 
@@ -18,9 +18,10 @@ import argparse
 import numpy as np
 import pandas as pd
 
-from lachesis import simulator as sim
-from lachesis import capacity, grid, plancache, sweep
-from lachesis.capacity import SearchParams
+from lachesis.evaluation import grid, plancache, sweep
+from lachesis.node import capacity
+from lachesis.node import simulator as sim
+from lachesis.node.capacity import SearchParams
 
 #: (workload, memory, model, SLO): the multi-agent corner and middle cells, H3, one cell per single-agent trace
 CELLS = [("multi_agent", "1/7", "Qwen3-235B-A22B", "tight"), ("multi_agent", "4/4", "Llama-4-Maverick", "loose"),

@@ -2,7 +2,7 @@
 
 The notebooks draw each lifetime and gain as the median over seeds with its min–max; this prints the
 per-cell detail behind those whiskers.  It runs the notebooks' paper-scale grids (``paper`` preset,
-seeds 0–2, each seed at seed 0's load) through :mod:`lachesis.sweep`; after ``make reproduce`` every
+seeds 0–2, each seed at seed 0's load) through :mod:`lachesis.evaluation.sweep`; after ``make reproduce`` every
 point is read back from the cache, nothing is recomputed.  A seed changes the synthetic corpus draw,
 the reference clock's delays and the simulator's session order; the load stays the first seed's N*.
 Not a test: a measurement to read next to the figures.
@@ -20,7 +20,8 @@ import time
 
 import pandas as pd
 
-from lachesis import capacity, evaluation, grid, sweep
+from lachesis.evaluation import grid, sweep, tables
+from lachesis.node import capacity
 
 
 def grid_points(which: str, seeds: list[int]) -> list[grid.Point]:
@@ -40,7 +41,7 @@ def main() -> None:
         df = sweep.run_grid(grid_points(which, a.seeds), capacity.PAPER, a.cache, n_jobs=a.n_jobs, progress=False,
                             load="per_cell")  # the rule its recorded results used
         print(f"[{which}] {len(df)} runs in {time.perf_counter() - t:.0f} s")
-        r = evaluation.ratio_table(df)
+        r = tables.ratio_table(df)
         wide = r.pivot_table(index=grid.CELL, columns="seed", values="lachesis/hbm_first")
         spread = wide.max(axis=1) / wide.min(axis=1) - 1
         cv = wide.std(axis=1, ddof=1) / wide.mean(axis=1)

@@ -54,8 +54,8 @@ def _runs(which: str) -> list[dict]:
 
 
 def _config(spec: dict):
-    from lachesis import hbf
     from lachesis.config import DEFAULT, MODELS, SLOS, MemoryConfig, StackSpec, memory_config
+    from lachesis.node import hbf
 
     model = MODELS[spec["model"]]
     if spec["memory"] == "tiny":  # 2 GB HBM + 160 GB HBF for KV: eviction under HBM-first, OOM at high load
@@ -76,8 +76,9 @@ def _fields(r: Any) -> dict:
 
 def run_one(spec: dict) -> tuple[dict, float, int]:
     """(recorded fields, CPU seconds, requests simulated) of one sample."""
-    from lachesis import capacity, plancache
-    from lachesis import simulator as S
+    from lachesis.evaluation import plancache
+    from lachesis.node import capacity
+    from lachesis.node import simulator as S
 
     plan = plancache.workload_plan(spec["workload"], spec["scale"], 0)
     plan.lists()  # per-plan work a sweep process does once

@@ -25,10 +25,12 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from lachesis import simulator as sim  # noqa: E402
-from lachesis import capacity, grid, plancache  # noqa: E402
-from lachesis.policies import SIZE_ESTIMATES  # noqa: E402
 from results import record  # noqa: E402
+
+from lachesis.evaluation import grid, plancache  # noqa: E402
+from lachesis.memory.policies import SIZE_ESTIMATES  # noqa: E402
+from lachesis.node import capacity
+from lachesis.node import simulator as sim  # noqa: E402
 
 TITLE = "Predictive path: the worker size estimate (`size_estimate`)"
 GROUP = {"group_ranks": 8, "landing": "stall", "node_start": "aged"}

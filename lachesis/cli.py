@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import lachesis
 
 if TYPE_CHECKING:
-    from lachesis.explorer import Selection
+    from lachesis.evaluation.explorer import Selection
 
 DESCRIPTION = """\
 Lachesis: lifetime-aware KV cache placement across HBM and high-bandwidth flash (HBF).
@@ -77,7 +77,7 @@ def seed(text: str) -> int:
 
 def workload(text: str) -> str:
     """A workload of the synthetic corpus."""
-    from lachesis.workloads import WORKLOADS
+    from lachesis.traces.workloads import WORKLOADS
 
     if text not in WORKLOADS:
         raise argparse.ArgumentTypeError(f"unknown workload {text!r}; choose from {', '.join(WORKLOADS)}")
@@ -86,7 +86,7 @@ def workload(text: str) -> str:
 
 def dataset(text: str) -> str:
     """A registered real public trace."""
-    from lachesis.datasets import names
+    from lachesis.traces.datasets import names
 
     if text not in names():
         raise argparse.ArgumentTypeError(f"unknown dataset {text!r}; choose from {', '.join(names())}")
@@ -240,7 +240,7 @@ def _corpus(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workloads", nargs="*", type=workload, default=None, help="subset of workload names (default: all)")
 
     def run(a: argparse.Namespace) -> int:
-        from lachesis.corpus import write_all
+        from lachesis.traces.corpus import write_all
 
         t0 = time.perf_counter()
         for name, tr in write_all(a.out, a.scale, a.seed, a.format, a.workloads or None).items():
@@ -284,7 +284,7 @@ def _adapt(sub: argparse._SubParsersAction) -> None:
                    help="tau2 only: when reasoning leaves the context (default turn_end)")
 
     def run(a: argparse.Namespace) -> int:
-        from lachesis.adapters import adapt
+        from lachesis.traces.adapters import adapt
 
         report = adapt(a.dataset, a.path, a.out, fmt=a.format, **({"stripping": a.stripping} if a.stripping else {}))
         for line in report.lines():
@@ -302,8 +302,9 @@ def _sweep(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=out_file, default=Path("build/sweep.csv"))
 
     def run(a: argparse.Namespace) -> int:
-        from lachesis import capacity, grid, sweep
+        from lachesis.evaluation import grid, sweep
         from lachesis.io import atomic_write
+        from lachesis.node import capacity
 
         if a.scheduler:
             probe_scheduler(a.scheduler)
@@ -345,8 +346,8 @@ def _evaluate(sub: argparse._SubParsersAction) -> None:
                         "<name>_sensitivity.csv")
 
     def run(a: argparse.Namespace) -> int:
-        from lachesis import grid
-        from lachesis.verdict import assumption_sensitivity, evaluate
+        from lachesis.evaluation import grid
+        from lachesis.evaluation.verdict import assumption_sensitivity, evaluate
 
         kw = {k: v for k, v in dict(models=a.models, slos=a.slos, configs=a.configs, policies=a.policies).items()
               if v is not None}
@@ -379,7 +380,7 @@ def _explore(sub: argparse._SubParsersAction) -> None:
                                        "(the grid cell over seeds, the load curve, the sensitivity study)")
     p.add_argument("--cache-dir", type=out_folder, required=True, help="the sweep cache the notebooks read")
     for k in ("workload", "model", "slo", "memory", "policy"):
-        p.add_argument(f"--{k}", default=None, help="default: lachesis.explorer.Selection's")
+        p.add_argument(f"--{k}", default=None, help="default: lachesis.evaluation.explorer.Selection's")
     p.add_argument("--search", default=None, help="search preset: paper (default) or ci")
     p.add_argument("--scale", type=positive_float, default=None, help="corpus scale (default 1)")
     p.add_argument("--seeds", type=seeds, default=None, help="comma-separated (default 0); the lowest sizes the load")
@@ -387,11 +388,11 @@ def _explore(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--load", default=None, help="the load rule: per_deployment (default), per_cell, min or own")
     p.add_argument("--parts", type=names, default=None, help="some of grid,load,sensitivity (default: all)")
     p.add_argument("--fractions", type=fractions, default=[], help="of N*, for the load curve (e.g. 0.25,0.5)")
-    p.add_argument("--knobs", type=names, default=None, help="of the sensitivity study (default: every knob of lachesis.explorer.STUDY; a knob that changes the node is refused)")
+    p.add_argument("--knobs", type=names, default=None, help="of the sensitivity study (default: every knob of lachesis.evaluation.explorer.STUDY; a knob that changes the node is refused)")
     p.add_argument("--jobs", type=jobs, default=None, help="worker processes (default: one per core)")
 
     def run(a: argparse.Namespace) -> int:
-        from lachesis.explorer import PARTS, Selection
+        from lachesis.evaluation.explorer import PARTS, Selection
 
         given = {k: getattr(a, k) for k in ("workload", "model", "slo", "memory", "policy", "scale", "seeds", "search",
                                             "node", "load") if getattr(a, k) is not None}
@@ -401,9 +402,9 @@ def _explore(sub: argparse._SubParsersAction) -> None:
 
 def explore(sel: "Selection", cache_dir: Path, parts: Sequence[str], fractions: Sequence[float] = (),
             knobs: Sequence[str] | None = None, jobs: int | None = None) -> int:
-    """``lachesis explore``: :func:`lachesis.explorer.compute` for one selection, then what the cache holds."""
-    from lachesis import explorer
-    from lachesis.knobs import KNOBS
+    """``lachesis explore``: :func:`lachesis.evaluation.explorer.compute` for one selection, then what the cache holds."""
+    from lachesis.evaluation import explorer
+    from lachesis.evaluation.knobs import KNOBS
 
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
         raise ValueError(f"--jobs: expected a whole number >= 1, got {jobs!r}")
@@ -420,12 +421,12 @@ def explore(sel: "Selection", cache_dir: Path, parts: Sequence[str], fractions: 
 
 
 def show_segments(trace: Path, seed: int = 0, out: Path | None = None) -> int:
-    """``lachesis segments``: the per-class summary of a trace's segments (:func:`lachesis.segments.prepare`:
+    """``lachesis segments``: the per-class summary of a trace's segments (:func:`lachesis.analysis.segments.prepare`:
     the same clock and numbers as ``recover(read_trace(trace), seed=seed)``); ``out``: the segment table."""
     import pandas as pd
 
+    from lachesis.analysis.segments import prepare, summarize
     from lachesis.io import atomic_write
-    from lachesis.segments import prepare, summarize
 
     p = prepare(Path(trace), seed=seed)
     seg, req = p.segments, p.trace.requests
@@ -454,7 +455,7 @@ def show_datasets(action: str, chosen: Sequence[str] = (), local: Path | None = 
     could not be fetched (every source is tried first)."""
     import pandas as pd
 
-    from lachesis import datasets
+    from lachesis.traces import datasets
 
     chosen = list(chosen) or datasets.names()
     if action == "list":

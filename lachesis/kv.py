@@ -1,7 +1,7 @@
 """The KV vocabulary, defined once: tiers, segment classes, boundaries, what a placement decision is told (§3–§4).
 
-Everything segment recovery (:mod:`lachesis.segments`), the figures, the allocator
-(:mod:`lachesis.allocator`), the placement policies (:mod:`lachesis.policies`) and their callers
+Everything segment recovery (:mod:`lachesis.analysis.segments`), the figures, the allocator
+(:mod:`lachesis.memory.allocator`), the placement policies (:mod:`lachesis.memory.policies`) and their callers
 share lives here and is imported downward (docs/design.md §1, §3, §5): the memory tiers, the
 segment classes (by axis, and with §4's short-/long-lived split), the boundary kinds, what a
 placement decision is told about a segment
@@ -13,7 +13,7 @@ reviewer-reservation estimates are stated with the predictive path in docs/desig
 the reuse estimates are NAMED ASSUMPTIONS here, each with its knob:
 
 * Realized reuse (Eq. 3): a closed segment's ρR/W = decode-stage reads reported for it
-  (:meth:`lachesis.allocator.SegmentTable.add_reads`) / tokens it wrote; segments that wrote no
+  (:meth:`lachesis.memory.allocator.SegmentTable.add_reads`) / tokens it wrote; segments that wrote no
   token carry no ρ.  The predicted ρ of a segment is the token-weighted ρ of the earlier closed
   segments of the same class in the same session (since its last ``session_end``), else of the
   class on this node, else of every closed segment on this node, else unknown (NaN).  Reason: an
@@ -247,7 +247,7 @@ class PlacementStats:
 @runtime_checkable
 class MemoryView(Protocol):
     """Read-only memory state a policy may consult, what §4 lets it know (the segment table's
-    :class:`lachesis.allocator.TableView` and the test reference implement it)."""
+    :class:`lachesis.memory.allocator.TableView` and the test reference implement it)."""
 
     stats: PlacementStats
 
@@ -307,7 +307,7 @@ class RankedMemoryView(MemoryView, Protocol):
 
 @runtime_checkable
 class Policy(Protocol):
-    """A placement policy: one decision function (see :mod:`lachesis.policies` to add your own).
+    """A placement policy: one decision function (see :mod:`lachesis.memory.policies` to add your own).
 
     Optional attributes the segment table honours: ``reclaims_cached_hbm`` (cached dead HBM blocks
     count as free for HBM placement) and ``rho_window`` (size of :class:`PlacementStats`' ρ window)."""

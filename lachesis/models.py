@@ -1,6 +1,6 @@
 """Served models: the architecture a decode step prices, read from a model's public config (§5.2).
 
-A :class:`ModelSpec` carries what the operator-level step of :mod:`lachesis.hbf` needs — layers,
+A :class:`ModelSpec` carries what the operator-level step of :mod:`lachesis.node.hbf` needs — layers,
 hidden size, query and KV heads and their widths, MLA latent and RoPE widths, dense and MoE layers,
 routed and shared experts and their FFN widths, the vocabulary — and derives everything else from
 it: parameter counts (total, active, routed-expert), KV bytes per token, attention FLOPs per
@@ -20,9 +20,10 @@ import json
 import math
 import re
 from dataclasses import dataclass, fields, replace
-from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
+
+from lachesis.paths import package_data
 
 __all__ = ["ModelSpec", "model_from_dict", "model_from_hf_config", "packaged_model", "known_model",
            "LLAMA4_MAVERICK", "QWEN3_235B", "MODELS"]
@@ -490,9 +491,7 @@ def _moe_layer_flags(c: Mapping[str, Any], layers: int, mtype: str, src: str) ->
 
 def packaged_model(filename: str, name: str, **kw: Any) -> ModelSpec:
     """A model from a config file shipped under ``lachesis/data/models/``."""
-    ref = resources.files("lachesis") / "data" / "models" / filename
-    with resources.as_file(ref) as p:
-        return model_from_hf_config(p, name, **kw)
+    return model_from_hf_config(package_data("models", filename), name, **kw)
 
 
 #: Llama-4-Maverick-17B-128E (48 layers, MoE every other layer, 128 experts top-1 + 1 shared).

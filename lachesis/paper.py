@@ -2,7 +2,7 @@
 
 Nothing in the model reads these values: they are printed beside our numbers in the notebooks
 and the closing notes.  Inputs the model *uses* live in :mod:`lachesis.config` (constants) and
-:mod:`lachesis.corpus` (workload statistics that parameterize the synthetic corpus).
+:mod:`lachesis.traces.corpus` (workload statistics that parameterize the synthetic corpus).
 Each entry names its section.  Ranges are ``(lo, hi)`` tuples.
 """
 

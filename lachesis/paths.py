@@ -10,6 +10,7 @@ that is not there is an error naming it, never a silent skip.
 from __future__ import annotations
 
 import os
+from importlib import resources
 from pathlib import Path
 
 #: What marks the repository root: the package's source tree beside its notebooks.
@@ -34,6 +35,11 @@ def repo_root() -> Path:
         if _is_root(d):
             return d
     raise FileNotFoundError(f"no Lachesis repository above {cwd} or {here} (set LACHESIS_ROOT to the clone)")
+
+
+def package_data(*parts: str) -> Path:
+    """A file the package ships (``lachesis/data/...``: model configs, the source registry, validation tables)."""
+    return Path(str(resources.files("lachesis").joinpath("data", *parts)))
 
 
 def repo_path(p: str | os.PathLike[str], *, must_exist: bool = False, what: str = "") -> Path:

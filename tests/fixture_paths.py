@@ -6,4 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-TRACE_FIXTURES = REPO / "tests" / "fixtures" / "traces"
+TESTS = REPO / "tests"
+FIXTURES = TESTS / "fixtures"
+TRACE_FIXTURES = FIXTURES / "traces"

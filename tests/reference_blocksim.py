@@ -1,16 +1,16 @@
 """Per-block reference simulator: plain Python, one object per KV block, obviously correct.
 
-A differential oracle for :mod:`lachesis.allocator` (and for the decode-node simulator): it parses
+A differential oracle for :mod:`lachesis.memory.allocator` (and for the decode-node simulator): it parses
 the event list itself (the format in docs/design.md §5), replays it block by
 block and token by token, and re-implements the built-in policies naively from their definitions
-in :mod:`lachesis.policies` and :mod:`lachesis.kv` (Python lists, ``sorted``, loops over the whole
+in :mod:`lachesis.memory.policies` and :mod:`lachesis.kv` (Python lists, ``sorted``, loops over the whole
 history; no numpy, no code shared with the allocator).  A user policy object (any object with
 ``tier(seg, view)``, ``frees_at_boundary``) is driven through this per-block allocator instead,
 with a naive :class:`RefView` as its memory view.
 
 Entry point: :func:`reference_replay(events, policy, hbm_blocks, hbf_blocks, block_tokens)`,
-returning a :class:`lachesis.allocator.WriteTotals` comparable field by field with
-:func:`lachesis.replay.replay_events`.  ``policy`` is a built-in name, a name with knobs
+returning a :class:`lachesis.memory.allocator.WriteTotals` comparable field by field with
+:func:`lachesis.memory.replay.replay_events`.  ``policy`` is a built-in name, a name with knobs
 (``"rho_threshold:quantile=0.25"``) or a policy object.
 """
 
@@ -21,8 +21,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from lachesis.allocator import WriteTotals
 from lachesis.kv import EMA_ALPHA, RHO_WINDOW, AllocationError, SegmentInfo
+from lachesis.memory.allocator import WriteTotals
 
 HBM, HBF = 0, 1
 CLASSES = {"reasoning_laden", "reasoning_stripped", "lead", "worker", "reviewer"}
@@ -244,7 +244,7 @@ class RefSim:
             return self.choose_oracle(seg, nb)
         if self.name == "deterministic" or seg.cls != "worker":
             return HBM if seg.cls in SHORT else HBF
-        # Lachesis predictive path, naively (lachesis.policies docstring, size_estimate).
+        # Lachesis predictive path, naively (lachesis.memory.policies docstring, size_estimate).
         stats = _Stats(self)
         mode = self.knobs.get("size_estimate", "held")
         mean = stats.mean_worker_blocks

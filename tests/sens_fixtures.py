@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from lachesis import capacity, grid, sensitivity
+from lachesis.evaluation import grid, sensitivity
+from lachesis.node import capacity
 
 CI = capacity.SEARCH_PRESETS["ci"]
 SCALE = 0.05
@@ -26,7 +27,7 @@ def cells() -> list[list[grid.Point]]:
 
 @lru_cache(maxsize=1)
 def tiny_study() -> tuple[Path, pd.DataFrame]:
-    """(cache folder, rows of :func:`lachesis.sensitivity.run`) for :func:`cells`, in-process."""
+    """(cache folder, rows of :func:`lachesis.evaluation.sensitivity.run`) for :func:`cells`, in-process."""
     d = Path(tempfile.mkdtemp(prefix="lachesis-sens-test-"))
     atexit.register(shutil.rmtree, d, True)
     runs = sensitivity.run(cells(), KNOBS, VALUES, params=CI, cache_dir=d, n_jobs=1, progress=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from lachesis.trace import Trace
+from lachesis.traces.trace import Trace
 
 
 def _req(sess, rid, agent, parent, role, turn, inp, mp, out, reas, tools, nobs):

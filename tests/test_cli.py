@@ -152,12 +152,12 @@ def test_unwritable_output_is_one_line(tmp_path, capsys) -> None:
 
 
 def test_internal_errors_are_one_line_unless_debug(monkeypatch, tmp_path, capsys) -> None:
-    import lachesis.corpus
+    import lachesis.traces.corpus
 
     def boom(*a, **k):
         raise RuntimeError("unexpected\nstate")
 
-    monkeypatch.setattr(lachesis.corpus, "write_all", boom)
+    monkeypatch.setattr(lachesis.traces.corpus, "write_all", boom)
     line = one_error_line(capsys, ["corpus", "--out", str(tmp_path)])
     assert line == ("lachesis corpus: error: internal error (RuntimeError): unexpected state "
                     "(rerun with --debug for the traceback)")
@@ -182,7 +182,7 @@ def test_subprocess_exit_code_and_one_stderr_line(tmp_path, argv, words) -> None
 def test_segments_prints_summary_and_writes_table(tmp_path, capsys) -> None:
     from test_segments import two_turn_trace
 
-    from lachesis.trace import write_trace
+    from lachesis.traces.trace import write_trace
 
     d = write_trace(two_turn_trace(), tmp_path / "tr", fmt="jsonl")
     out = tmp_path / "segs.parquet"
@@ -197,10 +197,10 @@ def test_readme_recover_and_lachesis_segments_give_the_same_numbers(tmp_path, ca
     """The README's ``recover(read_trace(folder), seed=0)`` and ``lachesis segments folder`` pick the same
     reference clock for a corpus trace (its tool classes travel with it), so they give the same segments,
     and so does the trace in memory; the default clock (every tool an API call) would not."""
-    from lachesis import corpus
+    from lachesis.analysis.segments import recover
     from lachesis.config import ReferenceClock
-    from lachesis.segments import recover
-    from lachesis.trace import read_trace
+    from lachesis.traces import corpus
+    from lachesis.traces.trace import read_trace
 
     assert main(["corpus", "--scale", "0.05", "--out", str(tmp_path / "c"), "--workloads", "bfcl_base"]) == 0
     folder = tmp_path / "c" / "bfcl_base"
@@ -226,20 +226,20 @@ def test_corpus_and_segments_run(tmp_path, capsys) -> None:
 
 def test_no_cli_handler_lives_in_a_domain_module() -> None:
     """Every subcommand's handler lives in cli.py and calls typed package functions: no other module
-    defines a ``cli_*`` handler or parses arguments (``lachesis.sweep``'s handler moves in a later pass)."""
+    defines a ``cli_*`` handler or parses arguments (``lachesis.evaluation.sweep``'s handler moves in a later pass)."""
     import importlib
     import inspect
     import pkgutil
 
     import lachesis
 
-    later = {"lachesis.sweep"}
+    later = {"lachesis.evaluation.sweep"}
     for info in pkgutil.walk_packages(lachesis.__path__, "lachesis."):
         if info.name in later | {"lachesis.cli", "lachesis.__main__"}:
             continue
         mod = importlib.import_module(info.name)
         if not (getattr(mod, "__file__", "") or "").endswith(".py"):
-            continue  # the native core (lachesis._core) has no Python source
+            continue  # the native core (lachesis.node._core) has no Python source
         handlers = [n for n, f in inspect.getmembers(mod, inspect.isfunction) if n.startswith("cli_")
                     and f.__module__ == mod.__name__]
         assert not handlers, f"{info.name} defines command-line handlers {handlers}"
@@ -259,7 +259,8 @@ def test_reproduce_finds_the_project_from_any_params_file(tmp_path, monkeypatch)
 def test_sweep_runs_the_named_grid_and_writes_its_rows(tmp_path, monkeypatch, capsys) -> None:
     """``lachesis sweep``: the handler runs :func:`grid.named_grid`'s points (two small ones here, at the CI
     preset) and writes one CSV row per point, with the cache beside it."""
-    from lachesis import capacity, grid
+    from lachesis.evaluation import grid
+    from lachesis.node import capacity
 
     pts = [grid.Point("multi_agent", "4/4", "Qwen3-235B-A22B", "loose", p, scale=0.02, seed=0)
            for p in ("hbm_first", "lachesis")]

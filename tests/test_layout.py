@@ -1,5 +1,6 @@
-"""The package's floor plan (docs/design.md §1): every module imports only modules above it in the
-design's module table, and the imports (module-level and inside functions) form no cycle."""
+"""The package's floor plan (docs/design.md §1): the base, the wings and the entry points, one table each, in order;
+every module imports only modules above it (in its own table or a table above), every module is listed, and the
+imports (module-level and inside functions) form no cycle."""
 
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ import lachesis
 
 ROOT = Path(lachesis.__file__).parent
 DESIGN = ROOT.parent / "docs" / "design.md"
+
+#: the floors in the order the design's tables give them: the base, the wings by paper noun, the entry points
+FLOORS = ("lachesis/", "lachesis/traces/", "lachesis/analysis/", "lachesis/memory/", "lachesis/node/",
+          "lachesis/evaluation/", "lachesis/ (entry points)")
 
 
 def _modules() -> dict[str, Path]:
@@ -35,20 +40,49 @@ def _imports(mods: dict[str, Path]) -> dict[str, set[str]]:
     return graph
 
 
-def _design_order() -> list[str]:
-    """Module names in the order of the design's module table (a row may name several, in order)."""
+def _design_tables() -> list[tuple[str, list[str]]]:
+    """Each floor's heading (``**`lachesis/node/`**``) and its module names in table order."""
     text = DESIGN.read_text(encoding="utf-8")
-    table = text[text.index("| module | noun (paper) | job |"):]
-    table = table[:table.index("\n\n")]
-    order: list[str] = []
-    for row in table.splitlines()[2:]:
-        order += re.findall(r"`([a-z_]+)`", row.split("|")[1])
-    return order
+    section = text[text.index("## 1. Layout"):text.index("\n## 2.")]
+    floors = []
+    for m in re.finditer(r"\*\*`([^`]+)`\*\* —[^\n]*\n\n\| module \| noun \(paper\) \| job \|\n\|---\|---\|---\|\n"
+                         r"((?:\|[^\n]*\n)+)", section):
+        rows = m.group(2).splitlines()
+        floors.append((m.group(1), [re.findall(r"`([a-z_]+)`", r.split("|")[1])[0] for r in rows]))
+    return floors
+
+
+def _wing(floor: str) -> str:
+    """``lachesis/node/`` -> ``node``; the base and the entry points live in the package's own folder -> ``""``."""
+    return floor.removeprefix("lachesis/").partition("/")[0].partition(" ")[0]
+
+
+def _design_order() -> list[str]:
+    """Rooms (``models``, ``node.simulator``, ``traces.adapters``) in the order of the design's tables."""
+    return [f"{_wing(f)}.{m}" if _wing(f) else m for f, mods in _design_tables() for m in mods]
 
 
 def _room(module: str) -> str:
-    """The table entry a module belongs to: ``lachesis.adapters.tau2`` -> ``adapters``."""
-    return module.split(".")[1]
+    """The table entry a module belongs to: ``lachesis.traces.adapters.tau2`` -> ``traces.adapters``,
+    ``lachesis.cli`` -> ``cli``, a wing's package itself (``lachesis.node``) -> ``node``."""
+    parts = module.split(".")[1:]
+    return ".".join(parts[:2]) if parts[0] in WINGS else parts[0]
+
+
+WINGS = {_wing(f) for f in FLOORS} - {""}
+
+
+def test_the_design_gives_the_floors_in_order():
+    assert [f for f, _ in _design_tables()] == list(FLOORS)
+
+
+def test_every_wing_is_a_folder_and_every_module_is_listed_once():
+    order = _design_order()
+    assert len(order) == len(set(order)), "a module listed twice in docs/design.md §1"
+    rooms = {_room(m) for m in _modules() if m.count(".") >= 1} - {"__main__"} - WINGS
+    assert rooms == set(order), (f"listed but absent: {sorted(set(order) - rooms)}; "
+                                 f"present but not listed: {sorted(rooms - set(order))}")
+    assert {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()} == WINGS
 
 
 def test_no_import_cycles_in_the_package():
@@ -69,18 +103,19 @@ def test_no_import_cycles_in_the_package():
             visit(m, [m])
 
 
-def test_every_module_imports_only_modules_above_it_in_the_design_table():
-    mods = _modules()
-    order = _design_order()
-    rank = {name: i for i, name in enumerate(order)}
-    rooms = {_room(m) for m in mods if m.count(".") >= 1} - {"__main__"}
-    unplaced = rooms - set(rank)
-    assert not unplaced, f"modules missing from the table of docs/design.md §1: {sorted(unplaced)}"
-    for m, deps in _imports(mods).items():
-        if m in ("lachesis", "lachesis.__main__") or _room(m) not in rank:
+def test_every_module_imports_only_modules_above_it_in_the_design_tables():
+    rank = {name: i for i, name in enumerate(_design_order())}
+    for m, deps in _imports(_modules()).items():
+        if m in ("lachesis", "lachesis.__main__") or _room(m) in WINGS:
             continue
         for d in deps:
-            if d == "lachesis" or _room(d) == _room(m) or _room(d) not in rank:
+            if d == "lachesis" or _room(d) == _room(m) or _room(d) in WINGS:
                 continue
             assert rank[_room(d)] < rank[_room(m)], (f"{m} imports {d}, which docs/design.md §1 lists below it "
                                                      f"({_room(d)} after {_room(m)})")
+
+
+def test_a_wing_package_imports_nothing():
+    """A wing's ``__init__`` only names its noun, so importing one module of a wing loads no other."""
+    graph = _imports(_modules())
+    assert all(not graph[f"lachesis.{w}"] for w in WINGS)

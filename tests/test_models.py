@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from lachesis import hbf
 from lachesis import models as M
 from lachesis.config import Deployment
+from lachesis.node import hbf
 
 DEP = Deployment()
 

@@ -1,5 +1,6 @@
 """Figure-output helpers: the ours-vs-paper comparison and atomic outputs."""
 
+import importlib
 import json
 import time
 
@@ -7,7 +8,13 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from lachesis.plotting import compare_table, ecdf, save_figure, save_markdown, save_numbers
+from lachesis.plotting import (
+    compare_table,
+    ecdf,
+    save_figure,
+    save_markdown,
+    save_numbers,
+)
 
 
 def test_compare_table_ranges_and_points() -> None:
@@ -72,7 +79,7 @@ def test_tidy_log_axes_drops_minor_labels() -> None:
 
 
 def test_real_traces_figure_draws_the_report(trace_fixtures) -> None:
-    from lachesis.adapters import report
+    from lachesis.analysis import report
     from lachesis.plotting import real_traces_figure
 
     out = report.build("tau2-qwen3.5-justinchiu,claude_code_subagents,mooncake_fast25", data=trace_fixtures)
@@ -91,7 +98,7 @@ def test_a_range_written_to_a_comparison_table_reads_back() -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# The grid notebooks' figures (lachesis.evalplots)
+# The grid notebooks' figures (lachesis.evaluation.plots)
 # ------------------------------------------------------------------------------------------------
 
 def _evalplots_grid():
@@ -101,7 +108,7 @@ def _evalplots_grid():
 
 
 def test_rows_by_workload_splits_each_workload_into_rows():
-    from lachesis.evalplots import Panel, rows_by_workload
+    from lachesis.evaluation.plots import Panel, rows_by_workload
 
     ps = [Panel(dict(workload=w), f"{w}{i}") for w, n in (("a", 4), ("b", 2)) for i in range(n)]
     rows = rows_by_workload(ps, 3)
@@ -111,12 +118,12 @@ def test_rows_by_workload_splits_each_workload_into_rows():
 def test_lifetime_figure_draws_medians_whiskers_misses_and_the_paper():
     from matplotlib.patches import Rectangle
 
-    from lachesis import evaluation
-    from lachesis.evalplots import Panel, lifetime_figure
+    from lachesis.evaluation import tables
+    from lachesis.evaluation.plots import Panel, lifetime_figure
     from lachesis.plotting import MISSED_SLO_HATCH
 
     df = _evalplots_grid()
-    r = evaluation.ratio_table(df)
+    r = tables.ratio_table(df)
     layout = [[Panel(dict(workload=w), w, paper=w == "multi_agent") for w in ("multi_agent", "multi_agent_no_reviewer")]]
     fig = lifetime_figure(df, r, layout, bars=("hbm_first", "deterministic", "lachesis"), paper_years=[
         ("lachesis", (3.3, 9.3)), ("deterministic", (1.0, 2.0))])
@@ -136,12 +143,12 @@ def test_lifetime_figure_draws_medians_whiskers_misses_and_the_paper():
 
 
 def test_composition_figure_stacks_each_run_to_its_whole_and_marks_the_bound():
-    from lachesis import evaluation
-    from lachesis.evalplots import Panel, composition_figure
+    from lachesis.evaluation import tables
+    from lachesis.evaluation.plots import Panel, composition_figure
     from lachesis.plotting import BOUND_LABEL
 
     df = _evalplots_grid()
-    comp = evaluation.write_composition(df)
+    comp = tables.write_composition(df)
     layout = [[Panel(dict(workload="multi_agent", model="m"), "L", policy="lachesis", paper_range=(0.3, 0.5)),
                Panel(dict(workload="multi_agent", model="m"), "H", policy="hbm_first")]]
     fig = composition_figure(df, comp, layout, classes=["lead", "worker"], n_cols=3, figsize=(9, 3))
@@ -160,11 +167,11 @@ def test_composition_figure_stacks_each_run_to_its_whole_and_marks_the_bound():
 
 def test_composition_figure_names_its_model_and_slo():
     """Figs. 10 and 12 are saved as images alone: the image says which model and SLO it shows."""
-    from lachesis import evaluation
-    from lachesis.evalplots import Panel, composition_figure
+    from lachesis.evaluation import tables
+    from lachesis.evaluation.plots import Panel, composition_figure
 
     df = _evalplots_grid()
-    comp = evaluation.write_composition(df)
+    comp = tables.write_composition(df)
     model, slo = comp.model.iloc[0], comp.slo.iloc[0]
     c = comp[(comp.model == model) & (comp.slo == slo)]
     layout = [[Panel(dict(workload="multi_agent", model=model, slo=slo), "L", policy="lachesis")]]
@@ -206,7 +213,7 @@ def test_gain_figures_label_log_ticks_as_plain_multiples():
     """Ratio axes read ``2×``, ``10×``, never matplotlib's ``2×10⁰``."""
     import re
 
-    from lachesis.evalplots import gain_capacity_figure, gain_load_figure
+    from lachesis.evaluation.plots import gain_capacity_figure, gain_load_figure
 
     found = pd.DataFrame([dict(model="A", memory="1/7", ratio="lachesis/hbm_first", paper_lo=2.0, paper_hi=3.0)])
     for fig in (gain_load_figure(_gains(), found, ["A", "B"]), gain_capacity_figure(_gains(), ["A", "B"])):
@@ -221,8 +228,8 @@ def test_gain_figures_label_log_ticks_as_plain_multiples():
 
 def test_sensitivity_chart_labels_in_words_never_overlap():
     """Values close on the axis ("mean_floor"/"spawn") get their own spots; every label comes from the name table."""
-    from lachesis.evalplots import sensitivity_figure
-    from lachesis.knobs import KNOBS, VALUE_WORDS
+    from lachesis.evaluation.knobs import KNOBS, VALUE_WORDS
+    from lachesis.evaluation.plots import sensitivity_figure
 
     rows = [dict(knob="paper", value="paper", r=2.0, y=8.0)]
     rows += [dict(knob="size_estimate", value=v, r=r, y=8.0 * r / 2) for v, r in (("mean_floor", 2.01), ("spawn", 2.03))]
@@ -243,12 +250,12 @@ def test_sensitivity_chart_labels_in_words_never_overlap():
         boxes = [t.get_window_extent(renderer) for t in texts]
         assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
         assert not any("_" in t.get_text() for t in ax.get_yticklabels())
-    assert set(KNOBS) <= set(__import__("lachesis.knobs").knobs.KNOB_WORDS)
+    assert set(KNOBS) <= set(importlib.import_module("lachesis.evaluation.knobs").KNOB_WORDS)
     plt.close(fig)
 
 
 def test_real_traces_legends_name_sources_in_words_beside_the_curves(trace_fixtures) -> None:
-    from lachesis.adapters import report
+    from lachesis.analysis import report
     from lachesis.plotting import SOURCE_NAMES, real_traces_figure
 
     out = report.build("tau2-qwen3.5-justinchiu,claude_code_subagents,mooncake_fast25", data=trace_fixtures)

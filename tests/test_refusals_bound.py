@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lachesis.bound import MAX_TOKENS, Timeline, hbm_bound
+from lachesis.evaluation.bound import MAX_TOKENS, Timeline, hbm_bound
 
 
 @pytest.mark.parametrize("tokens", [np.array([2**62] * 3), np.array([2**64 - 1], dtype=np.uint64),

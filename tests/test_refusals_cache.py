@@ -7,8 +7,9 @@ import json
 import pandas as pd
 import pytest
 
-from lachesis import plancache, ranker, store
-from lachesis.segments import prepare
+from lachesis.analysis import ranker
+from lachesis.analysis.segments import prepare
+from lachesis.evaluation import plancache, store
 
 
 @pytest.fixture(scope="module")
@@ -56,9 +57,10 @@ def test_an_intact_sidecar_is_read_without_a_refit(tmp_path, prep, monkeypatch) 
 def test_a_cache_entry_path_that_is_a_folder_is_refused_naming_it(tmp_path, monkeypatch) -> None:
     """A folder where an entry belongs would be recomputed and then fail to be written, every time: refused at
     the read, before anything runs, naming the path."""
-    from lachesis import simulator, sweep
-    from lachesis.capacity import SearchParams
-    from lachesis.grid import Point
+    from lachesis.evaluation import sweep
+    from lachesis.evaluation.grid import Point
+    from lachesis.node import simulator
+    from lachesis.node.capacity import SearchParams
 
     p, params = Point("tau3", "1/7", "Qwen3-235B-A22B", "tight", "hbm_first", scale=0.02), SearchParams()
     key = store.point_key(p, plancache.point_fingerprint(p), params)

@@ -9,7 +9,7 @@ import nbformat
 import pandas as pd
 import pytest
 
-from lachesis import explorer
+from lachesis.evaluation import explorer
 
 
 def test_an_empty_cache_ends_with_a_clear_message(tmp_path) -> None:
@@ -50,9 +50,9 @@ def test_the_notebook_checks_the_cell_before_its_tables() -> None:
 def test_a_knob_that_changes_the_node_is_refused_not_run_at_another_nodes_load(tmp_path, monkeypatch, capsys) -> None:
     """An explorer cell is sized at its own node's load: a group knob would run another group at that load, so it
     is refused, saying why and where it is studied; the default study leaves them out."""
-    from lachesis import sensitivity
     from lachesis.cli import main
-    from lachesis.knobs import KNOBS, STUDY
+    from lachesis.evaluation import sensitivity
+    from lachesis.evaluation.knobs import KNOBS, STUDY
 
     assert "group_ranks" in STUDY and "group_ranks" not in explorer.STUDY
     assert all(KNOBS[k].acts_on != "deployment" for k in explorer.STUDY)

@@ -92,10 +92,10 @@ def chain(folder: Path, depth: int) -> Path:
 
 
 def test_a_500_deep_sub_agent_chain_is_replayed(tmp_path, capsys) -> None:
-    from lachesis.clock import schedule
-    from lachesis.plan import build_plan
-    from lachesis.segments import recover
-    from lachesis.trace import read_trace
+    from lachesis.analysis.segments import recover
+    from lachesis.node.plan import build_plan
+    from lachesis.traces.clock import schedule
+    from lachesis.traces.trace import read_trace
 
     assert main(["segments", str(chain(tmp_path / "c500", 500))]) == 0
     out = capsys.readouterr().out
@@ -110,8 +110,8 @@ def test_a_500_deep_sub_agent_chain_is_replayed(tmp_path, capsys) -> None:
 
 def test_a_shallow_chain_is_scheduled_as_before(tmp_path) -> None:
     """The explicit stack keeps the depth-first draw order: the same times as a direct replay by hand."""
-    from lachesis.clock import clock_for, schedule
-    from lachesis.trace import read_trace
+    from lachesis.traces.clock import clock_for, schedule
+    from lachesis.traces.trace import read_trace
 
     tr = read_trace(chain(tmp_path / "c3", 3))
     s = schedule(tr)
@@ -157,8 +157,9 @@ def test_synthetic_on_a_lead_row_is_refused_naming_the_row(tmp_path, capsys) -> 
 def test_a_cache_tolerance_past_its_documented_range_is_refused(tol) -> None:
     import pandas as pd
 
-    from lachesis import schema, segments
-    from lachesis.trace import Trace
+    from lachesis.analysis import segments
+    from lachesis.traces import schema
+    from lachesis.traces.trace import Trace
 
     assert schema.MAX_CACHE_TOLERANCE == 1024
     with pytest.raises(ValueError, match=r"cache_tolerance_tokens: expected a whole number of tokens in \[0, 1024\]"):

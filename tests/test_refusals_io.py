@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from lachesis import adapters, corpus, io
+from lachesis import io
 from lachesis.cli import main
+from lachesis.traces import adapters, corpus
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "traces"
 SRC = FIX / "tau2-qwen3.5-justinchiu"
@@ -148,7 +149,7 @@ def _adapt_fails(tmp_path, capsys, monkeypatch, patch) -> None:
 
 
 def test_a_full_disk_after_the_requests_leaves_the_old_requests_spawns_and_report(tmp_path, capsys, monkeypatch) -> None:
-    from lachesis import trace
+    from lachesis.traces import trace
 
     real = trace._write_table
 
@@ -173,7 +174,7 @@ def test_a_full_disk_half_way_through_a_file_leaves_the_old_folder(tmp_path, cap
             return real(path, partial)
         return real(path, write)
 
-    from lachesis import trace
+    from lachesis.traces import trace
 
     _adapt_fails(tmp_path, capsys, monkeypatch, lambda m: m.setattr(trace, "atomic_write", half_then_full))
 
@@ -226,7 +227,7 @@ def test_an_error_that_names_its_file_keeps_it(tmp_path) -> None:
 def test_datasets_fetch_tries_every_source_and_names_each_it_could_not_fetch(tmp_path, capsys, monkeypatch) -> None:
     """With no names, a local-only source (and a failed download) does not stop the others: each is named on
     stderr and the command exits 1 after trying them all."""
-    from lachesis import datasets as ds
+    from lachesis.traces import datasets as ds
 
     monkeypatch.setenv("LACHESIS_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("LACHESIS_DATA", raising=False)

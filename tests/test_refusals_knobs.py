@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lachesis import kyung
-from lachesis.knobs import KNOBS
+from lachesis.evaluation.knobs import KNOBS
+from lachesis.node import kyung
 
 TESTS = Path(__file__).resolve().parent
 
@@ -41,7 +41,7 @@ def test_every_numeric_knob_has_a_finite_range_holding_its_study_values() -> Non
 _RUN = """
 import json, math, sys
 sys.path.insert(0, {tests!r})
-from lachesis import grid, sweep
+from lachesis.evaluation import grid, sweep
 from sens_fixtures import CI, SCALE
 out = {{}}
 for o in {cases!r}:
@@ -84,8 +84,9 @@ def test_kyung_tolerance_valid_still_counts() -> None:
 def test_an_extreme_write_bandwidth_that_admits_no_load_says_why(tmp_path) -> None:
     """At 0.01x the HBF write bandwidth the tight SLO admits no load: N* = 0, the gains are NaN, and the row
     says why instead of a bare NaN; the spread skips it rather than reporting an infinite move."""
-    from lachesis import grid, sensitivity
     from sens_fixtures import CI, SCALE
+
+    from lachesis.evaluation import grid, sensitivity
 
     pts = [grid.Point("multi_agent", "1/7", "Llama-4-Maverick", "tight", pol, SCALE, 0)
            for pol in ("hbm_first", "deterministic", "lachesis")]
@@ -102,7 +103,7 @@ def test_an_extreme_write_bandwidth_that_admits_no_load_says_why(tmp_path) -> No
 def test_a_sentence_names_a_value_without_a_gain_instead_of_nan() -> None:
     import math
 
-    from lachesis import sensitivity
+    from lachesis.evaluation import sensitivity
 
     base = dict(workload="multi_agent", model="Llama-4-Maverick", slo="tight", memory="1/7", policy="")
     g = pd.DataFrame([dict(base, knob="paper", value="paper", n_sessions=10, all_meet_slo=True, simulated=True,
@@ -123,7 +124,7 @@ def test_a_sentence_names_a_value_without_a_gain_instead_of_nan() -> None:
 ])
 def test_a_policy_spec_names_a_repeated_or_foreign_knob(spec, words):
     """A knob given twice is refused (not last-wins), and a knob the policy lacks is refused for that reason."""
-    from lachesis.policies import get_policy
+    from lachesis.memory.policies import get_policy
 
     with pytest.raises(ValueError, match=words):
         get_policy(spec)
@@ -132,7 +133,7 @@ def test_a_policy_spec_names_a_repeated_or_foreign_knob(spec, words):
 @pytest.mark.parametrize("hbm, hbf", [(2.9, 3), (2, 3.7), (True, 3)])
 def test_block_counts_must_be_whole(hbm, hbf):
     """TieredAllocator(2.9, 3.7) is refused, not truncated to 2 and 3 blocks."""
-    from lachesis.free_lists import TieredAllocator
+    from lachesis.memory.free_lists import TieredAllocator
 
     with pytest.raises(ValueError, match="whole number of blocks"):
         TieredAllocator(hbm, hbf)

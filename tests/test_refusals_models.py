@@ -7,10 +7,11 @@ import json
 import pytest
 
 from lachesis import models as M
+from lachesis.paths import package_data
 
 LLAMA = {"model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
          "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256, "torch_dtype": "bfloat16"}
-MAVERICK = json.loads((M.resources.files("lachesis") / "data" / "models" / "llama-4-maverick.json").read_text())
+MAVERICK = json.loads(package_data("models", "llama-4-maverick.json").read_text())
 QWEN_MOE = {"model_type": "qwen3_moe", "num_hidden_layers": 8, "hidden_size": 1024, "num_attention_heads": 16,
             "num_key_value_heads": 4, "head_dim": 64, "vocab_size": 1000, "num_experts": 8,
             "num_experts_per_tok": 2, "moe_intermediate_size": 256, "intermediate_size": 2048,
@@ -108,7 +109,8 @@ def test_non_utf8_names_the_file(tmp_path) -> None:
 
 def test_cli_prints_a_config_error_in_one_line(tmp_path, capsys, monkeypatch) -> None:
     """The CLI's handler turns the loader's ValueError into one stderr line and exit 2 (no traceback)."""
-    from lachesis import cli, corpus
+    from lachesis import cli
+    from lachesis.traces import corpus
 
     p = tmp_path / "config.json"
     p.write_text(json.dumps({**LLAMA, "num_key_value_heads": 0}))

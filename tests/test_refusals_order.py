@@ -10,8 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lachesis import schema, trace as T
 from lachesis.cli import main
+from lachesis.traces import schema
+from lachesis.traces import trace as T
 
 
 def _rows(n: int = 4, times: bool = True) -> list[dict]:
@@ -72,7 +73,7 @@ def test_what_cannot_be_seen_is_stated_in_the_contract() -> None:
 
 def _swapped_corpus_session(tmp_path: Path) -> tuple[Path, str]:
     """A single-agent corpus session (no times) written with rows 2 and 3 of one turn swapped, and the moved row's id."""
-    from lachesis import corpus
+    from lachesis.traces import corpus
 
     tr = corpus.generate("tau3", scale=0.05, seed=0)
     req = tr.requests
@@ -114,7 +115,7 @@ def test_a_prefix_past_the_agent_context_needs_times_to_order_it() -> None:
 
 
 def test_the_corpus_and_its_adapters_order_still_load() -> None:
-    from lachesis import corpus
+    from lachesis.traces import corpus
 
     for w in ("tau3", "bfcl", "multi_agent"):
         schema.validate_requests(corpus.generate(w, scale=0.03, seed=1).requests)

@@ -173,7 +173,7 @@ def test_a_run_on_a_trace_is_labelled_with_the_trace_not_a_corpus_workload(tmp_p
     every point with the trace's name (the figures' panels and rows then say what ran)."""
     from dataclasses import replace
 
-    from lachesis import grid
+    from lachesis.evaluation import grid
 
     trace = str(tmp_path / "my_trace")
     p = grid.multi_agent_grid(0.05, 0, configs=("1/7",), models=("Llama-4-Maverick",), slos=("tight",))[0]

@@ -95,9 +95,9 @@ def test_missing_sources_file_of_an_earlier_run_is_ignored(tmp_path, monkeypatch
     f.parent.mkdir(parents=True)
     f.write_text(json.dumps({"missing_sources": ["x"]}))
     assert reproduce.missing_sources(tmp_path, since=0.0) == ["x"]
-    import lachesis.datasets
+    import lachesis.traces.datasets
 
-    monkeypatch.setattr(lachesis.datasets, "missing_sources", lambda names=None, local=None: ["from_registry"],
+    monkeypatch.setattr(lachesis.traces.datasets, "missing_sources", lambda names=None, local=None: ["from_registry"],
                         raising=False)
     assert reproduce.missing_sources(tmp_path, since=f.stat().st_mtime + 10) == ["from_registry"]
     f.write_text(json.dumps({"missing_sources": [3]}))
@@ -130,7 +130,7 @@ def test_the_paper_params_run_the_gain_table_before_the_grid_that_reads_it() -> 
 def test_the_missing_sources_the_real_trace_report_writes_are_read_back(tmp_path) -> None:
     import pandas as pd
 
-    from lachesis.adapters import report
+    from lachesis.analysis import report
 
     out = {"missing": pd.DataFrame({"source": ["who_and_when", "azure_llm_2023"], "how_to_get": ["a", "b"]})}
     report.write_missing(out, tmp_path / "real_traces")
@@ -143,12 +143,12 @@ def test_the_missing_sources_the_real_trace_report_writes_are_read_back(tmp_path
 def offline_project(tmp_path, monkeypatch) -> Path:
     """A project whose real-traces notebook reads the registered sources, on a machine with no network and an
     empty cache; its committed figure is a file that must survive the run."""
-    import lachesis.datasets
+    import lachesis.traces.datasets
 
     def no_network(name, local=None, progress=False):
-        raise lachesis.datasets.DatasetError(f"{name}: download failed (no network)")
+        raise lachesis.traces.datasets.DatasetError(f"{name}: download failed (no network)")
 
-    monkeypatch.setattr(lachesis.datasets, "fetch", no_network)
+    monkeypatch.setattr(lachesis.traces.datasets, "fetch", no_network)
     monkeypatch.delenv("LACHESIS_DATA", raising=False)
     monkeypatch.setenv("LACHESIS_CACHE", str(tmp_path / "empty-cache"))
     nbs = tmp_path / "notebooks"
@@ -170,7 +170,7 @@ def offline_project(tmp_path, monkeypatch) -> Path:
 
 def test_offline_reproduce_keeps_the_real_trace_figures_names_the_fetch_command_and_exits_0(offline_project,
                                                                                              capsys) -> None:
-    from lachesis import datasets
+    from lachesis.traces import datasets
 
     assert main(["reproduce", "--params", str(offline_project / "notebooks/params/p.yaml")]) == 0
     out = capsys.readouterr().out
@@ -238,7 +238,7 @@ def test_a_progress_line_reaches_the_reproduce_log_once(tmp_path) -> None:
 
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(
-        "import math\nfrom lachesis import runner\n"
+        "import math\nfrom lachesis.evaluation import runner\n"
         "r = runner.run_tasks(math.sqrt, [(1.0,), (4.0,)], ['t0', 't1'], n_jobs=1, progress=True, desc='demo')")]
     nbformat.write(nb, tmp_path / "demo.ipynb")
     script = (

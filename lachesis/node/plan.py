@@ -1,0 +1,262 @@
+"""The replay plan: a trace and its recovered segments flattened into the integer arrays the
+decode-node simulator replays (per-request costs, writes, reads and closes; the agents' spawn
+structure), built once per trace.  The assumptions it reads the trace by are in docs/design.md §5
+("Decode node") and §3 (segment boundaries).
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from lachesis.analysis.segments import Segments
+from lachesis.traces.trace import Trace
+
+#: the TPOT (s) at which a session's span is the unit of simulated time (:attr:`Plan.mean_session_s`)
+NOMINAL_TPOT_S = 0.05
+
+
+def _csr(keys: np.ndarray, n: int, *cols: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Group rows by integer key into CSR (ptr, sorted columns...)."""
+    order = np.argsort(keys, kind="stable")
+    counts = np.bincount(keys, minlength=n)
+    ptr = np.concatenate([[0], np.cumsum(counts)])
+    return (ptr,) + tuple(c[order] for c in cols)
+
+
+@dataclass
+class AgentPlan:
+    """One agent's requests and the sub-agents each of them spawns."""
+
+    agent_id: str
+    role: str
+    requests: np.ndarray  # global request indices in reference-clock order
+    requests_list: list[int] = field(default_factory=list)
+    children: dict[int, list["AgentPlan"]] = field(default_factory=dict)  # request idx -> spawned
+
+
+@dataclass
+class Plan:
+    """Integer-indexed replay plan of a trace: per-request costs, writes, reads, closes."""
+
+    n_req: int
+    out_tokens: np.ndarray
+    t_tools: np.ndarray
+    t_obs: np.ndarray
+    t_user: np.ndarray
+    w_ptr: np.ndarray
+    w_seg: np.ndarray
+    w_tok: np.ndarray
+    r_ptr: np.ndarray
+    r_seg: np.ndarray
+    r_tok: np.ndarray
+    ca_ptr: np.ndarray  # closes at arrival
+    ca_seg: np.ndarray
+    ce_ptr: np.ndarray  # closes at end of request
+    ce_seg: np.ndarray
+    seg_ids: np.ndarray  # segment index -> its id in the segment table
+    seg_class: np.ndarray
+    seg_role: np.ndarray
+    seg_tokens: np.ndarray
+    seg_reads: np.ndarray  # decode-stage reads per segment (Eq. 3, tokens), from segment recovery
+    seg_key: np.ndarray  # ranker key (workers), NaN otherwise
+    sessions: list[str]
+    roots: dict[str, list[AgentPlan]]
+    fingerprint: str  # the trace's (the simulator's random streams derive from it)
+    laden_close: str = "last_read"  # see build_plan
+    _mean_span: float | None = None
+    _lists: dict | None = None
+    _spans: dict | None = None
+    #: the native core's forms of this plan (lachesis.node.native.plan_arrays, lachesis.node._core.plan_segments), built once
+    _native: dict = field(default_factory=dict, repr=False)
+
+    def lists(self) -> dict:
+        """Per-request Python lists for the event loop (numpy scalar indexing is slow per event)."""
+        if self._lists is None:
+            def split(ptr, col):  # per request, the CSR rows of one column as a Python list
+                p, c = ptr.tolist(), col.tolist()
+                return [c[p[q]:p[q + 1]] for q in range(self.n_req)]
+
+            r_tok = self.r_tok.astype(float)
+            r_seg, r_int, r_ptr = split(self.r_ptr, self.r_seg), split(self.r_ptr, self.r_tok), self.r_ptr.tolist()
+
+            def rd(q):  # segments read, tokens (float64 for the dot product, ints), total tokens (exact: whole numbers)
+                a, b = r_ptr[q], r_ptr[q + 1]
+                return (r_seg[q], r_tok[a:b], float(sum(r_int[q])), r_int[q]) if b > a else None
+
+            self._lists = dict(
+                t_user=self.t_user.tolist(), t_tools=self.t_tools.tolist(), t_obs=self.t_obs.tolist(),
+                out=self.out_tokens.tolist(),
+                writes=[list(zip(s, t)) for s, t in zip(split(self.w_ptr, self.w_seg), split(self.w_ptr, self.w_tok))],
+                reads=[rd(q) for q in range(self.n_req)],
+                close_arrival=split(self.ca_ptr, self.ca_seg), close_end=split(self.ce_ptr, self.ce_seg),
+                seg_class=[str(x) for x in self.seg_class], seg_role=[str(x) for x in self.seg_role],
+                seg_key=[float(x) for x in self.seg_key],
+            )
+            L = self._lists
+            # one tuple per request, in the order the event loop reads it
+            L["request"] = list(zip(L["t_user"], L["close_arrival"], L["writes"], L["reads"], L["out"],
+                                    L["close_end"], L["t_tools"], L["t_obs"]))
+        return self._lists
+
+    def session_span_s(self, session: str, tpot_s: float) -> float:
+        """Critical-path duration of one session when every token takes ``tpot_s`` (same delays).  Sub-agents
+        before their parents on an explicit stack, so a nesting of any depth has no recursion limit."""
+        span: dict[int, float] = {}
+        stack = [(a, False) for a in self.roots[session]]
+        while stack:
+            a, kids_done = stack.pop()
+            if not kids_done:
+                stack.append((a, True))
+                stack += [(c, False) for kids in a.children.values() for c in kids]
+                continue
+            t = 0.0
+            for q in a.requests:
+                q = int(q)
+                kids = max((span[id(c)] for c in a.children.get(q, [])), default=0.0)
+                t += self.t_user[q] + self.out_tokens[q] * tpot_s + max(self.t_tools[q], kids) + self.t_obs[q]
+            span[id(a)] = t
+        return max(span[id(a)] for a in self.roots[session])
+
+    def session_spans(self, tpot_s: float) -> np.ndarray:
+        """:meth:`session_span_s` of every session in ``sessions`` order (cached per TPOT; read-only)."""
+        if self._spans is None:
+            self._spans = {}
+        if tpot_s not in self._spans:
+            a = np.array([self.session_span_s(x, tpot_s) for x in self.sessions])
+            a.flags.writeable = False
+            self._spans[tpot_s] = a
+        return self._spans[tpot_s]
+
+    @property
+    def mean_session_s(self) -> float:
+        """The simulator's unit of simulated time: mean session span at a nominal 50 ms TPOT.
+
+        ASSUMPTION: warm-up and measurement windows are counted in this unit (a session's span at
+        a TPOT between the two SLOs), not on the 0.2 s reference clock whose decode time would
+        inflate multi-agent sessions several-fold.
+        """
+        if self._mean_span is None:
+            self._mean_span = float(np.mean(self.session_spans(NOMINAL_TPOT_S)))
+        return self._mean_span
+
+
+def trace_row_hashes(trace: Trace) -> list[bytes]:
+    """pandas' per-row hashes of a trace's requests and (if any) spawns, as text: what its digests hash."""
+    tables = [trace.requests] + ([trace.spawns] if trace.spawns is not None and len(trace.spawns) else [])
+    return [pd.util.hash_pandas_object(t.astype(str), index=False).to_numpy().tobytes() for t in tables]
+
+
+def trace_fingerprint(trace: Trace) -> str:
+    """Stable hash of a trace's requests and spawns (for the sweep cache)."""
+    h = 0
+    for b in trace_row_hashes(trace):
+        h = zlib.crc32(b, h)
+    return f"{h:08x}-{len(trace.requests)}"
+
+
+LADEN_CLOSES = ("last_read", "arrival")
+
+
+def build_plan(trace: Trace, segments: Segments, keys: pd.Series | None = None, laden_close: str = "last_read") -> Plan:
+    """Flatten a trace and its recovered segments into the arrays the simulator replays.
+
+    ``laden_close``: when a reasoning-laden segment's turn-end boundary is reported to the allocator.
+    "last_read" (default): at the end of its last reader, the turn's final response, which is the
+    turn end as the harness knows it when it returns the answer.  Eq. 1 ends a segment's lifetime at
+    its last read; §4: the free "fires at a context boundary, not after the inactivity that a recency
+    policy waits for"; §5.5: HBM holds "every reasoning-laden context segment the deployment has live
+    at one time".  ASSUMPTION (sensitivity knob) "arrival": at its ``closing_request``'s arrival,
+    i.e. after the next user message's delay (the segment table's literal boundary, DESIGN §3).
+    """
+    if laden_close not in LADEN_CLOSES:
+        raise ValueError(f"laden_close must be one of {LADEN_CLOSES}, got {laden_close!r}")
+    r = _scheduled_requests(trace, segments)
+    rid = {x: i for i, x in enumerate(r["request_id"])}
+    n = len(r)
+    sg = segments.segments.reset_index(drop=True)
+    sid = {x: i for i, x in enumerate(sg["segment_id"])}
+    w, rd = segments.writes, segments.reads
+    w_ptr, w_seg, w_tok = _csr(_index(w["request_id"], rid, "writes.request_id"), n,
+                               _index(w["segment_id"], sid, "writes.segment_id"), w["tokens"].to_numpy(np.int64))
+    r_ptr, r_seg, r_tok = _csr(_index(rd["request_id"], rid, "reads.request_id"), n,
+                               _index(rd["segment_id"], sid, "reads.segment_id"), rd["tokens"].to_numpy(np.int64))
+    ca_ptr, ca_seg, ce_ptr, ce_seg = _closes(sg, rid, n, laden_close)
+    keys = keys if keys is not None else pd.Series(dtype=float)
+    seg_key = sg["agent_id"].map(keys).to_numpy(float) if len(keys) else np.full(len(sg), np.nan)
+    roots = _agent_roots(trace, r, rid)
+
+    return Plan(
+        n_req=n, out_tokens=r["output_tokens"].to_numpy(np.int64),
+        t_tools=r["t_tools_s"].to_numpy(float), t_obs=r["t_obs_s"].to_numpy(float), t_user=r["t_user_s"].to_numpy(float),
+        w_ptr=w_ptr, w_seg=w_seg, w_tok=w_tok, r_ptr=r_ptr, r_seg=r_seg, r_tok=r_tok,
+        ca_ptr=ca_ptr, ca_seg=ca_seg, ce_ptr=ce_ptr, ce_seg=ce_seg,
+        seg_ids=sg["segment_id"].to_numpy(object), seg_class=sg["seg_class"].to_numpy(object),
+        seg_role=sg["role"].to_numpy(object) if "role" in sg else sg["seg_class"].to_numpy(object),
+        seg_tokens=sg["tokens_written"].to_numpy(np.int64),
+        seg_reads=np.rint(sg["read_tokens"].to_numpy(float)).astype(np.int64),
+        seg_key=seg_key, sessions=[str(s) for s in roots], roots=roots,
+        fingerprint=trace_fingerprint(trace), laden_close=laden_close,
+    )
+
+
+def _scheduled_requests(trace: Trace, segments: Segments) -> pd.DataFrame:
+    """The trace's requests joined with their reference-clock schedule, in (session, start) order."""
+    req = trace.requests
+    sched = segments.schedule.set_index("request_id")
+    missing = set(req["request_id"]) - set(sched.index)
+    if missing:
+        raise ValueError(f"segments.schedule: field 'request_id': no schedule row for requests {sorted(missing)[:5]}")
+    r = req.set_index("request_id").join(sched[["t_start_s", "t_tools_s", "t_obs_s", "t_user_s"]])
+    r = r.reset_index()
+    return r.sort_values(["session_id", "t_start_s"], kind="stable").reset_index(drop=True)
+
+
+def _index(series: pd.Series, table: dict, what: str) -> np.ndarray:
+    """Each id of ``series`` as its integer index in ``table``; a ValueError naming ``what`` for an unknown id."""
+    out = series.map(table)
+    if out.isna().any():
+        bad = series[out.isna()].iloc[0]
+        raise ValueError(f"segments: field {what!r}: unknown id {bad!r}")
+    return out.to_numpy(np.int64)
+
+
+def _closes(sg: pd.DataFrame, rid: dict, n: int, laden_close: str) -> tuple[np.ndarray, ...]:
+    """Segment closes per request, as CSR (ptr, segments): at its arrival, then at its end (``build_plan``)."""
+    closing = sg["closing_request"]
+    has_close = closing.notna() & closing.map(lambda x: x in rid)
+    if laden_close == "last_read":
+        has_close &= ~sg["seg_class"].eq("reasoning_laden")
+    ca_req = _index(closing[has_close], rid, "segments.closing_request")
+    ca_ptr, ca_seg = _csr(ca_req, n, np.flatnonzero(has_close.to_numpy()))
+    ce_mask = ~has_close.to_numpy()
+    ce_req = _index(sg.loc[ce_mask, "last_request"], rid, "segments.last_request")
+    ce_ptr, ce_seg = _csr(ce_req, n, np.flatnonzero(ce_mask))
+    return ca_ptr, ca_seg, ce_ptr, ce_seg
+
+
+def _agent_roots(trace: Trace, r: pd.DataFrame, rid: dict) -> dict[str, list[AgentPlan]]:
+    """Each session's root agent, its sub-agents hung under the requests that spawn them.
+
+    Agents are the groups of (session, agent) in order of first appearance, a group's rows ascending;
+    the spawn structure is the trace's validated spawn tree (trace rows -> rows of ``r``)."""
+    n = len(r)
+    group = r.groupby(["session_id", "agent_id"], sort=False).ngroup().to_numpy()
+    n_groups = int(group.max()) + 1 if n else 0
+    rows_of = np.argsort(group, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(group, minlength=n_groups))])
+    agent_of, role_of = r["agent_id"].tolist(), r["role"].tolist()
+    agents: dict[str, AgentPlan] = {}
+    for k in range(n_groups):
+        rows = rows_of[bounds[k]:bounds[k + 1]]
+        first = int(rows[0])
+        agents[agent_of[first]] = AgentPlan(str(agent_of[first]), str(role_of[first]), rows, rows.tolist())
+    tree = trace.spawn_tree()
+    trace_rid = trace.requests["request_id"].tolist()
+    for p, kids in tree.children.items():
+        q = rid[trace_rid[p]]
+        agents[agent_of[q]].children[q] = [agents[k] for k in kids]
+    return {str(s): [agents[tree.roots[s]]] for s in pd.unique(r["session_id"])}

@@ -1,0 +1,201 @@
+"""The embedded synthetic corpus: determinism, contract, Table 3 scale, harness semantics."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lachesis.config import TOOL_CLASSES
+from lachesis.traces import corpus, workloads
+from lachesis.traces.clock import clock_for
+from lachesis.traces.trace import Trace, read_trace, tokens_written
+
+SMALL = 0.05
+
+
+@pytest.fixture(scope="module")
+def paper_scale() -> tuple[dict[str, Trace], float]:
+    """Every Table 3 workload at scale 1 (seed 0) and the time it took."""
+    t0 = time.perf_counter()
+    traces = {w: corpus.generate(w, 1.0, 0) for w in workloads.TEMPORAL_WORKLOADS + workloads.STRUCTURAL_WORKLOADS}
+    return traces, time.perf_counter() - t0
+
+
+def test_workload_names() -> None:
+    composites = {"tau3", "bfcl", "multi_agent", "multi_agent_no_reviewer"}
+    assert set(workloads.WORKLOADS) == set(workloads.TABLE3_INPUT) | composites
+    with pytest.raises(KeyError, match="unknown workload"):
+        corpus.generate("no_such_workload")
+    with pytest.raises(ValueError, match="scale"):
+        corpus.generate("tau3_airline", scale=0)
+
+
+def test_same_seed_same_corpus_and_seed_matters() -> None:
+    a = corpus.generate("appworld", SMALL, 3)
+    b = corpus.generate("appworld", SMALL, 3)
+    pd.testing.assert_frame_equal(a.requests, b.requests)
+    pd.testing.assert_frame_equal(a.spawns, b.spawns)
+    c = corpus.generate("appworld", SMALL, 4)
+    assert not a.requests["output_tokens"].equals(c.requests["output_tokens"])
+
+
+def test_sessions_do_not_depend_on_scale() -> None:
+    """Per-session generation: a session is the same whatever the number of sessions beside it."""
+    small = corpus.generate("tau3_retail", 0.02, 0).requests
+    big = corpus.generate("tau3_retail", 0.1, 0).requests
+    sid = small["session_id"].iloc[0]
+    pd.testing.assert_frame_equal(small[small.session_id == sid].reset_index(drop=True),
+                                  big[big.session_id == sid].reset_index(drop=True))
+
+
+def test_validation_and_round_trip(tmp_path) -> None:
+    tr = corpus.generate("multi_agent", SMALL, 0)
+    again = Trace.from_frames(tr.requests, tr.spawns)  # re-validates every row
+    assert len(again.requests) == len(tr.requests)
+    assert tr.requests["request_id"].is_unique
+    for col in ("benchmark", "domain", "observation_tokens"):
+        assert tr.requests[col].notna().all()
+    written = corpus.write_all(tmp_path, scale=0.02, seed=0, fmt="jsonl", workloads=["bfcl_base", "webarena"])
+    assert list(written) == ["bfcl_base", "webarena"]
+    back = read_trace(tmp_path / "webarena")
+    ref = corpus.generate("webarena", 0.02, 0)
+    assert back.requests["request_id"].tolist() == ref.requests["request_id"].tolist()
+    assert back.spawns["instruction"].tolist() == ref.spawns["instruction"].tolist()
+    assert (tmp_path / "bfcl_base" / "requests.jsonl").exists()
+
+
+def test_request_ids_unique_across_corpus() -> None:
+    traces = corpus.generate_all(0.02, 0)
+    ids = pd.concat([traces[w].requests["request_id"] for w in workloads.TABLE3_INPUT])
+    assert ids.is_unique
+    parts = [traces[w].requests for w in workloads.STRUCTURAL_WORKLOADS]
+    assert len(traces["multi_agent"].requests) == sum(len(p) for p in parts)
+    assert set(traces["tau3"].requests["benchmark"]) == set(workloads.TEMPORAL_WORKLOADS[:4])
+
+
+@pytest.mark.slow
+def test_table3_within_ten_percent_at_scale_one(paper_scale) -> None:
+    traces, seconds = paper_scale
+    tab = corpus.table3(traces, scale=1.0)
+    assert len(tab) == 11
+    errs = tab[[c for c in tab.columns if c.endswith("_rel_err")]]
+    assert (errs["sessions_rel_err"] == 0).all()
+    bad = errs.abs() > 0.10
+    assert not bad.to_numpy().any(), tab.loc[bad.any(axis=1), ["workload"] + list(errs.columns)].to_string()
+    # processed tokens are compared where Table 3 reports them (the temporal regime)
+    assert tab.loc[tab.regime == "temporal", "tokens_processed_rel_err"].notna().all()
+    assert seconds < 20, f"paper-scale generation took {seconds:.1f} s"
+
+
+def test_stripping_semantics() -> None:
+    """Next turn's matched prefix ends exactly where the previous turn's first reasoning token began."""
+    r = corpus.generate("tau3_telecom", SMALL, 0).requests
+    checked = 0
+    for _, s in r.groupby("session_id", sort=False):
+        inp, mp, out = s["input_tokens"].to_numpy(), s["matched_prefix_tokens"].to_numpy(), s["output_tokens"].to_numpy()
+        turn = s["turn"].to_numpy()
+        first = np.flatnonzero(np.r_[True, turn[1:] != turn[:-1]])
+        assert mp[0] == s["shared_prefix_tokens"].iloc[0] > 0  # the system prompt: shared prefix, not written
+        for a, b in zip(first[:-1], first[1:]):
+            # the first reasoning token of turn a's first request sits right after its input
+            assert mp[b] == inp[a]
+            assert inp[b] > mp[b]  # stripped context + new user message are re-sent (rematerialized)
+            checked += 1
+        inside = np.flatnonzero(turn[1:] == turn[:-1]) + 1
+        assert (mp[inside] == inp[inside - 1] + out[inside - 1]).all()
+        # what the next turn re-sends = the turn's calls, observations and answer (its outputs minus
+        # reasoning, plus observations) + the new user message: exactly the reasoning is stripped
+        rs, ob = s["reasoning_tokens"].to_numpy(), s["observation_tokens"].to_numpy()
+        for a, b in zip(first[:-1], first[1:]):
+            kept = int((out[a:b] - rs[a:b] + ob[a:b]).sum())
+            user = (inp[b] - mp[b]) - kept
+            assert 0 < user < 1000
+    assert checked > 10
+    # the final round of a turn answers without a tool call; tool rounds carry observations
+    last_of_turn = r.groupby(["session_id", "turn"]).tail(1)
+    assert (last_of_turn["tool_names"].map(len) == 0).all()
+    tool_rounds = r[r["tool_names"].map(len) > 0]
+    assert (tool_rounds["n_observations"] == tool_rounds["tool_names"].map(len)).all()
+    assert (tool_rounds["observation_tokens"] > 0).all()
+
+
+def test_reviewer_free_variant_has_same_workers() -> None:
+    with_r = corpus.generate("multi_agent", SMALL, 1)
+    without = corpus.generate("multi_agent_no_reviewer", SMALL, 1)
+    w1 = with_r.requests[with_r.requests.role == "worker"].reset_index(drop=True)
+    w2 = without.requests[without.requests.role == "worker"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(w1, w2)
+    s1 = with_r.spawns[with_r.spawns.role == "worker"].reset_index(drop=True)
+    s2 = without.spawns[without.spawns.role == "worker"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(s1, s2)
+    assert (with_r.requests.role == "reviewer").sum() > 0
+    assert (without.requests.role == "reviewer").sum() == 0
+    assert set(with_r.requests.session_id) == set(without.requests.session_id)
+
+
+def test_spawn_records_are_textual_and_consistent() -> None:
+    tr = corpus.generate("multi_agent", SMALL, 0)
+    req, sp = tr.requests, tr.spawns
+    subs = req.loc[req.role.isin(["worker", "reviewer"]), "agent_id"].unique()
+    assert set(sp.agent_id) == set(subs)
+    assert sp["instruction"].map(lambda t: isinstance(t, str) and len(t.split()) >= 6 and "{" not in t).all()
+    workers = sp[sp.role == "worker"]
+    assert workers["tools"].map(len).min() >= 1
+    # every worker's instruction is one of several distinct texts (not a constant)
+    assert workers["instruction"].nunique() > 0.8 * len(workers)
+    # the tools a worker calls are among the tools its spawn record grants
+    granted = dict(zip(workers.agent_id, workers.tools.map(set)))
+    for aid, names in req[req.role == "worker"].groupby("agent_id")["tool_names"]:
+        used = set().union(*map(set, names))
+        assert used <= granted[aid]
+    # each spawn record's request is a lead request that calls spawn_subagent once per record
+    n_calls = req.set_index("request_id")["tool_names"].map(lambda t: t.count(corpus.SPAWN_TOOL))
+    per_req = sp.groupby("spawn_request_id").size()
+    assert (n_calls.loc[per_req.index] == per_req).all()
+    assert (req.set_index("request_id").loc[per_req.index, "role"] == "lead").all()
+    # a reviewer's context is its worker's finished trace
+    rv = sp[sp.role == "reviewer"]
+    assert rv["context"].map(lambda c: isinstance(c, (int, np.integer)) and c > 0).all()
+
+
+def test_reference_clock_knows_every_tool() -> None:
+    classes = {tc.name for tc in TOOL_CLASSES}
+    tr = corpus.generate_all(0.02, 0, ["tau3", "bfcl", "multi_agent"])
+    for t in tr.values():  # every corpus trace carries the map, so its clock charges each tool by its class
+        clock = clock_for(t)
+        assert clock == corpus.reference_clock()
+        used = set().union(*map(set, t.requests["tool_names"]))
+        for name in used - set(clock.spawn_tools):
+            assert clock.tool_class_of[name] in classes, name
+    used = set().union(*(set().union(*map(set, t.requests["tool_names"])) for t in tr.values()))
+    assert corpus.SPAWN_TOOL in used
+
+
+def test_derivations_follow_table3_arithmetic() -> None:
+    """Expected requests per session from the closed form equal Table 3's (no hidden fudge)."""
+    for w, p in workloads.TEMPORAL_PRESETS.items():
+        d = workloads.derive_temporal(p)
+        s, n, _, _ = workloads.TABLE3_INPUT[w]
+        assert (1 + d.extra_turns) * (1 + d.extra_rounds) == pytest.approx(n / s)
+    for w, p in workloads.STRUCTURAL_PRESETS.items():
+        d = workloads.derive_structural(p)
+        assert d.worker_rounds > 1 and d.observation_tokens > 0
+
+
+def test_fig4b_turn_tokens_match_the_input_means() -> None:
+    """Per-turn laden/stripped KV tokens (recovered segments) land near Fig. 4(b)'s means (inputs)."""
+    segments = pytest.importorskip("lachesis.analysis.segments")
+    for w in workloads.TEMPORAL_WORKLOADS:
+        tr = corpus.generate(w, 0.5, 0)
+        seg = segments.recover(tr, seed=0).segments
+        s = seg[seg.seg_class.isin(["reasoning_laden", "reasoning_stripped"])]
+        per_turn = s.pivot_table(index=["session_id", "write_turn"], columns="seg_class",
+                                 values="tokens_written", aggfunc="sum", fill_value=0)
+        laden, stripped = workloads.FIG4B_INPUT[w]
+        assert per_turn["reasoning_laden"].mean() == pytest.approx(laden, rel=0.15), w
+        assert per_turn["reasoning_stripped"].mean() == pytest.approx(stripped, rel=0.15), w
+        # and the segments account for every token the trace writes
+        assert s["tokens_written"].sum() == tokens_written(tr.requests).sum()
