@@ -3,9 +3,9 @@
 from lachesis.config import DEFAULT, Config
 from lachesis.traces.schema import TraceError
 from lachesis.traces.trace import Trace, read_trace, write_trace
+from lachesis.version import __version__
 
-__all__ = ["Config", "DEFAULT", "Trace", "TraceError", "read_trace", "write_trace"]
-__version__ = "0.2.0"
+__all__ = ["Config", "DEFAULT", "Trace", "TraceError", "__version__", "read_trace", "write_trace"]
 
 
 def __getattr__(name: str):
@@ -14,4 +14,4 @@ def __getattr__(name: str):
         import importlib
 
         return importlib.import_module("lachesis.evaluation.verdict").evaluate
-    raise AttributeError(f"module 'lachesis' has no attribute {name!r}")  # the one place the version is decided (pyproject.toml reads it; CHANGELOG.md)
+    raise AttributeError(f"module 'lachesis' has no attribute {name!r}")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, NoReturn, Sequence
 from urllib.parse import urlsplit
 
-import lachesis
+from lachesis.version import __version__
 
 if TYPE_CHECKING:
     from lachesis.evaluation.explorer import Selection
@@ -538,7 +538,7 @@ SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="lachesis", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {lachesis.__version__}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="command")
     for add in SUBCOMMANDS:
         add(sub)

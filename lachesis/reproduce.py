@@ -25,10 +25,10 @@ from typing import Any, Iterator, TextIO
 
 import yaml
 
-import lachesis
 from lachesis import glance
 from lachesis.io import write_json, write_text
 from lachesis.traces import datasets
+from lachesis.version import __version__
 
 #: The notebook whose run reports real-trace sources that could not be fetched.
 REAL_TRACES = "real_traces"
@@ -650,7 +650,7 @@ def environment(root: Path, params_file: Path) -> dict[str, Any]:
 
 
 def _own_version() -> str:
-    return lachesis.__version__
+    return __version__
 
 
 def write_environment(figures: Path, root: Path, params_file: Path) -> Path:

@@ -20,7 +20,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-import lachesis
 from lachesis.analysis import segments
 from lachesis.evaluation import knobs, store
 from lachesis.evaluation.grid import Point
@@ -28,6 +27,7 @@ from lachesis.io import atomic_write, jsonable
 from lachesis.node.plan import Plan, build_plan, trace_fingerprint, trace_row_hashes
 from lachesis.traces import clock, gaps
 from lachesis.traces.trace import Trace
+from lachesis.version import __version__
 
 
 def content_digest(path: str | os.PathLike) -> str:
@@ -83,7 +83,7 @@ def _ranker_code() -> str:
 
     from lachesis.analysis import ranker  # scikit-learn loads only where keys are fitted or checked
 
-    h = hashlib.sha256(f"{lachesis.__version__}/{sklearn.__version__}".encode())
+    h = hashlib.sha256(f"{__version__}/{sklearn.__version__}".encode())
     for m in (segments, clock, ranker):
         h.update(Path(m.__file__).read_bytes())
     return h.hexdigest()

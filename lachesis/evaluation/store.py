@@ -24,13 +24,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-import lachesis
 from lachesis.evaluation.bound import Timeline
 from lachesis.evaluation.grid import Point
 from lachesis.io import atomic_write, jsonable
 from lachesis.node import simulator as sim
 from lachesis.node.capacity import SearchParams
 from lachesis.node.clairvoyance import CloseTimes
+from lachesis.version import __version__
 
 #: the version of the code that writes entries: part of every key, checked on every read
 CODE_VERSION = f"sweep-6/{sim.SIM_VERSION}"
@@ -77,9 +77,9 @@ def _foreign(entry: dict, key: str) -> str | None:
     """Why a cache entry (or a close record's header) is not ``key``'s under this code, or None."""
     if entry.get("key") != key:
         return f"belongs to key {entry.get('key')!r}, not {key!r}"
-    if entry.get("code") != CODE_VERSION or entry.get("version") != lachesis.__version__:
+    if entry.get("code") != CODE_VERSION or entry.get("version") != __version__:
         return (f"written by code {entry.get('code')!r} / package {entry.get('version')!r}, "
-                f"not {CODE_VERSION!r} / {lachesis.__version__!r}")
+                f"not {CODE_VERSION!r} / {__version__!r}")
     return None
 
 
@@ -113,7 +113,7 @@ def read_entry(path: Path | None, key: str) -> dict | None:
 
 def as_entry(out: dict, key: str) -> dict:
     """``out`` as its cache entry (key, versions; JSON-normal values), without the digest."""
-    entry = dict(out, key=key, code=CODE_VERSION, version=lachesis.__version__)
+    entry = dict(out, key=key, code=CODE_VERSION, version=__version__)
     return json.loads(json.dumps(jsonable(entry, nan="keep")))
 
 
@@ -143,7 +143,7 @@ def _sidecar_write(path: Path | None, key: str, fingerprint: str, arrays: dict[s
     """A baseline run's arrays beside its entry (``.npz``) with a JSON header: key, versions, trace, digest."""
     if path is None:
         return
-    meta = dict(key=key, code=CODE_VERSION, version=lachesis.__version__, fingerprint=fingerprint,
+    meta = dict(key=key, code=CODE_VERSION, version=__version__, fingerprint=fingerprint,
                 digest=_arrays_digest(arrays))
 
     def write(tmp: Path) -> None:
