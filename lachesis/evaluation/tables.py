@@ -23,21 +23,22 @@ import pandas as pd
 from lachesis import paper
 from lachesis.config import SLOS
 from lachesis.evaluation.grid import CELL, LOAD_POLICY, is_clairvoyant
+from lachesis.evaluation.row import columns
 from lachesis.plotting import compare_table, format_range, span
 
 # ------------------------------------------------------------------------------------------------
 # Lifetime ratios per cell and seed; seed intervals; write composition
 # ------------------------------------------------------------------------------------------------
 
-#: The columns of a grid's rows the figures keep (``fig09_grid.csv``, ``fig11_grid.csv``): the cell, the load,
-#: the SLO check, the lifetime and its rate, the tier bytes, and the operating point per GPU in units that carry
+#: The columns of a grid's rows (:class:`lachesis.evaluation.row.GridRow`) the figures keep (``fig09_grid.csv``,
+#: ``fig11_grid.csv``): the cell, the load, the SLO check, the lifetime and its rate, the tier bytes, and the operating point per GPU in units that carry
 #: over (§5.3: "HBM's capacity against the short-lived KV live at one time"): the KV one decode step reads, the
 #: live KV of each class and of the short-lived ones, and HBM ÷ that.
-GRID_COLUMNS = ("workload", "model", "slo", "memory", "policy", "seed", "group_ranks", "load", "load_base",
-                "daisy_chain_load", "n_sessions", "load_seed", "slo_met", "slo_p99_tpot_s", "slo_tpot_bound_s",
-                "slo_p99_ttft_s", "slo_ttft_bound_s", "p99_tpot_s", "p99_ttft_s", "hbf_write_rate", "hbf_rank_spread",
-                "settled", "in_regime", "lifetime_years", "bytes_hbm", "bytes_hbf", "kv_read_per_step_bytes",
-                "live_short_kv_bytes", "hbm_over_live_short")
+GRID_COLUMNS = columns("workload", "model", "slo", "memory", "policy", "seed", "group_ranks", "load", "load_base",
+                       "daisy_chain_load", "n_sessions", "load_seed", "slo_met", "slo_p99_tpot_s", "slo_tpot_bound_s",
+                       "slo_p99_ttft_s", "slo_ttft_bound_s", "p99_tpot_s", "p99_ttft_s", "hbf_write_rate",
+                       "hbf_rank_spread", "settled", "in_regime", "lifetime_years", "bytes_hbm", "bytes_hbf",
+                       "kv_read_per_step_bytes", "live_short_kv_bytes", "hbm_over_live_short")
 
 
 def grid_rows(df: pd.DataFrame) -> pd.DataFrame:
