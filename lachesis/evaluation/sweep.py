@@ -72,24 +72,23 @@ def evaluate_point(point: Point, params: SearchParams = PAPER, cache_dir: str | 
     cfg = point.config()
     sw, lw = params.windows(plan)
     record = point.policy == LOAD_POLICY
+    recording = sim.RunSettings(seed=point.seed, record_closes=record, record_events=record)
 
     def probe(n: int):
         """A candidate's short run, paused so that N*'s run continues into the lifetime window."""
         if sw.duration_s > lw.duration_s:  # a search window longer than the lifetime run: nothing to continue
-            return sim.simulate(plan, cfg, point.run_policy(), n, seed=point.seed, duration_s=sw.duration_s,
-                                warmup_s=sw.warmup_s, n_samples=sw.n_samples), None
-        runs = sim.simulate_windows(plan, cfg, point.run_policy(), n, [sw, lw], seed=point.seed, record_closes=record,
-                                    record_events=record)
+            return sim.simulate(plan, cfg, point.run_policy(), n, duration_s=sw.duration_s, warmup_s=sw.warmup_s,
+                                n_samples=sw.n_samples, settings=sim.RunSettings(seed=point.seed)), None
+        runs = sim.simulate_windows(plan, cfg, point.run_policy(), n, [sw, lw], settings=recording)
         return next(runs), runs
 
     n_star, tried, cont = capacity.search(probe, cfg.slo, params, hint)
     out: dict[str, Any] = dict(asdict(point), n_star=n_star, n_sessions=n_star, load="own", search=tried,
                                warmup_s=lw.warmup_s, duration_s=lw.duration_s)
     if n_star > 0:
-        r = next(cont) if cont is not None else sim.simulate(plan, cfg, point.run_policy(), n_star, seed=point.seed,
+        r = next(cont) if cont is not None else sim.simulate(plan, cfg, point.run_policy(), n_star,
                                                              duration_s=lw.duration_s, warmup_s=lw.warmup_s,
-                                                             n_samples=lw.n_samples, record_closes=record,
-                                                             record_events=record)
+                                                             n_samples=lw.n_samples, settings=recording)
         capacity.close(cont)
         at = next(t for t in tried if t["n"] == n_star)
         out.update(_run_fields(r), slo_met=True, slo_p99_tpot_s=at["p99_tpot_s"], slo_p99_ttft_s=at["p99_ttft_s"])
@@ -125,12 +124,13 @@ def _run_at_load(point: Point, n: int, params: SearchParams, cache_dir: str | os
     cfg = point.config()
     sw, lw = params.windows(plan)
     base = point.policy == LOAD_POLICY
-    kw = dict(seed=point.seed, record_closes=base or clair is not None, clairvoyance=clair,
-              record_events=base and bound)
+    settings = sim.RunSettings(seed=point.seed, record_closes=base or clair is not None, clairvoyance=clair,
+                               record_events=base and bound)
     if sw.duration_s <= lw.duration_s:  # one run observed through both windows
-        short, long_ = sim.simulate_windows(plan, cfg, point.run_policy(), int(n), [sw, lw], **kw)
+        short, long_ = sim.simulate_windows(plan, cfg, point.run_policy(), int(n), [sw, lw], settings)
     else:  # a search window longer than the lifetime run: two runs
-        short, long_ = (next(sim.simulate_windows(plan, cfg, point.run_policy(), int(n), [w], **kw)) for w in (sw, lw))
+        short, long_ = (next(sim.simulate_windows(plan, cfg, point.run_policy(), int(n), [w], settings))
+                        for w in (sw, lw))
     out = dict(asdict(point), n_sessions=int(n), load="fixed", duration_s=lw.duration_s)
     out.update(_run_fields(long_), slo_met=bool(short.meets(cfg.slo)), slo_p99_tpot_s=short.p99_tpot_s,
                slo_p99_ttft_s=short.p99_ttft_s)

@@ -322,7 +322,8 @@ def test_the_bound_holds_for_every_policy_replayed_on_a_simulated_run(fixture_pl
     """A simulated HBM-first run's event stream, replayed through every policy at the run's capacity."""
     pt = _cell(("hbm_first",))[0]
     cfg = pt.config()
-    r = S.simulate(fixture_plan, cfg, "hbm_first", 6, seed=0, duration_s=600.0, warmup_s=100.0, record_events=True)
+    r = S.simulate(fixture_plan, cfg, "hbm_first", 6, duration_s=600.0, warmup_s=100.0,
+                   settings=S.RunSettings(seed=0, record_events=True))
     bt = cfg.deployment.block_tokens
     hbm_blocks, hbf_blocks = hbf.kv_blocks(cfg.memory, cfg.model, cfg.deployment)  # the run's own memory
     events = annotate_clairvoyant(r.events)
