@@ -173,14 +173,16 @@ def memory_calls(n_sessions: int = 24, scale: int = 4, hbm_bytes: float = 4e8) -
             first.append(m)
             return _CallLog(calls, m)
 
+        def step(b: int, *a: float) -> float:
+            return 0.004 + 0.0003 * b
+
         saved, S.Memory = S.Memory, make
         try:
             closes = None
             if pol == "oracle":
-                closes = S.simulate(plan, cfg, "hbm_first", n_sessions, seed=0, record_closes=True,
-                                    step_fn=lambda b, *a: 0.004 + 0.0003 * b).closes
-            S.simulate(plan, cfg, pol, n_sessions, seed=0, clairvoyance=closes,
-                       step_fn=lambda b, *a: 0.004 + 0.0003 * b)
+                closes = S.simulate(plan, cfg, "hbm_first", n_sessions,
+                                    settings=S.RunSettings(seed=0, record_closes=True, step_fn=step)).closes
+            S.simulate(plan, cfg, pol, n_sessions, settings=S.RunSettings(seed=0, clairvoyance=closes, step_fn=step))
         finally:
             S.Memory = saved
         out[pol] = (calls, closes)

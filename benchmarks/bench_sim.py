@@ -67,7 +67,7 @@ def backends(repeats: int) -> list[str]:
         for _ in range(repeats):
             for backend in ("python", "native"):
                 t0 = time.process_time()
-                results[backend] = S.simulate(plan, cfg, policy, n, seed=0, backend=backend)
+                results[backend] = S.simulate(plan, cfg, policy, n, settings=S.RunSettings(seed=0, backend=backend))
                 times[backend].append(time.process_time() - t0)
         a, b = results["python"], results["native"]
         same = all(str(getattr(a, k)) == str(getattr(b, k)) for k in a.__dataclass_fields__ if k not in ("series",)) \
@@ -103,7 +103,8 @@ def bench(workload: str, scale: float, n: int, hbm_gb: float, hbf_kv_gb: float, 
     dur = len(plan.sessions) / n * plan.mean_session_s
     plan.lists()  # per-plan preparation, done once per process in a sweep
     t0 = time.process_time()
-    r = S.simulate(plan, cfg, policy, n, seed=0, duration_s=dur, warmup_s=0.0, record_events=True, backend="python")
+    r = S.simulate(plan, cfg, policy, n, duration_s=dur, warmup_s=0.0,
+                   settings=S.RunSettings(seed=0, record_events=True, backend="python"))
     if r.oom:
         raise SystemExit(f"the run ran out of memory at {n} sessions: raise --hbf-kv-gb or lower --n")
     t_sim = time.process_time() - t0

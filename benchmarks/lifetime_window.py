@@ -44,7 +44,7 @@ def main() -> None:
             wins = [short.lifetime_window(plan), long_.lifetime_window(plan)]
             for pol in pols:
                 cfg = grid.Point(wl, mem, model, slo, pol).config()
-                res = list(sim.simulate_windows(plan, cfg, pol, n, wins, seed=seed))
+                res = list(sim.simulate_windows(plan, cfg, pol, n, wins, settings=sim.RunSettings(seed=seed)))
                 rows.append(dict(workload=wl, memory=mem, model=model, slo=slo, seed=seed, policy=pol, n=n,
                                  short=res[0].lifetime_years, long=res[1].lifetime_years,
                                  settled_short=res[0].settled, settled_long=res[1].settled))

@@ -98,7 +98,7 @@ def run_one(spec: dict) -> tuple[dict, float, int]:
         n_star, tried = capacity.capacity_search(plan, cfg, spec["policy"], 0, params, run=run)
         cpu = time.process_time() - t0
         return dict(n_star=n_star, tried=tried, runs=[_fields(r) for r in runs]), cpu, sum(r.requests_done for r in runs)
-    short, long_ = S.simulate_windows(plan, cfg, spec["policy"], spec["n"], [sw, lw], seed=0)
+    short, long_ = S.simulate_windows(plan, cfg, spec["policy"], spec["n"], [sw, lw], settings=S.RunSettings(seed=0))
     cpu = time.process_time() - t0
     return dict(short=_fields(short), long=_fields(long_)), cpu, long_.requests_done
 

@@ -45,7 +45,7 @@ def run(mem: str, n: int, group: bool, cache_dir: str) -> list[dict]:
             plan, cfg = plancache.point_plan(pt, cache_dir), pt.config()
             sw, lw = capacity.PAPER.windows(plan)
             t0 = time.time()
-            short, r = sim.simulate_windows(plan, cfg, pt.run_policy(), n, [sw, lw], seed=0)
+            short, r = sim.simulate_windows(plan, cfg, pt.run_policy(), n, [sw, lw], settings=sim.RunSettings(seed=0))
             tiers = r.bytes_by_tier
             rows.append(dict(mem=mem, n=n, group=group, policy=pt.run_policy(), years=r.lifetime_years,
                              hbm_share=tiers["hbm"] / (tiers["hbm"] + tiers["hbf"]),

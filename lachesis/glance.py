@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from lachesis.evaluation.tables import statistic
 from lachesis.io import write_text
 from lachesis.plotting import parse_range
 
@@ -25,7 +26,9 @@ GLANCE_FILE = "results_at_a_glance.md"
 @dataclass(frozen=True)
 class Row:
     """One line of the table: the statistics of ``source`` (a compare table's stem) whose name matches
-    ``pattern`` (a regular expression, searched), spanned over every match.
+    ``pattern`` (a regular expression, searched), spanned over every match; or, with ``stat``, the one
+    statistic of the evaluation's tables of that key (:data:`lachesis.evaluation.tables.STATISTICS`; an unknown
+    key fails here, a label absent from ``source`` as :class:`MissingStatistic`).
 
     ``kind``: ``span`` (our range over the matches, and the seed interval where the table has one),
     ``rel_error`` (the largest |ours / paper − 1| over the matches) or ``kyung`` (the validation summary)."""
@@ -36,6 +39,11 @@ class Row:
     kind: str = "span"
     unit: str = ""
     percent: bool = False
+    stat: str = ""
+
+    def __post_init__(self) -> None:
+        if self.stat:
+            statistic(self.stat)
 
 
 ROWS: tuple[Row, ...] = (
@@ -51,55 +59,56 @@ ROWS: tuple[Row, ...] = (
     Row("spawn-time ranker, out-of-fold Kendall τ (Fig. 7)", "fig07_spawn_prediction_compare",
         r"^ridge: Kendall τ \(out of fold\)$"),
     Row("multi-agent Lachesis/HBM-first, tight, 1/7–4/4 (Fig. 9)", "fig09_fig10_compare",
-        r"^gain Lachesis/HBM-first, tight, 1/7–4/4$", unit="×"),
+        stat="multi.gain.tight", unit="×"),
     Row("multi-agent Lachesis/HBM-first, loose, 1/7–4/4 (Fig. 9)", "fig09_fig10_compare",
-        r"^gain Lachesis/HBM-first, loose, 1/7–4/4$", unit="×"),
+        stat="multi.gain.loose", unit="×"),
     Row("multi-agent Lachesis device-years, tight, 1/7–4/4 (Fig. 9)", "fig09_fig10_compare",
-        r"^Lachesis device-years, tight, 1/7–4/4$"),
+        stat="multi.lachesis_years.tight"),
     Row("multi-agent HBM-first device-years, tight, 1/7–4/4 (Fig. 9)", "fig09_fig10_compare",
-        r"^HBM-first device-years, tight, 1/7–4/4$"),
-    Row("H3 daisy chain 8/8*, tight (Fig. 9)", "fig09_fig10_compare", r"^gain on 8/8\*, tight$", unit="×"),
+        stat="multi.hbm_first_years.tight"),
+    Row("H3 daisy chain 8/8*, tight (Fig. 9)", "fig09_fig10_compare", stat="multi.daisy_gain.tight", unit="×"),
     Row("w/o predictive path / HBM-first, 1/7–4/4 (Fig. 9, §5.4)", "fig09_fig10_compare",
-        r"^w/o predictive path / HBM-first", unit="×"),
-    Row("HBM share of write bytes, Lachesis (Fig. 10)", "fig09_fig10_compare", r"^HBM share of write bytes, Lachesis$",
+        stat="multi.deterministic_gain", unit="×"),
+    Row("HBM share of write bytes, Lachesis (Fig. 10)", "fig09_fig10_compare", stat="multi.hbm_share.lachesis",
         percent=True),
     Row("HBM share of write bytes, HBM-first (Fig. 10)", "fig09_fig10_compare",
-        r"^HBM share of write bytes, HBM-first$", percent=True),
+        stat="multi.hbm_share.hbm_first", percent=True),
     Row("single-agent Lachesis/HBM-first, 1/7–4/4 (Fig. 11)", "fig11_fig12_compare",
-        r"^gain Lachesis/HBM-first, 1/7–4/4$", unit="×"),
-    Row("BFCLv4 Lachesis lifetime loss, 4/4 vs 1/7 (§5.5)", "fig11_fig12_compare", r"^BFCLv4 Lachesis loss 4/4 vs 1/7$",
+        stat="single.gain", unit="×"),
+    Row("BFCLv4 Lachesis lifetime loss, 4/4 vs 1/7 (§5.5)", "fig11_fig12_compare", stat="single.bfcl_loss",
         percent=True),
     Row("Lachesis / HBM-first with reclaim (vLLM-style pool), multi-agent tight", "fig09_fig10_compare",
-        r"^Lachesis / HBM-first with reclaim, tight", unit="×"),
+        stat="multi.beyond.lachesis/hbm_first_reclaim", unit="×"),
     Row("Lachesis / HBM-first with reclaim, single-agent", "fig11_fig12_compare",
-        r"^Lachesis / HBM-first with reclaim, 1/7", unit="×"),
+        stat="single.beyond.lachesis/hbm_first_reclaim", unit="×"),
     Row("Lachesis / ρR/W selection (Kyung et al.'s criterion), multi-agent tight", "fig09_fig10_compare",
-        r"^Lachesis / ρR/W selection, tight", unit="×"),
-    Row("Lachesis / ρR/W selection, single-agent", "fig11_fig12_compare", r"^Lachesis / ρR/W selection, 1/7",
+        stat="multi.beyond.lachesis/rho_threshold", unit="×"),
+    Row("Lachesis / ρR/W selection, single-agent", "fig11_fig12_compare", stat="single.beyond.lachesis/rho_threshold",
         unit="×"),
-    Row("clairvoyant oracle / HBM-first, multi-agent tight", "fig09_fig10_compare", r"^oracle / HBM-first, tight",
-        unit="×"),
-    Row("clairvoyant oracle / HBM-first, single-agent", "fig11_fig12_compare", r"^oracle / HBM-first, 1/7", unit="×"),
+    Row("clairvoyant oracle / HBM-first, multi-agent tight", "fig09_fig10_compare",
+        stat="multi.beyond.oracle/hbm_first", unit="×"),
+    Row("clairvoyant oracle / HBM-first, single-agent", "fig11_fig12_compare",
+        stat="single.beyond.oracle/hbm_first", unit="×"),
     Row("Lachesis's share of the oracle's gain over HBM-first, multi-agent tight", "fig09_fig10_compare",
-        r"^Lachesis share of the oracle's gain, tight"),
+        stat="multi.beyond.lachesis_share_of_oracle_gain"),
     Row("Lachesis's share of the oracle's gain over HBM-first, single-agent", "fig11_fig12_compare",
-        r"^Lachesis share of the oracle's gain, 1/7"),
-    Row("offline bound / HBM-first, multi-agent tight (the seed that sized each load)", "fig09_fig10_compare", r"^offline bound / HBM-first, tight",
-        unit="×"),
-    Row("offline bound / HBM-first, single-agent (the seed that sized each load)", "fig11_fig12_compare", r"^offline bound / HBM-first, 1/7",
-        unit="×"),
+        stat="single.beyond.lachesis_share_of_oracle_gain"),
+    Row("offline bound / HBM-first, multi-agent tight (the seed that sized each load)", "fig09_fig10_compare",
+        stat="multi.beyond.bound/hbm_first", unit="×"),
+    Row("offline bound / HBM-first, single-agent (the seed that sized each load)", "fig11_fig12_compare",
+        stat="single.beyond.bound/hbm_first", unit="×"),
     Row("Lachesis's share of the offline bound's gain, multi-agent tight (the seed that sized each load)", "fig09_fig10_compare",
-        r"^Lachesis share of the bound's gain, tight"),
+        stat="multi.beyond.lachesis_share_of_bound_gain"),
     Row("Lachesis's share of the offline bound's gain, single-agent (the seed that sized each load)", "fig11_fig12_compare",
-        r"^Lachesis share of the bound's gain, 1/7"),
+        stat="single.beyond.lachesis_share_of_bound_gain"),
     Row("the oracle's share of the offline bound's gain, multi-agent tight (the seed that sized each load)", "fig09_fig10_compare",
-        r"^oracle share of the bound's gain, tight"),
+        stat="multi.beyond.oracle_share_of_bound_gain"),
     Row("the oracle's share of the offline bound's gain, single-agent (the seed that sized each load)", "fig11_fig12_compare",
-        r"^oracle share of the bound's gain, 1/7"),
+        stat="single.beyond.oracle_share_of_bound_gain"),
     Row("HBM share of write bytes, offline bound, multi-agent tight (the seed that sized each load)", "fig09_fig10_compare",
-        r"^HBM share of write bytes, offline bound, tight", percent=True),
+        stat="multi.beyond.hbm_share.bound", percent=True),
     Row("HBM share of write bytes, offline bound, single-agent (the seed that sized each load)", "fig11_fig12_compare",
-        r"^HBM share of write bytes, offline bound, 1/7", percent=True),
+        stat="single.beyond.hbm_share.bound", percent=True),
     Row("HBF model vs Kyung et al. Fig. 4 (lifetime; TPOT)", "kyung_validation_summary", kind="kyung"),
 )
 
@@ -138,6 +147,12 @@ def _read(path: Path) -> pd.DataFrame:
 def _matches(figures: Path, row: Row, read: Callable[[Path], pd.DataFrame]) -> pd.DataFrame:
     path = figures / f"{row.source}.csv"
     table = read(path)
+    if row.stat:
+        label = statistic(row.stat).label
+        hit = table[table["statistic"].astype(str).eq(label)]
+        if hit.empty:
+            raise MissingStatistic(f"{path}: no statistic {label!r} ({row.stat})")
+        return hit
     hit = table[table["statistic"].astype(str).str.contains(row.pattern, regex=True)]
     if hit.empty:
         raise MissingStatistic(f"{path}: no statistic matches {row.pattern!r}")

@@ -70,3 +70,13 @@ def test_a_missing_source_or_statistic_is_named_not_invented(tmp_path: Path) -> 
     assert [ln for ln in text.splitlines() if ln.startswith("|")] == ["| statistic | ours | paper |", "|---|---|---|"]
     assert "Not in these figures" in text
     assert all(r.label in text for r in glance.ROWS)
+
+
+def test_an_evaluation_row_reads_its_statistic_by_key(tmp_path: Path) -> None:
+    _compare(tmp_path, "c", [dict(statistic="gain Lachesis/HBM-first, 1/7–4/4", ours="1.2–1.5", interval="1.1–1.6",
+                                  paper="1.35–3.13")])
+    assert glance.cells(tmp_path, Row("g", "c", stat="single.gain", unit="×")) == ("1.2–1.5× [1.1–1.6×]", "1.35–3.13×")
+    with pytest.raises(glance.MissingStatistic, match="single.bfcl_loss"):
+        glance.cells(tmp_path, Row("l", "c", stat="single.bfcl_loss"))
+    with pytest.raises(KeyError, match=r"no statistic 'single.no_such'; known: "):
+        Row("x", "c", stat="single.no_such")

@@ -102,8 +102,8 @@ class Timeline:
     @classmethod
     def from_events(cls, events: Iterable[Sequence[Any]]) -> "Timeline":
         """A timeline from an allocator event stream (the format of docs/design.md §5, what
-        ``simulate(..., record_events=True)`` returns): ``write`` events give the writes, ``close`` and
-        ``session_end`` the closes (positions: the events' order); ``read`` events are ignored.  Times
+        ``simulate(..., settings=RunSettings(record_events=True))`` returns): ``write`` events give the writes,
+        ``close`` and ``session_end`` the closes (positions: the events' order); ``read`` events are ignored.  Times
         must not decrease; a segment is closed once and never written after its close, as
         :func:`~lachesis.memory.replay.replay_events` requires.  One pass over the events."""
         t_w: list[float] = []

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, replace
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -27,6 +27,7 @@ from lachesis.config import SLOS, Config
 from lachesis.evaluation import plancache, runner, store
 from lachesis.evaluation.bound import Timeline, hbm_bound
 from lachesis.evaluation.grid import LOAD_POLICY, SEED_LOADS, LoadRule, Point, is_clairvoyant, load_at
+from lachesis.evaluation.row import FLATTENED, GridRow, fields, grid_row
 from lachesis.memory.policies import get_policy
 from lachesis.node import capacity, hbf
 from lachesis.node import simulator as sim
@@ -44,8 +45,19 @@ def _run_fields(r: sim.SimResult) -> dict:
     return {k: v for k, v in r.to_dict().items() if k not in ("n_sessions", "policy")}
 
 
+def _read(path: Any, key: str) -> GridRow | None:
+    """The cache's entry at ``path`` for ``key`` as a row; None when absent."""
+    hit = store.read_entry(path, key)
+    return None if hit is None else grid_row(hit)
+
+
+def _write(path: Any, key: str, out: Mapping[str, Any]) -> GridRow:
+    """``out`` checked as a row and written as its cache entry under ``key``."""
+    return grid_row(store.write_entry(path, store.as_entry(dict(grid_row(out)), key)))
+
+
 def evaluate_point(point: Point, params: SearchParams = PAPER, cache_dir: str | os.PathLike | None = None,
-                   plan: Plan | None = None, hint: int | None = None) -> dict:
+                   plan: Plan | None = None, hint: int | None = None) -> GridRow:
     """Capacity search of the point's policy + lifetime run at its own N*; cached as JSON when ``cache_dir`` is set.
 
     The load policy's N* run also keeps its segment closes (the oracle's clairvoyance at that load)."""
@@ -55,29 +67,28 @@ def evaluate_point(point: Point, params: SearchParams = PAPER, cache_dir: str | 
     plan = plan or plancache.point_plan(point, cache_dir)
     key = store.point_key(point, plan.fingerprint, params)
     path = store.entry_path(cache_dir, key)
-    if (hit := store.read_entry(path, key)) is not None:
+    if (hit := _read(path, key)) is not None:
         return hit
     cfg = point.config()
     sw, lw = params.windows(plan)
     record = point.policy == LOAD_POLICY
+    recording = sim.RunSettings(seed=point.seed, record_closes=record, record_events=record)
 
     def probe(n: int):
         """A candidate's short run, paused so that N*'s run continues into the lifetime window."""
         if sw.duration_s > lw.duration_s:  # a search window longer than the lifetime run: nothing to continue
-            return sim.simulate(plan, cfg, point.run_policy(), n, seed=point.seed, duration_s=sw.duration_s,
-                                warmup_s=sw.warmup_s, n_samples=sw.n_samples), None
-        runs = sim.simulate_windows(plan, cfg, point.run_policy(), n, [sw, lw], seed=point.seed, record_closes=record,
-                                    record_events=record)
+            return sim.simulate(plan, cfg, point.run_policy(), n, duration_s=sw.duration_s, warmup_s=sw.warmup_s,
+                                n_samples=sw.n_samples, settings=sim.RunSettings(seed=point.seed)), None
+        runs = sim.simulate_windows(plan, cfg, point.run_policy(), n, [sw, lw], settings=recording)
         return next(runs), runs
 
     n_star, tried, cont = capacity.search(probe, cfg.slo, params, hint)
     out: dict[str, Any] = dict(asdict(point), n_star=n_star, n_sessions=n_star, load="own", search=tried,
                                warmup_s=lw.warmup_s, duration_s=lw.duration_s)
     if n_star > 0:
-        r = next(cont) if cont is not None else sim.simulate(plan, cfg, point.run_policy(), n_star, seed=point.seed,
+        r = next(cont) if cont is not None else sim.simulate(plan, cfg, point.run_policy(), n_star,
                                                              duration_s=lw.duration_s, warmup_s=lw.warmup_s,
-                                                             n_samples=lw.n_samples, record_closes=record,
-                                                             record_events=record)
+                                                             n_samples=lw.n_samples, settings=recording)
         capacity.close(cont)
         at = next(t for t in tried if t["n"] == n_star)
         out.update(_run_fields(r), slo_met=True, slo_p99_tpot_s=at["p99_tpot_s"], slo_p99_ttft_s=at["p99_ttft_s"])
@@ -86,11 +97,11 @@ def evaluate_point(point: Point, params: SearchParams = PAPER, cache_dir: str | 
             out.update(_baseline_record(r, cfg, cache_dir, at_key, plan.fingerprint))
     else:
         out.update(lifetime_years=float("nan"), slo_met=False)
-    return store.write_entry(path, store.as_entry(out, key))
+    return _write(path, key, out)
 
 
 def run_at_load(point: Point, n: int, params: SearchParams = PAPER,
-                cache_dir: str | os.PathLike | None = None, plan: Plan | None = None, bound: bool = False) -> dict:
+                cache_dir: str | os.PathLike | None = None, plan: Plan | None = None, bound: bool = False) -> GridRow:
     """The point's policy at ``n`` sessions per GPU: the lifetime run, and whether a search-length window
     there meets the SLO (``slo_met``, the criterion N* was searched with); cached.  The oracle runs with
     the load policy's close times at the same load (:func:`baseline_closes`).  ``bound``: a load-policy run
@@ -99,26 +110,27 @@ def run_at_load(point: Point, n: int, params: SearchParams = PAPER,
     key = store.point_key(point, plan.fingerprint, params, n=int(n))
     path = store.entry_path(cache_dir, key)
     bound = bound and point.policy == LOAD_POLICY
-    if (hit := store.read_entry(path, key)) is not None and (not bound or "bound_status" in hit):
+    if (hit := _read(path, key)) is not None and (not bound or "bound_status" in hit):
         return hit
     clair = baseline_closes(point, n, params, cache_dir, plan) if is_clairvoyant(point.policy) else None
     return _run_at_load(point, n, params, cache_dir, plan, clair, bound=bound)[0]
 
 
 def _run_at_load(point: Point, n: int, params: SearchParams, cache_dir: str | os.PathLike | None, plan: Plan,
-                 clair: CloseTimes | None = None, bound: bool = False) -> tuple[dict, sim.SimResult]:
+                 clair: CloseTimes | None = None, bound: bool = False) -> tuple[GridRow, sim.SimResult]:
     """:func:`run_at_load` without the cache lookup: (its entry, written to the cache; the run).  ``bound``:
     a load-policy run also records its timeline and solves the bound on it (:func:`baseline_timeline`)."""
     key = store.point_key(point, plan.fingerprint, params, n=int(n))
     cfg = point.config()
     sw, lw = params.windows(plan)
     base = point.policy == LOAD_POLICY
-    kw = dict(seed=point.seed, record_closes=base or clair is not None, clairvoyance=clair,
-              record_events=base and bound)
+    settings = sim.RunSettings(seed=point.seed, record_closes=base or clair is not None, clairvoyance=clair,
+                               record_events=base and bound)
     if sw.duration_s <= lw.duration_s:  # one run observed through both windows
-        short, long_ = sim.simulate_windows(plan, cfg, point.run_policy(), int(n), [sw, lw], **kw)
+        short, long_ = sim.simulate_windows(plan, cfg, point.run_policy(), int(n), [sw, lw], settings)
     else:  # a search window longer than the lifetime run: two runs
-        short, long_ = (next(sim.simulate_windows(plan, cfg, point.run_policy(), int(n), [w], **kw)) for w in (sw, lw))
+        short, long_ = (next(sim.simulate_windows(plan, cfg, point.run_policy(), int(n), [w], settings))
+                        for w in (sw, lw))
     out = dict(asdict(point), n_sessions=int(n), load="fixed", duration_s=lw.duration_s)
     out.update(_run_fields(long_), slo_met=bool(short.meets(cfg.slo)), slo_p99_tpot_s=short.p99_tpot_s,
                slo_p99_ttft_s=short.p99_ttft_s)
@@ -126,7 +138,7 @@ def _run_at_load(point: Point, n: int, params: SearchParams, cache_dir: str | os
         out.update({f"close_drift_{k}": v for k, v in drift(clair, long_.closes).items()})
     if base:
         out.update(_baseline_record(long_, cfg, cache_dir, key, plan.fingerprint))
-    return store.write_entry(store.entry_path(cache_dir, key), store.as_entry(out, key)), long_
+    return _write(store.entry_path(cache_dir, key), key, out), long_
 
 
 def baseline_closes(point: Point, n: int, params: SearchParams = PAPER,
@@ -192,23 +204,27 @@ def _baseline_record(r: sim.SimResult, cfg: Config, cache_dir: str | os.PathLike
 # ------------------------------------------------------------------------------------------------
 
 
-def _at_own_n_star(entry: dict) -> dict:
+def _at_own_n_star(entry: GridRow) -> GridRow:
     """A search entry as the row of its own N* load (the lifetime run there is exactly that run)."""
-    return {k: v for k, v in entry.items() if k != "search"}
+    return grid_row({k: v for k, v in entry.items() if k != "search"})
 
 
-def _no_load_row(point: Point) -> dict:
+def _no_load_row(point: Point) -> GridRow:
     """A point of a cell whose load policy meets the SLO at no load: no run, no lifetime."""
-    return dict(asdict(point), n_sessions=0, lifetime_years=float("nan"), slo_met=False)
+    return grid_row(dict(asdict(point), n_sessions=0, lifetime_years=float("nan"), slo_met=False))
 
 
-def _rows_at(points: Sequence[Point], loads: dict[str, int], searched: dict[str, dict],
-             fetch: Callable[[Point, int], dict | None]) -> list[dict | None]:
+#: a row, or a row or None (a cache read that may lack it)
+_R = TypeVar("_R", GridRow, Optional[GridRow])
+
+
+def _rows_at(points: Sequence[Point], loads: dict[str, int], searched: Mapping[str, GridRow],
+             fetch: Callable[[Point, int], _R]) -> list[_R]:
     """Every point of one cell at its policy's load: no row when the load is 0, a policy searched to
     exactly that load reuses that run, any other comes from ``fetch(point, n)`` (a run or a cache read).
 
     The load policy is fetched before the oracle, so a run of the oracle finds its close record."""
-    rows: list[dict | None] = [None] * len(points)
+    rows: list[Any] = [None] * len(points)
     for i in sorted(range(len(points)), key=lambda i: is_clairvoyant(points[i].policy)):
         p, n = points[i], int(loads[points[i].policy])
         if n <= 0:
@@ -221,7 +237,8 @@ def _rows_at(points: Sequence[Point], loads: dict[str, int], searched: dict[str,
 
 
 def _at_loads(points: Sequence[Point], loads: dict[str, int], params: SearchParams, cache_dir: str | None,
-              searched: dict[str, dict] | None = None, plan: Plan | None = None, bound: bool = False) -> list[dict]:
+              searched: dict[str, GridRow] | None = None, plan: Plan | None = None,
+              bound: bool = False) -> list[GridRow]:
     """Every point of one cell at its policy's load, run (or read from the cache) as :func:`run_at_load`
     (``bound``: the load policy's run carries the offline bound)."""
     plan = plan or plancache.point_plan(points[0], cache_dir)
@@ -229,13 +246,13 @@ def _at_loads(points: Sequence[Point], loads: dict[str, int], params: SearchPara
 
 
 def evaluate_cell_at(points: Sequence[Point], n: int, params: SearchParams, cache_dir: str | None,
-                     searched: dict[str, dict] | None = None, plan: Plan | None = None) -> list[dict]:
+                     searched: dict[str, GridRow] | None = None, plan: Plan | None = None) -> list[GridRow]:
     """Every point of one cell at ``n`` sessions per GPU (a policy searched to exactly ``n`` reuses that run)."""
     return _at_loads(points, {p.policy: n for p in points}, params, cache_dir, searched, plan)
 
 
 def search_cell(points: Sequence[Point], policies: Sequence[str], params: SearchParams, cache_dir: str | None,
-                plan: Plan | None = None) -> dict[str, dict]:
+                plan: Plan | None = None) -> dict[str, GridRow]:
     """Capacity searches of ``policies`` at the cell of ``points``, each hinted by the previous N*.
 
     ASSUMPTION (hint): policies at the same cell admit similar N, so the previous policy's N* is a
@@ -250,7 +267,7 @@ def search_cell(points: Sequence[Point], policies: Sequence[str], params: Search
     return out
 
 
-def cell_load(searched: dict[str, dict], load: str) -> tuple[int, str]:
+def cell_load(searched: Mapping[str, GridRow], load: str) -> tuple[int, str]:
     """(sessions per GPU, the policy whose N* it is) of a cell under a ``load`` rule (docs/design.md §5, "Load")."""
     if load in ("per_cell", "per_deployment"):
         return int(searched[LOAD_POLICY]["n_star"]), LOAD_POLICY
@@ -268,7 +285,7 @@ def _searched_policies(points: Sequence[Point], load: str) -> list[str]:
     return [LOAD_POLICY] if load == "per_cell" or not pols else pols
 
 
-def _cell_loads(points: Sequence[Point], searched: dict[str, dict], load: str) -> dict[str, tuple[int, str]]:
+def _cell_loads(points: Sequence[Point], searched: Mapping[str, GridRow], load: str) -> dict[str, tuple[int, str]]:
     """Per policy of a cell: (its sessions per GPU, the policy whose N* that is) under a ``load`` rule."""
     if load == "own":
         by = {p.policy: LOAD_POLICY if is_clairvoyant(p.policy) else p.policy for p in points}
@@ -285,23 +302,23 @@ def _point_fields(p: Point) -> dict:
                 slo_ttft_bound_s=slo.ttft_s)
 
 
-def _tag_cell(points: Sequence[Point], rows: Sequence[dict | None], at: dict[str, tuple[int, str]],
-              rule: LoadRule) -> list[dict | None]:
+def _tag_cell(points: Sequence[Point], rows: Sequence[_R], at: dict[str, tuple[int, str]], rule: LoadRule) -> list[_R]:
     """A cell's rows with the load they ran at: the rule and its base, N*, the policy it is N* of, the seed
     that sized it; and the point's node and SLO bounds."""
-    return [None if r is None else dict(r, **rule.tags(p.memory), n_star=at[p.policy][0],
-                                        load_policy=at[p.policy][1], load_seed=p.seed, **_point_fields(p))
+    return [None if r is None else grid_row(dict(r, **rule.tags(p.memory), n_star=at[p.policy][0],
+                                                 load_policy=at[p.policy][1], load_seed=p.seed, **_point_fields(p)))
             for p, r in zip(points, rows)]
 
 
 def deployment_search(point: Point, rule: LoadRule, params: SearchParams, cache_dir: str | None,
-                      plan: Plan | None = None) -> dict:
+                      plan: Plan | None = None) -> GridRow:
     """HBM-first's capacity search at the deployment's base configuration (``rule.base``) for the point's
     model, SLO, trace and seed: the load held at every configuration (docs/design.md §5, "Load")."""
     return evaluate_point(rule.base_point(point), params, cache_dir, plan)
 
 
-def _held(points: Sequence[Point], rule: LoadRule, base: dict) -> tuple[dict[str, dict], dict[str, tuple[int, str]]]:
+def _held(points: Sequence[Point], rule: LoadRule,
+          base: GridRow) -> tuple[dict[str, GridRow], dict[str, tuple[int, str]]]:
     """(the searches a cell reuses, each policy's load) at the deployment's held load: the base cell
     reuses its own search run, every other cell runs at that N*."""
     searched = {LOAD_POLICY: base} if points[0].memory == rule.base else {}
@@ -309,7 +326,7 @@ def _held(points: Sequence[Point], rule: LoadRule, base: dict) -> tuple[dict[str
 
 
 def evaluate_cell(points: Sequence[Point], params: SearchParams, cache_dir: str | None,
-                  load: str | LoadRule = "per_deployment") -> list[dict]:
+                  load: str | LoadRule = "per_deployment") -> list[GridRow]:
     """The rows of one cell's points under a ``load`` rule (:class:`lachesis.evaluation.grid.LoadRule`, or its name:
     "per_deployment", "per_cell", "min" or "own"; docs/design.md §5, "Load").
 
@@ -325,20 +342,25 @@ def evaluate_cell(points: Sequence[Point], params: SearchParams, cache_dir: str 
     # the bound is solved on the run that sized the load: the search's, or at a held cell the load policy's run there
     rows = _at_loads(points, {pol: n for pol, (n, _) in at.items()}, params, cache_dir, searched, plan,
                      bound=rule.held(points[0].memory))
-    return _tag_cell(points, rows, at, rule)  # type: ignore[return-value]
+    return _tag_cell(points, rows, at, rule)
 
 
 #: the fields a seed's replica takes from its first seed's row (the load it ran at)
-_LOAD_FIELDS = ("load", "load_base", "daisy_chain_load", "n_star", "load_policy", "load_seed")
+_LOAD_FIELDS = fields("load", "load_base", "daisy_chain_load", "n_star", "load_policy", "load_seed")
 
 
-def _first_rows(leader: Sequence[dict | None]) -> dict[str, dict]:
+def _load_of(first: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields a seed's replica takes from its first seed's row ``first`` (None where it has none)."""
+    return {k: first.get(k) for k in _LOAD_FIELDS}
+
+
+def _first_rows(leader: Sequence[GridRow | None]) -> dict[str, GridRow]:
     """The first seed's row per policy of a cell (``leader``; a None row is left out)."""
     return {r["policy"]: r for r in leader if r is not None}
 
 
-def replicate_cell(points: Sequence[Point], leader: Sequence[dict], params: SearchParams,
-                   cache_dir: str | None) -> list[dict]:
+def replicate_cell(points: Sequence[Point], leader: Sequence[GridRow], params: SearchParams,
+                   cache_dir: str | None) -> list[GridRow]:
     """The rows of one cell at another seed, each policy at the load its row of the first seed's cell
     (``leader``, :func:`evaluate_cell`'s rows) ran at (``seed_load="fixed"``, docs/design.md §5, "Seeds")."""
     first = _first_rows(leader)
@@ -346,7 +368,7 @@ def replicate_cell(points: Sequence[Point], leader: Sequence[dict], params: Sear
     if missing:
         raise ValueError(f"replicate_cell: the first seed's cell has no row for policy {missing[0]!r}")
     loads = {pol: int(r["n_sessions"]) for pol, r in first.items()}
-    return [dict(r, **{k: first[p.policy].get(k) for k in _LOAD_FIELDS}, **_point_fields(p))
+    return [grid_row(dict(r, **_load_of(first[p.policy]), **_point_fields(p)))
             for p, r in zip(points, _at_loads(points, loads, params, cache_dir))]
 
 
@@ -357,15 +379,15 @@ def replicate_cell(points: Sequence[Point], leader: Sequence[dict], params: Sear
 
 
 def cached_entry(point: Point, cache_dir: str | os.PathLike | None, params: SearchParams = SearchParams(),
-                 n: int | None = None) -> dict | None:
+                 n: int | None = None) -> GridRow | None:
     """The cache's entry for the point's capacity search (``n`` None) or its run at ``n`` sessions per GPU,
     checked against its key like every cache read; None when absent.  Never simulates."""
     key = store.point_key(point, plancache.point_fingerprint(point), params, None if n is None else int(n))
-    return store.read_entry(store.entry_path(cache_dir, key), key)
+    return _read(store.entry_path(cache_dir, key), key)
 
 
 def _cached_cell(points: Sequence[Point], cache_dir: str | os.PathLike | None, params: SearchParams,
-                 load: str | LoadRule) -> list[dict | None] | None:
+                 load: str | LoadRule) -> list[GridRow | None] | None:
     """:func:`evaluate_cell`'s rows as far as the cache holds them (None per missing point); None when a
     search the ``load`` rule needs is missing."""
     rule = LoadRule.of(load)
@@ -376,12 +398,13 @@ def _cached_cell(points: Sequence[Point], cache_dir: str | os.PathLike | None, p
         searched, at = _held(points, rule, base)
     else:
         cr = rule.cell_rule(points[0].memory)
-        searched = {pol: cached_entry(replace(points[0], policy=pol), cache_dir, params)  # type: ignore[misc]
-                    for pol in _searched_policies(points, cr)}
-        if any(e is None for e in searched.values()):
+        got = {pol: cached_entry(replace(points[0], policy=pol), cache_dir, params)
+               for pol in _searched_policies(points, cr)}
+        searched = {pol: e for pol, e in got.items() if e is not None}
+        if len(searched) < len(got):
             return None
-        at = _cell_loads(points, searched, cr)  # type: ignore[arg-type]
-    rows = _rows_at(points, {pol: n for pol, (n, _) in at.items()}, searched,  # type: ignore[arg-type]
+        at = _cell_loads(points, searched, cr)
+    rows = _rows_at(points, {pol: n for pol, (n, _) in at.items()}, searched,
                     lambda p, n: cached_entry(p, cache_dir, params, n))
     return _tag_cell(points, rows, at, rule)
 
@@ -401,7 +424,7 @@ def cached_results(points: Sequence[Point], cache_dir: str | os.PathLike | None,
         _check_points(points, load, seed_load)
     cells = _cells(points)
     groups = _replicas(points, cells) if seed_load == "fixed" else [[c] for c in range(len(cells))]
-    rows: list[dict | None] = [None] * len(points)
+    rows: list[GridRow | None] = [None] * len(points)
     for g in groups:
         lead = [points[i] for i in cells[g[0]]]
         got = _cached_cell(lead, cache_dir, params, load)
@@ -414,10 +437,11 @@ def cached_results(points: Sequence[Point], cache_dir: str | os.PathLike | None,
             for i in cells[c]:
                 p = points[i]
                 f = first.get(p.policy)
-                r = None if f is None else _rows_at([p], {p.policy: int(f["n_sessions"])}, {},
-                                                    lambda q, n: cached_entry(q, cache_dir, params, n))[0]
-                rows[i] = None if r is None else dict(r, **{k: f.get(k) for k in _LOAD_FIELDS},  # type: ignore[arg-type]
-                                                      **_point_fields(p))
+                if f is None:
+                    continue
+                r = _rows_at([p], {p.policy: int(f["n_sessions"])}, {},
+                             lambda q, n: cached_entry(q, cache_dir, params, n))[0]
+                rows[i] = None if r is None else grid_row(dict(r, **_load_of(f), **_point_fields(p)))
     return results_frame([r for r in rows if r is not None]), [p for p, r in zip(points, rows) if r is None]
 
 
@@ -494,34 +518,33 @@ def run_grid(points: Sequence[Point], params: SearchParams = PAPER, cache_dir: s
     pts = {c: [points[i] for i in cells[c]] for c in range(len(cells))}
     order: list[int] = list(leaders)  # the cell of each task, in the order run_tasks returns them
 
-    def follow(k: int, rows: list[dict]) -> list[tuple[Callable, tuple, str]]:
+    def follow(k: int, rows: list[GridRow]) -> list[tuple[Callable, tuple, str]]:
         more = followers.get(order[k], [])
         order.extend(more)
         return [(replicate_cell, (pts[c], rows, params, cache), label[c]) for c in more]
 
     res = runner.run_tasks(evaluate_cell, [(pts[c], params, cache, rule) for c in leaders], [label[c] for c in leaders],
                     n_jobs, scheduler, progress, follow=follow)
-    results: list[dict] = [None] * len(points)  # type: ignore[list-item]
+    results: list[GridRow | None] = [None] * len(points)
     for c, rows in zip(order, res):
         for i, r in zip(cells[c], rows):
             results[i] = r
-    return results_frame(results)
+    return results_frame([r for r in results if r is not None])
 
 
-def results_frame(results: Iterable[dict]) -> pd.DataFrame:
-    """Flatten point results into one row per point (tier bytes and class×tier bytes as columns)."""
+def results_frame(results: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """Flatten point results into one row per point (the :data:`lachesis.evaluation.row.FLATTENED` fields as
+    columns: tier bytes, class×tier bytes, peaks, live KV per class).  ``results`` may be rows with fields
+    of their own (the sensitivity study's knob, a frame's records read back)."""
     rows = []
     for r in results:
         row = {k: v for k, v in r.items() if not isinstance(v, (dict, list))}
-        for t, v in (r.get("bytes_by_tier") or {}).items():
-            row[f"bytes_{t}"] = v
-        for c, d in (r.get("bytes_by_class_tier") or {}).items():
-            for t, v in d.items():
-                row[f"bytes_{c}_{t}"] = v
-        for t, v in (r.get("live_peak") or {}).items():
-            row[f"live_peak_{t}"] = v
-        for c, v in (r.get("live_kv_by_class") or {}).items():
-            row[f"live_kv_{c}_bytes"] = v
+        for f, name in FLATTENED.items():
+            for a, v in (r.get(f) or {}).items():
+                if isinstance(v, dict):
+                    row.update({name.format(a, b): w for b, w in v.items()})
+                else:
+                    row[name.format(a)] = v
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -532,7 +555,7 @@ def results_frame(results: Iterable[dict]) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------------
 
 
-def _cell_searches(points: Sequence[Point], params: SearchParams, cache_dir: str | None) -> dict[str, dict]:
+def _cell_searches(points: Sequence[Point], params: SearchParams, cache_dir: str | None) -> dict[str, GridRow]:
     """The load policy's capacity search at a cell (a task of :func:`load_curve`)."""
     return search_cell(points, [LOAD_POLICY], params, cache_dir)
 
@@ -565,7 +588,7 @@ def load_curve(points: Sequence[Point], fractions: Sequence[float], params: Sear
             tlabels.append(f"{lab} N={n}")
             meta.append((n_star, n / n_star))
     res = runner.run_tasks(evaluate_cell_at, tasks, tlabels, n_jobs, scheduler, progress, desc="load curve")
-    rows = [dict(r, n_star=ns, fraction=f, load="curve") for rs, (ns, f) in zip(res, meta) for r in rs]
+    rows = [grid_row(dict(r, n_star=ns, fraction=f, load="curve")) for rs, (ns, f) in zip(res, meta) for r in rs]
     if not rows:
         raise ValueError("load_curve: no cell admits any load (N* = 0 everywhere)")
     return results_frame(rows)

@@ -14,7 +14,8 @@ Nothing here simulates; the figures are drawn by :mod:`lachesis.evaluation.plots
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
@@ -22,21 +23,22 @@ import pandas as pd
 from lachesis import paper
 from lachesis.config import SLOS
 from lachesis.evaluation.grid import CELL, LOAD_POLICY, is_clairvoyant
+from lachesis.evaluation.row import columns
 from lachesis.plotting import compare_table, format_range, span
 
 # ------------------------------------------------------------------------------------------------
 # Lifetime ratios per cell and seed; seed intervals; write composition
 # ------------------------------------------------------------------------------------------------
 
-#: The columns of a grid's rows the figures keep (``fig09_grid.csv``, ``fig11_grid.csv``): the cell, the load,
-#: the SLO check, the lifetime and its rate, the tier bytes, and the operating point per GPU in units that carry
+#: The columns of a grid's rows (:class:`lachesis.evaluation.row.GridRow`) the figures keep (``fig09_grid.csv``,
+#: ``fig11_grid.csv``): the cell, the load, the SLO check, the lifetime and its rate, the tier bytes, and the operating point per GPU in units that carry
 #: over (§5.3: "HBM's capacity against the short-lived KV live at one time"): the KV one decode step reads, the
 #: live KV of each class and of the short-lived ones, and HBM ÷ that.
-GRID_COLUMNS = ("workload", "model", "slo", "memory", "policy", "seed", "group_ranks", "load", "load_base",
-                "daisy_chain_load", "n_sessions", "load_seed", "slo_met", "slo_p99_tpot_s", "slo_tpot_bound_s",
-                "slo_p99_ttft_s", "slo_ttft_bound_s", "p99_tpot_s", "p99_ttft_s", "hbf_write_rate", "hbf_rank_spread",
-                "settled", "in_regime", "lifetime_years", "bytes_hbm", "bytes_hbf", "kv_read_per_step_bytes",
-                "live_short_kv_bytes", "hbm_over_live_short")
+GRID_COLUMNS = columns("workload", "model", "slo", "memory", "policy", "seed", "group_ranks", "load", "load_base",
+                       "daisy_chain_load", "n_sessions", "load_seed", "slo_met", "slo_p99_tpot_s", "slo_tpot_bound_s",
+                       "slo_p99_ttft_s", "slo_ttft_bound_s", "p99_tpot_s", "p99_ttft_s", "hbf_write_rate",
+                       "hbf_rank_spread", "settled", "in_regime", "lifetime_years", "bytes_hbm", "bytes_hbf",
+                       "kv_read_per_step_bytes", "live_short_kv_bytes", "hbm_over_live_short")
 
 
 def grid_rows(df: pd.DataFrame) -> pd.DataFrame:
@@ -190,11 +192,87 @@ def _range(x: pd.Series | None) -> tuple[float, float] | float:
     return lo if lo == hi else (lo, hi)
 
 
-#: A statistic the notebooks set beside the paper: its label, its values per cell and seed (a Series
-#: whose last index level is ``seed``), and the paper's value (a number, a (lo, hi) range, or text).
-Stat = tuple[str, pd.Series, Any]
-
 NOT_IN_PAPER = "— (not in the paper)"
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """A statistic the notebooks set beside the paper: ``key``, what code and text look it up by (stable);
+    ``label``, what the comparison tables print; ``paper``, the paper's value (a number, a (lo, hi) range,
+    or text)."""
+
+    key: str
+    label: str
+    paper: Any = NOT_IN_PAPER
+
+
+class Stat(NamedTuple):
+    """One :class:`Statistic` with its values per cell and seed (a Series whose last index level is ``seed``;
+    None when the grid did not run it)."""
+
+    statistic: Statistic
+    values: pd.Series | None
+
+
+#: The cells the baselines beyond the paper are read over, per wing of the grid (the key's first part).
+FRAMES = {"multi": "tight, 1/7–4/4", "single": "1/7–4/4"}
+#: The baselines beyond the paper (:func:`_baseline_stats`): key tail -> label head (the frame follows it).
+BEYOND = {
+    "hbm_first_reclaim/hbm_first": "HBM-first with reclaim / HBM-first",
+    "lachesis/hbm_first_reclaim": "Lachesis / HBM-first with reclaim",
+    "rho_threshold/hbm_first": "ρR/W selection / HBM-first",
+    "lachesis/rho_threshold": "Lachesis / ρR/W selection",
+    "oracle/hbm_first": "oracle / HBM-first",
+    ORACLE_SHARE: "Lachesis share of the oracle's gain",
+    "bound/hbm_first": "offline bound / HBM-first",
+    BOUND_SHARES["lachesis"]: "Lachesis share of the bound's gain",
+    BOUND_SHARES["oracle"]: "oracle share of the bound's gain",
+}
+#: The policies whose HBM share of write bytes :func:`_baseline_stats` reports, as the labels name them.
+SHARE_NAMES = {BOUND: "offline bound", "oracle": "oracle", "lachesis": "Lachesis", LOAD_POLICY: "HBM-first"}
+
+#: Every statistic of the Figs. 9–12 comparison tables, by key.
+STATISTICS: dict[str, Statistic] = {s.key: s for s in (
+    Statistic("multi.gain.tight", "gain Lachesis/HBM-first, tight, 1/7–4/4", paper.MULTI_GAIN_TIGHT),
+    Statistic("multi.gain.loose", "gain Lachesis/HBM-first, loose, 1/7–4/4", paper.MULTI_GAIN_LOOSE),
+    Statistic("multi.daisy_gain.tight", "gain on 8/8*, tight", paper.DAISY_GAIN_TIGHT),
+    Statistic("multi.daisy_gain.loose", "gain on 8/8*, loose", paper.DAISY_GAIN_LOOSE),
+    Statistic("multi.lachesis_years.tight", "Lachesis device-years, tight, 1/7–4/4", paper.MULTI_LACHESIS_YEARS_1_TO_4),
+    Statistic("multi.hbm_first_years.tight", "HBM-first device-years, tight, 1/7–4/4",
+              paper.MULTI_HBM_FIRST_YEARS_1_TO_4),
+    Statistic("multi.deterministic_gain", "w/o predictive path / HBM-first", paper.DETERMINISTIC_GAIN),
+    Statistic("multi.predictive_gain.reviewer", "Lachesis / w/o predictive path, with reviewer",
+              paper.PREDICTIVE_GAIN_WITH_REVIEWER),
+    Statistic("multi.predictive_gain.no_reviewer", "Lachesis / w/o predictive path, no reviewer",
+              paper.PREDICTIVE_GAIN_WITHOUT_REVIEWER),
+    Statistic("multi.hbm_share.lachesis", "HBM share of write bytes, Lachesis", paper.HBM_WRITE_SHARE_LACHESIS),
+    Statistic("multi.hbm_share.hbm_first", "HBM share of write bytes, HBM-first", paper.HBM_WRITE_SHARE_HBM_FIRST),
+    Statistic("multi.reviewer_to_flash.deterministic", "reviewer bytes reaching flash, w/o predictive path",
+              paper.REVIEWER_TO_FLASH_WO_PREDICTIVE),
+    Statistic("multi.reviewer_to_flash.lachesis", "reviewer bytes reaching flash, Lachesis",
+              paper.REVIEWER_TO_FLASH_LACHESIS),
+    Statistic("single.gain", "gain Lachesis/HBM-first, 1/7–4/4", paper.SINGLE_GAIN),
+    Statistic("single.lachesis_years", "Lachesis device-years, 1/7–4/4", paper.SINGLE_LACHESIS_YEARS_1_TO_4),
+    Statistic("single.hbm_first_years", "HBM-first device-years, 1/7–4/4", paper.SINGLE_HBM_FIRST_YEARS_1_TO_4),
+    Statistic("single.gain_overall", "gain overall (any trace, 1/7–4/4)", paper.GAIN_OVERALL),
+    Statistic("single.bfcl_loss", "BFCLv4 Lachesis loss 4/4 vs 1/7", paper.BFCL_4_4_VS_1_7_LOSS),
+    *(Statistic(f"{wing}.beyond.{tail}", f"{head}, {frame}") for wing, frame in FRAMES.items()
+      for tail, head in BEYOND.items()),
+    *(Statistic(f"{wing}.beyond.hbm_share.{pol}", f"HBM share of write bytes, {name}, {frame}")
+      for wing, frame in FRAMES.items() for pol, name in SHARE_NAMES.items()),
+)}
+
+
+def statistic(key: str) -> Statistic:
+    """The statistic of ``key``; a KeyError naming it and the known keys when there is none."""
+    try:
+        return STATISTICS[key]
+    except KeyError:
+        raise KeyError(f"no statistic {key!r}; known: {', '.join(STATISTICS)}") from None
+
+
+def _stat(key: str, values: pd.Series | None) -> Stat:
+    return Stat(statistic(key), values)
 
 
 def judge_interval(interval: tuple[float, float] | float, paper: Any) -> str:
@@ -219,16 +297,19 @@ def compare_intervals(stats: Sequence[Stat], note: str = "") -> pd.DataFrame:
     median over seeds, ``interval`` = the range over cells and seeds (every seed's value), the paper's
     value, whether our medians' range lies in the paper's (``in_paper_range``: yes/partly/no, as
     :func:`lachesis.plotting.compare_table`) and whether the interval does (``interval_vs_paper``:
-    inside/overlaps/disjoint), and how many seeds and cells it rests on."""
-    rows, extra = [], []
-    for label, values, theirs in stats:
+    inside/overlaps/disjoint), and how many seeds and cells it rests on; indexed by the statistics' keys (the
+    CSV a notebook writes carries the labels alone)."""
+    rows, extra, keys = [], [], []
+    for stat, values in stats:
         v = pd.Series(values, dtype=float).dropna() if values is not None else pd.Series(dtype=float)
         if not len(v):
             continue
+        theirs = stat.paper
         levels = [n for n in v.index.names if n != "seed"]
         med = v.groupby(level=levels).median() if levels else pd.Series([v.median()])
         interval = _range(v)
-        rows.append((label, _range(med), theirs))
+        rows.append((stat.label, _range(med), theirs))
+        keys.append(stat.key)
         seeds = v.index.get_level_values("seed").nunique() if "seed" in v.index.names else 1
         extra.append(dict(interval=interval, interval_vs_paper=judge_interval(interval, theirs), seeds=seeds,
                           cells=len(med)))
@@ -239,6 +320,7 @@ def compare_intervals(stats: Sequence[Stat], note: str = "") -> pd.DataFrame:
     table.insert(5, "interval_vs_paper", [e["interval_vs_paper"] for e in extra])
     table.insert(6, "seeds", [e["seeds"] for e in extra])
     table.insert(7, "cells", [e["cells"] for e in extra])
+    table.index = pd.Index(keys, name="key")
     return table
 
 
@@ -257,23 +339,12 @@ def _select(table: pd.DataFrame, col: str, **where: Any) -> pd.Series | None:
 SPLIT = ["1/7", "2/6", "3/5", "4/4"]
 
 
-def _baseline_stats(r: pd.DataFrame, hs: pd.DataFrame, frame: str, **where: Any) -> list[Stat]:
+def _baseline_stats(r: pd.DataFrame, hs: pd.DataFrame, wing: str, **where: Any) -> list[Stat]:
     """The rows for the baselines and the offline bound beyond the paper (``r``: :func:`ratio_table`, ``hs``:
-    :func:`hbm_share`), over the cells ``where`` selects (``frame`` names them)."""
-    shares = [(f"HBM share of write bytes, {name}, {frame}", _select(hs, "hbm_share", policy=pol, **where), NOT_IN_PAPER)
-              for pol, name in ((BOUND, "offline bound"), ("oracle", "oracle"), ("lachesis", "Lachesis"),
-                                (LOAD_POLICY, "HBM-first")) if pol in set(hs["policy"])]
-    return [
-        (f"HBM-first with reclaim / HBM-first, {frame}", _select(r, "hbm_first_reclaim/hbm_first", **where), NOT_IN_PAPER),
-        (f"Lachesis / HBM-first with reclaim, {frame}", _select(r, "lachesis/hbm_first_reclaim", **where), NOT_IN_PAPER),
-        (f"ρR/W selection / HBM-first, {frame}", _select(r, "rho_threshold/hbm_first", **where), NOT_IN_PAPER),
-        (f"Lachesis / ρR/W selection, {frame}", _select(r, "lachesis/rho_threshold", **where), NOT_IN_PAPER),
-        (f"oracle / HBM-first, {frame}", _select(r, "oracle/hbm_first", **where), NOT_IN_PAPER),
-        (f"Lachesis share of the oracle's gain, {frame}", _select(r, ORACLE_SHARE, **where), NOT_IN_PAPER),
-        (f"offline bound / HBM-first, {frame}", _select(r, "bound/hbm_first", **where), NOT_IN_PAPER),
-        (f"Lachesis share of the bound's gain, {frame}", _select(r, BOUND_SHARES["lachesis"], **where), NOT_IN_PAPER),
-        (f"oracle share of the bound's gain, {frame}", _select(r, BOUND_SHARES["oracle"], **where), NOT_IN_PAPER),
-    ] + shares
+    :func:`hbm_share`), over the cells ``where`` selects (``wing``: :data:`FRAMES`' key naming them)."""
+    shares = [_stat(f"{wing}.beyond.hbm_share.{pol}", _select(hs, "hbm_share", policy=pol, **where))
+              for pol in SHARE_NAMES if pol in set(hs["policy"])]
+    return [_stat(f"{wing}.beyond.{tail}", _select(r, tail, **where)) for tail in BEYOND] + shares
 
 
 def multi_agent_stats(df: pd.DataFrame) -> list[Stat]:
@@ -282,35 +353,26 @@ def multi_agent_stats(df: pd.DataFrame) -> list[Stat]:
     r = ratio_table(df)
     ma = dict(workload="multi_agent", memory=SPLIT)
     hs, rv = hbm_share(df), class_to_flash(df, "reviewer")
-    out: list[Stat] = [
-        ("gain Lachesis/HBM-first, tight, 1/7–4/4", _select(r, "lachesis/hbm_first", slo="tight", **ma),
-         paper.MULTI_GAIN_TIGHT),
-        ("gain Lachesis/HBM-first, loose, 1/7–4/4", _select(r, "lachesis/hbm_first", slo="loose", **ma),
-         paper.MULTI_GAIN_LOOSE),
-        ("gain on 8/8*, tight", _select(r, "lachesis/hbm_first", workload="multi_agent", memory="8/8*", slo="tight"),
-         paper.DAISY_GAIN_TIGHT),
-        ("gain on 8/8*, loose", _select(r, "lachesis/hbm_first", workload="multi_agent", memory="8/8*", slo="loose"),
-         paper.DAISY_GAIN_LOOSE),
-        ("Lachesis device-years, tight, 1/7–4/4", _select(r, "lachesis", slo="tight", **ma),
-         paper.MULTI_LACHESIS_YEARS_1_TO_4),
-        ("HBM-first device-years, tight, 1/7–4/4", _select(r, "hbm_first", slo="tight", **ma),
-         paper.MULTI_HBM_FIRST_YEARS_1_TO_4),
-        ("w/o predictive path / HBM-first", _select(r, "deterministic/hbm_first", **ma), paper.DETERMINISTIC_GAIN),
-        ("Lachesis / w/o predictive path, with reviewer", _select(r, "lachesis/deterministic", **ma),
-         paper.PREDICTIVE_GAIN_WITH_REVIEWER),
-        ("Lachesis / w/o predictive path, no reviewer",
-         _select(r, "lachesis/deterministic", workload="multi_agent_no_reviewer", memory=SPLIT),
-         paper.PREDICTIVE_GAIN_WITHOUT_REVIEWER),
-        ("HBM share of write bytes, Lachesis", _select(hs, "hbm_share", policy="lachesis", **ma),
-         paper.HBM_WRITE_SHARE_LACHESIS),
-        ("HBM share of write bytes, HBM-first", _select(hs, "hbm_share", policy="hbm_first", **ma),
-         paper.HBM_WRITE_SHARE_HBM_FIRST),
-        ("reviewer bytes reaching flash, w/o predictive path",
-         _select(rv, "to_flash", policy="deterministic", workload="multi_agent"), paper.REVIEWER_TO_FLASH_WO_PREDICTIVE),
-        ("reviewer bytes reaching flash, Lachesis", _select(rv, "to_flash", policy="lachesis", workload="multi_agent"),
-         paper.REVIEWER_TO_FLASH_LACHESIS),
+    out = [
+        _stat("multi.gain.tight", _select(r, "lachesis/hbm_first", slo="tight", **ma)),
+        _stat("multi.gain.loose", _select(r, "lachesis/hbm_first", slo="loose", **ma)),
+        _stat("multi.daisy_gain.tight",
+              _select(r, "lachesis/hbm_first", workload="multi_agent", memory="8/8*", slo="tight")),
+        _stat("multi.daisy_gain.loose",
+              _select(r, "lachesis/hbm_first", workload="multi_agent", memory="8/8*", slo="loose")),
+        _stat("multi.lachesis_years.tight", _select(r, "lachesis", slo="tight", **ma)),
+        _stat("multi.hbm_first_years.tight", _select(r, "hbm_first", slo="tight", **ma)),
+        _stat("multi.deterministic_gain", _select(r, "deterministic/hbm_first", **ma)),
+        _stat("multi.predictive_gain.reviewer", _select(r, "lachesis/deterministic", **ma)),
+        _stat("multi.predictive_gain.no_reviewer",
+              _select(r, "lachesis/deterministic", workload="multi_agent_no_reviewer", memory=SPLIT)),
+        _stat("multi.hbm_share.lachesis", _select(hs, "hbm_share", policy="lachesis", **ma)),
+        _stat("multi.hbm_share.hbm_first", _select(hs, "hbm_share", policy="hbm_first", **ma)),
+        _stat("multi.reviewer_to_flash.deterministic",
+              _select(rv, "to_flash", policy="deterministic", workload="multi_agent")),
+        _stat("multi.reviewer_to_flash.lachesis", _select(rv, "to_flash", policy="lachesis", workload="multi_agent")),
     ]
-    return out + _baseline_stats(r, hs, "tight, 1/7–4/4", slo="tight", **ma)
+    return out + _baseline_stats(r, hs, "multi", slo="tight", **ma)
 
 
 def single_agent_stats(df: pd.DataFrame) -> list[Stat]:
@@ -318,17 +380,17 @@ def single_agent_stats(df: pd.DataFrame) -> list[Stat]:
 
     r = ratio_table(df)
     split = dict(memory=SPLIT)
-    out: list[Stat] = [
-        ("gain Lachesis/HBM-first, 1/7–4/4", _select(r, "lachesis/hbm_first", **split), paper.SINGLE_GAIN),
-        ("Lachesis device-years, 1/7–4/4", _select(r, "lachesis", **split), paper.SINGLE_LACHESIS_YEARS_1_TO_4),
-        ("HBM-first device-years, 1/7–4/4", _select(r, "hbm_first", **split), paper.SINGLE_HBM_FIRST_YEARS_1_TO_4),
-        ("gain overall (any trace, 1/7–4/4)", _select(r, "lachesis/hbm_first", **split), paper.GAIN_OVERALL),
+    out = [
+        _stat("single.gain", _select(r, "lachesis/hbm_first", **split)),
+        _stat("single.lachesis_years", _select(r, "lachesis", **split)),
+        _stat("single.hbm_first_years", _select(r, "hbm_first", **split)),
+        _stat("single.gain_overall", _select(r, "lachesis/hbm_first", **split)),
     ]
     if "lachesis" in r:
         b = r[r["workload"].eq("bfcl")].set_index(["model", "memory", "seed"])["lachesis"].unstack("memory")
         if {"1/7", "4/4"} <= set(b.columns):
-            out.append(("BFCLv4 Lachesis loss 4/4 vs 1/7", 1 - b["4/4"] / b["1/7"], paper.BFCL_4_4_VS_1_7_LOSS))
-    return out + _baseline_stats(r, hbm_share(df), "1/7–4/4", **split)
+            out.append(_stat("single.bfcl_loss", 1 - b["4/4"] / b["1/7"]))
+    return out + _baseline_stats(r, hbm_share(df), "single", **split)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -437,28 +499,29 @@ def bound_share_pct(df: pd.DataFrame, **where: Any) -> pd.DataFrame:
     return 100 * pd.concat([g.mean().rename("mean"), g.min().rename("min"), g.max().rename("max")], axis=1)
 
 
-def check_numbers(df: pd.DataFrame, cmp: pd.DataFrame, stats: Sequence[str]) -> dict[str, Any]:
-    """The numbers a notebook's checked cell prints: runs, cells, the span of N*, and each of ``stats`` from the
-    comparison table ``cmp`` as "ours [interval]" ("absent" when the grid did not run it)."""
+def check_numbers(df: pd.DataFrame, cmp: pd.DataFrame, keys: Sequence[str]) -> dict[str, Any]:
+    """The numbers a notebook's checked cell prints: runs, cells, the span of N*, and the statistic of each of
+    ``keys`` from the comparison table ``cmp`` under its label, as "ours [interval]" ("absent" when the grid did
+    not run it; a KeyError for a key no statistic has)."""
 
-    def ours(stat: str) -> str:
-        t = cmp[cmp.statistic == stat]
-        return f"{t.iloc[0]['ours']} [{t.iloc[0]['interval']}]" if len(t) else "absent"
+    def ours(key: str) -> str:
+        return f"{cmp.loc[key, 'ours']} [{cmp.loc[key, 'interval']}]" if key in cmp.index else "absent"
 
     return {"runs": len(df), "cells": int(df.groupby(CELL).ngroups), "N*": span(df["n_star"]),
-            **{s: ours(s) for s in stats}}
+            **{statistic(k).label: ours(k) for k in keys}}
 
 
-def say(cmp: pd.DataFrame, stat: str, what: str | None = None) -> str:
-    """One statistic of the comparison table ``cmp`` as a clause: ours, the seed interval, and the paper's
-    value with both judgements ("" when absent)."""
-    t = cmp[cmp.statistic == stat]
-    if not len(t):
+def say(cmp: pd.DataFrame, key: str, what: str | None = None) -> str:
+    """The statistic of ``key`` in the comparison table ``cmp`` as a clause: ours, the seed interval, and the
+    paper's value with both judgements ("" when the grid did not run it; a KeyError for a key no statistic
+    has)."""
+    label = statistic(key).label
+    if key not in cmp.index:
         return ""
-    t = t.iloc[0]
+    t = cmp.loc[key]
     if t["paper"] == NOT_IN_PAPER:
-        return f"{what or stat}: {t['ours']} (seeds {t['interval']})"
-    return (f"{what or stat}: {t['ours']} (seeds {t['interval']}; paper {t['paper']}: medians {t['in_paper_range']}, "
+        return f"{what or label}: {t['ours']} (seeds {t['interval']})"
+    return (f"{what or label}: {t['ours']} (seeds {t['interval']}; paper {t['paper']}: medians {t['in_paper_range']}, "
             f"interval {t['interval_vs_paper']})")
 
 
@@ -487,17 +550,10 @@ def _seeds_and_oracle(df: pd.DataFrame, oracle_tail: str = "") -> list[str]:
     return lines
 
 
-def _beyond(cmp: pd.DataFrame, frame: str) -> list[str]:
-    """The clauses on the baselines and the bound beyond the paper, over the cells ``frame`` names."""
-    return [s for s in (say(cmp, f"HBM-first with reclaim / HBM-first, {frame}"),
-                        say(cmp, f"Lachesis / HBM-first with reclaim, {frame}"),
-                        say(cmp, f"ρR/W selection / HBM-first, {frame}"),
-                        say(cmp, f"Lachesis / ρR/W selection, {frame}"),
-                        say(cmp, f"oracle / HBM-first, {frame}"),
-                        say(cmp, f"Lachesis share of the oracle's gain, {frame}"),
-                        say(cmp, f"offline bound / HBM-first, {frame}"),
-                        say(cmp, f"Lachesis share of the bound's gain, {frame}"),
-                        say(cmp, f"HBM share of write bytes, offline bound, {frame}")) if s]
+def _beyond(cmp: pd.DataFrame, wing: str) -> list[str]:
+    """The clauses on the baselines and the bound beyond the paper, over the cells of ``wing`` (:data:`FRAMES`)."""
+    tails = [t for t in BEYOND if t != BOUND_SHARES["oracle"]] + [f"hbm_share.{BOUND}"]
+    return [s for s in (say(cmp, f"{wing}.beyond.{t}") for t in tails) if s]
 
 
 def multi_agent_findings(df: pd.DataFrame, cmp: pd.DataFrame, summary: pd.DataFrame, models: Sequence[str],
@@ -506,12 +562,12 @@ def multi_agent_findings(df: pd.DataFrame, cmp: pd.DataFrame, summary: pd.DataFr
     trend from 1/7 to 4/4, the baselines beyond the paper, the seeds and the oracle."""
     tight = summary[summary.slo.eq("tight") & summary.workload.eq("multi_agent")].set_index(["model", "memory"])
     lines = [_measured(df, n_seeds, len(summary)) + "; ".join(s for s in (
-        say(cmp, "gain Lachesis/HBM-first, tight, 1/7–4/4", "Lachesis over HBM-first, tight, 1/7–4/4"),
-        say(cmp, "gain Lachesis/HBM-first, loose, 1/7–4/4", "loose"),
-        say(cmp, "gain on 8/8*, tight", "on H3's daisy chain, tight"),
-        say(cmp, "w/o predictive path / HBM-first"),
-        say(cmp, "Lachesis / w/o predictive path, with reviewer"),
-        say(cmp, "HBM share of write bytes, Lachesis")) if s) + "."]
+        say(cmp, "multi.gain.tight", "Lachesis over HBM-first, tight, 1/7–4/4"),
+        say(cmp, "multi.gain.loose", "loose"),
+        say(cmp, "multi.daisy_gain.tight", "on H3's daisy chain, tight"),
+        say(cmp, "multi.deterministic_gain"),
+        say(cmp, "multi.predictive_gain.reviewer"),
+        say(cmp, "multi.hbm_share.lachesis")) if s) + "."]
     for m in models:
         trend = []
         for pol, name in (("hbm_first", "HBM-first"), ("lachesis", "Lachesis")):
@@ -521,7 +577,7 @@ def multi_agent_findings(df: pd.DataFrame, cmp: pd.DataFrame, summary: pd.DataFr
         if trend:
             lines.append(f"{m}, tight SLO, median device-years from 1/7 to 4/4: " + ", ".join(trend)
                          + " (§5.3: it falls under HBM-first and rises under Lachesis).")
-    base = _beyond(cmp, "tight, 1/7–4/4")
+    base = _beyond(cmp, "multi")
     if base:
         lines.append("**Beyond the paper** (the trace with the reviewer): " + "; ".join(base) + ". A share above 1 "
                      "means Lachesis outlasts the oracle: the oracle ranks by close time alone and reserves HBM for a "
@@ -537,10 +593,10 @@ def single_agent_findings(df: pd.DataFrame, cmp: pd.DataFrame, summary: pd.DataF
     share = hbm_share(df)
     sh_l = share[share.policy.eq("lachesis")].groupby(CELL)["hbm_share"].median()
     lines = [_measured(df, n_seeds, len(summary)) + "; ".join(s for s in (
-        say(cmp, "gain Lachesis/HBM-first, 1/7–4/4", "Lachesis over HBM-first, 1/7–4/4"),
-        say(cmp, "Lachesis device-years, 1/7–4/4"),
-        say(cmp, "HBM-first device-years, 1/7–4/4"),
-        say(cmp, "BFCLv4 Lachesis loss 4/4 vs 1/7")) if s)
+        say(cmp, "single.gain", "Lachesis over HBM-first, 1/7–4/4"),
+        say(cmp, "single.lachesis_years"),
+        say(cmp, "single.hbm_first_years"),
+        say(cmp, "single.bfcl_loss")) if s)
         + (f"; HBM takes {100 * sh_l.min():.0f}–{100 * sh_l.max():.0f}% of write bytes under Lachesis (cell medians)."
            if len(sh_l) else ".")]
     for w in workloads:
@@ -551,7 +607,7 @@ def single_agent_findings(df: pd.DataFrame, cmp: pd.DataFrame, summary: pd.DataF
                 lines.append(f"{SINGLE_NAMES.get(w, w)}, {m}: Lachesis's median lifetime {'falls' if b < a else 'rises'} "
                              f"from 1/7 to 4/4 ({a:.2f} → {b:.2f} device-years; §5.5: it peaks at one to three slots and "
                              "falls past the peak).")
-    base = _beyond(cmp, "1/7–4/4")
+    base = _beyond(cmp, "single")
     if base:
         lines.append("**Beyond the paper**: " + "; ".join(base) + ".")
     return lines + _seeds_and_oracle(df)

@@ -248,14 +248,14 @@ def capacity_search(plan: Plan, cfg: Config, policy: str, seed: int = 0,
     Without a hint the bracket grows from N = 1 (doubling, or to the margin line's crossing when that
     is nearer); with a ``hint`` (e.g. N* of another policy at the same cell) it starts there and steps
     up or down.  The result is always a candidate that ran and met the SLO with the next larger bracket
-    end failing.  ``run(plan, cfg, policy, n, seed=, duration_s=, warmup_s=, n_samples=)`` is one
+    end failing.  ``run(plan, cfg, policy, n, duration_s=, warmup_s=, n_samples=, settings=)`` is one
     candidate's short run (the simulator by default; a stub in tests).
     """
     w = params.search_window(plan)
 
     def probe(n: int):
-        return run(plan, cfg, policy, n, seed=seed, duration_s=w.duration_s, warmup_s=w.warmup_s,
-                   n_samples=w.n_samples), None
+        return run(plan, cfg, policy, n, duration_s=w.duration_s, warmup_s=w.warmup_s, n_samples=w.n_samples,
+                   settings=sim.RunSettings(seed=seed)), None
 
     n_star, tried, _ = search(probe, cfg.slo, params, hint)
     return n_star, tried

@@ -145,27 +145,27 @@ class RunSettings:
 
 
 def simulate(plan: Plan, cfg: Config, policy: Policy | str, n_sessions: int, duration_s: float | None = None,
-             warmup_s: float | None = None, n_samples: int = 200, **fields: object) -> SimResult:
+             warmup_s: float | None = None, n_samples: int = 200, settings: RunSettings | None = None) -> SimResult:
     """Replay ``n_sessions`` concurrent sessions per GPU (closed loop) for ``duration_s``, measured after
-    ``warmup_s`` (by default one mean session span, then three more); ``fields`` are :class:`RunSettings`
-    fields given by name (``seed=1, step_fn=...``).  One window of :func:`simulate_windows`."""
+    ``warmup_s`` (by default one mean session span, then three more), driven as ``settings`` says (the
+    defaults of :class:`RunSettings` without).  One window of :func:`simulate_windows`."""
     mean_s = plan.mean_session_s
     warmup_s = mean_s if warmup_s is None else warmup_s
     duration_s = warmup_s + 3 * mean_s if duration_s is None else duration_s
-    return next(simulate_windows(plan, cfg, policy, n_sessions, [Window(duration_s, warmup_s, n_samples)], **fields))
+    return next(simulate_windows(plan, cfg, policy, n_sessions, [Window(duration_s, warmup_s, n_samples)], settings))
 
 
 def simulate_windows(plan: Plan, cfg: Config, policy: Policy | str, n_sessions: int, windows: Sequence[Window],
-                     **fields: object) -> Iterator[SimResult]:
-    """One run observed through several windows of increasing length; yields one result per window.
+                     settings: RunSettings | None = None) -> Iterator[SimResult]:
+    """One run observed through several windows of increasing length, driven as ``settings`` says (the
+    defaults of :class:`RunSettings` without); yields one result per window.
 
     The run pauses after each window's result, so a caller that needs the longer windows only
     sometimes (the capacity search's candidate at N*) continues it instead of replaying from the
     start.  Each window's result equals :func:`simulate` with that window's settings alone: the
     extra markers and samplers only read state, and simpy keeps the other events' order.
-    ``fields`` are :class:`RunSettings` fields given by name.
     """
-    settings = RunSettings(**fields)
+    settings = RunSettings() if settings is None else settings
     if settings.backend not in native.BACKENDS:
         raise ValueError(f"simulate: backend must be one of {native.BACKENDS}, got {settings.backend!r}")
     windows = list(windows)

@@ -322,7 +322,8 @@ def test_the_bound_holds_for_every_policy_replayed_on_a_simulated_run(fixture_pl
     """A simulated HBM-first run's event stream, replayed through every policy at the run's capacity."""
     pt = _cell(("hbm_first",))[0]
     cfg = pt.config()
-    r = S.simulate(fixture_plan, cfg, "hbm_first", 6, seed=0, duration_s=600.0, warmup_s=100.0, record_events=True)
+    r = S.simulate(fixture_plan, cfg, "hbm_first", 6, duration_s=600.0, warmup_s=100.0,
+                   settings=S.RunSettings(seed=0, record_events=True))
     bt = cfg.deployment.block_tokens
     hbm_blocks, hbf_blocks = hbf.kv_blocks(cfg.memory, cfg.model, cfg.deployment)  # the run's own memory
     events = annotate_clairvoyant(r.events)
@@ -377,9 +378,9 @@ def test_ratio_table_and_hbm_share_read_the_bound_off_the_baseline_rows():
     # without the bound columns (a grid from before the bound) the tables are as they were
     plain = tables.ratio_table(pd.DataFrame(rows).drop(columns=["bound_lifetime_years", "bound_hbm_share"]))
     assert "bound" not in plain and "lachesis_share_of_bound_gain" not in plain
-    stats = dict((label, v) for label, v, _ in tables.single_agent_stats(pd.DataFrame(rows).assign(memory="1/7")))
-    assert stats["offline bound / HBM-first, 1/7–4/4"].tolist() == [3.0, 2.0]
-    assert stats["HBM share of write bytes, offline bound, 1/7–4/4"].tolist() == [0.5, 0.6]
+    stats = {s.statistic.key: s.values for s in tables.single_agent_stats(pd.DataFrame(rows).assign(memory="1/7"))}
+    assert stats["single.beyond.bound/hbm_first"].tolist() == [3.0, 2.0]
+    assert stats["single.beyond.hbm_share.bound"].tolist() == [0.5, 0.6]
 
 
 def test_only_the_run_that_sized_the_load_carries_the_bound(fixture_plan, tmp_path):

@@ -494,7 +494,9 @@ def test_seed_table_and_intervals():
     assert tables.judge_interval((1.0, 1.4), 1.2) == "overlaps" and tables.judge_interval(1.2, 1.2) == "inside"
     assert tables.judge_interval((1.0, 1.4), tables.NOT_IN_PAPER) == ""
     v = r.set_index(grid.CELL + ["seed"])["g"]
-    cmp = tables.compare_intervals([("g", v, (1.1, 2.5)), ("absent", None, 1.0), ("new", v, tables.NOT_IN_PAPER)], note="x")
+    stat, S = tables.Statistic, tables.Stat
+    cmp = tables.compare_intervals([S(stat("g", "g", (1.1, 2.5)), v), S(stat("absent", "absent", 1.0), None),
+                                    S(stat("new", "new"), v)], note="x")
     one = cmp.iloc[0]
     # medians 1.2 and 2.0 lie in the paper's range; every seed's value spans 1.0-2.0, which only overlaps it
     assert (one["ours"], one["interval"], one["in_paper_range"], one["interval_vs_paper"]) == ("1.2–2", "1–2", "yes",

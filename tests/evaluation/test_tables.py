@@ -56,16 +56,30 @@ def _cmp(df: pd.DataFrame) -> pd.DataFrame:
 def test_check_numbers_and_say():
     df = grid()
     cmp = _cmp(df)
-    nums = tables.check_numbers(df, cmp, ["gain Lachesis/HBM-first, 1/7–4/4", "no such statistic"])
+    nums = tables.check_numbers(df, cmp, ["single.gain", "single.bfcl_loss"])
     assert (nums["runs"], nums["cells"], nums["N*"]) == (12, 2, (8.0, 8.0))
     # per seed: 1.5, 1.25 at 1/7 and 4, 3 at 4/4; medians 1.375 and 3.5
     assert nums["gain Lachesis/HBM-first, 1/7–4/4"] == "1.375–3.5 [1.25–4]"
-    assert nums["no such statistic"] == "absent"
-    s = tables.say(cmp, "gain Lachesis/HBM-first, 1/7–4/4", "gain")
+    assert nums["BFCLv4 Lachesis loss 4/4 vs 1/7"] == "absent"  # the grid ran no BFCLv4
+    s = tables.say(cmp, "single.gain", "gain")
     assert s.startswith("gain: 1.375–3.5 (seeds 1.25–4; paper ") and "medians" in s and "interval" in s
-    assert tables.say(cmp, "offline bound / HBM-first, 1/7–4/4") == (
+    assert tables.say(cmp, "single.beyond.bound/hbm_first") == (
         "offline bound / HBM-first, 1/7–4/4: 3–8 (seeds 3–8)")  # not in the paper: no judgement
-    assert tables.say(cmp, "no such statistic") == ""
+    assert tables.say(cmp, "single.bfcl_loss") == ""
+
+
+def test_a_statistic_is_looked_up_by_its_key_and_an_unknown_key_fails():
+    df = grid()
+    cmp = _cmp(df)
+    for bad in (lambda: tables.say(cmp, "gain Lachesis/HBM-first, 1/7–4/4"),
+                lambda: tables.check_numbers(df, cmp, ["single.no_such"])):
+        with pytest.raises(KeyError, match=r"no statistic .*; known: multi\.gain\.tight, "):
+            bad()
+    # the comparison table is indexed by key and prints the labels alone: a label's wording is the table's
+    assert cmp.loc["single.gain", "statistic"] == tables.STATISTICS["single.gain"].label
+    assert "key" not in cmp.columns and len(set(tables.STATISTICS)) == len(tables.STATISTICS)
+    labels = [s.label for s in tables.STATISTICS.values()]
+    assert len(set(labels)) == len(labels)
 
 
 def test_single_agent_findings_name_the_trend_and_the_loads():

@@ -149,7 +149,7 @@ def multi_plan():
 
 
 def _run(plan, policy, cfg):
-    r = sim.simulate(plan, cfg, policy, 7, seed=1, step_fn=lambda *a, **k: 0.02)
+    r = sim.simulate(plan, cfg, policy, 7, settings=sim.RunSettings(seed=1, step_fn=lambda *a, **k: 0.02))
     return r.bytes_by_tier["hbm"], r.bytes_by_tier["hbf"], r.live_mean["hbm"]
 
 

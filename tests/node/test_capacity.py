@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import partial
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -109,7 +109,10 @@ def test_capacity_search_on_toy_roofline(plan):
     slo = SLO("toy", p99_tpot_s=0.012)
     cfg = DEFAULT.with_(slo=slo)
     toy = lambda b, *a: 0.004 * b  # noqa: E731
-    run = partial(S.simulate, step_fn=toy)
+
+    def run(*a, settings, **k):
+        return S.simulate(*a, **k, settings=replace(settings, step_fn=toy))
+
     params = C.SearchParams(search_warmup=0.3, search_measure=1.0, n_max=64, rel_tol=0)
     n_star, tried = C.capacity_search(plan, cfg, "lachesis", params=params, run=run)
     by_n = {t["n"]: t for t in tried}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from test_simulator import const_step, multi_plan, small_cfg  # noqa: F401  (multi_plan: a fixture)
@@ -87,11 +89,11 @@ def test_oracle_is_told_the_baselines_close_times(plan):
     """With a placement-independent step (constant, no landing) both runs share one timeline, so the close
     time the oracle is told at a segment's first write is exactly when that segment closes in its own run."""
     cfg = small_cfg(hbm_bytes=5e7)
-    kw = dict(seed=0, duration_s=3 * plan.mean_session_s, warmup_s=0.5 * plan.mean_session_s,
-              step_fn=const_step, land=False, record_closes=True)
-    base = S.simulate(plan, cfg, "hbm_first", 4, **kw)
+    kw = dict(duration_s=3 * plan.mean_session_s, warmup_s=0.5 * plan.mean_session_s)
+    settings = S.RunSettings(seed=0, step_fn=const_step, land=False, record_closes=True)
+    base = S.simulate(plan, cfg, "hbm_first", 4, **kw, settings=settings)
     spy = Spy()
-    orc = S.simulate(plan, cfg, spy, 4, clairvoyance=base.closes, record_events=True, **kw)
+    orc = S.simulate(plan, cfg, spy, 4, **kw, settings=replace(settings, clairvoyance=base.closes, record_events=True))
     closed = {e[2]: e[0] for e in orc.events if e[1] == "close"}
     assert len(closed) > 20 and base.closes is not None and len(base.closes) == len(orc.closes)
     told = {sid: spy.told[sid] for sid in closed if sid in spy.told}
@@ -100,10 +102,11 @@ def test_oracle_is_told_the_baselines_close_times(plan):
     d = drift(base.closes, orc.closes)
     assert d["matched"] == 1.0 and d["median_abs_s"] == pytest.approx(0.0, abs=1e-9)
     # the oracle's knowledge changes its placement: without it every segment ranks last (open order)
-    blind = S.simulate(plan, cfg, "oracle", 4, **kw)
+    blind = S.simulate(plan, cfg, "oracle", 4, **kw, settings=settings)
     assert blind.bytes_by_tier != orc.bytes_by_tier
 
 
 def test_a_run_records_no_closes_unless_asked(plan):
-    r = S.simulate(plan, small_cfg(), "lachesis", 2, seed=0, duration_s=plan.mean_session_s, warmup_s=0.0)
+    r = S.simulate(plan, small_cfg(), "lachesis", 2, duration_s=plan.mean_session_s, warmup_s=0.0,
+                   settings=S.RunSettings(seed=0))
     assert r.closes is None and "closes" not in r.to_dict()

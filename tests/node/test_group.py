@@ -89,10 +89,10 @@ def test_the_group_step_is_the_slowest_rank_plus_experts_over_the_groups_tokens(
 def test_group_ranks_share_the_load_per_gpu(multi_plan):
     """``n_sessions`` is per GPU: a group of 2 serves twice as many sessions, and reports the per-GPU mean."""
     cfg = node(small_cfg(hbm_bytes=5e9, hbf_kv_bytes=5e10), group_ranks=2, landing="overlap", start="empty")
-    r = S.simulate(multi_plan, cfg, "lachesis", 3, seed=0)
+    r = S.simulate(multi_plan, cfg, "lachesis", 3, settings=S.RunSettings(seed=0))
     after = r.series[r.series["t_s"] >= r.warmup_s]
     assert r.ranks == 2 and (after["sessions_live"] == 3).all()
-    one = S.simulate(multi_plan, node(cfg, group_ranks=1), "lachesis", 3, seed=0)
+    one = S.simulate(multi_plan, node(cfg, group_ranks=1), "lachesis", 3, settings=S.RunSettings(seed=0))
     assert r.requests_done > 1.5 * one.requests_done
     assert r.kv_read_per_step_bytes > 0 and r.live_short_kv_bytes > 0
     assert r.hbm_over_live_short == pytest.approx(cfg.memory.hbm_bytes / r.live_short_kv_bytes)
@@ -100,16 +100,16 @@ def test_group_ranks_share_the_load_per_gpu(multi_plan):
 
 def test_landing_stalls_raise_tpot_in_a_group(multi_plan):
     cfg = node(small_cfg(hbm_bytes=5e9, hbf_kv_bytes=5e10), group_ranks=4, start="empty")
-    stall = S.simulate(multi_plan, node(cfg, landing="stall"), "hbm_first", 4, seed=0)
-    overlap = S.simulate(multi_plan, node(cfg, landing="overlap"), "hbm_first", 4, seed=0)
+    stall = S.simulate(multi_plan, node(cfg, landing="stall"), "hbm_first", 4, settings=S.RunSettings(seed=0))
+    overlap = S.simulate(multi_plan, node(cfg, landing="overlap"), "hbm_first", 4, settings=S.RunSettings(seed=0))
     assert stall.stalled_s > 0 and overlap.stalled_s == 0
     assert stall.mean_tpot_s > overlap.mean_tpot_s
 
 
 def test_an_aged_start_fills_the_cache_and_counts_no_write(multi_plan):
     cfg = small_cfg(hbm_bytes=5e8, hbf_kv_bytes=5e9)
-    aged = S.simulate(multi_plan, node(cfg, start="aged"), "hbm_first", 4, seed=0)
-    empty = S.simulate(multi_plan, node(cfg, start="empty"), "hbm_first", 4, seed=0)
+    aged = S.simulate(multi_plan, node(cfg, start="aged"), "hbm_first", 4, settings=S.RunSettings(seed=0))
+    empty = S.simulate(multi_plan, node(cfg, start="empty"), "hbm_first", 4, settings=S.RunSettings(seed=0))
     first = aged.series.iloc[0]
     assert first["cached_hbm_bytes"] > 0 and first["cached_hbf_bytes"] > 0
     assert aged.in_regime and aged.evicted_blocks > 0
@@ -119,8 +119,8 @@ def test_an_aged_start_fills_the_cache_and_counts_no_write(multi_plan):
     assert aged.bytes_by_tier["hbm"] > 0
     assert empty.in_regime == (empty.evicted_blocks > 0)
     # a policy that frees at the boundary has no cache to age: identical runs
-    a = S.simulate(multi_plan, node(cfg, start="aged"), "lachesis", 4, seed=0)
-    b = S.simulate(multi_plan, node(cfg, start="empty"), "lachesis", 4, seed=0)
+    a = S.simulate(multi_plan, node(cfg, start="aged"), "lachesis", 4, settings=S.RunSettings(seed=0))
+    b = S.simulate(multi_plan, node(cfg, start="empty"), "lachesis", 4, settings=S.RunSettings(seed=0))
     assert json.dumps(a.to_dict(), sort_keys=True) == json.dumps(b.to_dict(), sort_keys=True)
 
 

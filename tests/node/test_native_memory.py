@@ -192,8 +192,9 @@ def run_twin(monkeypatch, plan, cfg, policy, n, *, closes=None, record_closes=Fa
     made: list[Twin] = []
     make, shared = twin_factory(made, closes, plan)
     monkeypatch.setattr(S, "Memory", make)
-    r = S.simulate(plan, cfg, policy, n, clairvoyance=closes, record_closes=record_closes, record_events=True,
-                   step_fn=lambda b, *a: 0.004 + 0.0003 * b, **fields)
+    r = S.simulate(plan, cfg, policy, n, **fields,
+                   settings=S.RunSettings(clairvoyance=closes, record_closes=record_closes, record_events=True,
+                                          step_fn=lambda b, *a: 0.004 + 0.0003 * b))
     for t in made:
         t.finish()
     if record_closes:
@@ -284,7 +285,8 @@ def test_paper_node_runs_match(workload, n, policy, monkeypatch):
         return t
 
     monkeypatch.setattr(S, "Memory", make_sparse)
-    r = S.simulate(plan, cfg, policy, n, duration_s=3 * plan.mean_session_s, warmup_s=plan.mean_session_s, seed=0)
+    r = S.simulate(plan, cfg, policy, n, duration_s=3 * plan.mean_session_s, warmup_s=plan.mean_session_s,
+                   settings=S.RunSettings(seed=0))
     for t in made:
         t.finish()
     assert not r.oom and r.requests_done > 10_000

@@ -83,8 +83,9 @@ def both(plan, cfg, policy, n, windows, **kw) -> tuple[list[S.SimResult], list[S
     """Each window's result on both backends, as it was when yielded (the reference's event list keeps growing
     as its run goes on, so each is copied then)."""
     ref, got = [], []
-    for a, b in zip(S.simulate_windows(plan, cfg, policy, n, windows, backend="python", **kw),
-                    S.simulate_windows(plan, cfg, policy, n, windows, backend="native", **kw)):
+    settings = S.RunSettings(**kw)
+    for a, b in zip(S.simulate_windows(plan, cfg, policy, n, windows, replace(settings, backend="python")),
+                    S.simulate_windows(plan, cfg, policy, n, windows, replace(settings, backend="native"))):
         for r, out in ((a, ref), (b, got)):
             out.append(replace(r, events=list(r.events)) if r.events is not None else r)
     return ref, got
@@ -131,7 +132,7 @@ def test_no_landing_seeds_and_the_single_agent_plan(plans):
 
 def test_the_oracle_at_a_baseline_runs_close_times(plans):
     plan, cfg = plans["multi"], small_cfg(1e9, 1e10).with_(deployment=PAPER_NODE)
-    base = S.simulate(plan, cfg, "hbm_first", 2, record_closes=True, backend="python")
+    base = S.simulate(plan, cfg, "hbm_first", 2, settings=S.RunSettings(record_closes=True, backend="python"))
     assert len(base.closes) > 0
     assert_same(plan, cfg, "oracle", 2, clairvoyance=base.closes)
 
@@ -191,15 +192,15 @@ def test_backend_choice_and_the_reference_fallback(plans, monkeypatch):
     falls back (said once, in one line) and "native" is refused naming why; an unknown backend is refused."""
     plan, cfg = plans["multi"], small_cfg()
     with pytest.raises(ValueError, match="backend must be one of"):
-        S.simulate(plan, cfg, "hbm_first", 2, backend="fast")
+        S.simulate(plan, cfg, "hbm_first", 2, settings=S.RunSettings(backend="fast"))
     with pytest.raises(ValueError, match="does not cover"):
-        S.simulate(plan, cfg, "hbm_first", 2, backend="native", step_fn=lambda *a: 0.01)
+        S.simulate(plan, cfg, "hbm_first", 2, settings=S.RunSettings(backend="native", step_fn=lambda *a: 0.01))
     assert S._native_run(plan, cfg, "hbm_first", 2, S.RunSettings(step_fn=lambda *a: 0.01), [S.Window(1, 0)], 0) is None
     monkeypatch.setattr(native, "core", lambda: None)
     ref = S.simulate(plan, cfg, "hbm_first", 2)
     assert ref.requests_done > 0
     with pytest.raises(ValueError, match="not built"):
-        S.simulate(plan, cfg, "hbm_first", 2, backend="native")
+        S.simulate(plan, cfg, "hbm_first", 2, settings=S.RunSettings(backend="native"))
 
 
 def test_the_missing_core_is_said_once_in_one_line(monkeypatch):

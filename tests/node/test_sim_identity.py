@@ -102,8 +102,8 @@ def simulator_records(backend: str = "python") -> dict:
         m = plan.mean_session_s
         for policy in POLICIES:
             short, long_ = S.simulate_windows(plan, cfg, policy, n, [S.Window(0.7 * m, 0.2 * m, 25),
-                                                                     S.Window(2.5 * m, 0.5 * m, 60)], seed=3,
-                                              backend=backend)
+                                                                     S.Window(2.5 * m, 0.5 * m, 60)],
+                                              S.RunSettings(seed=3, backend=backend))
             out[_label(name, mem, n, node, policy)] = dict(short=_run_record(short), long=_run_record(long_))
     return out
 
@@ -221,7 +221,7 @@ def test_a_small_model_change_moves_the_records(reference):
     plan = _plans()[name]
     m = plan.mean_session_s
     short, long_ = S.simulate_windows(plan, cfg, POLICIES[0], n, [S.Window(0.7 * m, 0.2 * m, 25),
-                                                                 S.Window(2.5 * m, 0.5 * m, 60)], seed=3)
+                                                                 S.Window(2.5 * m, 0.5 * m, 60)], S.RunSettings(seed=3))
     got = dict(short=_run_record(short), long=_run_record(long_))
     assert _first_difference(got, reference["runs"][label], rtol=1e-6) is not None
 

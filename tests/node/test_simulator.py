@@ -51,7 +51,7 @@ def small_cfg(hbm_bytes: float = 2e8, hbf_kv_bytes: float = 2e9):
 
 def test_closed_loop_keeps_n_sessions_live(multi_plan):
     n = 7
-    r = S.simulate(multi_plan, small_cfg(), "lachesis", n, seed=1, step_fn=const_step)
+    r = S.simulate(multi_plan, small_cfg(), "lachesis", n, settings=S.RunSettings(seed=1, step_fn=const_step))
     after = r.series[r.series["t_s"] >= r.warmup_s]
     assert (after["sessions_live"] == n).all()
     assert r.sessions_done > n  # sessions were replaced (the trace cycles)
@@ -59,26 +59,27 @@ def test_closed_loop_keeps_n_sessions_live(multi_plan):
 
 @pytest.mark.parametrize("policy", ["deterministic", "lachesis"])
 def test_boundary_frees_leave_no_cache(multi_plan, policy):
-    r = S.simulate(multi_plan, small_cfg(hbm_bytes=5e9), policy, 6, seed=0, step_fn=const_step)
+    r = S.simulate(multi_plan, small_cfg(hbm_bytes=5e9), policy, 6, settings=S.RunSettings(seed=0, step_fn=const_step))
     assert r.series["cached_hbm_bytes"].max() == 0 and r.series["cached_hbf_bytes"].max() == 0
 
 
 def test_hbm_first_caches_until_pressure(multi_plan):
     # large HBM: closed segments stay cached (never freed at the boundary) ...
-    big = S.simulate(multi_plan, small_cfg(hbm_bytes=5e9, hbf_kv_bytes=5e10), "hbm_first", 6, seed=0,
-                     step_fn=const_step)
+    big = S.simulate(multi_plan, small_cfg(hbm_bytes=5e9, hbf_kv_bytes=5e10), "hbm_first", 6,
+                     settings=S.RunSettings(seed=0, step_fn=const_step))
     assert big.series["cached_hbm_bytes"].iloc[-1] > 0
     assert big.totals.evicted_blocks == 0
     # ... and with a small memory they are evicted under pressure, so the run still fits.
-    small = S.simulate(multi_plan, small_cfg(hbm_bytes=1e8, hbf_kv_bytes=2e9), "hbm_first", 6, seed=0,
-                       step_fn=const_step)
+    small = S.simulate(multi_plan, small_cfg(hbm_bytes=1e8, hbf_kv_bytes=2e9), "hbm_first", 6,
+                       settings=S.RunSettings(seed=0, step_fn=const_step))
     assert not small.oom and small.totals.evicted_blocks > 0
 
 
 @pytest.mark.parametrize("plan_name", ["multi_plan", "single_plan"])
 def test_bytes_written_identical_across_policies(plan_name, request):
     plan = request.getfixturevalue(plan_name)
-    runs = {p: S.simulate(plan, small_cfg(), p, 5, seed=3, step_fn=const_step, land=False) for p in POLICIES}
+    runs = {p: S.simulate(plan, small_cfg(), p, 5,
+                          settings=S.RunSettings(seed=3, step_fn=const_step, land=False)) for p in POLICIES}
     tot = {p: int(r.totals.tokens.sum()) for p, r in runs.items()}
     assert len(set(tot.values())) == 1, tot
     cls = {p: {c: int(v.sum()) for c, v in r.totals.tokens_by_class.items()} for p, r in runs.items()}
@@ -95,7 +96,7 @@ def test_differential_against_reference(plan_name, policy, request):
     """The simulator's per-tier (and per-class) write bytes equal the per-block oracle on the same events."""
     plan = request.getfixturevalue(plan_name)
     cfg = small_cfg(hbm_bytes=1.5e8, hbf_kv_bytes=4e9)
-    r = S.simulate(plan, cfg, policy, 6, seed=0, record_events=True)
+    r = S.simulate(plan, cfg, policy, 6, settings=S.RunSettings(seed=0, record_events=True))
     assert r.events and not r.oom
     mem = Memory(plan, cfg, policy)
     ref = reference_replay(r.events, policy, mem.alloc.hbm_blocks, mem.alloc.hbf_blocks, cfg.deployment.block_tokens)
@@ -109,7 +110,8 @@ def test_lifetime_monotone_in_hbf_writes(multi_plan):
     rates = np.array([1e6, 1e7, 1e8])
     life = [hbf.hbf_lifetime_years(cfg.memory, r, cfg.endurance) for r in rates]
     assert life[0] > life[1] > life[2]
-    runs = [S.simulate(multi_plan, small_cfg(hbm_bytes=h), "deterministic", 6, seed=0, step_fn=const_step)
+    runs = [S.simulate(multi_plan, small_cfg(hbm_bytes=h), "deterministic", 6,
+                       settings=S.RunSettings(seed=0, step_fn=const_step))
             for h in (1e8, 5e9)]
     # more HBM -> fewer HBF bytes -> longer life on the same HBF
     assert runs[1].bytes_by_tier["hbf"] < runs[0].bytes_by_tier["hbf"]
@@ -155,8 +157,8 @@ def test_build_plan_rejects_unknown_segment(multi_plan):
 
 
 def test_same_seed_same_numbers(multi_plan):
-    a = S.simulate(multi_plan, small_cfg(), "lachesis", 5, seed=2)
-    b = S.simulate(multi_plan, small_cfg(), "lachesis", 5, seed=2)
+    a = S.simulate(multi_plan, small_cfg(), "lachesis", 5, settings=S.RunSettings(seed=2))
+    b = S.simulate(multi_plan, small_cfg(), "lachesis", 5, settings=S.RunSettings(seed=2))
     same = lambda r: json.dumps(r.to_dict(), sort_keys=True, default=str)  # NaN (an unsettled rate) equals itself
     assert same(a) == same(b)
 
@@ -169,7 +171,7 @@ def test_laden_close_at_last_read_frees_hbm_earlier():
     share = {}
     for mode in ("arrival", "last_read"):
         plan = build_plan(tr, seg, laden_close=mode)
-        r = S.simulate(plan, cfg, "deterministic", 6, seed=0, step_fn=const_step, land=False)
+        r = S.simulate(plan, cfg, "deterministic", 6, settings=S.RunSettings(seed=0, step_fn=const_step, land=False))
         share[mode] = r.totals.tokens_by_class["reasoning_laden"][0] / r.totals.tokens_by_class["reasoning_laden"].sum()
     assert share["last_read"] > share["arrival"]
     with pytest.raises(ValueError, match="laden_close"):
@@ -182,10 +184,10 @@ def test_windows_of_one_run_equal_separate_runs(multi_plan, policy):
     with that window alone gives (the capacity search continues N*'s short run into the lifetime run)."""
     m = multi_plan.mean_session_s
     short, long_ = S.Window(0.7 * m, 0.2 * m, 50), S.Window(2.5 * m, 0.5 * m, 200)
-    a, b = list(S.simulate_windows(multi_plan, small_cfg(), policy, 6, [short, long_], seed=4))
+    a, b = list(S.simulate_windows(multi_plan, small_cfg(), policy, 6, [short, long_], settings=S.RunSettings(seed=4)))
     for got, w in ((a, short), (b, long_)):
-        ref = S.simulate(multi_plan, small_cfg(), policy, 6, seed=4, duration_s=w.duration_s, warmup_s=w.warmup_s,
-                         n_samples=w.n_samples)
+        ref = S.simulate(multi_plan, small_cfg(), policy, 6, duration_s=w.duration_s, warmup_s=w.warmup_s,
+                         n_samples=w.n_samples, settings=S.RunSettings(seed=4))
         np.testing.assert_equal(got.to_dict(), ref.to_dict())  # NaN == NaN here
         pd.testing.assert_frame_equal(got.series, ref.series)
     assert b.requests_done > a.requests_done
@@ -211,12 +213,13 @@ def test_a_run_that_served_nothing_fails_the_slo():
 
 def test_no_lifetime_for_an_infeasible_run(multi_plan):
     # out of memory: no lifetime (never inf)
-    oom = S.simulate(multi_plan, small_cfg(hbm_bytes=1e6, hbf_kv_bytes=1e6), "lachesis", 6, seed=0, step_fn=const_step)
+    oom = S.simulate(multi_plan, small_cfg(hbm_bytes=1e6, hbf_kv_bytes=1e6), "lachesis", 6,
+                     settings=S.RunSettings(seed=0, step_fn=const_step))
     assert oom.oom and np.isnan(oom.lifetime_years) and not oom.meets(DEFAULT.slo)
     # a window in which no decode step finished: NaN p99, no lifetime
     m = multi_plan.mean_session_s
-    idle = S.simulate(multi_plan, small_cfg(), "lachesis", 1, seed=0, step_fn=const_step, duration_s=1e-3 * m,
-                      warmup_s=1e-3 * m)
+    idle = S.simulate(multi_plan, small_cfg(), "lachesis", 1, duration_s=1e-3 * m, warmup_s=1e-3 * m,
+                      settings=S.RunSettings(seed=0, step_fn=const_step))
     assert np.isnan(idle.p99_tpot_s) and np.isnan(idle.lifetime_years) and not idle.meets(DEFAULT.slo)
 
 
@@ -228,8 +231,9 @@ def test_no_lifetime_for_an_infeasible_run(multi_plan):
 ])
 def test_argument_errors_name_the_argument(multi_plan, kw, name):
     args = dict(n_sessions=2, seed=0) | kw
+    n, seed = args.pop("n_sessions"), args.pop("seed")
     with pytest.raises(ValueError, match=f"simulate: {name}"):
-        S.simulate(multi_plan, small_cfg(), "lachesis", args.pop("n_sessions"), **args)
+        S.simulate(multi_plan, small_cfg(), "lachesis", n, **args, settings=S.RunSettings(seed=seed))
 
 
 def test_model_whose_weights_exceed_the_memory_is_refused(multi_plan):
