@@ -201,6 +201,33 @@ def check_parameters(namespace: dict[str, Any]) -> None:
             raise ValueError(f"parameter {key}: must be {LOWER_BOUNDS[key][1]}, got {namespace[key]!r}")
 
 
+#: Notebook parameters naming a folder the notebook writes or reads as it finds it: resolved to a ``Path``.
+FOLDER_PARAMETERS = ("out_dir", "cache_dir", "figures")
+#: Notebook parameters naming an input, empty for the notebook's default: a given one resolved to a ``str`` and
+#: required to exist (a missing input is an error naming the parameter, never a silent skip).
+INPUT_PARAMETERS = ("trace", "data", "table", "model_config", "gain_vs_load_paper")
+
+
+def notebook_setup(namespace: dict[str, Any]) -> dict[str, Any]:
+    """A notebook's first cell after its parameters cell: check the injected values (:func:`check_parameters`),
+    then resolve its path parameters (:data:`FOLDER_PARAMETERS`, :data:`INPUT_PARAMETERS`) from the repository
+    root in place (:func:`lachesis.paths.repo_path`), so a notebook reads and writes the same files from any
+    working directory.  ``namespace``: the notebook's ``globals()``.  Returns the parameters as given, for text
+    that names a path the way the user wrote it."""
+    from lachesis.paths import repo_path
+
+    check_parameters(namespace)
+    declared = namespace.get("__annotations__") or {}
+    given = {k: namespace[k] for k in declared if k in namespace}
+    for key in FOLDER_PARAMETERS:
+        if key in given:
+            namespace[key] = repo_path(given[key])
+    for key in INPUT_PARAMETERS:
+        if given.get(key):
+            namespace[key] = str(repo_path(given[key], must_exist=True, what=key))
+    return given
+
+
 def project_root(params_file: Path) -> Path:
     """The nearest folder above the params file (or else the working directory) that holds ``notebooks/``."""
     for d in [*Path(params_file).resolve().parents, Path.cwd()]:

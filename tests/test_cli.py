@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from test_io import SRC
 
 from lachesis import cli
 from lachesis.cli import main
@@ -282,3 +283,24 @@ def test_version_printed(capsys):
 
     assert main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == f"lachesis {lachesis.__version__}"
+
+
+# -- an empty --out and --jobs below one, refused in one line -----------------------------------------
+
+
+@pytest.mark.parametrize("argv", [["adapt", "tau2", str(SRC), "--out", ""], ["corpus", "--out", ""],
+                                  ["corpus", "--out", "  "], ["segments", str(SRC), "--out", ""],
+                                  ["explore", "--cache-dir", ""]])
+def test_an_empty_out_is_refused(tmp_path, capsys, monkeypatch, argv) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "empty path" in err[0], err
+    assert list(tmp_path.iterdir()) == []  # nothing written into the working folder
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "1.5", "many"])
+def test_jobs_must_be_at_least_one(tmp_path, capsys, value) -> None:
+    assert main(["explore", "--cache-dir", str(tmp_path), "--jobs", value]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--jobs" in err[0], err

@@ -1,4 +1,5 @@
-"""The typed configuration: paper constants and derived quantities."""
+"""The typed configuration: paper constants and derived quantities; a block size refused where a deployment is
+built."""
 
 from dataclasses import FrozenInstanceError, replace
 
@@ -79,3 +80,21 @@ def test_config_is_frozen_and_replaceable() -> None:
         cfg.model = C.QWEN3_235B  # type: ignore[misc]
     cfg2 = cfg.with_(memory=C.memory_config("4/4"), model=C.QWEN3_235B)
     assert cfg2.memory.label == "4/4" and cfg.memory.label == "1/7"
+
+
+# -- the deployment's block size: an integer >= 1 -----------------------------------------------------
+
+
+@pytest.mark.parametrize("bt", [0, -16, 1.5, True, "16"])
+def test_block_tokens_is_refused_when_the_deployment_is_built(bt):
+    """``block_tokens=0`` is one ValueError naming the field where the configuration is made, not a
+    ZeroDivisionError in the simulator's block arithmetic."""
+    from dataclasses import replace
+
+    from lachesis.config import DEFAULT, Deployment
+
+    with pytest.raises(ValueError) as e:
+        Deployment(block_tokens=bt)
+    assert "deployment: block_tokens must be an integer >= 1" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="block_tokens"):
+        replace(DEFAULT.deployment, block_tokens=bt)

@@ -1,14 +1,21 @@
-"""lachesis.io: atomic writes and the package's one JSON coercer (its NaN policy)."""
+"""lachesis.io: atomic writes (a full disk named by the file it was writing), output folders written whole, and the
+package's one JSON coercer (its NaN policy)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import math
+import os
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from fixture_paths import TRACE_FIXTURES
 
+from lachesis import io
+from lachesis.cli import main
 from lachesis.io import atomic_write, check_columns, jsonable, read_columns, write_json
 
 
@@ -77,3 +84,75 @@ def test_parallel_columns_are_checked_and_read_by_name_and_kind() -> None:
         read_columns("R", {"a": np.arange(2)}, kinds)
     with pytest.raises(ValueError, match="R: column 'a' must hold integers, got float64"):
         read_columns("R", {"a": np.ones(2), "t": np.ones(2)}, kinds)
+
+
+# -- output folders written whole (the helpers the adapter and corpus tests read too) -----------------
+
+
+SRC = TRACE_FIXTURES / "tau2-qwen3.5-justinchiu"  # a small source every writing command reads
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` and its bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def siblings(folder: Path) -> list[str]:
+    """What lies beside ``folder`` (a temporary folder left behind would)."""
+    return sorted(p.name for p in folder.parent.iterdir() if p.name != folder.name)
+
+
+def full_disk(*a, **k):
+    """A write that fails as a full disk does."""
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_folder_the_command_did_not_write_is_refused_untouched(tmp_path, capsys) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    for argv in (["adapt", "tau2", str(SRC), "--out", str(mine)],
+                 ["corpus", "--scale", "0.02", "--workloads", "bfcl_base", "--out", str(mine)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "replaced whole" in err[0], err
+        assert snapshot(mine) == {"notes.txt": b"keep me"}
+
+
+def test_replace_folder_mode_is_that_of_mkdir(tmp_path) -> None:
+    out = io.replace_folder(tmp_path / "x", lambda t: (t / "a.json").write_text("{}"), lambda f: "never")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert out.stat().st_mode & 0o777 == 0o777 & ~mask
+
+
+def test_a_full_disk_names_the_file_being_written(tmp_path, capsys, monkeypatch) -> None:
+    """ENOSPC from a write names no file; the error raised names the file the write was for."""
+    target = tmp_path / "figs" / "fig09_grid.csv"
+    with pytest.raises(OSError) as e:
+        io.atomic_write(target, full_disk)
+    assert e.value.errno == errno.ENOSPC and e.value.filename == str(target), e.value
+    assert str(target) in str(e.value) and not list(target.parent.iterdir())  # no temporary file left
+    # through the command line: one line, the path and the reason
+    real = io.atomic_write
+    monkeypatch.setattr(io, "atomic_write", lambda path, write: real(path, full_disk))
+    trace = tmp_path / "t"
+    trace.mkdir()
+    (trace / "requests.jsonl").write_text(json.dumps(dict(
+        session_id="s", request_id="r0", agent_id="a", parent_agent_id=None, role="single", turn=0, input_tokens=10,
+        matched_prefix_tokens=0, output_tokens=5, reasoning_tokens=0, tool_names=[], n_observations=0)) + "\n")
+    out = tmp_path / "seg.csv"
+    assert main(["segments", str(trace), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"lachesis segments: error: {out}: No space left on device"], err
+
+
+def test_an_error_that_names_its_file_keeps_it(tmp_path) -> None:
+    other = tmp_path / "elsewhere"
+
+    def fails(tmp):
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(other))
+
+    with pytest.raises(FileNotFoundError) as e:
+        io.atomic_write(tmp_path / "x.json", fails)
+    assert e.value.filename == str(other)

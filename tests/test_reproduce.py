@@ -1,4 +1,6 @@
-"""``lachesis reproduce`` on a throw-away project of tiny notebooks: progress, failures, missing sources."""
+"""``lachesis reproduce`` on a throw-away project of tiny notebooks: progress, failures, missing sources, an interrupted
+run; parameters checked by name, type and choice before anything runs (the params file, ``-p``, and each notebook's
+``notebook_setup``)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
+from fixture_paths import REPO
 
 from lachesis import reproduce
 from lachesis.cli import main
@@ -254,3 +257,230 @@ def test_a_progress_line_reaches_the_reproduce_log_once(tmp_path) -> None:
     for event in ("[demo] 1/2 t0", "[demo] 2/2 t1"):  # once, and through the notebook's named stream
         hits = [line for line in both if event in line]
         assert len(hits) == 1 and hits[0].startswith("  [demo] "), both
+
+
+# -- an interrupted run: announced, and named by the provenance check ---------------------------------
+
+
+def test_an_interrupted_reproduce_is_announced_and_named_by_the_provenance_check(tmp_path, monkeypatch) -> None:
+    """A run stopped while a notebook writes its figures leaves ``NAME.in-progress`` beside them: the provenance
+    check names it, the next run says so before writing them again, and a finished run removes it."""
+    import contextlib
+    import io as stdio
+
+    import nbformat
+    import papermill
+    import yaml
+
+    from lachesis import reproduce
+
+    nbs = tmp_path / "notebooks"
+    (nbs / "params").mkdir(parents=True)
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell('out_dir: str = "figures"')
+    cell.metadata["tags"] = ["parameters"]
+    nb.cells = [cell]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, nbs / "fig01.ipynb")
+    params = nbs / "params" / "p.yaml"
+    params.write_text(yaml.safe_dump({"common": {"out_dir": "figures"}}))
+    figs = tmp_path / "figures"
+    figs.mkdir()
+    (figs / "fig01.png").write_text("old figure")
+    (figs / "fig01.csv").write_text("old numbers")
+
+    def stopped(src, dest, **kw):  # the new figure is written, then Ctrl-C before its numbers
+        (figs / "fig01.png").write_text("new figure")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(papermill, "execute_notebook", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        reproduce.run_notebooks(params, log=stdio.StringIO())
+    assert reproduce.interrupted(figs) == ["fig01"]
+    problem = reproduce.provenance_problem(tmp_path)
+    assert problem.startswith("figures/fig01.in-progress: a run of fig01 stopped while writing its figures"), problem
+
+    monkeypatch.setattr(papermill, "execute_notebook", lambda src, dest, **kw: (figs / "fig01.csv").write_text("new"))
+    monkeypatch.setattr(reproduce, "write_html", lambda executed, dest: dest)
+    monkeypatch.setattr(reproduce.glance, "write", lambda figures: None)
+    monkeypatch.setattr(reproduce, "write_environment", lambda *a: None)
+    log = stdio.StringIO()
+    with contextlib.redirect_stdout(stdio.StringIO()):
+        result = reproduce.run_notebooks(params, log=log, fetch=False)
+    assert result.ran and not result.failed
+    assert "[reproduce] fig01: an earlier run stopped while writing its figures" in log.getvalue()
+    assert reproduce.interrupted(figs) == [] and not (figs / "fig01.in-progress").exists()
+
+
+# -- parameters checked by name, type and choice before anything runs ---------------------------------
+
+
+def _params_notebook(path: Path, params: str, body: str = "print('ran')") -> None:
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell(params)
+    cell.metadata["tags"] = ["parameters"]
+    nb.cells = [cell, nbformat.v4.new_code_cell(
+        "from lachesis.reproduce import notebook_setup; notebook_setup(globals())\n" + body)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+
+
+@pytest.fixture()
+def params_project(tmp_path) -> Path:
+    nbs = tmp_path / "notebooks"
+    (nbs / "params").mkdir(parents=True)
+    _params_notebook(nbs / "grid.ipynb", 'seeds: str = "0,1"\nscale: float = 0.05\nn_jobs: int = 2\nfast: bool = True')
+    _params_notebook(nbs / "table.ipynb", 'scale: float = 0.05\nout_dir: str = "build"')
+    return tmp_path
+
+
+def _refused(params_project: Path, spec: dict, capsys, *extra: str) -> str:
+    p = params_project / "notebooks" / "params" / "p.yaml"
+    p.write_text(yaml.safe_dump(spec))
+    assert main(["reproduce", "--params", str(p), "--no-fetch", *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    return err[0]
+
+
+@pytest.mark.parametrize("spec, words", [
+    ({"notebooks": {"table": {"scael": 0.02}}}, ["p.yaml", "notebooks: table:", "'scael'", "did you mean 'scale'"]),
+    ({"common": {"scael": 0.02}}, ["p.yaml", "common:", "'scael' is a parameter of no notebook", "'scale'"]),
+    ({"comon": {"scale": 0.02}}, ["p.yaml", "unknown top-level key 'comon'"]),
+    ({"notebooks": {"grid": {"seeds": 0}}}, ["notebooks: grid: seeds: expected str, got int 0", "notebook grid"]),
+    ({"common": {"scale": "big"}}, ["common: scale: expected float, got str 'big'"]),
+    ({"notebooks": {"grid": {"n_jobs": 1.5}}}, ["grid: n_jobs: expected int, got float 1.5"]),
+    ({"notebooks": {"grid": {"fast": "yes"}}}, ["grid: fast: expected bool, got str 'yes'"]),
+    ({"notebooks": {"grid": {"n_jobs": True}}}, ["grid: n_jobs: expected int, got bool True"]),
+])
+def test_params_file_refused_by_key_and_type_before_running(params_project, capsys, monkeypatch, spec, words) -> None:
+    import papermill as pm
+
+    monkeypatch.setattr(pm, "execute_notebook", lambda *a, **k: pytest.fail("a notebook ran"))
+    err = _refused(params_project, spec, capsys)
+    assert all(w in err for w in words), err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["-p", "scael", "1"], ["-p scael: a parameter of none of the notebooks to run", "'scale'"]),
+    (["-p", "n_jobs", "two"], ["-p n_jobs: expected int, got 'two'", "notebook grid"]),
+    (["-p", "fast", "maybe"], ["-p fast: expected bool"]),
+    (["--only", "table", "-p", "seeds", "0"], ["-p seeds: a parameter of none of the notebooks to run (table)"]),
+])
+def test_p_overrides_refused_by_name_and_type(params_project, capsys, monkeypatch, argv, words) -> None:
+    import papermill as pm
+
+    monkeypatch.setattr(pm, "execute_notebook", lambda *a, **k: pytest.fail("a notebook ran"))
+    err = _refused(params_project, {}, capsys, *argv)
+    assert all(w in err for w in words), err
+
+
+def test_valid_params_and_p_overrides_typed_by_the_declaration(params_project) -> None:
+    p = params_project / "notebooks" / "params" / "ok.yaml"
+    p.write_text(yaml.safe_dump({"common": {"scale": 1}, "notebooks": {"grid": {"seeds": "0,1,2"}}}))
+    got = dict((n, v) for n, _, v in reproduce.plan(p, overrides=[("seeds", "0"), ("n_jobs", "1"), ("fast", "false")]))
+    assert got == {"grid": {"scale": 1, "seeds": "0", "n_jobs": 1, "fast": False}, "table": {"scale": 1}}
+
+
+def test_the_paper_and_ci_params_pass_the_check() -> None:
+    notebooks = {p.stem for p in (REPO / "notebooks").glob("*.ipynb")}
+    for name in ("paper", "ci"):  # every notebook, each once
+        planned = [n for n, _, _ in reproduce.plan(REPO / "notebooks" / "params" / f"{name}.yaml")]
+        assert sorted(planned) == sorted(notebooks)
+
+
+def test_every_notebook_checks_its_parameters_first() -> None:
+    """The first code cell after the parameters cell opens with the one setup call; no notebook resolves a path
+    parameter by hand."""
+    for path in sorted((REPO / "notebooks").glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        i = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
+        code = [c.source for c in nb.cells[i + 1:] if c.cell_type == "code"]
+        first = code[0].splitlines()[0]
+        assert first.startswith("from lachesis.reproduce import notebook_setup; ") and \
+            "notebook_setup(globals())" in first, path
+        assert not any("repo_path(" in s or "check_parameters(" in s for s in code), path
+
+
+def test_notebook_setup_resolves_path_parameters_from_the_repository(tmp_path, monkeypatch) -> None:
+    """Folders become Paths under the repository root, a given input an existing path's text, an empty input stays
+    empty; the values as given are returned; a missing input and a value of the wrong type are refused by name."""
+    monkeypatch.chdir(tmp_path)
+    given = {"out_dir": "build/figures", "trace": "tests/fixtures/traces", "table": "", "seed": 0}
+    ns = {"__annotations__": {"out_dir": "str", "trace": "str", "table": "str", "seed": "int"}, **given,
+          "data": "not/a/parameter"}
+    assert reproduce.notebook_setup(ns) == given
+    assert ns["out_dir"] == REPO / "build" / "figures" and ns["trace"] == str(REPO / "tests" / "fixtures" / "traces")
+    assert ns["table"] == "" and ns["seed"] == 0 and ns["data"] == "not/a/parameter"  # only declared names move
+    with pytest.raises(FileNotFoundError, match=r"^trace: .*no_such_trace does not exist"):
+        reproduce.notebook_setup({"__annotations__": {"trace": "str"}, "trace": "no_such_trace"})
+    with pytest.raises(TypeError, match="parameter out_dir: expected str, got int 3"):
+        reproduce.notebook_setup({"__annotations__": {"out_dir": "str"}, "out_dir": 3})
+
+
+def test_check_parameters_names_the_parameter_and_type() -> None:
+    ns = {"__annotations__": {"seeds": "str", "scale": float, "n": "int"}, "seeds": 0, "scale": 1, "n": 3}
+    with pytest.raises(TypeError, match=r"parameter seeds: expected str, got int 0 .*-r"):
+        reproduce.check_parameters(ns)
+    ns["seeds"] = "0"
+    reproduce.check_parameters(ns)  # an int fits a float
+
+
+def test_papermill_p_with_the_wrong_type_stops_at_the_check(tmp_path) -> None:
+    import papermill as pm
+
+    src = tmp_path / "nb.ipynb"
+    _params_notebook(src, 'seeds: str = "0,1"', "raise AssertionError('ran past the check')")
+    with pytest.raises(pm.PapermillExecutionError, match="parameter seeds: expected str, got int 0"):
+        pm.execute_notebook(str(src), str(tmp_path / "out.ipynb"), parameters={"seeds": 0}, progress_bar=False,
+                            kernel_name="python3", cwd=str(REPO))
+
+
+GRID_NOTEBOOKS = ("fig09_fig10_multi_agent", "fig11_fig12_single_agent", "gain_vs_load", "sensitivity")
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("search", "bogus", "parameter search: unknown choice 'bogus'; expected one of paper, ci"),
+    ("node", "two_gpus", "parameter node: unknown choice 'two_gpus'; expected one of paper, one_gpu"),
+    ("load", "baseline", "parameter load: unknown choice 'baseline'"),
+    ("load_base", "8/8*", "parameter load_base: unknown choice '8/8\\*'"),
+    ("configs", "1/7, 5/3", "parameter configs: unknown choice '5/3'; expected a comma-separated list of"),
+    ("policies", "hbm_first,lachesis:size_estimate=spawn,lru", "parameter policies: unknown choice 'lru'"),
+    ("lifetime_over_ranks", "max", "parameter lifetime_over_ranks: unknown choice 'max'"),
+])
+def test_an_unknown_choice_is_refused_naming_the_parameter(key, value, words) -> None:
+    with pytest.raises(ValueError, match=words):
+        reproduce.check_parameters({"__annotations__": {key: "str"}, key: value})
+
+
+def test_choices_are_refused_before_anything_runs_and_defaults_pass() -> None:
+    for name in GRID_NOTEBOOKS:  # every grid notebook's declared defaults are valid choices
+        params = reproduce.notebook_parameters(REPO / "notebooks" / f"{name}.ipynb")
+        assert {"node", "search"} <= set(params), name
+    with pytest.raises(ValueError, match=r"-p search: unknown choice 'bogus'.*\(notebook "):
+        reproduce.plan(REPO / "notebooks" / "params" / "ci.yaml", only=["gain_vs_load"],
+                       overrides=[("search", "bogus")])
+    ok = reproduce.plan(REPO / "notebooks" / "params" / "ci.yaml", only=["gain_vs_load"], overrides=[("node", "paper")])
+    assert ok[0][2]["node"] == "paper"
+    reproduce.check_parameters({"__annotations__": {"configs": "str", "knobs": "str"}, "configs": "", "knobs": ""})
+
+
+def test_every_grid_parameter_has_a_help_comment() -> None:
+    import papermill as pm
+
+    for name in GRID_NOTEBOOKS:
+        for key, info in pm.inspect_notebook(str(REPO / "notebooks" / f"{name}.ipynb")).items():
+            assert info["help"].strip(), f"{name}: parameter {key} has no help comment"
+            if key in reproduce.parameter_choices():
+                choices, _ = reproduce.parameter_choices()[key]
+                assert any(c in info["help"] for c in choices) or "lachesis." in info["help"], (name, key)
+
+
+@pytest.mark.parametrize("key, value", [("seed", -1), ("scale", 0.0), ("scale", -0.5)])
+def test_a_numeric_parameter_out_of_range_is_named(key, value):
+    """`papermill -p seed -1` is refused naming the parameter, before the grid runs."""
+    from lachesis.reproduce import check_parameters
+
+    ann = "int" if key == "seed" else "float"
+    with pytest.raises(ValueError, match=f"parameter {key}: must be"):
+        check_parameters({"__annotations__": {key: ann}, key: value})

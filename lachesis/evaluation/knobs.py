@@ -54,7 +54,7 @@ class Knob:
     #: allowed values: (lo, hi, lo inclusive) for a number, or the choices of a categorical knob.  Every
     #: numeric range is bounded by a physical limit (a clock 100x faster or slower than the paper's, a user
     #: delay up to an hour, a load up to 10 N*): past 1e5x tool latency the replay's clock loses the
-    #: precision a decode step needs and ``simulate`` never settles (tests/test_refusals_knobs.py)
+    #: precision a decode step needs and ``simulate`` never settles (tests/evaluation/test_knobs.py)
     allowed: tuple = ()
 
     @property

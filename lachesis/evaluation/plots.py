@@ -1,6 +1,7 @@
 """The figures the grid notebooks draw (Figs. 9–12): HBF lifetime per memory configuration (bars for the
 paper's policies, markers for the baselines beyond it, the offline bound, the paper's bands), the KV write
-bytes by segment class in each tier, and the lifetime ratios against load and against the operating point.
+bytes by segment class in each tier, the lifetime ratios against load and against the operating point, and the
+sensitivity study's charts (one knob at a time at the held load, the user delay at its own N*).
 
 A figure is laid out by its notebook as rows of panels; each panel names the cell it shows (``where``: the
 grid columns it selects on), its title and whether the paper's values go beside ours there."""
@@ -400,4 +401,34 @@ def sensitivity_figure(gains: pd.DataFrame, id_cols: Sequence[str], warranty_yea
     fig.tight_layout(rect=(0, 0.5 / fig.get_figheight(), 1, 1))
     for ax, labels in pending:  # after the layout: label boxes are measured where they will be drawn
         _place_labels(fig, ax, labels)
+    return fig
+
+
+#: The own-load chart's panels: column of :func:`lachesis.evaluation.sensitivity.at_own_load`, axis label.
+OWN_LOAD_PANELS = (("n_star", "N* (concurrent sessions per GPU)"), ("lachesis/hbm_first", "Lachesis / HBM-first (×)"),
+                   ("live_short_kv_gb", "live short-lived KV per GPU at N* (GB)"))
+
+
+def user_delay_figure(own: pd.DataFrame, id_cols: Sequence[str]) -> plt.Figure:
+    """The user's think time at its own N* (``own``: :func:`lachesis.evaluation.sensitivity.at_own_load` over
+    ``user_delay_median_s``): N*, the gain and the live short-lived KV against the delay, a line per cell
+    (``id_cols``), the paper's median dotted."""
+    from lachesis.evaluation.knobs import KNOBS
+    from lachesis.plotting import workload_label
+
+    paper_median = KNOBS["user_delay_median_s"].default
+    values = sorted(own["value"].unique())
+    fig, axes = plt.subplots(1, len(OWN_LOAD_PANELS), figsize=(4.0 * len(OWN_LOAD_PANELS), 3.2), squeeze=False)
+    for ax, (col, label) in zip(axes[0], OWN_LOAD_PANELS):
+        for (w, m, s, mem), d in own.groupby(list(id_cols), sort=False):
+            ax.plot(d["value"], d[col], "o-", label=f"{workload_label(w)}, {m}, {s}, {mem}")
+        ax.axvline(paper_median, color="0.4", ls=":", lw=1, label=f"the paper's median ({paper_median:g} s)")
+        ax.set_xscale("log")
+        ax.set_xticks(values, [f"{v:g}" for v in values])
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("user delay median (s)")
+        ax.set_ylabel(label)
+        ax.set_ylim(bottom=0)
+    axes[0][0].legend(fontsize=7, frameon=False)
+    fig.tight_layout()
     return fig

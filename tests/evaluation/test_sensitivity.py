@@ -1,5 +1,6 @@
 """Knobs (what each override changes, and nothing else), the cache key, the cache-only readers, and the
-one-at-a-time study at a fixed load (endurance knobs recomputed exactly, without a run)."""
+one-at-a-time study at a fixed load (endurance knobs recomputed exactly, without a run); a value where the SLO
+admits no load said in words, not a bare NaN."""
 
 from __future__ import annotations
 
@@ -298,3 +299,44 @@ def test_at_own_load_searches_n_star_again_per_value_and_reports_the_operating_p
         sensitivity.at_own_load(tau, "load", [0.5], CI, tmp_path, n_jobs=1, progress=False)
     with pytest.raises(ValueError, match="pe_cycles"):
         sensitivity.at_own_load(tau, "pe_cycles", [3000.0], CI, tmp_path, n_jobs=1, progress=False)
+
+
+# -- a value that admits no load: said, not a bare NaN ------------------------------------------------
+
+
+@pytest.mark.slow
+def test_an_extreme_write_bandwidth_that_admits_no_load_says_why(tmp_path) -> None:
+    """At 0.01x the HBF write bandwidth the tight SLO admits no load: N* = 0, the gains are NaN, and the row
+    says why instead of a bare NaN; the spread skips it rather than reporting an infinite move."""
+    from sens_fixtures import CI, SCALE
+
+    from lachesis.evaluation import grid, sensitivity
+
+    pts = [grid.Point("multi_agent", "1/7", "Llama-4-Maverick", "tight", pol, SCALE, 0)
+           for pol in ("hbm_first", "deterministic", "lachesis")]
+    df = sensitivity.at_own_load([pts], "hbf_write_bw_scale", [0.01, 1.0], CI, tmp_path, n_jobs=1, progress=False)
+    r = df.set_index("value")
+    assert r.loc[0.01, "n_star"] == 0 and pd.isna(r.loc[0.01, "lachesis/hbm_first"])
+    why = r.loc[0.01, "why_undefined"]
+    assert "N* = 0: the tight SLO admits no load at hbf_write_bw_scale = 0.01" in why and "lachesis/hbm_first" in why
+    assert r.loc[1.0, "why_undefined"] == "" and r.loc[1.0, "n_star"] > 0
+    s = sensitivity.spread(df)
+    assert (s.filter(like="moves %") == 0).all().all()  # one value with a load: nothing moves, nothing infinite
+
+
+def test_a_sentence_names_a_value_without_a_gain_instead_of_nan() -> None:
+    import math
+
+    from lachesis.evaluation import sensitivity
+
+    base = dict(workload="multi_agent", model="Llama-4-Maverick", slo="tight", memory="1/7", policy="")
+    g = pd.DataFrame([dict(base, knob="paper", value="paper", n_sessions=10, all_meet_slo=True, simulated=True,
+                           slo_margin=0.5, **{"lachesis/hbm_first": 1.3, "years_lachesis": 7.0}),
+                      dict(base, knob="hbf_write_bw_scale", value="0.01", n_sessions=0, all_meet_slo=False,
+                           simulated=True, slo_margin=2.0,
+                           **{"lachesis/hbm_first": math.nan, "years_lachesis": math.nan}),
+                      dict(base, knob="hbf_write_bw_scale", value="3", n_sessions=10, all_meet_slo=True,
+                           simulated=True, slo_margin=0.4, **{"lachesis/hbm_first": 1.4, "years_lachesis": 8.0})])
+    text = sensitivity.sentences(g)[0]
+    assert "nan" not in text.lower(), text
+    assert "no gain at 0.01 (a lifetime there is not finite: the SLO admits no load)" in text

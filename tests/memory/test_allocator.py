@@ -378,3 +378,15 @@ def test_a_dropped_table_frees_its_blocks_without_the_cycle_collector():
             assert alive() is None, policy
     finally:
         gc.enable()
+
+
+# -- block counts: whole numbers ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("hbm, hbf", [(2.9, 3), (2, 3.7), (True, 3)])
+def test_block_counts_must_be_whole(hbm, hbf):
+    """TieredAllocator(2.9, 3.7) is refused, not truncated to 2 and 3 blocks."""
+    from lachesis.memory.free_lists import TieredAllocator
+
+    with pytest.raises(ValueError, match="whole number of blocks"):
+        TieredAllocator(hbm, hbf)

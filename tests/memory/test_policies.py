@@ -1,4 +1,5 @@
-"""Placement policies: hand-worked scenarios and the differential test against the per-block reference."""
+"""Placement policies: hand-worked scenarios, the differential test against the per-block reference, and a policy
+spec's knobs checked (none given twice, none foreign to the policy)."""
 
 from __future__ import annotations
 
@@ -601,3 +602,19 @@ def test_reference_drives_policy_objects_like_the_fast_path():
     assert compacted
     assert a.as_dict() == b.as_dict() == c.as_dict()
     assert 0 < a.tokens[0] < a.tokens.sum()  # the trace exercises both tiers
+
+
+# -- a policy spec: a knob given twice or foreign to the policy ---------------------------------------
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("lachesis:size_estimate=held,size_estimate=spawn", "given twice"),
+    ("hbm_first:size_estimate=held", "HBMFirst has no knob 'size_estimate'"),
+    ("deterministic:quantile=0.5", "has no knob 'quantile'"),
+])
+def test_a_policy_spec_names_a_repeated_or_foreign_knob(spec, words):
+    """A knob given twice is refused (not last-wins), and a knob the policy lacks is refused for that reason."""
+    from lachesis.memory.policies import get_policy
+
+    with pytest.raises(ValueError, match=words):
+        get_policy(spec)

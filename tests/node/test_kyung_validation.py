@@ -366,3 +366,21 @@ def test_kyung_figure_is_drawn_in_the_figures_one_style(grid: pd.DataFrame) -> N
     assert [ax.get_title(loc="left") for ax in fig.axes[:3]] == ["(a) lifetime", "(b) mean TPOT", "(c) lifetime error"]
     plt.close(fig)
     plt.close(other)
+
+
+# -- the tolerance: a finite number > 0 ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tol", [-0.5, 0.0, float("nan"), float("inf"), "0.15", True])
+def test_kyung_tolerance_must_be_finite_and_positive(tol) -> None:
+    grid = pd.DataFrame({"life_err": [0.1, -0.3], "tpot_err": [0.05, 0.2]})
+    with pytest.raises(ValueError, match="tolerance: expected a finite number > 0") as e:
+        kyung.kyung_summary(grid, tol)
+    assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="tolerance"):
+        kyung.kyung_sensitivity(pd.DataFrame(), tol)  # refused before any grid is computed
+
+
+def test_kyung_tolerance_valid_still_counts() -> None:
+    grid = pd.DataFrame({"life_err": [0.1, -0.3], "tpot_err": [0.05, 0.2]})
+    assert kyung.kyung_summary(grid, 0.15)["within_tol"] == 1

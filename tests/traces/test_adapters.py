@@ -1,11 +1,12 @@
 """Every public trace source through its adapter, on the committed excerpts (tests/fixtures/traces):
 derived fields against values read by hand, the trace-contract rules, files found by content in any
-layout, bad input reported in one line, and ``lachesis adapt``."""
+layout, bad input reported in one line, ``lachesis adapt`` and its output folder written whole."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import shutil
 from datetime import datetime, timezone
@@ -16,9 +17,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from fixture_paths import TRACE_FIXTURES as FIX  # the committed excerpts, named once
+from test_io import SRC, full_disk, siblings, snapshot
 
-from lachesis import read_trace
+from lachesis import io, read_trace
 from lachesis.cli import main
+from lachesis.traces import adapters, corpus
 from lachesis.traces.adapters import (
     AdapterResult,
     adapt,
@@ -752,3 +755,164 @@ def test_claude_spawn_with_empty_usage_and_no_totals_is_skipped(tmp_path):
     res = read("claude_code", _synthetic_copy(tmp_path, empty_usage))
     assert not res.trace.requests["synthetic"].any()
     assert res.skipped["spawns with recorded totals that hold no token count (usage: {})"] >= 1
+
+
+# -- bad input files refused by name, in one line -----------------------------------------------------
+
+
+ADAPTERS = ["azure", "mooncake", "tau2", "who_and_when"]
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "internal error" not in err[0] and "Traceback" not in err[0], err[0]
+    return err[0]
+
+
+def _adapt(capsys, tmp_path: Path, adapter: str, name: str, data: bytes) -> str:
+    f = tmp_path / name
+    f.write_bytes(data)
+    assert main(["adapt", adapter, str(f), "--out", str(tmp_path / "out")]) == 2
+    err = _one_line(capsys)
+    assert err.startswith(f"lachesis adapt: error: {f}: record "), err
+    assert " field " in err, err
+    assert not (tmp_path / "out").exists()
+    return err
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+@pytest.mark.parametrize("suffix", [".json", ".csv", ".jsonl"])
+def test_an_empty_file_is_named_as_empty(tmp_path, capsys, adapter, suffix) -> None:
+    err = _adapt(capsys, tmp_path, adapter, "empty" + suffix, b"")
+    assert "empty file" in err or "no request record" in err, err
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_a_wrong_format_file_names_the_file_and_field(tmp_path, capsys, adapter) -> None:
+    _adapt(capsys, tmp_path, adapter, "notes.json", b"hello world\n")
+
+
+def test_a_csv_that_does_not_parse_names_the_file(tmp_path, capsys) -> None:
+    err = _adapt(capsys, tmp_path, "azure", "t.csv",
+                 b'TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.1,"1\n')
+    assert "field '(csv)': not CSV" in err
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_a_non_utf8_byte_names_the_file_and_byte(tmp_path, capsys, adapter) -> None:
+    err = _adapt(capsys, tmp_path, adapter, "bad.json", b'{"a": "\xff\xfe"}\n')
+    assert "record byte 7: field '(utf-8)': not valid UTF-8" in err
+
+
+@pytest.mark.parametrize("adapter", ["mooncake", "tau2", "who_and_when"])
+def test_json_nested_too_deep_names_the_file(tmp_path, capsys, adapter) -> None:
+    err = _adapt(capsys, tmp_path, adapter, "deep.json", b"[" * 100_000 + b"]" * 100_000 + b"\n")
+    assert "nested deeper than Python's JSON reader allows" in err
+
+
+def test_a_folder_of_bad_files_lists_each(tmp_path, capsys) -> None:
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "deep.json").write_bytes(b"[" * 100_000 + b"]" * 100_000)
+    (d / "empty.json").write_bytes(b"")
+    assert main(["adapt", "tau2", str(d), "--out", str(tmp_path / "out")]) == 2
+    err = _one_line(capsys)
+    assert "no file could be read as tau2-bench results (2 failed" in err and "deep.json" in err
+
+
+# -- an output folder written whole: one format, the old folder kept on a failure ---------------------
+
+
+def test_adapt_into_a_reused_folder_holds_one_format(tmp_path) -> None:
+    out = tmp_path / "out"
+    adapters.adapt("tau2", SRC, out, fmt="parquet")
+    rep = adapters.adapt("tau2", SRC, out, fmt="jsonl")
+    assert sorted(p.name for p in out.iterdir()) == ["adapt_report.json", "requests.jsonl", "spawns.jsonl"]
+    assert rep.written == [str(out / n) for n in ("requests.jsonl", "spawns.jsonl", "adapt_report.json")]
+    assert siblings(out) == []  # no temporary folder left beside it
+
+
+def test_a_failed_adapt_leaves_the_old_folder_intact(tmp_path, capsys, monkeypatch) -> None:
+    out = tmp_path / "out"
+    adapters.adapt("tau2", SRC, out, fmt="parquet")
+    before = snapshot(out)
+    monkeypatch.setattr(adapters, "write_json", full_disk)  # the report, written after the tables
+    assert main(["adapt", "tau2", str(SRC), "--out", str(out), "--format", "jsonl"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "No space left" in err[0] and str(out) in err[0]
+    assert snapshot(out) == before and siblings(out) == []
+
+
+def test_adapt_refuses_an_out_holding_its_source(tmp_path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    for f in SRC.iterdir():
+        (src / f.name).write_bytes(f.read_bytes())
+    with pytest.raises(ValueError, match="holds the source"):
+        adapters.adapt("tau2", src, src)
+    with pytest.raises(ValueError, match="holds the source"):
+        adapters.adapt("tau2", src, tmp_path)
+
+
+def test_empty_out_refused_by_the_functions_too(tmp_path) -> None:
+    with pytest.raises(ValueError, match="empty path"):
+        adapters.adapt("tau2", SRC, "")
+    with pytest.raises(ValueError, match="empty path"):
+        corpus.write_all("", 0.02, 0, "jsonl", ["bfcl_base"])
+
+
+def _adapt_fails(tmp_path, capsys, monkeypatch, patch) -> None:
+    out = tmp_path / "out"
+    adapters.adapt("claude_code_subagents", FIX / "claude_code_subagents", out, fmt="jsonl")
+    before = snapshot(out)
+    assert {"requests.jsonl", "spawns.jsonl", "adapt_report.json"} <= set(before)
+    patch(monkeypatch)
+    assert main(["adapt", "claude_code_subagents", str(FIX / "claude_code_subagents"), "--out", str(out),
+                 "--format", "jsonl"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "No space left" in err[0] and "left as it was" in err[0], err
+    assert snapshot(out) == before and siblings(out) == []
+
+
+def test_a_full_disk_after_the_requests_leaves_the_old_requests_spawns_and_report(tmp_path, capsys,
+                                                                                   monkeypatch) -> None:
+    from lachesis.traces import trace
+
+    real = trace._write_table
+
+    def spawns_fail(df, path):
+        if path.name.startswith("spawns"):
+            full_disk()
+        return real(df, path)
+
+    _adapt_fails(tmp_path, capsys, monkeypatch, lambda m: m.setattr(trace, "_write_table", spawns_fail))
+
+
+def test_a_full_disk_half_way_through_a_file_leaves_the_old_folder(tmp_path, capsys, monkeypatch) -> None:
+    real = io.atomic_write
+
+    def half_then_full(path, write):
+        if Path(path).name.startswith("requests"):
+            def partial(tmp):
+                write(tmp)
+                with open(tmp, "r+b") as fh:  # the disk filled half-way through this file
+                    fh.truncate(max(1, fh.seek(0, 2) // 2))
+                full_disk()
+            return real(path, partial)
+        return real(path, write)
+
+    from lachesis.traces import trace
+
+    _adapt_fails(tmp_path, capsys, monkeypatch, lambda m: m.setattr(trace, "atomic_write", half_then_full))
+
+
+def test_a_full_disk_at_the_swap_restores_the_old_folder(tmp_path, capsys, monkeypatch) -> None:
+    real = os.replace
+
+    def swap_fails(src, dst):
+        if str(src).endswith(".new"):  # the new folder moved in over the old one
+            full_disk()
+        return real(src, dst)
+
+    _adapt_fails(tmp_path, capsys, monkeypatch, lambda m: m.setattr(io.os, "replace", swap_fails))

@@ -1,4 +1,5 @@
-"""Reference clock (Eq. 1, Appendix B): observation prefills, including returned sub-agent results.
+"""Reference clock (Eq. 1, Appendix B): observation prefills, including returned sub-agent results, and a 500-deep
+sub-agent chain replayed on an explicit stack.
 
 Every expected number is worked out by hand in the comments (TPOT_ref = 0.2 s, TTFT_ref = 1.0 s, tool
 latencies zero, no user delay).
@@ -6,18 +7,21 @@ latencies zero, no user delay).
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from lachesis.analysis.segments import recover
+from lachesis.cli import main
 from lachesis.config import TOOL_CLASSES, ReferenceClock, ToolClass
 from lachesis.node.plan import build_plan
 from lachesis.traces import corpus
 from lachesis.traces.clock import clock_for, schedule
-from lachesis.traces.trace import Trace
+from lachesis.traces.trace import Trace, read_trace
 
 #: a tool class of zero latency, so the only clock charges are decode tokens and observation prefills
 ZERO_TOOLS = replace(ReferenceClock(user_delay_sigma=0.0), tool_classes=TOOL_CLASSES + (ToolClass("zero", 0.0, "test"),),
@@ -92,3 +96,51 @@ def test_corpus_leads_count_only_their_own_tool_results():
     expect = n_kids.reindex(inner["request_id"], fill_value=0).to_numpy() * clock.ttft_ref_s
     np.testing.assert_allclose(sch.loc[inner["request_id"], "t_obs_s"].to_numpy(), expect)
     assert expect.sum() > 0
+
+
+# -- a 500-deep sub-agent chain, replayed on an explicit stack ----------------------------------------
+
+
+def chain(folder: Path, depth: int) -> Path:
+    """A one-session trace: a lead whose request spawns a worker, which spawns the next, ``depth`` deep."""
+    folder.mkdir(parents=True, exist_ok=True)
+    req, sp = [], []
+    for i in range(depth + 1):
+        aid, parent = ("lead", None) if i == 0 else (f"w{i}", "lead" if i == 1 else f"w{i - 1}")
+        req.append(dict(session_id="s", request_id=f"r{i}", agent_id=aid, parent_agent_id=parent,
+                        role="lead" if i == 0 else "worker", turn=0, input_tokens=100, matched_prefix_tokens=0,
+                        output_tokens=10, reasoning_tokens=0, tool_names=["Task"] if i < depth else [],
+                        n_observations=0))
+        if i:
+            sp.append(dict(session_id="s", agent_id=aid, parent_agent_id=parent, role="worker",
+                           spawn_request_id=f"r{i - 1}", instruction="x", context="", tools=[], model="m",
+                           spawn_index=0))
+    (folder / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in req))
+    (folder / "spawns.jsonl").write_text("".join(json.dumps(r) + "\n" for r in sp))
+    return folder
+
+
+def test_a_500_deep_sub_agent_chain_is_replayed(tmp_path, capsys) -> None:
+    from lachesis.analysis.segments import recover
+    from lachesis.node.plan import build_plan
+    from lachesis.traces.clock import schedule
+
+    assert main(["segments", str(chain(tmp_path / "c500", 500))]) == 0
+    out = capsys.readouterr().out
+    assert "501 requests, 1 sessions, 501 segments" in out
+    tr = read_trace(tmp_path / "c500")
+    sched = schedule(tr)
+    # each worker starts when its parent's request ends: decode ends 10 tokens apart, in chain order
+    assert np.all(np.diff(sched["t_decode_end_s"].to_numpy()) > 0)
+    plan = build_plan(tr, recover(tr))
+    assert plan.session_span_s("s", 0.05) == pytest.approx(501 * 10 * 0.05)
+
+
+def test_a_shallow_chain_is_scheduled_as_before(tmp_path) -> None:
+    """The explicit stack keeps the depth-first draw order: the same times as a direct replay by hand."""
+    from lachesis.traces.clock import clock_for, schedule
+
+    tr = read_trace(chain(tmp_path / "c3", 3))
+    s = schedule(tr)
+    tpot = clock_for(tr).tpot_ref_s
+    assert s["t_start_s"].tolist() == pytest.approx([0.0, 10 * tpot, 20 * tpot, 30 * tpot])

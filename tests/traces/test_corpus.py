@@ -1,4 +1,5 @@
-"""The embedded synthetic corpus: determinism, contract, Table 3 scale, harness semantics."""
+"""The embedded synthetic corpus: determinism, contract, Table 3 scale, harness semantics, its output folder written
+whole."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
+from test_io import full_disk, siblings, snapshot
 
 from lachesis.config import TOOL_CLASSES
 from lachesis.traces import corpus, workloads
@@ -199,3 +201,34 @@ def test_fig4b_turn_tokens_match_the_input_means() -> None:
         assert per_turn["reasoning_stripped"].mean() == pytest.approx(stripped, rel=0.15), w
         # and the segments account for every token the trace writes
         assert s["tokens_written"].sum() == tokens_written(tr.requests).sum()
+
+
+# -- an output folder written whole: one run, the old folder kept on a failure ------------------------
+
+
+def test_corpus_into_a_reused_folder_holds_one_run(tmp_path) -> None:
+    out = tmp_path / "c"
+    corpus.write_all(out, 0.02, 0, "parquet", ["bfcl_base", "webarena"])
+    corpus.write_all(out, 0.02, 0, "jsonl", ["bfcl_base"])
+    assert sorted(p.name for p in out.iterdir()) == ["bfcl_base"]
+    assert not list(out.rglob("*.parquet")) and (out / "bfcl_base" / "requests.jsonl").is_file()
+    assert siblings(out) == []
+
+
+def test_a_failed_corpus_leaves_the_old_folder_intact(tmp_path, monkeypatch) -> None:
+    out = tmp_path / "c"
+    corpus.write_all(out, 0.02, 0, "parquet", ["bfcl_base"])
+    before = snapshot(out)
+    calls = []
+
+    def second_fails(tr, d, fmt="parquet"):
+        calls.append(d)
+        if len(calls) == 2:
+            full_disk()
+        return real(tr, d, fmt)
+
+    real = corpus.write_trace
+    monkeypatch.setattr(corpus, "write_trace", second_fails)
+    with pytest.raises(OSError, match="No space"):
+        corpus.write_all(out, 0.02, 0, "jsonl", ["bfcl_base", "webarena"])
+    assert snapshot(out) == before and siblings(out) == []

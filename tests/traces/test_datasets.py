@@ -285,3 +285,42 @@ def test_fetch_without_network_names_the_file(mirror, monkeypatch, tmp_path, loc
     monkeypatch.delenv("LACHESIS_DATA", raising=False)
     with pytest.raises(ds.DatasetError, match=r"azure_llm_2023/AzureLLMInferenceTrace_conv\.csv: download from .* failed"):
         ds.fetch("azure_llm_2023")
+
+
+# -- fetching every source: each one that could not be fetched named ----------------------------------
+
+
+def test_datasets_fetch_tries_every_source_and_names_each_it_could_not_fetch(tmp_path, capsys, monkeypatch) -> None:
+    """With no names, a local-only source (and a failed download) does not stop the others: each is named on
+    stderr and the command exits 1 after trying them all."""
+    from lachesis.traces import datasets as ds
+
+    monkeypatch.setenv("LACHESIS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("LACHESIS_DATA", raising=False)
+    real, tried = ds.fetch, []
+    every = ds.names()
+    local_only = [n for n in every if ds.fetch_hint(n) != f"lachesis datasets fetch {n}"]
+    public = [n for n in every if n not in local_only]
+    assert local_only and len(public) >= 2 and min(map(every.index, local_only)) < max(map(every.index, public))
+    offline = public[0]
+
+    def fetch(name, local=None, progress=False):
+        tried.append(name)
+        if name in local_only:
+            return real(name, local)  # refused before any download: no public origin
+        if name == offline:
+            raise ds.DatasetError(f"{name}/x.json: download from https://example.org/x.json failed: no network")
+        return tmp_path / "cache" / name
+
+    monkeypatch.setattr(ds, "fetch", fetch)
+    assert main(["datasets", "fetch"]) == 1
+    assert tried == every  # every source tried, in order
+    out, err = capsys.readouterr()
+    assert [ln.split(":")[0] for ln in out.splitlines()] == [n for n in public if n != offline]
+    lines = err.strip().splitlines()
+    assert len(lines) == len(local_only) + 2, lines
+    for n in (*local_only, offline):
+        assert any(ln.startswith(f"lachesis datasets: {n}: could not fetch: ") for ln in lines), n
+    assert lines[-1] == (f"lachesis datasets: {len(local_only) + 1} of {len(every)} source(s) not fetched: "
+                         f"{', '.join(n for n in every if n in local_only or n == offline)}")
+    assert main(["datasets", "fetch", *public[1:]]) == 0

@@ -1,4 +1,5 @@
-"""The sweep cache's ranker sidecar (``<key>.rank.json``) is verified against its content digest."""
+"""The ranker's keys kept beside the evaluation cache (``<key>.rank.json``, lachesis.evaluation.plancache): read
+back only when they match their content digest, refitted when edited, refused when a folder."""
 
 from __future__ import annotations
 
@@ -52,29 +53,6 @@ def test_an_intact_sidecar_is_read_without_a_refit(tmp_path, prep, monkeypatch) 
     assert json.loads(path.read_text())["digest"]
     _no_refit(monkeypatch)
     pd.testing.assert_series_equal(plancache.rank_keys_cached(prep, tmp_path), fitted)
-
-
-def test_a_cache_entry_path_that_is_a_folder_is_refused_naming_it(tmp_path, monkeypatch) -> None:
-    """A folder where an entry belongs would be recomputed and then fail to be written, every time: refused at
-    the read, before anything runs, naming the path."""
-    from lachesis.evaluation import sweep
-    from lachesis.evaluation.grid import Point
-    from lachesis.node import simulator
-    from lachesis.node.capacity import SearchParams
-
-    p, params = Point("tau3", "1/7", "Qwen3-235B-A22B", "tight", "hbm_first", scale=0.02), SearchParams()
-    key = store.point_key(p, plancache.point_fingerprint(p), params)
-    entry = store.entry_path(tmp_path, key)
-    entry.mkdir()
-    monkeypatch.setattr(simulator, "simulate_windows", lambda *a, **k: (_ for _ in ()).throw(AssertionError("ran")))
-    for read in (lambda: sweep.evaluate_point(p, params, tmp_path), lambda: sweep.cached_entry(p, tmp_path, params)):
-        with pytest.raises(IsADirectoryError) as e:
-            read()
-        assert e.value.filename == str(entry) and "not a file" in str(e.value)
-    sidecar = store.closes_path(tmp_path, key)
-    sidecar.mkdir()
-    with pytest.raises(IsADirectoryError, match="not a file"):
-        store.read_closes(sidecar, key, "fp")
 
 
 def test_a_ranker_sidecar_that_is_a_folder_is_refused(tmp_path, prep) -> None:
