@@ -439,7 +439,7 @@ def _native_run(plan: Plan, cfg: Config, policy: Policy | str, n_sessions: int, 
 class _NativeRun:
     """The same run on the native core (:mod:`lachesis.node.native`, C++): the same random draws, the same
     order of events and the same float operations as :class:`_Run`, so the same results, bit for bit
-    (tests/test_native_run.py); a window's result is read from it the way :class:`_Run`'s is."""
+    (tests/node/test_native_run.py); a window's result is read from it the way :class:`_Run`'s is."""
 
     def __init__(self, core, spec, step: dict, plan: Plan, cfg: Config, policy: Policy | str, n_sessions: int,
                  settings: RunSettings, windows: Sequence[Window], first_warmup: float) -> None:

@@ -25,7 +25,7 @@ from lachesis.node import simulator as S
 from lachesis.node.plan import build_plan
 
 if native.core() is None:  # pragma: no cover - a machine without a C++ compiler
-    pytest.skip("the native core is not built (tests/test_native_memory.py says whether it should be)",
+    pytest.skip("the native core is not built (tests/node/test_native_memory.py says whether it should be)",
                 allow_module_level=True)
 
 POLICIES = ("hbm_first", "hbm_first_reclaim", "deterministic", "lachesis", "lachesis:size_estimate=mean_floor",

@@ -7,7 +7,7 @@ moves any output bit fails here.
 
 Re-record (only for an intended change of the model):
 
-    .venv/bin/python tests/test_sim_identity.py --record
+    .venv/bin/python tests/node/test_sim_identity.py --record
 
 The block-id digests are integer logic.  The simulator's floats are computed in an explicit order
 (the decode step's products input by input, its operators left to right: ``hbf.dot_rows``,
@@ -202,7 +202,7 @@ def _first_difference(got, ref, path="", rtol=0.0):
 def test_simulator_gives_the_recorded_results(reference, backend):
     """One GPU and the paper's node give exactly the recorded results, on the reference and the native core."""
     if backend == "native" and native.core() is None:
-        pytest.skip("the native core is not built here (tests/test_native_memory.py says whether it should be)")
+        pytest.skip("the native core is not built here (tests/node/test_native_memory.py says whether it should be)")
     got = simulator_records(backend)
     assert got.keys() == reference["runs"].keys()
     assert any(r["long"]["oom"] for r in got.values()) and any(r["long"]["totals"]["evicted_blocks"] for r in got.values())
