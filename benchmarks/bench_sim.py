@@ -87,9 +87,9 @@ def backends(repeats: int) -> list[str]:
 def bench_config(hbm_gb: float, hbf_kv_gb: float):
     """Config 1/7-like but with small per-GPU capacities, so the per-block reference fits in time and memory."""
     from lachesis.config import DEFAULT, GB, MemoryConfig, StackSpec
-    from lachesis.node import hbf
+    from lachesis.node import block_capacity
 
-    w = hbf.weight_storage_bytes_per_gpu(DEFAULT.model, DEFAULT.deployment)
+    w = block_capacity.weight_storage_bytes_per_gpu(DEFAULT.model, DEFAULT.deployment)
     mem = MemoryConfig(f"bench {hbm_gb:g}+{hbf_kv_gb:g} GB", 1, 7,
                        hbm=StackSpec("HBM4-small", hbm_gb * GB, 1.6e12, 1.6e12),
                        hbf=StackSpec("HBF-small", (w + hbf_kv_gb * GB) / 7, 1.6e12, 16e9))

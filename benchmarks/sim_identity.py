@@ -55,11 +55,11 @@ def _runs(which: str) -> list[dict]:
 
 def _config(spec: dict):
     from lachesis.config import DEFAULT, MODELS, SLOS, MemoryConfig, StackSpec, memory_config
-    from lachesis.node import hbf
+    from lachesis.node import block_capacity
 
     model = MODELS[spec["model"]]
     if spec["memory"] == "tiny":  # 2 GB HBM + 160 GB HBF for KV: eviction under HBM-first, OOM at high load
-        w = hbf.weight_storage_bytes_per_gpu(model, DEFAULT.deployment)
+        w = block_capacity.weight_storage_bytes_per_gpu(model, DEFAULT.deployment)
         mem = MemoryConfig("tiny", 1, 1, hbm=StackSpec("h", 2e9, 1.6e12, 1.6e12),
                            hbf=StackSpec("f", w + 160e9, 1.6e12, 16e9))
     else:

@@ -116,7 +116,7 @@ HBF_STACK = StackSpec("HBF", 512 * GB, 1.6 * TB, 16 * GB, t_read_s=1e-6, t_prog_
 #: Alternate preset, Kyung et al. [23]: 48 GB/s write per HBF stack, tR 3 us.  A knob, not a default.
 HBF_STACK_KYUNG = StackSpec("HBF-Kyung", 512 * GB, 1.6 * TB, 48 * GB, t_read_s=3e-6, t_prog_s=100e-6)
 #: Alternate preset, Kyung et al. [23]: a B200-class GPU's whole HBM (256 GB at 8 TB/s) as one
-#: aggregate "stack".  A knob for the Kyung validation (lachesis.node.hbf), not a default.
+#: aggregate "stack".  A knob for the Kyung validation (lachesis.node.step_cost), not a default.
 HBM_B200_KYUNG = StackSpec("HBM-B200-Kyung", 256 * GB, 8 * TB, 8 * TB)
 
 
@@ -140,7 +140,7 @@ ReadPricing = Literal["aggregate", "per_tier"]
 class MemoryConfig:
     """Per-GPU memory: eight stack slots split between HBM and HBF (§5.2, Fig. 9 x-axis).
 
-    ``read_pricing`` — how :mod:`lachesis.node.hbf` prices a read on a co-located design:
+    ``read_pricing`` — how :mod:`lachesis.node.step_cost` prices a read on a co-located design:
     ``"aggregate"`` (default) reads every byte, HBM- or HBF-resident, over the aggregate bandwidth
     of all stacks (§2.2: "the accelerator can utilize the aggregate memory bandwidth of all stacks
     through direct and inter-stack paths"; §5.2: "the two tiers have the same read bandwidth and

@@ -1,6 +1,6 @@
 """Served models: the architecture a decode step prices, read from a model's public config (§5.2).
 
-A :class:`ModelSpec` carries what the operator-level step of :mod:`lachesis.node.hbf` needs — layers,
+A :class:`ModelSpec` carries what the operator-level step of :mod:`lachesis.node.step_cost` needs — layers,
 hidden size, query and KV heads and their widths, MLA latent and RoPE widths, dense and MoE layers,
 routed and shared experts and their FFN widths, the vocabulary — and derives everything else from
 it: parameter counts (total, active, routed-expert), KV bytes per token, attention FLOPs per

@@ -7,7 +7,7 @@ import pytest
 
 from lachesis import models as M
 from lachesis.config import Deployment
-from lachesis.node import hbf
+from lachesis.node import block_capacity
 from lachesis.paths import package_data
 
 DEP = Deployment()
@@ -44,7 +44,7 @@ def test_maverick_from_its_public_config() -> None:
     assert m.routed_expert_params == routed
     assert m.active_params == total - 24 * 127 * expert  # one routed expert per token
     # per GPU (8 GPUs, experts expert-parallel): everything replicated + 1/8 of the routed experts, BF16
-    assert hbf.weight_storage_bytes_per_gpu(m, DEP) == (total - routed + routed / 8) * 2 == 124_966_348_800
+    assert block_capacity.weight_storage_bytes_per_gpu(m, DEP) == (total - routed + routed / 8) * 2 == 124_966_348_800
     assert any("attention_chunk_size" in n for n in m.notes)  # chunked attention is named, not silently dropped
 
 
@@ -61,7 +61,7 @@ def test_qwen3_from_its_public_config() -> None:
     assert m.total_params == total == 235_093_610_496
     assert m.active_params == total - 94 * 120 * expert  # top-8 of 128
     routed = 94 * 128 * expert
-    assert hbf.weight_storage_bytes_per_gpu(m, DEP) == (total - routed + routed / 8) * 2 == 72_768_528_384
+    assert block_capacity.weight_storage_bytes_per_gpu(m, DEP) == (total - routed + routed / 8) * 2 == 72_768_528_384
 
 
 def test_deepseek_v3_mla() -> None:
@@ -91,7 +91,7 @@ def test_mixtral_and_dense_llama() -> None:
     ll = M.model_from_hf_config(LLAMA31_8B, "Llama-3.1-8B", declared_total_params=8.03e9)
     assert ll.moe_layers == 0 and ll.dense_ffn == 14336 and ll.kv_bytes_per_token == 32 * 2 * 8 * 128 * 2
     assert ll.total_params == attn + 32 * 3 * 4096 * 14336 + 2 * 128256 * 4096 + 32 * 2 * 4096 + 4096
-    assert hbf.weight_storage_bytes_per_gpu(ll, DEP) == ll.total_params * 2  # nothing to shard
+    assert block_capacity.weight_storage_bytes_per_gpu(ll, DEP) == ll.total_params * 2  # nothing to shard
 
 
 def test_loader_reads_files_and_names_bad_fields(tmp_path) -> None:

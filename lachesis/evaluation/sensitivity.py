@@ -3,7 +3,7 @@
 For a few representative cells every policy the gains need runs at the cell's load (N* of HBM-first
 at the paper's setting, held fixed) while one knob (:data:`lachesis.evaluation.knobs.KNOBS`) moves to each of its
 values; each row records whether the SLO is still met.  Endurance knobs need no run: their lifetimes
-are recomputed from the measured HBF write rate (:func:`lachesis.node.hbf.hbf_lifetime_years`).  Every run
+are recomputed from the measured HBF write rate (:func:`lachesis.node.endurance.hbf_lifetime_years`).  Every run
 goes through :mod:`lachesis.evaluation.sweep`, its cache and its runner.
 
 The cells, the fixed load and the endurance arithmetic: docs/design.md §5, "Sensitivity study".
@@ -35,7 +35,7 @@ from lachesis.evaluation.grid import (
     single_agent_grid,
 )
 from lachesis.evaluation.knobs import KNOBS, STUDY
-from lachesis.node import hbf
+from lachesis.node import endurance
 from lachesis.node.capacity import SearchParams
 
 #: The cells of the study (ASSUMPTION, knob: the ``cells`` arguments): the paper's headline multi-agent
@@ -270,7 +270,7 @@ def _endurance_rows(paper: pd.DataFrame, vs: Sequence[Variant]) -> pd.DataFrame:
                               overrides={v.knob: v.value}).config()
             spread = r.get("hbf_rank_spread", 1.0)
             spread = 1.0 if spread is None or not np.isfinite(spread) else float(spread)
-            life = float(hbf.group_lifetime_years(cfg.memory, r.get("hbf_write_rate", math.nan), cfg.endurance, spread))
+            life = float(endurance.group_lifetime_years(cfg.memory, r.get("hbf_write_rate", math.nan), cfg.endurance, spread))
             out.append(dict(r, knob=v.knob, value=v.label(), lifetime_years=life, simulated=False))
     return pd.DataFrame(out)
 

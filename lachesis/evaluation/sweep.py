@@ -2,7 +2,7 @@
 
 Per cell (:mod:`lachesis.evaluation.grid`) the capacity search (:mod:`lachesis.node.capacity`) finds N*, the sessions per
 GPU the SLO admits; every policy of the cell then runs at one load (``load``), and HBF lifetime is read from
-a LONGER run there once the HBF write traffic has settled (:func:`lachesis.node.hbf.settled_rate`).  The
+a LONGER run there once the HBF write traffic has settled (:func:`lachesis.node.endurance.settled_rate`).  The
 searched policy's lifetime run is its N* search run continued (:func:`lachesis.node.simulator.simulate_windows`
 gives exactly the numbers of a separate run).  A cell's other seeds run at its first seed's load
 (``seed_load``); the oracle runs with the load policy's recorded close times; the load policy's searched
@@ -29,7 +29,7 @@ from lachesis.evaluation.bound import Timeline, hbm_bound
 from lachesis.evaluation.grid import LOAD_POLICY, SEED_LOADS, LoadRule, Point, is_clairvoyant, load_at
 from lachesis.evaluation.row import FLATTENED, GridRow, fields, grid_row
 from lachesis.memory.policies import get_policy
-from lachesis.node import capacity, hbf
+from lachesis.node import block_capacity, capacity, endurance
 from lachesis.node import simulator as sim
 from lachesis.node.capacity import PAPER, SearchParams
 from lachesis.node.clairvoyance import CloseTimes, drift
@@ -176,13 +176,13 @@ def bound_fields(r: sim.SimResult, cfg: Config, timeline: Timeline) -> dict:
     over its HBF share of the window's bytes, so the bound's HBF rate is that total × (1 − bound share),
     i.e. the run's settled rate × the bound's HBF bytes / the run's HBF bytes in the window.  Reason:
     the bound and the run are then read on the same window and timeline, so bound/HBM-first ≥ 1 holds
-    exactly, and the lifetime is settled as every row's is (:func:`lachesis.node.hbf.settled_rate`)."""
+    exactly, and the lifetime is settled as every row's is (:func:`lachesis.node.endurance.settled_rate`)."""
     bpt, bt = int(cfg.model.kv_bytes_per_token), int(cfg.deployment.block_tokens)
-    hbm_tokens = hbf.kv_blocks(cfg.memory, cfg.model, cfg.deployment)[0] * bt
+    hbm_tokens = block_capacity.kv_blocks(cfg.memory, cfg.model, cfg.deployment)[0] * bt
     res = hbm_bound(timeline, hbm_tokens, window=(r.warmup_s, np.inf), bytes_per_token=bpt)
     hbf_run = float((r.events_bytes_by_tier or r.bytes_by_tier).get("hbf", np.nan))  # the recorded rank's
     rate = r.hbf_write_rate * (res.window_bytes - res.hbm_bytes) / hbf_run if hbf_run > 0 else 0.0 * r.hbf_write_rate
-    life = float(hbf.hbf_lifetime_years(cfg.memory, rate, cfg.endurance)) if np.isfinite(rate) else float("nan")
+    life = float(endurance.hbf_lifetime_years(cfg.memory, rate, cfg.endurance)) if np.isfinite(rate) else float("nan")
     return dict(res.as_dict(), bound_lifetime_years=life)
 
 
@@ -465,7 +465,7 @@ def _check_points(points: Sequence[Point], load: str | LoadRule = "per_deploymen
             raise ValueError(f"laden_close must be one of {LADEN_CLOSES}, got {lc!r}")
     for p in {(p.model, p.memory, p.slo): p for p in points}.values():
         cfg = p.config()
-        hbf.kv_blocks(cfg.memory, cfg.model, cfg.deployment)  # the weights leave room for KV, or a ValueError
+        block_capacity.kv_blocks(cfg.memory, cfg.model, cfg.deployment)  # the weights leave room for KV, or a ValueError
 
 
 def _cells(points: Sequence[Point]) -> list[list[int]]:

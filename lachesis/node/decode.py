@@ -1,7 +1,7 @@
 """The decode engine: continuous batching on an expert-parallel group of G ranks stepping in
 lockstep, where every decoder advances together between two events (a join or a finish) in one
 vectorized update, so a run costs per event, not per decode step.  Step pricing is
-:mod:`lachesis.node.hbf`'s; the decode node's assumptions are in docs/design.md §5 ("Decode node").
+:mod:`lachesis.node.step_cost`'s; the decode node's assumptions are in docs/design.md §5 ("Decode node").
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Callable
 import numpy as np
 import simpy
 
-from lachesis.node.hbf import GroupStep
+from lachesis.node.step_cost import GroupStep
 
 _min_reduce = np.minimum.reduce  # ndarray.min() without the method's Python overhead
 
@@ -26,7 +26,7 @@ class DecodeEngine:
     inputs (batch, KV bytes per tier, flush bytes, HBM write bytes) are kept as running sums.
 
     One rank prices its step with ``step_fn(batch, kv_hbm, kv_hbf, flush, hbm_write)``.  A group prices
-    it with ``group`` (:class:`lachesis.node.hbf.GroupStep`: the slowest rank's own operators and flush, plus
+    it with ``group`` (:class:`lachesis.node.step_cost.GroupStep`: the slowest rank's own operators and flush, plus
     the routed experts at the group's mean batch); a ``step_fn`` given for a group prices each rank's own
     part, with no group-wide term.  :meth:`stall` pauses the whole group while a rank's device lands KV.
     """

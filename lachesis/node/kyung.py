@@ -3,8 +3,8 @@
 Kyung et al. report, per model, the HBF lifetime (years) and mean TPOT (ms) of stateless requests
 under saturated continuous batching on one 8-GPU node with 5 HBF stacks per GPU, for L_in:L_out
 ratios × mean context lengths × two length dispersions.  :func:`kyung_steady_state` computes the
-same quantities from the SAME :class:`lachesis.node.hbf.StepModel`, :func:`~lachesis.node.hbf.weight_storage_bytes_per_gpu`
-and :func:`~lachesis.node.hbf.hbf_lifetime_years` the decode-node simulator uses; :func:`kyung_grid`
+same quantities from the SAME :class:`lachesis.node.step_cost.StepModel`, :func:`~lachesis.node.block_capacity.weight_storage_bytes_per_gpu`
+and :func:`~lachesis.node.endurance.hbf_lifetime_years` the decode-node simulator uses; :func:`kyung_grid`
 compares every cell of a table parsed by :func:`parse_kyung_tables`, taking each table's model from
 its heading (a known model, or one the caller defines from its public config) and refusing a
 mismatch.  The published Maverick table ships with the package (:func:`default_kyung_table`).
@@ -34,12 +34,10 @@ from lachesis.config import (
     ModelSpec,
 )
 from lachesis.models import known_model, with_dtypes
-from lachesis.node.hbf import (
-    ArrayLike,
-    hbf_lifetime_years,
-    step_model,
-    weight_storage_bytes_per_gpu,
-)
+from lachesis.node.block_capacity import weight_storage_bytes_per_gpu
+from lachesis.node.endurance import hbf_lifetime_years
+from lachesis.node.quantity import ArrayLike
+from lachesis.node.step_cost import step_model
 from lachesis.paths import package_data
 from lachesis.plotting import compare_table
 
@@ -251,8 +249,8 @@ def kyung_steady_state(context_tokens: ArrayLike, in_share: ArrayLike, cv: Array
     each step reads the weights and B × E[in-flight context] tokens of KV from HBF (size-biased by
     L_out under the setting's dispersion model), appends one token per sequence and lands
     B/E[L_out] admitted prompts of E[L_in] tokens (Little's law: admissions = completions).  Step
-    time is the operator-level :class:`lachesis.node.hbf.StepModel`; the lifetime is
-    :func:`lachesis.node.hbf.hbf_lifetime_years` with the weights' flash reserved.
+    time is the operator-level :class:`lachesis.node.step_cost.StepModel`; the lifetime is
+    :func:`lachesis.node.endurance.hbf_lifetime_years` with the weights' flash reserved.
     """
     s = setting
     model = model or s.model
@@ -418,7 +416,7 @@ def kyung_implied_batch(paper: pd.DataFrame, setting: KyungSetting = KyungSettin
                         models: Iterable[ModelSpec] | Mapping[str, ModelSpec] | None = None) -> np.ndarray:
     """Per-GPU batch implied by THEIR lifetime and TPOT under our byte accounting (a diagnostic).
 
-    Inverts :func:`lachesis.node.hbf.hbf_lifetime_years` for their write rate, × their TPOT = bytes
+    Inverts :func:`lachesis.node.endurance.hbf_lifetime_years` for their write rate, × their TPOT = bytes
     written per step, ÷ (KV/token × (1 + L_in/L_out)) = sequences.  Equal to our batch ⇔ bytes per
     step agree, so any lifetime miss comes from the step time.
     """

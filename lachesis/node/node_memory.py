@@ -16,7 +16,7 @@ from lachesis.kv import AllocationError, Policy, Tier
 from lachesis.memory.allocator import SegmentTable
 from lachesis.memory.free_lists import TieredAllocator
 from lachesis.memory.policies import as_policy
-from lachesis.node import hbf
+from lachesis.node import block_capacity
 from lachesis.node.clairvoyance import Clock, Recorder
 from lachesis.node.plan import Plan
 
@@ -54,7 +54,7 @@ class Memory:
         self.policy = as_policy(policy)
         self.bpt = int(cfg.model.kv_bytes_per_token)
         bt = int(cfg.deployment.block_tokens)
-        self.alloc = TieredAllocator(*hbf.kv_blocks(cfg.memory, cfg.model, cfg.deployment))
+        self.alloc = TieredAllocator(*block_capacity.kv_blocks(cfg.memory, cfg.model, cfg.deployment))
         self.table = SegmentTable(self.alloc, self.policy, bt, self.bpt)
         self._marks: dict[int, dict[str, np.ndarray]] = {}  # window -> per-class totals at its warm-up end
         lists = plan.lists()  # per-segment class/role/key as Python objects (no numpy scalars per event)

@@ -21,7 +21,7 @@ import simpy
 from lachesis.config import SLO, Config
 from lachesis.kv import SEG_CLASSES, SHORT_LIVED_CLASSES, Policy
 from lachesis.memory.allocator import WriteTotals
-from lachesis.node import hbf, native
+from lachesis.node import block_capacity, endurance, kv_landing, native, step_cost
 from lachesis.node.clairvoyance import Clock, CloseTimes, Recorder
 from lachesis.node.decode import DecodeEngine
 from lachesis.node.node_memory import Memory, OutOfMemory
@@ -131,7 +131,7 @@ class RunSettings:
 
     seed: int = 0
     #: ``(batch, kv_hbm_bytes, kv_hbf_bytes, flush_bytes, hbm_write_bytes) -> s``, replacing
-    #: :func:`lachesis.node.hbf.scalar_step_fn`'s decode step (a toy step in tests)
+    #: :func:`lachesis.node.step_cost.scalar_step_fn`'s decode step (a toy step in tests)
     step_fn: Callable[..., float] | None = None
     land: bool = True  # False skips KV landing delays
     #: a baseline run's closes, giving each segment its close time at its first write, for the oracle
@@ -248,17 +248,17 @@ class _Run:
         self.per_request = plan.lists()["request"]
         self.ttft_ref = cfg.clock.ttft_ref_s
         self.land = settings.land
-        self.landing = hbf.landing_fn(cfg.memory, cfg.model)
+        self.landing = kv_landing.landing_fn(cfg.memory, cfg.model)
         self.ff: dict[int, float] = {}  # session instance -> fast-forward seconds left (steady-state start)
 
     def _decode_engine(self, step_fn: Callable[..., float] | None) -> DecodeEngine:
         """The group's decode engine, pricing steps with ``step_fn`` if given, else the model's step."""
         cfg = self.cfg
         if self.ranks == 1:
-            step_fn = step_fn or hbf.scalar_step_fn(cfg.memory, cfg.model, cfg.deployment)
+            step_fn = step_fn or step_cost.scalar_step_fn(cfg.memory, cfg.model, cfg.deployment)
             group = None
         else:
-            group = None if step_fn is not None else hbf.group_step(cfg.memory, cfg.model, cfg.deployment)
+            group = None if step_fn is not None else step_cost.group_step(cfg.memory, cfg.model, cfg.deployment)
         return DecodeEngine(self.env, step_fn, record_from=self.first_warmup, ranks=self.ranks, group=group)
 
     def start(self, windows: Sequence[Window]) -> list["_Observer"]:
@@ -452,7 +452,7 @@ class _NativeRun:
         clock = None if closes is None else core.Clock(closes, plan)
         self.recorder = core.Recorder() if settings.record_closes else None
         segments = native.plan_segments(core, plan)
-        blocks = hbf.kv_blocks(cfg.memory, cfg.model, dep)
+        blocks = block_capacity.kv_blocks(cfg.memory, cfg.model, dep)
         self.mems = [core.NodeMemory(*blocks, int(dep.block_tokens), int(cfg.model.kv_bytes_per_token), spec, segments,
                                      clock, self.recorder) for _ in range(self.ranks)]
         if settings.record_events:
@@ -579,7 +579,7 @@ class _Observer:
         p99_tpot = weighted_quantile(tp, tw, 0.99)
         # No lifetime for a run that ran out of memory or finished no decode step in its window (infeasible).
         if len(meas) >= 4 and not counts.oom and np.isfinite(p99_tpot):
-            rate, settled, t_set = hbf.settled_rate(meas["t_s"].to_numpy(), meas["hbf_written_bytes"].to_numpy())
+            rate, settled, t_set = endurance.settled_rate(meas["t_s"].to_numpy(), meas["hbf_written_bytes"].to_numpy())
         else:
             rate, settled, t_set = float("nan"), False, float("nan")
         cfg = run.cfg
@@ -592,8 +592,8 @@ class _Observer:
         # (HBM-first turns HBM over only through LRU eviction); ``in_regime`` says whether the window did.
         evictions = run.evicted_blocks() - self.evicted_at_warmup
         regime = bool(run.frees_at_boundary or evictions > 0)
-        spread = hbf.rank_spread([sum(v["hbf"] for v in r.values()) for r in by_rank])
-        life = float(hbf.group_lifetime_years(cfg.memory, rate, cfg.endurance, spread)) if np.isfinite(rate) else float("nan")
+        spread = endurance.rank_spread([sum(v["hbf"] for v in r.values()) for r in by_rank])
+        life = float(endurance.group_lifetime_years(cfg.memory, rate, cfg.endurance, spread)) if np.isfinite(rate) else float("nan")
         events, totals, closes = run.recorded()
         return SimResult(
             n_sessions=run.n_sessions, policy=run.policy_name, sim_s=float(run.now), warmup_s=float(warmup_s),

@@ -21,7 +21,7 @@ from lachesis.evaluation import sweep as W
 from lachesis.evaluation.bound import MAX_TOKENS, BoundResult, Timeline, hbm_bound, max_absorbed
 from lachesis.kv import AllocationError
 from lachesis.memory.replay import annotate_clairvoyant, replay_events
-from lachesis.node import hbf
+from lachesis.node import block_capacity
 from lachesis.node import simulator as S
 from lachesis.node.node_memory import Memory
 
@@ -326,7 +326,7 @@ def test_the_bound_holds_for_every_policy_replayed_on_a_simulated_run(fixture_pl
     r = S.simulate(fixture_plan, cfg, "hbm_first", 6, duration_s=600.0, warmup_s=100.0,
                    settings=S.RunSettings(seed=0, record_events=True))
     bt = cfg.deployment.block_tokens
-    hbm_blocks, hbf_blocks = hbf.kv_blocks(cfg.memory, cfg.model, cfg.deployment)  # the run's own memory
+    hbm_blocks, hbf_blocks = block_capacity.kv_blocks(cfg.memory, cfg.model, cfg.deployment)  # the run's own memory
     events = annotate_clairvoyant(r.events)
     assert int(replay_events(events, "hbm_first", hbm_blocks, hbf_blocks, bt).tokens[0]) == r.totals.tokens[0]
     for blocks in (hbm_blocks, hbm_blocks // 8, hbm_blocks // 40):  # the run's HBM, and smaller ones that bind

@@ -17,7 +17,7 @@ from sens_fixtures import KNOBS as STUDIED
 from lachesis.config import HBF_STACK, ReferenceClock
 from lachesis.evaluation import grid, knobs, plancache, sensitivity, store, sweep
 from lachesis.evaluation.knobs import KNOBS
-from lachesis.node import hbf
+from lachesis.node import endurance
 from lachesis.node import simulator as S
 from lachesis.node.plan import Plan
 
@@ -167,7 +167,7 @@ def test_laden_free_point_moves_a_single_agent_plan_only() -> None:
 
 def test_pe_cycles_and_write_amplification_scale_lifetime_exactly() -> None:
     rate = 3.7e9
-    life = lambda **o: float(hbf.hbf_lifetime_years(replace(P, overrides=o).config().memory, rate,  # noqa: E731
+    life = lambda **o: float(endurance.hbf_lifetime_years(replace(P, overrides=o).config().memory, rate,  # noqa: E731
                                                     replace(P, overrides=o).config().endurance))
     assert life(pe_cycles=50_000) == pytest.approx(life() / 2, rel=1e-15)
     assert life(write_amplification=2.04) == pytest.approx(life() / 2, rel=1e-15)

@@ -13,8 +13,8 @@ from test_simulator import small_cfg
 from lachesis.analysis.ranker import rank_keys
 from lachesis.analysis.segments import recover
 from lachesis.config import DEFAULT, MEMORY_CONFIGS, MODELS
-from lachesis.node import hbf
 from lachesis.node import simulator as S
+from lachesis.node import step_cost
 from lachesis.node.decode import DecodeEngine
 from lachesis.node.plan import build_plan
 
@@ -75,8 +75,8 @@ def test_landings_on_one_rank_queue_and_on_two_ranks_overlap():
 def test_the_group_step_is_the_slowest_rank_plus_experts_over_the_groups_tokens():
     for mem in MEMORY_CONFIGS:
         for model in MODELS.values():
-            one = hbf.step_model(mem, model, DEFAULT.deployment)
-            group = hbf.group_step(mem, model, DEFAULT.deployment)
+            one = step_cost.step_model(mem, model, DEFAULT.deployment)
+            group = step_cost.group_step(mem, model, DEFAULT.deployment)
             inputs = (64.0, 4e11, 2e11, 1e7, 1e6)
             # identical ranks: the one-GPU step (the other ranks are its copies)
             assert group([inputs[0]] * 8, [inputs[1:]] * 8) == pytest.approx(one.scalar(*inputs), rel=1e-12)

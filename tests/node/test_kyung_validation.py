@@ -19,7 +19,7 @@ import pytest
 from scipy import stats
 
 from lachesis.models import LLAMA4_MAVERICK, model_from_dict
-from lachesis.node import hbf, kyung
+from lachesis.node import kyung, step_cost
 
 TABLE = kyung.default_kyung_table()
 CVS = (0.1, 0.3)
@@ -204,7 +204,7 @@ def test_steady_state_hand_checked_cell() -> None:
     lam = 263 / 4096
     e_max = sum(1 - stats.poisson.cdf(a, lam) ** 8 for a in range(30))
     flush = 263 * 196_608 + e_max * 4096 * 196_608
-    step = hbf.decode_step_time(263, 0.0, kv, flush, s.flash, LLAMA4_MAVERICK, s.deployment)
+    step = step_cost.decode_step_time(263, 0.0, kv, flush, s.flash, LLAMA4_MAVERICK, s.deployment)
     assert r.tpot_ms == pytest.approx(step * 1e3)
     written = 263 * 196_608 * 2  # one appended token + L_in/L_out = 1 landed prompt token per sequence
     life = (5 * 512 * 2**30 - w) * 1e5 / (1.02 * written / step) / 31_557_600

@@ -12,7 +12,7 @@ from lachesis.analysis.segments import recover
 from lachesis.config import Endurance, memory_config
 from lachesis.evaluation import grid, knobs
 from lachesis.evaluation import sweep as W
-from lachesis.node import capacity, hbf
+from lachesis.node import capacity, endurance
 from lachesis.node.plan import build_plan
 
 
@@ -21,21 +21,21 @@ def test_two_ranks_by_hand():
     1.5× that.  At a mean rate of 1 GB/s on 1/7 (7 stacks × 512 GB × 100,000 P/E, WA 1.02):
     mean  = 7 × 512e9 × 1e5 / (1.02 × 1e9) / 31,557,600 s = 11.1343… years,
     worst = the same at 1.5 GB/s = 7.4229… years."""
-    assert hbf.rank_spread([3e9, 1e9]) == 1.5
+    assert endurance.rank_spread([3e9, 1e9]) == 1.5
     mem = memory_config("1/7")
     assert mem.hbf_bytes == 7 * 512e9
-    mean = hbf.group_lifetime_years(mem, 1e9, Endurance(), 1.5)
-    worst = hbf.group_lifetime_years(mem, 1e9, Endurance(lifetime_over_ranks="worst"), 1.5)
+    mean = endurance.group_lifetime_years(mem, 1e9, Endurance(), 1.5)
+    worst = endurance.group_lifetime_years(mem, 1e9, Endurance(lifetime_over_ranks="worst"), 1.5)
     by_hand = 7 * 512e9 * 1e5 / (1.02 * 1e9) / 31_557_600
     assert mean == pytest.approx(by_hand, rel=1e-12) and mean == pytest.approx(11.13432, abs=1e-5)
     assert worst == pytest.approx(by_hand / 1.5, rel=1e-12) and worst == pytest.approx(7.42288, abs=1e-5)
     assert worst <= mean  # the worst rank wears at least as fast as the mean one
     # one rank, or equal ranks: the two readings agree
-    assert hbf.rank_spread([2.0]) == hbf.rank_spread([1.0, 1.0]) == hbf.rank_spread([0.0, 0.0]) == 1.0
+    assert endurance.rank_spread([2.0]) == endurance.rank_spread([1.0, 1.0]) == endurance.rank_spread([0.0, 0.0]) == 1.0
     with pytest.raises(ValueError, match="rank_spread"):
-        hbf.rank_spread([1.0, -1.0])
+        endurance.rank_spread([1.0, -1.0])
     with pytest.raises(ValueError, match="lifetime_over_ranks must be one of"):
-        hbf.group_lifetime_years(mem, 1e9, Endurance(lifetime_over_ranks="max"), 1.5)
+        endurance.group_lifetime_years(mem, 1e9, Endurance(lifetime_over_ranks="max"), 1.5)
 
 
 def test_the_knob():

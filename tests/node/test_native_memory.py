@@ -18,7 +18,7 @@ from test_simulator import small_cfg
 from lachesis.analysis.ranker import rank_keys
 from lachesis.analysis.segments import recover
 from lachesis.kv import SEG_CLASSES
-from lachesis.node import hbf
+from lachesis.node import block_capacity
 from lachesis.node import simulator as S
 from lachesis.node.clairvoyance import Clock, CloseTimes, Recorder
 from lachesis.node.node_memory import Memory, OutOfMemory
@@ -322,7 +322,7 @@ def random_stream(seed: int, policy: str, hbm: int, hbf_: int, bt: int, aged: bo
     cfg = SimpleNamespace(model=SimpleNamespace(kv_bytes_per_token=3), deployment=SimpleNamespace(block_tokens=bt),
                           memory=None)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(hbf, "kv_blocks", lambda *a: (hbm, hbf_))
+        mp.setattr(block_capacity, "kv_blocks", lambda *a: (hbm, hbf_))
         clock, rec = Clock(times, plan.sessions, "random"), Recorder(plan.sessions, "random")
         nrec = core.Recorder()
         t = Twin(plan, cfg, policy, clock, rec, native_clock=core.Clock(times, plan), native_recorder=nrec)

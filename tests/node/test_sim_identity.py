@@ -10,8 +10,8 @@ Re-record (only for an intended change of the model):
     .venv/bin/python tests/node/test_sim_identity.py --record
 
 The block-id digests are integer logic.  The simulator's floats are computed in an explicit order
-(the decode step's products input by input, its operators left to right: ``hbf.dot_rows``,
-``hbf.sum_in_order``; no BLAS kernel picks it), so the run records are compared exactly on every
+(the decode step's products input by input, its operators left to right: ``step_cost.dot_rows``,
+``step_cost.sum_in_order``; no BLAS kernel picks it), so the run records are compared exactly on every
 machine, on the Python reference and on the native core alike.
 """
 
@@ -35,7 +35,7 @@ from lachesis.config import DEFAULT, MEMORY_CONFIGS, MODELS, MemoryConfig, Stack
 from lachesis.memory.allocator import SegmentTable  # noqa: E402
 from lachesis.memory.free_lists import TieredAllocator  # noqa: E402
 from lachesis.memory.replay import annotate_clairvoyant, parse_event  # noqa: E402
-from lachesis.node import hbf, native  # noqa: E402
+from lachesis.node import block_capacity, native, step_cost  # noqa: E402
 from lachesis.node import simulator as S  # noqa: E402
 from lachesis.node.plan import build_plan  # noqa: E402
 
@@ -54,7 +54,7 @@ def platform_key() -> dict:
 
 
 def _memory(hbm_gb: float, hbf_kv_gb: float):
-    w = hbf.weight_storage_bytes_per_gpu(DEFAULT.model, DEFAULT.deployment)
+    w = block_capacity.weight_storage_bytes_per_gpu(DEFAULT.model, DEFAULT.deployment)
     return DEFAULT.with_(memory=MemoryConfig("small", 1, 1, hbm=StackSpec("h", hbm_gb * 1e9, 1.6e12, 1.6e12),
                                              hbf=StackSpec("f", w + hbf_kv_gb * 1e9, 1.6e12, 16e9)))
 
@@ -230,8 +230,8 @@ def test_the_simulators_step_function_is_the_scalar_step():
     rng = np.random.default_rng(1)
     for mem in MEMORY_CONFIGS:
         for model in MODELS.values():
-            sm = hbf.StepModel(mem, model, DEFAULT.deployment)
-            f = hbf.scalar_step_fn(mem, model, DEFAULT.deployment)
+            sm = step_cost.StepModel(mem, model, DEFAULT.deployment)
+            f = step_cost.scalar_step_fn(mem, model, DEFAULT.deployment)
             for _ in range(300):
                 a = (float(rng.integers(0, 3000)), float(rng.uniform(0, 1e12)), float(rng.uniform(0, 5e12)),
                      float(rng.uniform(0, 1e9)), float(rng.uniform(0, 1e8)))

@@ -13,7 +13,7 @@ from sim_fixtures import multi_agent_trace, single_agent_trace
 from lachesis.analysis.ranker import rank_keys
 from lachesis.analysis.segments import recover
 from lachesis.config import DEFAULT, MemoryConfig, StackSpec
-from lachesis.node import hbf
+from lachesis.node import block_capacity, endurance
 from lachesis.node import simulator as S
 from lachesis.node.decode import DecodeEngine
 from lachesis.node.node_memory import Memory
@@ -43,7 +43,7 @@ def single_plan():
 
 def small_cfg(hbm_bytes: float = 2e8, hbf_kv_bytes: float = 2e9):
     """A tiny per-GPU memory (HBF sized for the weights + ``hbf_kv_bytes``) so the block oracle stays small."""
-    w = hbf.weight_storage_bytes_per_gpu(DEFAULT.model, DEFAULT.deployment)
+    w = block_capacity.weight_storage_bytes_per_gpu(DEFAULT.model, DEFAULT.deployment)
     mem = MemoryConfig("tiny", 1, 1, hbm=StackSpec("h", hbm_bytes, 1.6e12, 1.6e12),
                        hbf=StackSpec("f", w + hbf_kv_bytes, 1.6e12, 16e9))
     return DEFAULT.with_(memory=mem)
@@ -108,7 +108,7 @@ def test_differential_against_reference(plan_name, policy, request):
 def test_lifetime_monotone_in_hbf_writes(multi_plan):
     cfg = DEFAULT
     rates = np.array([1e6, 1e7, 1e8])
-    life = [hbf.hbf_lifetime_years(cfg.memory, r, cfg.endurance) for r in rates]
+    life = [endurance.hbf_lifetime_years(cfg.memory, r, cfg.endurance) for r in rates]
     assert life[0] > life[1] > life[2]
     runs = [S.simulate(multi_plan, small_cfg(hbm_bytes=h), "deterministic", 6,
                        settings=S.RunSettings(seed=0, step_fn=const_step))

@@ -12,7 +12,7 @@ from types import ModuleType
 import numpy as np
 
 from lachesis.config import Config
-from lachesis.node import hbf
+from lachesis.node import step_cost
 from lachesis.node.plan import NOMINAL_TPOT_S, Plan
 
 #: the backends a run may ask for: "auto" (native where it applies, else the reference), "native" or "python"
@@ -81,17 +81,17 @@ def plan_arrays(plan: Plan) -> dict:
 
 
 def step_arrays(cfg: Config) -> dict | None:
-    """The step model's coefficient rows (:func:`lachesis.node.hbf.dot_rows`' operands) for the native core;
+    """The step model's coefficient rows (:func:`lachesis.node.step_cost.dot_rows`' operands) for the native core;
     None for a memory whose tiers forbid some input (the reference raises there, naming it)."""
-    model = hbf.step_model(cfg.memory, cfg.model, cfg.deployment)
-    if model._forbidden:
+    model = step_cost.step_model(cfg.memory, cfg.model, cfg.deployment)
+    if not model.carries_every_input:
         return None
-    group = hbf.GroupStep(model)
-    return dict(lanes=model._lanes, all_ops=model._n_ops, all_cols=model._cols.ravel().tolist(),
-                own_ops=group._n_own, own_cols=group._own.ravel().tolist(),
-                group_ops=group._n_group, group_cols=group._group.ravel().tolist(),
-                flush_per_byte=float(model._flush_per_byte), n_local=float(model._n_local),
-                log_miss=float(model._log_miss))
+    group = step_cost.GroupStep(model)
+    n_local, log_miss = model.expert_terms
+    return dict(lanes=model.lanes, all_ops=len(model.names), all_cols=model.columns.ravel().tolist(),
+                own_ops=group.n_own, own_cols=group.own_columns.ravel().tolist(),
+                group_ops=group.n_group, group_cols=group.group_columns.ravel().tolist(),
+                flush_per_byte=float(model.flush_s_per_byte), n_local=float(n_local), log_miss=float(log_miss))
 
 
 def run_settings(cfg: Config, n_sessions: int, first_warmup: float, land: bool, order: np.ndarray,

@@ -1,15 +1,11 @@
-"""HBF endurance and latency model: operator-level decode step, KV landing, flash lifetime (§2.2, §4, §5.1–§5.3).
+"""The decode step's cost (§5.1–§5.2): one GPU's step priced operator by operator, LLMSimulator's way — each
+operator the max of its compute time and its memory time per group of stacks that serve it — plus the HBF flush,
+and the lockstep step of an expert-parallel group (:class:`GroupStep`).
 
-The decode-node simulator calls these per event, so each function takes scalars or numpy arrays
-and returns a float (scalar input) or an array (array input); nothing loops per sequence or block.
-:class:`StepModel` prices one GPU's decode step operator by operator, LLMSimulator's way, plus the
-expert-parallel exchange and the HBF flush (:class:`GroupStep`: a lockstep group); :func:`landing_fn`
-prices a prefilled KV landing; :func:`hbf_lifetime_years` and :func:`settled_rate` give the flash
-lifetime once the write traffic has settled.
-
-The operators, what one GPU holds, the routing assumption, the exchange, read pricing, landing,
-lifetime and settling, with their sources: docs/design.md §5, "Decode-step time", "Decode node" and
-"Lifetime".  The validation against Kyung et al.'s Fig. 4 is :mod:`lachesis.node.kyung`.
+The simulator calls these per event, so each takes scalars or arrays (:mod:`lachesis.node.quantity`) and nothing
+loops per sequence or block.  The operators, what one GPU holds, the routing assumption, the exchange and read
+pricing, with their sources: docs/design.md §5, "Decode-step time" and "Decode node".  The validation against
+Kyung et al.'s Fig. 4 is :mod:`lachesis.node.kyung`.
 """
 
 from __future__ import annotations
@@ -17,60 +13,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Literal, NamedTuple, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
-from lachesis.config import SECONDS_PER_YEAR, Deployment, Endurance, MemoryConfig, ModelSpec
+from lachesis.config import Deployment, MemoryConfig, ModelSpec
+from lachesis.node.quantity import SCALARS, ArrayLike, as_result, check_nonnegative
 
-ArrayLike = float | int | np.ndarray
 _maximum = np.maximum  # the lane maximum without method overhead
-_SCALARS = (int, float, np.integer, np.floating)
 
-__all__ = [
-    "weight_storage_bytes_per_gpu", "weight_read_bytes_per_gpu", "local_experts_read",
-    "StepModel", "GroupStep", "GROUP_OPERATORS", "step_model", "group_step", "scalar_step_fn", "decode_step_time", "decode_step_breakdown",
-    "kv_landing_time", "landing_fn", "hbf_lifetime_years", "Settling", "settled_rate",
-]
-
-
-def _out(x: np.ndarray) -> float | np.ndarray:
-    """A 0-d result as a Python float, anything else as an array."""
-    x = np.asarray(x, dtype=float)
-    return float(x) if x.ndim == 0 else x
-
-
-def _div(num: np.ndarray, den: float, what: str) -> np.ndarray:
-    """num/den, with 0/0 = 0 and a clear error for traffic to a tier that has no bandwidth."""
-    if den > 0:
-        return num / den
-    if np.any(num > 0):
-        raise ValueError(f"{what}: bytes routed to a tier with zero bandwidth")
-    return np.zeros_like(num)
-
-
-# ---------------------------------------------------------------------------------------------
-# Weights
-# ---------------------------------------------------------------------------------------------
-
-
-def weight_storage_bytes_per_gpu(model: ModelSpec, deployment: Deployment) -> float:
-    """HBF bytes one GPU's weights occupy: all replicated parameters + 1/n_gpus of the routed experts."""
-    routed = model.routed_expert_params
-    return (model.total_params - routed + routed / deployment.n_gpus) * model.weight_dtype_bytes
-
-
-def kv_blocks(memory: MemoryConfig, model: ModelSpec, deployment: Deployment) -> tuple[int, int]:
-    """KV blocks one GPU holds in (HBM, HBF): HBM whole, HBF less the weights (§5.2: weights live in HBF);
-    a ValueError if the weights leave no room for KV."""
-    w = float(weight_storage_bytes_per_gpu(model, deployment))
-    if not w < memory.hbf_bytes:
-        raise ValueError(f"model {model.name!r} does not fit memory configuration {memory.label!r}: its "
-                         f"weights need {w / 1e9:.1f} GB of HBF per GPU, the configuration has "
-                         f"{memory.hbf_bytes / 1e9:.1f} GB")
-    block_bytes = int(model.kv_bytes_per_token) * int(deployment.block_tokens)
-    return int(memory.hbm_bytes // block_bytes), int((memory.hbf_bytes - w) // block_bytes)
+__all__ = ["weight_read_bytes_per_gpu", "local_experts_read", "dot_rows", "sum_in_order", "StepModel", "GroupStep",
+           "GROUP_OPERATORS", "step_model", "group_step", "scalar_step_fn", "decode_step_time",
+           "decode_step_breakdown"]
 
 
 def local_experts_read(model: ModelSpec, deployment: Deployment, batch: ArrayLike) -> float | np.ndarray:
@@ -80,12 +35,12 @@ def local_experts_read(model: ModelSpec, deployment: Deployment, batch: ArrayLik
     """
     b = np.asarray(batch, dtype=float)
     if not model.moe_layers:
-        return _out(np.zeros_like(b))
+        return as_result(np.zeros_like(b))
     n, e, k = deployment.n_gpus, model.n_experts, model.experts_per_token
     miss = n * math.log1p(-k / e) if k < e else -math.inf
     with np.errstate(invalid="ignore"):
         hit = np.where(b > 0, -np.expm1(b * miss) if miss > -math.inf else 1.0, 0.0)
-    return _out(e / n * hit)
+    return as_result(e / n * hit)
 
 
 def weight_read_bytes_per_gpu(model: ModelSpec, deployment: Deployment,
@@ -102,10 +57,9 @@ def weight_read_bytes_per_gpu(model: ModelSpec, deployment: Deployment,
         experts = model.n_experts / deployment.n_gpus if model.moe_layers else 0.0
     else:
         b = np.asarray(batch, dtype=float)
-        if np.any(b < 0) or np.any(~np.isfinite(b)):
-            raise ValueError("weight_read_bytes_per_gpu: batch must be finite and >= 0")
+        check_nonnegative("weight_read_bytes_per_gpu", "batch", b)
         experts = local_experts_read(model, deployment, b)
-    return _out((rep + per_expert * np.asarray(experts)) * model.weight_dtype_bytes)
+    return as_result((rep + per_expert * np.asarray(experts)) * model.weight_dtype_bytes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,7 +72,8 @@ _INPUTS = ("running", "batch", "kv_hbm", "kv_hbf", "hbm_write", "experts")
 _ARGS = ("batch", "kv_hbm_bytes", "kv_hbf_bytes", "hbf_flush_bytes", "hbm_write_bytes")
 
 
-def dot_rows(cols: np.ndarray, x: np.ndarray, out: np.ndarray | None = None, tmp: np.ndarray | None = None) -> np.ndarray:
+def dot_rows(cols: np.ndarray, x: np.ndarray, out: np.ndarray | None = None,
+             tmp: np.ndarray | None = None) -> np.ndarray:
     """Each coefficient row times the inputs ``x`` (``cols`` is the rows' transpose, one row per input),
     summed input by input in :data:`_INPUTS` order (a running sum down the products: ``add.accumulate`` adds
     in sequence).  One arithmetic everywhere: no BLAS kernel picks the order, so a step costs the same bits
@@ -266,15 +221,48 @@ class StepModel:
         k_over_e = m.experts_per_token / m.n_experts if m.moe_layers else 0.0
         self._log_miss = dep.n_gpus * math.log1p(-k_over_e) if k_over_e < 1 else -math.inf
 
-    def _experts(self, b):
+    @property
+    def lanes(self) -> int:
+        """Lanes per operator: its compute time, then its memory time per group of stacks (padded with zeros)."""
+        return self._lanes
+
+    @property
+    def coefficients(self) -> np.ndarray:
+        """The coefficient rows as (lanes, operators, inputs): seconds per unit of each input."""
+        return self._coef.reshape(self._lanes, self._n_ops, len(_INPUTS))
+
+    @property
+    def columns(self) -> np.ndarray:
+        """The lane-major rows transposed, one row per input: :func:`dot_rows`' operand for the whole step."""
+        return self._cols
+
+    @property
+    def flush_s_per_byte(self) -> float:
+        """Seconds per byte of KV flushed to HBF (0 for a memory without HBF write bandwidth)."""
+        return self._flush_per_byte
+
+    @property
+    def carries_every_input(self) -> bool:
+        """Whether every input has a tier with bandwidth to carry it (else :meth:`check_tiers` may raise)."""
+        return not self._forbidden
+
+    @property
+    def expert_terms(self) -> tuple[float, float]:
+        """(local experts, n·log(1 − k/E)) of :meth:`experts_read`'s closed form (−inf when every expert is hit)."""
+        return self._n_local, self._log_miss
+
+    def experts_read(self, b):
         """Expected local experts read at batch ``b`` per GPU (:func:`local_experts_read`), scalar or array."""
         if self._log_miss == -math.inf:
             return self._n_local * (b > 0)
-        return -self._n_local * (math.expm1(b * self._log_miss) if isinstance(b, float) else np.expm1(b * self._log_miss))
+        miss = self._log_miss
+        return -self._n_local * (math.expm1(b * miss) if isinstance(b, float) else np.expm1(b * miss))
 
-    def _check_tiers(self, kv_hbm, kv_hbf, flush, hbm_w) -> None:
+    def check_tiers(self, kv_hbm, kv_hbf, flush, hbm_w) -> None:
+        """Raise if a step sends bytes to a tier this memory lacks (no bandwidth), naming the input."""
         for name, tier in self._forbidden:
-            v = {"kv_hbm_bytes": kv_hbm, "kv_hbf_bytes": kv_hbf, "hbm_write_bytes": hbm_w, "hbf_flush_bytes": flush}[name]
+            v = {"kv_hbm_bytes": kv_hbm, "kv_hbf_bytes": kv_hbf, "hbm_write_bytes": hbm_w,
+                 "hbf_flush_bytes": flush}[name]
             if np.any(v > 0):
                 raise ValueError(f"decode step ({self.memory.label}): {name}: bytes routed to {tier}, "
                                  "a tier with zero bandwidth")
@@ -283,11 +271,10 @@ class StepModel:
         """The input matrix (one column per step) and the flush bytes, validated."""
         arrs = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (b, kv_hbm, kv_hbf, flush, hbm_w)))
         for name, v in zip(_ARGS, arrs):
-            if np.any(~np.isfinite(v)) or np.any(v < 0):
-                raise ValueError(f"decode step: {name} must be finite and >= 0")
+            check_nonnegative("decode step", name, v)
         b, kv_hbm, kv_hbf, flush, hbm_w = arrs
-        self._check_tiers(kv_hbm, kv_hbf, flush, hbm_w)
-        return np.stack(((b > 0).astype(float), b, kv_hbm, kv_hbf, hbm_w, self._experts(b))), flush
+        self.check_tiers(kv_hbm, kv_hbf, flush, hbm_w)
+        return np.stack(((b > 0).astype(float), b, kv_hbm, kv_hbf, hbm_w, self.experts_read(b))), flush
 
     def _op_times(self, x: np.ndarray) -> np.ndarray:
         """Seconds per operator: the max over its lanes of the coefficient rows times the inputs.
@@ -306,13 +293,12 @@ class StepModel:
         """Seconds of one decode step for scalar inputs: the simulator's per-event call, same rows as arrays."""
         b, h, f, fl, hw = float(batch), float(kv_hbm), float(kv_hbf), float(flush), float(hbm_write)
         if not (0.0 <= b < math.inf and 0.0 <= h < math.inf and 0.0 <= f < math.inf and 0.0 <= fl < math.inf
-                and 0.0 <= hw < math.inf):
+                and 0.0 <= hw < math.inf):  # the fast screen; the check names the argument
             for name, v in zip(_ARGS, (b, h, f, fl, hw)):
-                if not 0.0 <= v < math.inf:
-                    raise ValueError(f"decode step: {name} must be finite and >= 0, got {v!r}")
+                check_nonnegative("decode step", name, v)
         if self._forbidden:
-            self._check_tiers(h, f, fl, hw)
-        x = np.array((1.0 if b > 0 else 0.0, b, h, f, hw, self._experts(b)))
+            self.check_tiers(h, f, fl, hw)
+        x = np.array((1.0 if b > 0 else 0.0, b, h, f, hw, self.experts_read(b)))
         return float(sum_in_order(self._op_times(x))) + fl * self._flush_per_byte
 
     def scalar_fn(self) -> Callable[..., float]:
@@ -320,7 +306,8 @@ class StepModel:
         array (the same products, maxima and sum).  One per simulation run: not for sharing across threads."""
         if self._lanes != 2:
             return self.scalar
-        cols, n, per_byte, experts, forbidden = self._cols, self._n_ops, self._flush_per_byte, self._experts, self._forbidden
+        cols, n, per_byte = self._cols, self._n_ops, self._flush_per_byte
+        experts, forbidden = self.experts_read, self._forbidden
         x, m = np.zeros(len(_INPUTS)), np.zeros(n)
         prod, run = np.zeros_like(cols), np.zeros_like(cols)
         accumulate, inf = np.add.accumulate, math.inf
@@ -330,7 +317,7 @@ class StepModel:
             if not (0.0 <= b < inf and 0.0 <= h < inf and 0.0 <= f < inf and 0.0 <= fl < inf and 0.0 <= hw < inf):
                 return self.scalar(b, h, f, fl, hw)  # raises, naming the argument
             if forbidden:
-                self._check_tiers(h, f, fl, hw)
+                self.check_tiers(h, f, fl, hw)
             x[0], x[1], x[2], x[3], x[4], x[5] = 1.0 if b > 0 else 0.0, b, h, f, hw, experts(b)
             t = dot_rows(cols, x, run, prod)
             _maximum(t[:n], t[n:], out=m)
@@ -341,10 +328,10 @@ class StepModel:
     def __call__(self, batch: ArrayLike, kv_hbm: ArrayLike, kv_hbf: ArrayLike, flush: ArrayLike,
                  hbm_write: ArrayLike = 0.0) -> float | np.ndarray:
         """Seconds of one decode step; scalars take :meth:`scalar`, arrays broadcast."""
-        if all(isinstance(v, _SCALARS) for v in (batch, kv_hbm, kv_hbf, flush, hbm_write)):
+        if all(isinstance(v, SCALARS) for v in (batch, kv_hbm, kv_hbf, flush, hbm_write)):
             return self.scalar(batch, kv_hbm, kv_hbf, flush, hbm_write)
         x, fl = self._array_inputs(batch, kv_hbm, kv_hbf, flush, hbm_write)
-        return _out(sum_in_order(self._op_times(x)) + fl * self._flush_per_byte)
+        return as_result(sum_in_order(self._op_times(x)) + fl * self._flush_per_byte)
 
     def breakdown(self, batch: ArrayLike, kv_hbm: ArrayLike, kv_hbf: ArrayLike, flush: ArrayLike,
                   hbm_write: ArrayLike = 0.0) -> pd.DataFrame:
@@ -375,15 +362,15 @@ class GroupStep:
     """
 
     def __init__(self, model: StepModel):
-        lanes, n = model._lanes, model._n_ops
-        coef = model._coef.reshape(lanes, n, len(_INPUTS))
+        coef, lanes = model.coefficients, model.lanes
         group = [i for i, name in enumerate(model.names) if name in GROUP_OPERATORS]
-        own = [i for i in range(n) if i not in group]
-        self._own = np.ascontiguousarray(coef[:, own, :].reshape(-1, len(_INPUTS)).T)  # dot_rows' operands
-        self._group = np.ascontiguousarray(coef[:, group, :].reshape(-1, len(_INPUTS)).T)
-        self._n_own, self._n_group, self._lanes = len(own), len(group), lanes
+        own = [i for i in range(len(model.names)) if i not in group]
+        #: dot_rows' operands: each rank's own operators, and the group-wide ones
+        self.own_columns = np.ascontiguousarray(coef[:, own, :].reshape(-1, len(_INPUTS)).T)
+        self.group_columns = np.ascontiguousarray(coef[:, group, :].reshape(-1, len(_INPUTS)).T)
+        self.n_own, self.n_group, self._lanes = len(own), len(group), lanes
         self._model = model
-        self._per_byte = model._flush_per_byte
+        self._per_byte = model.flush_s_per_byte
         self._x = np.zeros(len(_INPUTS))
         self._memo: dict[float, float] = {}
 
@@ -399,23 +386,23 @@ class GroupStep:
         if not (0.0 <= batch < math.inf and 0.0 <= kv_hbm < math.inf and 0.0 <= kv_hbf < math.inf
                 and 0.0 <= flush < math.inf and 0.0 <= hbm_write < math.inf):
             model.scalar(batch, kv_hbm, kv_hbf, flush, hbm_write)  # raises, naming the argument
-        if model._forbidden:
-            model._check_tiers(kv_hbm, kv_hbf, flush, hbm_write)
+        if not model.carries_every_input:
+            model.check_tiers(kv_hbm, kv_hbf, flush, hbm_write)
         x = self._x
         x[0], x[1], x[2], x[3], x[4], x[5] = 1.0 if batch > 0 else 0.0, batch, kv_hbm, kv_hbf, hbm_write, 0.0
-        return self._max_lanes(dot_rows(self._own, x), self._n_own) + flush * self._per_byte
+        return self._max_lanes(dot_rows(self.own_columns, x), self.n_own) + flush * self._per_byte
 
     def experts(self, mean_batch: float) -> float:
         """Seconds of the group-wide operators at the group's mean sequences per GPU (memoized: a group's
         mean batch takes few distinct values)."""
         t = self._memo.get(mean_batch)
         if t is None:
-            if not self._n_group:
+            if not self.n_group:
                 return 0.0
             x = self._x
             b = float(mean_batch)
-            x[0], x[1], x[2], x[3], x[4], x[5] = 1.0 if b > 0 else 0.0, b, 0.0, 0.0, 0.0, self._model._experts(b)
-            t = self._memo[mean_batch] = self._max_lanes(dot_rows(self._group, x), self._n_group)
+            x[0], x[1], x[2], x[3], x[4], x[5] = 1.0 if b > 0 else 0.0, b, 0.0, 0.0, 0.0, self._model.experts_read(b)
+            t = self._memo[mean_batch] = self._max_lanes(dot_rows(self.group_columns, x), self.n_group)
         return t
 
     def __call__(self, batches: Sequence[float], rows: Sequence[Sequence[float]]) -> float:
@@ -459,135 +446,3 @@ def decode_step_breakdown(batch: ArrayLike, kv_hbm_bytes: ArrayLike, kv_hbf_byte
     """:func:`decode_step_time` by operator: seconds per operator, ``flush`` and ``total`` (one row per input)."""
     return step_model(memory, model, deployment).breakdown(batch, kv_hbm_bytes, kv_hbf_bytes, hbf_flush_bytes,
                                                            hbm_write_bytes)
-
-
-def kv_landing_time(tokens: ArrayLike, tier: Literal["hbm", "hbf"], memory: MemoryConfig,
-                    model: ModelSpec) -> float | np.ndarray:
-    """Seconds for prefilled KV of ``tokens`` to land in ``tier`` at that tier's write bandwidth (per GPU)."""
-    if tier not in ("hbm", "hbf"):
-        raise ValueError(f"kv_landing_time: unknown tier {tier!r} (use 'hbm' or 'hbf')")
-    bw = memory.hbf_write_bw if tier == "hbf" else memory.hbm_stacks * memory.hbm.write_bw
-    if isinstance(tokens, _SCALARS):  # fast path for the simulator's per-request calls
-        if not (0 <= tokens < math.inf):
-            raise ValueError("kv_landing_time: tokens must be finite and >= 0")
-        if bw > 0:
-            return tokens * model.kv_bytes_per_token / bw
-        if tokens > 0:
-            raise ValueError(f"{tier} landing: bytes routed to a tier with zero bandwidth")
-        return 0.0
-    n = np.asarray(tokens, dtype=float)
-    if np.any(n < 0) or np.any(~np.isfinite(n)):
-        raise ValueError("kv_landing_time: tokens must be finite and >= 0")
-    return _out(_div(n * model.kv_bytes_per_token, bw, f"{tier} landing"))
-
-
-
-def landing_fn(memory: MemoryConfig, model: ModelSpec):
-    """``f(hbm_tokens, hbf_tokens) -> s``: :func:`kv_landing_time` of both tiers in parallel (their max),
-    bandwidths bound once for the simulator's per-request call; the same float operations."""
-    bw_hbm, bw_hbf = memory.hbm_stacks * memory.hbm.write_bw, memory.hbf_write_bw
-    kb, inf = model.kv_bytes_per_token, math.inf
-
-    def land(hbm_tokens: float, hbf_tokens: float) -> float:
-        if not (bw_hbm > 0 and bw_hbf > 0 and 0 <= hbm_tokens < inf and 0 <= hbf_tokens < inf):
-            t1 = kv_landing_time(hbm_tokens, "hbm", memory=memory, model=model) if hbm_tokens else 0.0
-            t2 = kv_landing_time(hbf_tokens, "hbf", memory=memory, model=model) if hbf_tokens else 0.0
-            return float(max(t1, t2))
-        t1 = hbm_tokens * kb / bw_hbm if hbm_tokens else 0.0
-        t2 = hbf_tokens * kb / bw_hbf if hbf_tokens else 0.0
-        return t2 if t2 > t1 else t1  # max(t1, t2), both floats
-
-    return land
-
-# ---------------------------------------------------------------------------------------------
-# Lifetime and settling
-# ---------------------------------------------------------------------------------------------
-
-
-def hbf_lifetime_years(memory: MemoryConfig, hbf_kv_write_bytes_per_s: ArrayLike,
-                       endurance: Endurance = Endurance(), reserved_bytes: float = 0.0) -> float | np.ndarray:
-    """Years the HBF P/E budget lasts at a KV write rate (B/s, per GPU): stacks×512 GB×P/E/(WA×rate).
-
-    The one-time weight load is excluded (it is not in the rate).  ``reserved_bytes`` removes flash
-    holding read-only data from the budget (Kyung et al.'s accounting; 0 in the Lachesis paper).
-    A zero rate gives ``inf``; a NaN rate gives NaN.
-    """
-    rate = np.asarray(hbf_kv_write_bytes_per_s, dtype=float)
-    if np.any(rate < 0):
-        raise ValueError("hbf_lifetime_years: write rate must be >= 0")
-    budget = (memory.hbf_bytes - reserved_bytes) * endurance.pe_cycles
-    if budget <= 0:
-        raise ValueError(f"hbf_lifetime_years: no flash left to wear ({memory.label}, reserved {reserved_bytes:g} B)")
-    with np.errstate(divide="ignore"):
-        secs = budget / (endurance.write_amplification * rate)
-    return _out(secs / SECONDS_PER_YEAR)
-
-
-#: how a group's lifetime reads its ranks' HBF write rates (``Endurance.lifetime_over_ranks``)
-OVER_RANKS = ("mean", "worst")
-
-
-def rank_spread(hbf_bytes_by_rank: Sequence[float]) -> float:
-    """The most-written rank's HBF KV bytes over the ranks' mean (1 for one rank or no HBF write)."""
-    b = np.asarray(hbf_bytes_by_rank, dtype=float)
-    if b.size == 0 or np.any(b < 0) or not np.all(np.isfinite(b)):
-        raise ValueError(f"rank_spread: expected finite bytes >= 0 per rank, got {list(b)!r}")
-    mean = float(b.mean())
-    return float(b.max() / mean) if mean > 0 else 1.0
-
-
-def group_lifetime_years(memory: MemoryConfig, mean_rate: ArrayLike, endurance: Endurance = Endurance(),
-                         spread: float = 1.0) -> float | np.ndarray:
-    """Lifetime of a group's HBF from its ranks' mean write rate (B/s per GPU) and :func:`rank_spread`:
-    at the mean rate, or at the worst rank's (mean × spread) under ``lifetime_over_ranks="worst"``."""
-    over = endurance.lifetime_over_ranks
-    if over not in OVER_RANKS:
-        raise ValueError(f"lifetime_over_ranks must be one of {list(OVER_RANKS)}, got {over!r}")
-    if not (np.isfinite(spread) and spread >= 1.0):
-        raise ValueError(f"group_lifetime_years: rank spread must be >= 1, got {spread!r}")
-    rate = np.asarray(mean_rate, dtype=float) * (spread if over == "worst" else 1.0)
-    return hbf_lifetime_years(memory, rate, endurance)
-
-
-class Settling(NamedTuple):
-    """Result of :func:`settled_rate` (a tuple: ``rate, settled, settled_at_s``)."""
-
-    rate: float  # B/s over the second half of the whole series
-    settled: bool  # the half-vs-quarter rule holds at the end of the series (and from settled_at_s on)
-    settled_at_s: float  # earliest prefix end after which the rule holds for every longer prefix (NaN if never)
-
-
-def settled_rate(t: np.ndarray, cum_bytes: np.ndarray, rtol: float = 0.10, min_points: int = 8) -> Settling:
-    """Detect when a cumulative-bytes series has settled (rule *half-vs-quarter*, vectorized).
-
-    For each prefix ``[t0, t_i]`` of length T_i: r½ = rate over its second half, r¼ = rate over its
-    last quarter (cumulative bytes linearly interpolated).  The prefix passes when
-    ``|r½ - r¼| <= rtol · r½``.  Settled at the first ``t_i`` (i ≥ ``min_points``) from which every
-    longer prefix passes; the reported rate is r½ of the whole series.
-    """
-    t = np.asarray(t, dtype=float)
-    c = np.asarray(cum_bytes, dtype=float)
-    if t.ndim != 1 or t.shape != c.shape:
-        raise ValueError("settled_rate: t and cum_bytes must be 1-D arrays of the same length")
-    if len(t) < 2:
-        raise ValueError("settled_rate: need at least two samples")
-    if np.any(np.diff(t) <= 0):
-        raise ValueError("settled_rate: t must be strictly increasing")
-    if np.any(np.diff(c) < 0) or np.any(~np.isfinite(c)):
-        raise ValueError("settled_rate: cum_bytes must be finite and non-decreasing")
-    T = t - t[0]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r_half = (c - np.interp(t[0] + T / 2, t, c)) / (T / 2)
-        r_quarter = (c - np.interp(t[0] + 3 * T / 4, t, c)) / (T / 4)
-        ok = np.abs(r_half - r_quarter) <= rtol * np.abs(r_half)
-    ok[: max(min_points, 1)] = False
-    ok &= np.isfinite(r_half)
-    # suffix-all: ok_from[i] = ok[i] and ok[i+1] and ...
-    ok_from = np.flip(np.logical_and.accumulate(np.flip(ok)))
-    idx = np.flatnonzero(ok_from)
-    rate = float(r_half[-1])
-    if len(idx) == 0:
-        return Settling(rate, False, float("nan"))
-    return Settling(rate, True, float(t[idx[0]]))
-
-
