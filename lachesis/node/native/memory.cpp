@@ -142,12 +142,25 @@ struct Row {
 
 struct Acc { i64 reads = 0, tokens = 0; bool set = false; };
 
+// One instance (a session's replay): the row of each of its segments by plan segment id, kept from lo on
+// (-1: closed, kept so that reopening fails as in the reference; -2: never opened), its rows in open order
+// (the table's by-session list; entries of closed rows are skipped), and its reuse history per class
+// (kv.PlacementStats' per-session one, cleared when the session ends).  A session's segments are contiguous
+// ids in a plan, so the row lookups are one subtraction, not a hash of (instance, segment).
+struct Instance {
+    int lo = 0;
+    std::vector<int> state;
+    std::vector<std::pair<int, i64>> open;  // (row, open seq)
+    std::array<Acc, N_CLASSES> reuse{};
+};
+
+constexpr int NEVER = -2, CLOSED = -1;
+
 // kv.PlacementStats.
 struct Stats {
     double alpha = EMA_ALPHA;
     i64 closed_workers = 0, closed_worker_blocks = 0, closed_reviewers = 0;
     double reviewer_blocks_ema = 0.0, live_reviewers_ema = 0.0;
-    std::unordered_map<i64, std::array<Acc, N_CLASSES>> reuse_session;
     std::array<Acc, N_CLASSES> reuse_class;
     Acc reuse_node;
     i64 rho_window;
@@ -156,7 +169,8 @@ struct Stats {
 
     explicit Stats(i64 window) : rho_window(window) {}
     void opened(i64 n_live_reviewers) { live_reviewers_ema += alpha * (double(n_live_reviewers) - live_reviewers_ema); }
-    void closed(int cls, i64 n_blocks, i64 session, i64 tokens, i64 reads) {
+    // session: the closing row's session's own reuse history (reuse_session[session])
+    void closed(int cls, i64 n_blocks, std::array<Acc, N_CLASSES>& session, i64 tokens, i64 reads) {
         if (cls == WORKER) {
             closed_workers += 1;
             closed_worker_blocks += n_blocks;
@@ -166,7 +180,7 @@ struct Stats {
             closed_reviewers += 1;
         }
         if (tokens > 0) {
-            Acc* accs[3] = {&reuse_session[session][cls], &reuse_class[cls], &reuse_node};
+            Acc* accs[3] = {&session[cls], &reuse_class[cls], &reuse_node};
             for (Acc* a : accs) { a->reads += reads; a->tokens += tokens; a->set = true; }
             double rho = double(reads) / double(tokens);
             recent.push_back(rho);
@@ -178,16 +192,14 @@ struct Stats {
             }
         }
     }
-    void session_ended(i64 session) { reuse_session.erase(session); }
     double mean_worker_blocks() const { return closed_workers ? double(closed_worker_blocks) / double(closed_workers) : 0.0; }
     i64 reviewer_reserve(i64 live_reviewer_hbm_blocks) const {
         i64 expected = i64(std::ceil(reviewer_blocks_ema * live_reviewers_ema - 1e-9));
         return std::max<i64>(0, expected - live_reviewer_hbm_blocks);
     }
-    double predicted_rho(i64 session, int cls) const {
+    double predicted_rho(const std::array<Acc, N_CLASSES>* session, int cls) const {  // session: null if none
         const Acc* a = nullptr;
-        auto it = reuse_session.find(session);
-        if (it != reuse_session.end() && it->second[cls].set) a = &it->second[cls];
+        if (session && (*session)[cls].set) a = &(*session)[cls];
         else if (reuse_class[cls].set) a = &reuse_class[cls];
         else a = &reuse_node;
         return a->tokens ? double(a->reads) / double(a->tokens) : NaN;
@@ -208,6 +220,81 @@ struct CacheEntry {
 };
 using MinHeap = std::priority_queue<CacheEntry, std::vector<CacheEntry>, std::greater<CacheEntry>>;
 
+// LiveSegments.demand_ahead, kept current: the live rows in close order (unknown close last, ties in open
+// order), each carrying its demand (HBM blocks held + blocks still to write), in a treap whose nodes sum
+// their subtree.  The demand of the rows ahead of one is then a prefix sum, O(log n) instead of a scan of
+// every live row.  Integer sums, so the tree's shape never changes a result.  Nodes are indexed by row.
+struct DemandTree {
+    struct Node { double key = 0.0; i64 seq = 0, val = 0, sum = 0; std::uint32_t prio = 0; int l = -1, r = -1; };
+    std::vector<Node> nodes;
+    int root = -1;
+    std::uint64_t state = 0x9E3779B97F4A7C15ull;  // xorshift: the priorities (any sequence gives the same sums)
+
+    static bool before(double ka, i64 sa, double kb, i64 sb) { return ka < kb || (ka == kb && sa < sb); }
+    i64 sum(int t) const { return t < 0 ? 0 : nodes[std::size_t(t)].sum; }
+    void pull(int t) { Node& n = nodes[std::size_t(t)]; n.sum = sum(n.l) + n.val + sum(n.r); }
+    // a: the nodes before (k, s); b: the rest
+    void split(int t, double k, i64 s, int& a, int& b) {
+        if (t < 0) { a = b = -1; return; }
+        Node& n = nodes[std::size_t(t)];
+        if (before(n.key, n.seq, k, s)) { split(n.r, k, s, n.r, b); a = t; }
+        else { split(n.l, k, s, a, n.l); b = t; }
+        pull(t);
+    }
+    int merge(int a, int b) {  // every node of a before every node of b
+        if (a < 0) return b;
+        if (b < 0) return a;
+        if (nodes[std::size_t(a)].prio > nodes[std::size_t(b)].prio) {
+            int r = merge(nodes[std::size_t(a)].r, b);
+            nodes[std::size_t(a)].r = r;
+            pull(a);
+            return a;
+        }
+        int l = merge(a, nodes[std::size_t(b)].l);
+        nodes[std::size_t(b)].l = l;
+        pull(b);
+        return b;
+    }
+    void insert(int id, double k, i64 s, i64 val) {
+        if (std::size_t(id) >= nodes.size()) nodes.resize(std::size_t(id) + 1);
+        state ^= state << 13; state ^= state >> 7; state ^= state << 17;
+        nodes[std::size_t(id)] = Node{k, s, val, val, std::uint32_t(state >> 32), -1, -1};
+        int a, b;
+        split(root, k, s, a, b);
+        root = merge(merge(a, id), b);
+    }
+    void erase(int id) {
+        const Node n = nodes[std::size_t(id)];
+        int a, b, m, c;
+        split(root, n.key, n.seq, a, b);
+        split(b, n.key, n.seq + 1, m, c);  // m: the node alone (open orders are unique)
+        root = merge(a, c);
+    }
+    void set(int id, i64 val) {  // the node's demand, and each sum on its path
+        Node& target = nodes[std::size_t(id)];
+        const i64 d = val - target.val;
+        if (!d) return;
+        target.val = val;
+        const double k = target.key;
+        const i64 s = target.seq;
+        for (int t = root; t >= 0;) {
+            Node& n = nodes[std::size_t(t)];
+            n.sum += d;
+            if (t == id) break;
+            t = before(k, s, n.key, n.seq) ? n.l : n.r;
+        }
+    }
+    i64 ahead(double k, i64 s) const {  // the demand of the nodes before (k, s)
+        i64 acc = 0;
+        for (int t = root; t >= 0;) {
+            const Node& n = nodes[std::size_t(t)];
+            if (before(n.key, n.seq, k, s)) { acc += sum(n.l) + n.val; t = n.r; }
+            else t = n.l;
+        }
+        return acc;
+    }
+};
+
 }  // namespace
 
 struct NodeMemoryImpl {
@@ -224,11 +311,13 @@ struct NodeMemoryImpl {
     Stats stats;
     std::vector<Row> rows;
     std::vector<int> spare;                        // row slots free for reuse
-    std::unordered_map<std::uint64_t, int> index;  // segment key -> row (-1: closed)
+    std::vector<std::unique_ptr<Instance>> instances;               // by inst + 1 (the aged pseudo-session: 0)
+    std::unordered_map<i64, std::unique_ptr<Instance>> far_instances;  // ids beyond DENSE_INSTANCES
+    static constexpr i64 DENSE_INSTANCES = i64(1) << 24;
     i64 n_opened = 0, n_ranked = 0, n_cached = 0;
-    std::unordered_map<i64, std::vector<std::pair<int, i64>>> by_session;  // session -> (row, open seq), open order
-    std::vector<std::pair<int, i64>> live_order;   // every live row (row, open seq), open order; stale entries skipped
-    i64 live_count = 0, live_order_dead = 0;
+    i64 live_count = 0;
+    DemandTree demand;                               // the oracle's live rows (other policies: empty)
+    bool oracle = false;
     std::set<std::tuple<double, i64, int>> workers;  // (rank key, NaN as +inf; rank order; row)
     i64 workers_hbm = 0;
     i64 n_live_reviewers = 0, reviewer_hbm_blocks = 0;
@@ -256,7 +345,7 @@ struct NodeMemoryImpl {
     NodeMemoryImpl(i64 hbm, i64 hbf, i64 bt, i64 bpt_, const PolicySpec& p, std::shared_ptr<const PlanSegments> pl,
                    Clock* c, Recorder* r)
         : block_tokens(bt), bpt(bpt_), policy(p), plan(std::move(pl)), clock(c), recorder(r), alloc(hbm, hbf),
-          stats(p.rho_window) {
+          stats(p.rho_window), oracle(p.kind == PolicyKind::ORACLE) {
         if (bt <= 0) throw std::invalid_argument("block_tokens must be > 0, got " + std::to_string(bt));
         if (p.rho_window < 1) throw std::invalid_argument("rho_window must be >= 1");
         const auto& pc = plan->seg_class;
@@ -269,14 +358,52 @@ struct NodeMemoryImpl {
         }
     }
 
-    static std::uint64_t key(i64 inst, int seg) { return (std::uint64_t(inst + 1) << 32) | std::uint32_t(seg); }
+    const Instance* find_instance(i64 inst) const {
+        if (inst >= -1 && inst + 1 < DENSE_INSTANCES) {
+            std::size_t j = std::size_t(inst + 1);
+            return j < instances.size() ? instances[j].get() : nullptr;
+        }
+        auto it = far_instances.find(inst);
+        return it == far_instances.end() ? nullptr : it->second.get();
+    }
+    Instance* find_instance(i64 inst) { return const_cast<Instance*>(std::as_const(*this).find_instance(inst)); }
+    Instance& instance(i64 inst) {
+        std::unique_ptr<Instance>* p;
+        if (inst >= -1 && inst + 1 < DENSE_INSTANCES) {
+            std::size_t j = std::size_t(inst + 1);
+            if (j >= instances.size()) instances.resize(std::max(j + 1, 2 * instances.size()));
+            p = &instances[j];
+        } else {
+            p = &far_instances[inst];
+        }
+        if (!*p) *p = std::make_unique<Instance>();
+        return **p;
+    }
+    // The row of (inst, seg): >= 0 live, CLOSED, NEVER.
+    static int state_of(const Instance* r, int seg) {
+        if (!r) return NEVER;
+        const i64 j = i64(seg) - r->lo;
+        return (j < 0 || j >= i64(r->state.size())) ? NEVER : r->state[std::size_t(j)];
+    }
+    static int& state_slot(Instance& r, int seg) {  // grows the instance's range to hold seg
+        if (r.state.empty()) {
+            r.lo = seg;
+            r.state.assign(1, NEVER);
+        } else if (seg < r.lo) {
+            r.state.insert(r.state.begin(), std::size_t(i64(r.lo) - seg), NEVER);
+            r.lo = seg;
+        } else if (i64(seg) - r.lo >= i64(r.state.size())) {
+            r.state.resize(std::size_t(i64(seg) - r.lo + 1), NEVER);
+        }
+        return r.state[std::size_t(i64(seg) - r.lo)];
+    }
 
     // -- LiveSet.open / SegmentTable._open ------------------------------------------------------------
     int open(i64 inst, int seg, int cls, i64 session, double rank_key, double now, double close_s, double final_tokens) {
-        std::uint64_t k = key(inst, seg);
-        auto it = index.find(k);
-        if (it != index.end()) {
-            if (it->second >= 0) throw std::invalid_argument("segment '" + seg_name(inst, seg) + "' is already open");
+        Instance& rec = instance(inst);
+        const int st = state_of(&rec, seg);
+        if (st != NEVER) {
+            if (st >= 0) throw std::invalid_argument("segment '" + seg_name(inst, seg) + "' is already open");
             throw std::invalid_argument("segment '" + seg_name(inst, seg) +
                                         "' was already closed; rematerialized KV needs a new segment id");
         }
@@ -305,10 +432,11 @@ struct NodeMemoryImpl {
         row.last_use = now;
         row.live = true;
         row.open_seq = ++n_opened;
-        index[k] = ri;
-        by_session[session].emplace_back(ri, row.open_seq);
-        live_order.emplace_back(ri, row.open_seq);
+        state_slot(rec, seg) = ri;
+        Instance& sess = session == inst ? rec : instance(session);
+        sess.open.emplace_back(ri, row.open_seq);
         ++live_count;
+        if (oracle) demand.insert(ri, close_key(row), row.open_seq, row_demand(row));
         if (cls == WORKER) {
             row.ranked = true;
             row.rank_seq = ++n_ranked;
@@ -329,15 +457,7 @@ struct NodeMemoryImpl {
         Row& row = rows[ri];
         row.live = false;
         --live_count;
-        ++live_order_dead;
-        if (live_order_dead > 64 && 2 * live_order_dead > i64(live_order.size())) {
-            std::vector<std::pair<int, i64>> keep;
-            keep.reserve(std::size_t(live_count));
-            for (auto& e : live_order)
-                if (rows[e.first].live && rows[e.first].open_seq == e.second) keep.push_back(e);
-            live_order.swap(keep);
-            live_order_dead = 0;
-        }
+        if (oracle) demand.erase(ri);
         if (row.ranked) {
             workers.erase(std::make_tuple(row.rank_key != row.rank_key ? INF : row.rank_key, row.rank_seq, ri));
             row.ranked = false;
@@ -347,9 +467,14 @@ struct NodeMemoryImpl {
             --n_live_reviewers;
             reviewer_hbm_blocks -= row.n_hbm;
         }
-        index[key(row.inst, row.seg)] = -1;
-        stats.closed(row.cls, row.n_blocks, row.session, row.n_tokens, row.reads);
+        Instance& rec = instance(row.inst);
+        state_slot(rec, row.seg) = CLOSED;
+        stats.closed(row.cls, row.n_blocks, row.session == row.inst ? rec.reuse : instance(row.session).reuse,
+                     row.n_tokens, row.reads);
     }
+
+    static double close_key(const Row& row) { return row.close_s != row.close_s ? INF : row.close_s; }
+    static i64 row_demand(const Row& row) { return row.n_hbm + row.blocks_to_write(); }
 
     // -- policies.*.tier ------------------------------------------------------------------------------
     int decide(int ri, i64 nb) {
@@ -362,23 +487,17 @@ struct NodeMemoryImpl {
                 if (row.cls != WORKER) return deterministic_tier(row.cls);
                 return admitted(ri, nb) ? 0 : 1;
             case PolicyKind::RHO_THRESHOLD: {
-                double rho = stats.predicted_rho(row.session, row.cls);
+                const Instance* sess = find_instance(row.session);
+                double rho = stats.predicted_rho(sess ? &sess->reuse : nullptr, row.cls);
                 if (std::isnan(rho)) return 0;
                 double tau = std::isnan(policy.threshold) ? stats.rho_quantile(policy.quantile) : policy.threshold;
                 return rho > tau ? 1 : 0;
             }
             case PolicyKind::ORACLE: {
                 // LiveSegments.demand_ahead: demand of the live rows closing before this one (ties: open order).
-                double k = row.close_s != row.close_s ? INF : row.close_s;
-                i64 others = 0;
-                for (auto& e : live_order) {
-                    const Row& o = rows[e.first];
-                    if (!o.live || o.open_seq != e.second || e.first == ri) continue;
-                    double ko = o.close_s != o.close_s ? INF : o.close_s;
-                    if (o.open_seq < row.open_seq ? ko <= k : ko < k) others += o.n_hbm + o.blocks_to_write();
-                }
-                i64 demand = others + row.n_hbm + std::max(row.blocks_to_write(), nb);
-                return demand <= alloc.total(0) ? 0 : 1;
+                i64 others = demand.ahead(close_key(row), row.open_seq);
+                i64 demand_all = others + row.n_hbm + std::max(row.blocks_to_write(), nb);
+                return demand_all <= alloc.total(0) ? 0 : 1;
             }
         }
         return 0;
@@ -601,6 +720,7 @@ struct NodeMemoryImpl {
         row.last_tier = last;
         if (row.ranked) workers_hbm += n_hbm;
         else if (n_hbm && row.cls == REVIEWER) reviewer_hbm_blocks += n_hbm;
+        if (oracle && row.live) demand.set(ri, row_demand(row));
     }
 
     // -- SegmentTable.close ------------------------------------------------------------------------------
@@ -750,16 +870,16 @@ std::pair<i64, i64> NodeMemory::write_request(i64 inst, const int* segs, const i
         }
         m.live_tok[cls] += t;
         if (m.record) m.events.push_back(MemEvent{now, 0, inst, s, cls, t, p.seg_key[s]});
-        auto it = m.index.find(NodeMemoryImpl::key(inst, s));
+        const int st = NodeMemoryImpl::state_of(m.find_instance(inst), s);
         int ri;
-        if (it == m.index.end()) {
+        if (st == NEVER) {
             double close_s = m.clock ? m.clock->close_s(inst, s) : NaN;
             ri = m.open(inst, s, cls, inst, p.seg_key[s], now, close_s, double(p.seg_tokens[s]));
-        } else if (it->second < 0) {
+        } else if (st < 0) {
             throw std::invalid_argument("segment '" + seg_name(inst, s) +
                                         "' was already closed; rematerialized KV needs a new segment id");
         } else {
-            ri = it->second;
+            ri = st;
         }
         m.rows[ri].mem_tok += t;
         try {
@@ -773,9 +893,8 @@ std::pair<i64, i64> NodeMemory::write_request(i64 inst, const int* segs, const i
 
 void NodeMemory::close(i64 inst, int seg, double now) {
     NodeMemoryImpl& m = *d_;
-    auto it = m.index.find(NodeMemoryImpl::key(inst, seg));
-    if (it == m.index.end() || it->second < 0) return;
-    int ri = it->second;
+    const int ri = NodeMemoryImpl::state_of(m.find_instance(inst), seg);
+    if (ri < 0) return;
     i64 reads = m.plan->seg_reads[seg];
     if (reads < 0) throw std::invalid_argument("add_reads: read_tokens must be an integer >= 0");
     m.rows[ri].reads += reads;
@@ -792,25 +911,25 @@ void NodeMemory::close(i64 inst, int seg, double now) {
 void NodeMemory::session_end(i64 inst, double now) {
     NodeMemoryImpl& m = *d_;
     if (m.record) m.events.push_back(MemEvent{now, 3, inst, 0, 0, 0, NaN});
-    auto it = m.by_session.find(inst);
-    if (it != m.by_session.end()) {
-        std::vector<std::pair<int, i64>> mine = std::move(it->second);
-        m.by_session.erase(it);
+    if (Instance* rec = m.find_instance(inst)) {
+        std::vector<std::pair<int, i64>> mine = std::move(rec->open);
+        rec->open = {};
         for (auto& e : mine) {
             Row& row = m.rows[e.first];
             if (!row.live || row.open_seq != e.second) continue;
             m.forget(row);
             m.table_close(e.first, now, now);
         }
+        rec->reuse = {};  // PlacementStats.session_ended
     }
-    m.stats.session_ended(inst);
 }
 
 double NodeMemory::hbm_tokens(i64 inst, const int* segs, const double* tokens, const i64* tokens_int, std::size_t n) const {
     const NodeMemoryImpl& m = *d_;
+    const Instance* rec = m.find_instance(inst);
     auto row_of = [&](int seg) -> const Row* {
-        auto it = m.index.find(NodeMemoryImpl::key(inst, seg));
-        return (it == m.index.end() || it->second < 0) ? nullptr : &m.rows[it->second];
+        const int ri = NodeMemoryImpl::state_of(rec, seg);
+        return ri < 0 ? nullptr : &m.rows[std::size_t(ri)];
     };
     i64 acc = 0;  // LiveLookup.hbm_share
     for (std::size_t j = 0; j < n; ++j) {
@@ -876,8 +995,8 @@ std::array<std::vector<i64>, 2> NodeMemory::free_lists() const {
 
 std::vector<i64> NodeMemory::blocks_of(i64 inst, int seg) const {
     const NodeMemoryImpl& m = *d_;
-    auto it = m.index.find(NodeMemoryImpl::key(inst, seg));
-    if (it != m.index.end() && it->second >= 0) return m.rows[it->second].ids;
+    const int ri = NodeMemoryImpl::state_of(m.find_instance(inst), seg);
+    if (ri >= 0) return m.rows[std::size_t(ri)].ids;
     // a cached dead segment: scan (inspection only)
     for (const Row& r : m.rows)
         if (r.cached && r.inst == inst && r.seg == seg) return r.ids;
