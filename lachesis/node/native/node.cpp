@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -67,7 +68,6 @@ NodeRun::NodeRun(PlanArrays plan, StepSpec step, LandingSpec landing, RunSpec sp
     rows_.assign(cap, {0.0, 0.0, 0.0, 0.0});
     slot_rank_.assign(cap, 0);
     slot_ev_.assign(cap, -1);
-    active_pos_.assign(cap, -1);
     for (int i = cap - 1; i >= 0; --i) free_slots_.push_back(i);
     rank_sums_.assign(G, {0.0, 0.0, 0.0, 0.0});
     rank_n_.assign(G, 0);
@@ -535,7 +535,6 @@ void NodeRun::grow() {
     rows_.resize(2 * n, {0.0, 0.0, 0.0, 0.0});
     slot_ev_.resize(2 * n, -1);
     slot_rank_.resize(2 * n, 0);
-    active_pos_.resize(2 * n, -1);
     std::vector<int> fresh;
     for (std::size_t i = 2 * n; i-- > n;) fresh.push_back(int(i));
     fresh.insert(fresh.end(), free_slots_.begin(), free_slots_.end());
@@ -624,18 +623,13 @@ void NodeRun::reschedule() {
         std::fill(rank_time_.begin(), rank_time_.end(), 0.0);
         std::fill(dirty_.begin(), dirty_.end(), 0);
         timer_ = -1;
-        min_k_ = -1;
         return;
     }
     i64 batch = n_;
     if (R_.ranks > 1) batch = *std::max_element(rank_n_.begin(), rank_n_.end());
     if (batch > max_batch_) max_batch_ = batch;
     const double tau = tau_ = step_time();
-    if (min_k_ < 0) {  // np.minimum.reduce (idle slots are +inf)
-        min_k_ = 0;
-        for (std::size_t k = 1; k < drem_.size(); ++k) if (drem_[k] < drem_[min_k_]) min_k_ = int(k);
-    }
-    const double first = drem_[min_k_];
+    const double first = drem_.back();  // np.minimum.reduce (idle slots are +inf): the last, in descending order
     double delay = clamp0(first) * tau;
     if (pause_end_ > now_) delay += pause_end_ - now_;
     int t = timeout(delay);
@@ -647,17 +641,12 @@ void NodeRun::on_timer(int timer) {
     if (timer != timer_) return;  // superseded by a later join or finish
     advance();
     done_.clear();
-    for (std::size_t k = 0; k < drem_.size(); ++k) if (drem_[k] <= 1e-7) done_.push_back(dslot_[k]);
+    std::size_t m = drem_.size();  // the finished decoders: those at <= 1e-7 tokens, the tail in descending order
+    while (m > 0 && drem_[m - 1] <= 1e-7) done_.push_back(dslot_[--m]);
+    drem_.resize(m);
+    dslot_.resize(m);
     std::sort(done_.begin(), done_.end());  // ascending, as numpy's nonzero()
-    if (!done_.empty()) min_k_ = -1;
     for (int i : done_) {
-        const int k = active_pos_[i], last = dslot_.back();  // leave the packed decoders
-        drem_[k] = drem_.back();
-        dslot_[k] = last;
-        active_pos_[last] = k;
-        drem_.pop_back();
-        dslot_.pop_back();
-        active_pos_[i] = -1;
         const auto row = rows_[i];
         const int r = slot_rank_[i];
         auto& s = rank_sums_[r];
@@ -703,11 +692,11 @@ int NodeRun::join(double tokens, double h, double f, double fl, double hw, int r
     if (free_slots_.empty()) grow();
     const int i = free_slots_.back();
     free_slots_.pop_back();
-    active_pos_[i] = int(drem_.size());
-    drem_.push_back(tokens);
-    dslot_.push_back(i);
-    if (drem_.size() == 1) min_k_ = 0;
-    else if (min_k_ >= 0 && tokens < drem_[min_k_]) min_k_ = int(drem_.size()) - 1;    rows_[i] = {h, f, fl, hw};
+    // after the decoders with at least as many tokens left (descending order; among equals the place is immaterial)
+    const auto at = std::upper_bound(drem_.begin(), drem_.end(), tokens, std::greater<double>()) - drem_.begin();
+    drem_.insert(drem_.begin() + at, tokens);
+    dslot_.insert(dslot_.begin() + at, i);
+    rows_[i] = {h, f, fl, hw};
     slot_rank_[i] = rank;
     auto& s = rank_sums_[rank];
     s[0] += h;

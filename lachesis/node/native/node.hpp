@@ -193,14 +193,12 @@ private:
     std::size_t capacity_ = 0;
     std::vector<std::array<double, 4>> rows_;
     std::vector<int> slot_rank_, slot_ev_, free_slots_;
-    // The decoders, packed: remaining tokens and slot per position (an idle slot's remaining tokens are +inf in
-    // the reference; nothing reads them), and each slot's position (-1 when idle).
+    // The decoders, packed in descending order of remaining tokens, and the slot of each (an idle slot's remaining
+    // tokens are +inf in the reference; nothing reads them).  Every decoder advances by the same steps and rounding
+    // is monotone, so the order holds as they advance: the fewest tokens left is the last, the finished ones (at
+    // most 1e-7 left) are the tail, and a join is placed by binary search.
     std::vector<double> drem_;
-    std::vector<int> dslot_, active_pos_;
-    // The position of the decoder with the fewest tokens left, -1 when unknown.  Every decoder advances by the same
-    // steps and rounding is monotone, so their order holds between a join and a finish: a join compares one value,
-    // a finish rescans.
-    int min_k_ = -1;
+    std::vector<int> dslot_;
     std::vector<int> done_;
     std::vector<std::array<double, 4>> rank_sums_;
     std::vector<i64> rank_n_;
