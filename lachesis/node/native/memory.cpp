@@ -34,21 +34,24 @@ std::string seg_name(i64 inst, int seg) {
 }
 
 // free_lists.TieredAllocator: one stack per tier; pop from the end (lowest ids first at the start).
+// A stack is filled lazily: below its low-water mark (the lowest top so far) it still holds its initial ids,
+// computed when popped (initial() below), so a run touches only the depth of each list it uses.
 struct FreeLists {
     i64 hbm_blocks, hbf_blocks, n_blocks;
-    std::vector<i64> stack[2];
+    std::unique_ptr<i64[]> stack[2];  // entries below low[t] are not stored yet
     i64 top[2];
+    i64 low[2];
     i64 written[2] = {0, 0};
 
     FreeLists(i64 hbm, i64 hbf) : hbm_blocks(hbm), hbf_blocks(hbf), n_blocks(hbm + hbf) {
         if (hbm < 0 || hbf < 0) throw std::invalid_argument("block counts must be >= 0");
-        stack[0].resize(hbm);
-        stack[1].resize(hbf);
-        for (i64 i = 0; i < hbm; ++i) stack[0][i] = hbm - 1 - i;
-        for (i64 i = 0; i < hbf; ++i) stack[1][i] = n_blocks - 1 - i;
-        top[0] = hbm;
-        top[1] = hbf;
+        stack[0].reset(new i64[std::size_t(hbm)]);  // uninitialized: pages are touched as the lists are used
+        stack[1].reset(new i64[std::size_t(hbf)]);
+        top[0] = low[0] = hbm;
+        top[1] = low[1] = hbf;
     }
+    i64 initial(int t, i64 j) const { return (t == 0 ? hbm_blocks : n_blocks) - 1 - j; }  // the unpopped list's ids
+    i64 at(int t, i64 j) const { return j < low[t] ? initial(t, j) : stack[t][std::size_t(j)]; }
     i64 total(int t) const { return t == 0 ? hbm_blocks : hbf_blocks; }
     i64 free(int t) const { return top[t]; }
     i64 used(int t) const { return total(t) - top[t]; }
@@ -56,7 +59,9 @@ struct FreeLists {
 
     void pop(int t, i64 k, std::vector<i64>& out) {  // _pop: the top k, topmost first
         i64 tp = top[t];
-        const i64* s = stack[t].data();
+        i64* s = stack[t].get();
+        for (i64 j = tp - k; j < low[t]; ++j) s[j] = initial(t, j);
+        if (tp - k < low[t]) low[t] = tp - k;
         for (i64 j = tp - 1; j >= tp - k; --j) out.push_back(s[j]);
         top[t] = tp - k;
         written[t] += k;
@@ -102,17 +107,24 @@ struct FreeLists {
     // _release / free_owned: each tier's ids pushed so that the first given is on top.
     void release(const i64* ids, std::size_t n) {
         if (!n) return;
-        for (int t = 0; t < 2; ++t) {
-            std::size_t k = 0;
-            for (std::size_t j = 0; j < n; ++j) k += ((ids[j] >= hbm_blocks) == bool(t));
-            if (!k) continue;
-            i64 tp = top[t];
-            i64* s = stack[t].data();
-            std::size_t w = 0;
-            for (std::size_t j = n; j-- > 0;)
-                if ((ids[j] >= hbm_blocks) == bool(t)) s[tp + i64(w++)] = ids[j];
-            top[t] = tp + i64(k);
+        std::size_t k_hbf = 0;
+        for (std::size_t j = 0; j < n; ++j) k_hbf += ids[j] >= hbm_blocks;
+        if (k_hbf == 0 || k_hbf == n) {  // one tier: the ids reversed onto its stack
+            const int t = k_hbf ? 1 : 0;
+            i64* s = stack[t].get() + top[t];
+            for (std::size_t j = 0; j < n; ++j) s[j] = ids[n - 1 - j];
+            top[t] += i64(n);
+            return;
         }
+        i64* s0 = stack[0].get() + top[0];
+        i64* s1 = stack[1].get() + top[1];
+        std::size_t w0 = 0, w1 = 0;
+        for (std::size_t j = n; j-- > 0;) {
+            if (ids[j] >= hbm_blocks) s1[w1++] = ids[j];
+            else s0[w0++] = ids[j];
+        }
+        top[0] += i64(w0);
+        top[1] += i64(w1);
     }
 };
 
@@ -166,6 +178,7 @@ struct Stats {
     i64 rho_window;
     std::deque<double> recent;
     std::vector<double> sorted;  // the window, sorted (kept current at each close)
+    bool keep_window = true;     // false: no policy reads the window's quantile (then it is not kept)
 
     explicit Stats(i64 window) : rho_window(window) {}
     void opened(i64 n_live_reviewers) { live_reviewers_ema += alpha * (double(n_live_reviewers) - live_reviewers_ema); }
@@ -182,6 +195,7 @@ struct Stats {
         if (tokens > 0) {
             Acc* accs[3] = {&session[cls], &reuse_class[cls], &reuse_node};
             for (Acc* a : accs) { a->reads += reads; a->tokens += tokens; a->set = true; }
+            if (!keep_window) return;
             double rho = double(reads) / double(tokens);
             recent.push_back(rho);
             sorted.insert(std::upper_bound(sorted.begin(), sorted.end(), rho), rho);
@@ -346,6 +360,7 @@ struct NodeMemoryImpl {
                    Clock* c, Recorder* r)
         : block_tokens(bt), bpt(bpt_), policy(p), plan(std::move(pl)), clock(c), recorder(r), alloc(hbm, hbf),
           stats(p.rho_window), oracle(p.kind == PolicyKind::ORACLE) {
+        stats.keep_window = p.kind == PolicyKind::RHO_THRESHOLD && std::isnan(p.threshold);
         if (bt <= 0) throw std::invalid_argument("block_tokens must be > 0, got " + std::to_string(bt));
         if (p.rho_window < 1) throw std::invalid_argument("rho_window must be >= 1");
         const auto& pc = plan->seg_class;
@@ -411,7 +426,9 @@ struct NodeMemoryImpl {
         if (!spare.empty()) {
             ri = spare.back();
             spare.pop_back();
+            std::vector<i64> ids = std::move(rows[ri].ids);  // its storage kept for the new row
             rows[ri] = Row();
+            rows[ri].ids = std::move(ids);
         } else {
             ri = int(rows.size());
             rows.emplace_back();
@@ -631,8 +648,7 @@ struct NodeMemoryImpl {
 
     void release_row(int ri) {  // a row neither live nor cached: its slot can be reused
         Row& row = rows[ri];
-        row.ids.clear();
-        row.ids.shrink_to_fit();
+        row.ids.clear();  // the storage stays with the slot
         spare.push_back(ri);
     }
 
@@ -989,8 +1005,10 @@ const std::vector<std::vector<i64>>& NodeMemory::last_write_blocks() const { ret
 
 std::array<std::vector<i64>, 2> NodeMemory::free_lists() const {
     const NodeMemoryImpl& m = *d_;
-    return {std::vector<i64>(m.alloc.stack[0].begin(), m.alloc.stack[0].begin() + m.alloc.top[0]),
-            std::vector<i64>(m.alloc.stack[1].begin(), m.alloc.stack[1].begin() + m.alloc.top[1])};
+    std::array<std::vector<i64>, 2> out;
+    for (int t = 0; t < 2; ++t)
+        for (i64 j = 0; j < m.alloc.top[t]; ++j) out[std::size_t(t)].push_back(m.alloc.at(t, j));
+    return out;
 }
 
 std::vector<i64> NodeMemory::blocks_of(i64 inst, int seg) const {
