@@ -353,7 +353,8 @@ struct NodeMemoryImpl {
     std::map<int, std::vector<std::pair<int, std::array<i64, 2>>>> marks;
     bool record = false;
     std::vector<MemEvent> events;
-    std::vector<std::vector<i64>> last_blocks;
+    std::vector<std::vector<i64>> last_blocks;  // the first last_n: the last write_request's (storage kept)
+    std::size_t last_n = 0;
     std::vector<i64> scratch, scratch2;
 
     NodeMemoryImpl(i64 hbm, i64 hbf, i64 bt, i64 bpt_, const PolicySpec& p, std::shared_ptr<const PlanSegments> pl,
@@ -706,8 +707,9 @@ struct NodeMemoryImpl {
         i64 nb = (rest + bt - 1) / bt;
         i64 n_hbm = 0;
         int last = 0;
-        scratch.clear();
-        if (nb) std::tie(n_hbm, last) = place(ri, nb, scratch);
+        // the new ids go straight onto the row's (place touches no live row's ids; it throws before appending)
+        const std::size_t had = rows[ri].ids.size();
+        if (nb) std::tie(n_hbm, last) = place(ri, nb, rows[ri].ids);
         Row& row = rows[ri];  // (place does not grow rows, but keep the reference fresh)
         row.last_use = now;
         row.n_tokens = have + n;
@@ -729,8 +731,7 @@ struct NodeMemoryImpl {
         bc[1] += tf;
         blk[0] += n_hbm;
         blk[1] += n_hbf;
-        row.ids.insert(row.ids.end(), scratch.begin(), scratch.end());
-        if (handed) handed->assign(scratch.begin(), scratch.end());
+        if (handed) handed->assign(row.ids.begin() + std::ptrdiff_t(had), row.ids.end());
         row.n_blocks += nb;
         row.n_hbm += n_hbm;
         row.last_tier = last;
@@ -873,7 +874,8 @@ std::pair<i64, i64> NodeMemory::write_request(i64 inst, const int* segs, const i
     NodeMemoryImpl& m = *d_;
     const PlanSegments& p = *m.plan;
     i64 h0 = m.tok[0], f0 = m.tok[1];
-    m.last_blocks.resize(n);
+    if (m.last_blocks.size() < n) m.last_blocks.resize(n);
+    m.last_n = n;
     for (std::size_t j = 0; j < n; ++j) {
         int s = segs[j];
         i64 t = tokens[j];
@@ -1001,7 +1003,9 @@ bool NodeMemory::frees_at_boundary() const { return d_->policy.frees_at_boundary
 void NodeMemory::record_events(bool on) { d_->record = on; if (on) d_->events.clear(); }
 bool NodeMemory::recording_events() const { return d_->record; }
 const std::vector<MemEvent>& NodeMemory::events() const { return d_->events; }
-const std::vector<std::vector<i64>>& NodeMemory::last_write_blocks() const { return d_->last_blocks; }
+std::vector<std::vector<i64>> NodeMemory::last_write_blocks() const {
+    return {d_->last_blocks.begin(), d_->last_blocks.begin() + std::ptrdiff_t(d_->last_n)};
+}
 
 std::array<std::vector<i64>, 2> NodeMemory::free_lists() const {
     const NodeMemoryImpl& m = *d_;

@@ -139,7 +139,7 @@ public:
 
     // Inspection (tests): block ids handed to the last write_request's writes, one vector per write
     // (empty when the write filled its last block only), and the free lists (stack order, bottom first).
-    const std::vector<std::vector<i64>>& last_write_blocks() const;
+    std::vector<std::vector<i64>> last_write_blocks() const;
     std::array<std::vector<i64>, 2> free_lists() const;
     std::vector<i64> blocks_of(i64 inst, int seg) const;  // a live or cached segment's ids, write order
     std::array<i64, 2> cached_blocks() const;
