@@ -58,12 +58,15 @@ struct FreeLists {
     i64 free_total() const { return top[0] + top[1]; }
 
     void pop(int t, i64 k, std::vector<i64>& out) {  // _pop: the top k, topmost first
-        i64 tp = top[t];
-        i64* s = stack[t].get();
-        for (i64 j = tp - k; j < low[t]; ++j) s[j] = initial(t, j);
-        if (tp - k < low[t]) low[t] = tp - k;
-        for (i64 j = tp - 1; j >= tp - k; --j) out.push_back(s[j]);
-        top[t] = tp - k;
+        const i64 tp = top[t], lo = tp - k, split = std::max(lo, low[t]);
+        const std::size_t o = out.size();
+        out.resize(o + std::size_t(k));
+        i64* d = out.data() + o;
+        const i64* s = stack[t].get();
+        for (i64 j = tp - 1; j >= split; --j) *d++ = s[j];                      // stored entries
+        for (i64 j = split - 1, id = initial(t, j); j >= lo; --j, ++id) *d++ = id;  // initial ids, never stored
+        low[t] = std::min(low[t], lo);  // below the top now: written by a release before any pop reads them
+        top[t] = lo;
         written[t] += k;
     }
     // take(t, n): appends n ids to out; returns false (nothing changed) when both lists hold fewer.

@@ -219,9 +219,15 @@ void NodeRun::run_window(int k) {
         std::vector<Cb> cbs;
         stop_hit_ = -1;
         while (stop_hit_ < 0) {
-            if (queue_.empty()) throw std::runtime_error("No scheduled events left but \"until\" event was not triggered");
-            Item it = queue_.top();
-            queue_.pop();
+            Item it;
+            if (timer_ >= 0 && (queue_.empty() || Later()(queue_.top(), timer_item_))) {
+                it = timer_item_;  // the engine's timer comes first
+                timer_ = -1;
+            } else {
+                if (queue_.empty()) throw std::runtime_error("No scheduled events left but \"until\" event was not triggered");
+                it = queue_.top();
+                queue_.pop();
+            }
             now_ = it.t;
             now_is_int_ = it.int_time;
             const int ev = it.ev;
@@ -622,7 +628,7 @@ void NodeRun::reschedule() {
         for (auto& s : rank_sums_) s = {0.0, 0.0, 0.0, 0.0};
         std::fill(rank_time_.begin(), rank_time_.end(), 0.0);
         std::fill(dirty_.begin(), dirty_.end(), 0);
-        timer_ = -1;
+        drop_timer();
         return;
     }
     i64 batch = n_;
@@ -632,13 +638,23 @@ void NodeRun::reschedule() {
     const double first = drem_.back();  // np.minimum.reduce (idle slots are +inf): the last, in descending order
     double delay = clamp0(first) * tau;
     if (pause_end_ > now_) delay += pause_end_ - now_;
-    int t = timeout(delay);
+    // The engine's timer: one at a time, beside the heap (its eid drawn as simpy draws it).  The reference leaves a
+    // superseded timer scheduled, to do nothing when it comes due (on_timer returns at once); here it is dropped.
+    int t = new_event();
+    E_[t].triggered = true;
     E_[t].cbs.push_back({CB_TIMER, t});
+    drop_timer();
+    timer_item_ = Item{now_ + delay, NORMAL, eid_++, t, false};
     timer_ = t;
 }
 
+void NodeRun::drop_timer() {
+    if (timer_ >= 0) free_ev_.push_back(timer_);  // never processed: nothing else holds it
+    timer_ = -1;
+}
+
 void NodeRun::on_timer(int timer) {
-    if (timer != timer_) return;  // superseded by a later join or finish
+    (void)timer;  // always the current one: a superseded timer is dropped (drop_timer)
     advance();
     done_.clear();
     std::size_t m = drem_.size();  // the finished decoders: those at <= 1e-7 tokens, the tail in descending order

@@ -156,6 +156,7 @@ private:
     double one_step(double batch, double h, double f, double fl, double hw);
     void reschedule();
     void on_timer(int timer);
+    void drop_timer();
     double stall(int rank, double seconds);
     int join(double tokens, double h, double f, double fl, double hw, int rank);
     int join_measured(double tokens, double h, double f, double fl, double hw, int rank, double* first_step);
@@ -206,7 +207,8 @@ private:
     std::vector<char> dirty_;
     i64 n_ = 0;
     double t_last_ = 0.0, tau_ = 0.0;
-    int timer_ = -1;
+    int timer_ = -1;   // the engine's pending timer event (-1: none), scheduled at timer_item_ outside the heap
+    Item timer_item_{};
     std::vector<double> tpot_, tpot_w_, tpot_t_;
     i64 max_batch_ = 0;
     std::array<double, 4> args_{};  // G = 1: the step inputs behind tau
