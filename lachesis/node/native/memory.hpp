@@ -63,10 +63,19 @@ public:
     void started(i64 inst, int session, double t0);
     double close_s(i64 inst, int segment) const;  // NaN when the baseline never closed it
 private:
+    // A (session, segment)'s recorded offsets by occurrence (has: recorded) and their mean over occurrences.
+    struct Closes { std::vector<double> at; std::vector<char> has; double mean = 0.0; };
+    static constexpr int DENSE_OCCURRENCES = 1 << 16;
+    static constexpr i64 DENSE_INSTANCES = i64(1) << 26;
+    static std::uint64_t pair_key(int session, int segment) {
+        return (std::uint64_t(std::uint32_t(session)) << 32) | std::uint32_t(segment);
+    }
     std::unordered_map<int, int> seen_;
-    std::unordered_map<i64, std::tuple<int, int, double>> inst_;
-    std::map<std::tuple<int, int, int>, double> exact_;
-    std::map<std::pair<int, int>, double> mean_;
+    std::vector<std::tuple<int, int, double>> inst_dense_;  // by instance: (session, occurrence, start)
+    std::vector<char> inst_has_;
+    std::unordered_map<i64, std::tuple<int, int, double>> inst_;  // instances beyond the dense range
+    std::unordered_map<std::uint64_t, Closes> closes_;
+    std::map<std::tuple<int, int, int>, double> far_;  // occurrences beyond the dense range
 };
 
 // clairvoyance.Recorder: instance starts and segment closes of a run (for a later oracle run).
