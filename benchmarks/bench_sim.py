@@ -20,6 +20,12 @@ as its section of ``benchmarks/RESULTS.md`` (``--no-record``: print only).
 ``--backends`` instead runs paper-scale cells on both backends side by side (the native core and the Python
 reference, alternated, the same run each), at one GPU and at the paper's eight-GPU node, checks that every
 result field agrees, and prints CPU µs per request and the native/reference ratio (its own section).
+
+``--grid`` times the native core alone on the runs the paper-scale grid makes (its own section): each policy of a
+Figs. 11-12 cell and of a Figs. 9-10 cell at the grid's load (HBM-first's N* at 1/7 on the paper's eight-GPU node),
+through the grid's search and lifetime windows (:data:`lachesis.capacity.PAPER`), the oracle at the HBM-first run's
+close times, as :func:`lachesis.sweep.run_at_load` runs them; CPU and wall seconds per run (plan built beforehand,
+as a sweep process does once), best of ``--repeats``, and CPU µs per request of the lifetime window.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from lachesis.node.node_memory import Memory  # noqa: E402
 
 TITLE = "Decode-node simulator (`benchmarks/bench_sim.py`)"
 BACKENDS_TITLE = "Native core against the Python reference (`benchmarks/bench_sim.py --backends`)"
+GRID_TITLE = "Native core on the grid's runs (`benchmarks/bench_sim.py --grid`)"
 
 #: paper-scale cells (workload, memory configuration, node, sessions per GPU, policy): the loads a sweep
 #: runs there (Maverick; multi-agent at 4/4, τ³-bench at 1/7)
@@ -82,6 +89,56 @@ def backends(repeats: int) -> list[str]:
     return [f"paper scale, seed 0, the simulator's default windows; CPU seconds (process_time), best of {repeats} "
             "alternated runs per backend; identical: every result field equal",
             df.to_string(index=False, float_format=lambda v: f"{v:.3g}")]
+
+
+#: the grid's cells at paper scale (workload, memory configuration, model, SLO, sessions per GPU: the load the committed
+#: figures ran at, HBM-first's N* at 1/7 on the paper's node) and the policies each runs there
+GRID_CELLS = [("bfcl", "1/7", "Llama-4-Maverick", "tight", 1191),
+              ("tau3", "1/7", "Qwen3-235B-A22B", "tight", 652),
+              ("multi_agent", "1/7", "Qwen3-235B-A22B", "tight", 64)]
+GRID_POLICIES = ("hbm_first", "lachesis", "hbm_first_reclaim", "rho_threshold", "oracle")
+
+
+def grid_runs(repeats: int) -> list[str]:
+    """Each policy of each :data:`GRID_CELLS` cell as the sweep runs it at a load, ``repeats`` times; best CPU."""
+    import os
+
+    import pandas as pd
+
+    from lachesis import knobs
+    from lachesis.capacity import PAPER
+    from lachesis.grid import Point
+
+    rows = []
+    for workload, mem, model, slo, n in GRID_CELLS:
+        plan = plancache.workload_plan(workload, 1.0, 0)
+        plan.lists()
+        sw, lw = PAPER.windows(plan)
+        cfg = Point(workload, mem, model, slo, "hbm_first", overrides=knobs.node("paper")).config()
+        closes = None
+        for policy in GRID_POLICIES:
+            cpu, wall = [], []
+            for _ in range(repeats):
+                kw = dict(seed=0, record_closes=policy in ("hbm_first", "oracle"),
+                          clairvoyance=closes if policy == "oracle" else None)
+                t0, w0 = time.process_time(), time.perf_counter()
+                short, long_ = S.simulate_windows(plan, cfg, policy, n, [sw, lw], **kw)
+                cpu.append(time.process_time() - t0)
+                wall.append(time.perf_counter() - w0)
+            if policy == "hbm_first":
+                closes = long_.closes
+            req = long_.requests_done
+            rows.append(dict(workload=workload, memory=mem, model=model, N=n, policy=policy, requests=req,
+                             cpu_s=min(cpu), wall_s=min(wall), us_per_request=1e6 * min(cpu) / req))
+            print(rows[-1], flush=True)
+    df = pd.DataFrame(rows)
+    total = df.groupby("workload", sort=False)["cpu_s"].sum()
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    return [f"paper's node (G = 8, stalling landings, aged cache), seed 0, the grid's search + lifetime windows "
+            f"(capacity.PAPER); CPU seconds (process_time) and wall, best of {repeats} per run; load average at the "
+            f"end {load}",
+            df.to_string(index=False, float_format=lambda v: f"{v:.3g}"),
+            "CPU seconds per cell (the five runs): " + ", ".join(f"{w} {v:.2f}" for w, v in total.items())]
 
 
 def bench_config(hbm_gb: float, hbf_kv_gb: float):
@@ -138,10 +195,17 @@ def main() -> None:
                     help="run the per-block reference up to this trace multiple (0, 1, 2 or 4); it is slow")
     ap.add_argument("--no-record", action="store_true", help="do not write benchmarks/RESULTS.md")
     ap.add_argument("--backends", action="store_true", help="native core against the Python reference instead")
-    ap.add_argument("--repeats", type=int, default=2, help="--backends: alternated runs per backend")
+    ap.add_argument("--grid", action="store_true", help="the native core alone on the grid's runs instead")
+    ap.add_argument("--repeats", type=int, default=2, help="--backends: alternated runs per backend; --grid: runs")
     a = ap.parse_args()
     import pandas as pd
 
+    if a.grid:
+        lines = grid_runs(a.repeats)
+        print("\n".join(lines))
+        if not a.no_record:
+            print(f"wrote {record(GRID_TITLE, lines)}")
+        return
     if a.backends:
         lines = backends(a.repeats)
         print("\n".join(lines))
