@@ -330,7 +330,7 @@ struct NodeMemoryImpl {
     std::vector<int> spare;                        // row slots free for reuse
     std::vector<std::unique_ptr<Instance>> instances;               // by inst + 1 (the aged pseudo-session: 0)
     std::unordered_map<i64, std::unique_ptr<Instance>> far_instances;  // ids beyond DENSE_INSTANCES
-    static constexpr i64 DENSE_INSTANCES = i64(1) << 24;
+    static constexpr i64 DENSE_INSTANCES = i64(1) << 20;
     i64 n_opened = 0, n_ranked = 0, n_cached = 0;
     i64 live_count = 0;
     DemandTree demand;                               // the oracle's live rows (other policies: empty)

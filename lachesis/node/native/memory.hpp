@@ -66,7 +66,7 @@ private:
     // A (session, segment)'s recorded offsets by occurrence (has: recorded) and their mean over occurrences.
     struct Closes { std::vector<double> at; std::vector<char> has; double mean = 0.0; };
     static constexpr int DENSE_OCCURRENCES = 1 << 16;
-    static constexpr i64 DENSE_INSTANCES = i64(1) << 26;
+    static constexpr i64 DENSE_INSTANCES = i64(1) << 20;
     static std::uint64_t pair_key(int session, int segment) {
         return (std::uint64_t(std::uint32_t(session)) << 32) | std::uint32_t(segment);
     }
