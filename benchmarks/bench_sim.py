@@ -23,8 +23,8 @@ result field agrees, and prints CPU µs per request and the native/reference rat
 
 ``--grid`` times the native core alone on the runs the paper-scale grid makes (its own section): each policy of a
 Figs. 11-12 cell and of a Figs. 9-10 cell at the grid's load (HBM-first's N* at 1/7 on the paper's eight-GPU node),
-through the grid's search and lifetime windows (:data:`lachesis.capacity.PAPER`), the oracle at the HBM-first run's
-close times, as :func:`lachesis.sweep.run_at_load` runs them; CPU and wall seconds per run (plan built beforehand,
+through the grid's search and lifetime windows (:data:`lachesis.node.capacity.PAPER`), the oracle at the HBM-first run's
+close times, as :func:`lachesis.evaluation.sweep.run_at_load` runs them; CPU and wall seconds per run (plan built beforehand,
 as a sweep process does once), best of ``--repeats``, and CPU µs per request of the lifetime window.
 """
 
@@ -105,9 +105,9 @@ def grid_runs(repeats: int) -> list[str]:
 
     import pandas as pd
 
-    from lachesis import knobs
-    from lachesis.capacity import PAPER
-    from lachesis.grid import Point
+    from lachesis.evaluation import knobs
+    from lachesis.evaluation.grid import Point
+    from lachesis.node.capacity import PAPER
 
     rows = []
     for workload, mem, model, slo, n in GRID_CELLS:
@@ -119,10 +119,10 @@ def grid_runs(repeats: int) -> list[str]:
         for policy in GRID_POLICIES:
             cpu, wall = [], []
             for _ in range(repeats):
-                kw = dict(seed=0, record_closes=policy in ("hbm_first", "oracle"),
-                          clairvoyance=closes if policy == "oracle" else None)
+                settings = S.RunSettings(seed=0, record_closes=policy in ("hbm_first", "oracle"),
+                                         clairvoyance=closes if policy == "oracle" else None)
                 t0, w0 = time.process_time(), time.perf_counter()
-                short, long_ = S.simulate_windows(plan, cfg, policy, n, [sw, lw], **kw)
+                short, long_ = S.simulate_windows(plan, cfg, policy, n, [sw, lw], settings)
                 cpu.append(time.process_time() - t0)
                 wall.append(time.perf_counter() - w0)
             if policy == "hbm_first":
