@@ -12,9 +12,10 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from lachesis.kv import AllocationError, Policy
+from lachesis.kv import AllocationError
 from lachesis.memory.allocator import SegmentTable, WriteTotals
 from lachesis.memory.free_lists import TieredAllocator
+from lachesis.memory.protocol import Policy
 
 __all__ = ["parse_event", "annotate_clairvoyant", "replay_events"]
 
