@@ -160,8 +160,8 @@ class SegmentTable:
         self.view = TableView(self.stats, allocator, self.cache, self.live)
         self.placer = Placer(policy, self.view, allocator, self.cache, self._rows.__len__)
         # The write path's bindings: the parts' calls.
-        self._place, self._wrote = self.placer.place, self.written.wrote
-        self._placing, self._grew = self.live.placing, self.live.grew
+        self._place, self._wrote, self._grew = self.placer.place, self.written.wrote, self.live.grew
+        self._worker_placing = self.live.workers.placing
 
     @property
     def totals(self) -> WriteTotals:
@@ -229,7 +229,8 @@ class SegmentTable:
         rest = n - fill
         nb = -(-rest // bt)
         if nb:  # decide and allocate before touching any counter, so a failed write changes nothing
-            self._placing(row, nb, self.stats.mean_worker_blocks)
+            if row.tier_pref is None and row.seg_class == "worker":  # not yet placed: this may be its spawn
+                self._worker_placing(segment_id, row.n_blocks + nb, self.stats.mean_worker_blocks)
             ids, n_hbm, last, want = self._place(row, have, nb)
         row.last_use = float(now)
         row.n_tokens = have + n
@@ -292,7 +293,7 @@ class SegmentTable:
             if self.policy.frees_at_boundary:
                 self.allocator.free_owned(row.block_ids(), row.n_hbm)
             else:
-                self.cache.add(segment_id, row.block_ids(), row.n_hbm, row.last_use)
+                self.cache.add(segment_id, row.chunks, row.n_blocks, row.n_hbm, row.last_use)
         return row.n_blocks
 
     def end_session(self, session_id: str, now: float = 0.0) -> list[str]:

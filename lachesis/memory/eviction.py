@@ -17,14 +17,21 @@ __all__ = ["LRUEviction"]
 
 
 class _Cached:
-    """A dead segment's blocks in the pool: its block ids in write order and how many are HBM blocks."""
+    """A dead segment's blocks in the pool: its block ids as numpy chunks in write order (joined when first
+    needed) and how many it holds, how many in HBM."""
 
-    __slots__ = ("ids", "n_blocks", "n_hbm")
+    __slots__ = ("chunks", "n_blocks", "n_hbm")
 
-    def __init__(self, ids: np.ndarray, n_hbm: int) -> None:
-        self.ids = ids
-        self.n_blocks = int(ids.size)
+    def __init__(self, chunks: list[np.ndarray], n_blocks: int, n_hbm: int) -> None:
+        self.chunks = chunks
+        self.n_blocks = n_blocks
         self.n_hbm = n_hbm
+
+    def ids(self) -> np.ndarray:
+        """Its block ids in write order (the pool's own array: read only)."""
+        if len(self.chunks) > 1:
+            self.chunks = [np.concatenate(self.chunks)]
+        return self.chunks[0]
 
 
 class LRUEviction:
@@ -48,20 +55,21 @@ class LRUEviction:
     def blocks_of(self, segment_id: str) -> np.ndarray | None:
         """Block ids a cached dead segment still holds, in write order (the pool's own array: read only); None if none."""
         dead = self._dead.get(segment_id)
-        return None if dead is None else dead.ids
+        return None if dead is None else dead.ids()
 
-    def add(self, segment_id: str, ids: np.ndarray, n_hbm: int, last_use: float) -> None:
-        """Cache a closed segment's blocks (``ids`` in write order, ``n_hbm`` of them HBM blocks), ordered by ``last_use``."""
+    def add(self, segment_id: str, chunks: list[np.ndarray], n_blocks: int, n_hbm: int, last_use: float) -> None:
+        """Take over a closed segment's blocks (``chunks`` of block ids in write order, ``n_blocks`` in all,
+        ``n_hbm`` of them HBM blocks), evicted in order of ``last_use``."""
         self._n_cached += 1
-        dead = self._dead[segment_id] = _Cached(ids, n_hbm)
+        self._dead[segment_id] = _Cached(chunks, n_blocks, n_hbm)
         entry = (last_use, self._n_cached, segment_id)
         heapq.heappush(self._heap, entry)
         if n_hbm:
             heapq.heappush(self._heap_tier[0], entry)
-        if dead.n_blocks - n_hbm:
+        if n_blocks - n_hbm:
             heapq.heappush(self._heap_tier[1], entry)
         self.blocks[0] += n_hbm
-        self.blocks[1] += dead.n_blocks - n_hbm
+        self.blocks[1] += n_blocks - n_hbm
 
     def evict(self, k: int, tier: Tier | None = None) -> tuple[np.ndarray, int]:
         """Take k blocks from dead segments (of ``tier`` only, if given), least recently used segment
@@ -79,7 +87,7 @@ class LRUEviction:
             if n_t == 0:
                 heapq.heappop(heap)
                 continue
-            ids = dead.ids
+            ids = dead.ids()
             take = min(k, n_t)
             if take == dead.n_blocks:  # the whole segment goes (its HBM count is known)
                 ev, keep, n_hbm = ids[::-1], None, dead.n_hbm
@@ -102,7 +110,7 @@ class LRUEviction:
             if dead.n_blocks == 0:
                 del pool[sid]
             else:
-                dead.ids = keep  # type: ignore[assignment]
+                dead.chunks = [keep]  # type: ignore[list-item]
             k -= take
         ev = out[0] if len(out) == 1 else np.concatenate(out)
         self.evicted += int(ev.size)

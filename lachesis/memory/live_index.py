@@ -1,5 +1,5 @@
 """The live index (§4): what placement reads about the live segments, kept current as the segment table
-reports each event (a segment opened, is about to be placed, grew, closed).
+reports each event (a segment opened, a worker is about to be placed, a segment grew, closed).
 
 :class:`WorkerRanking` keeps the live workers ranked by predicted lifetime (the predictive path's
 ranking, so a decision reads a prefix instead of sorting), with each worker's blocks and first placement;
@@ -139,7 +139,8 @@ class WorkerRanking:
             self.cols.add(row)
 
     def placing(self, segment_id: str, blocks: int, mean: float) -> None:
-        """A worker is about to be placed with ``blocks`` blocks; the first time, that is its spawn."""
+        """A worker is about to be placed, before its policy decides, to hold ``blocks`` blocks; the first
+        time, that is its spawn (``mean``: the closed workers' mean size then)."""
         w = self._workers[segment_id]
         if w.spawn_blocks < 0:
             w.spawn_blocks, w.spawn_mean = blocks, mean
@@ -271,18 +272,13 @@ class LiveIndex:
         self.reviewer_hbm_blocks = 0  # HBM blocks live reviewers hold
 
     def opened(self, row: SegmentRow) -> None:
-        """A row opened (it holds no block yet)."""
+        """A row opened (it holds no block yet); a worker is ranked, its spawn still to come."""
         cls = row.seg_class
         if cls == "worker":
             self.workers.opened(row)
         elif cls == "reviewer":
             self.n_reviewers += 1
         self.segments.opened(row)
-
-    def placing(self, row: SegmentRow, nb: int, mean_worker_blocks: float) -> None:
-        """A row is about to be given nb new blocks, before its policy decides where (a worker's first is its spawn)."""
-        if row.seg_class == "worker":
-            self.workers.placing(row.segment_id, row.n_blocks + nb, mean_worker_blocks)
 
     def grew(self, row: SegmentRow, nb: int, n_hbm: int) -> None:
         """A row was given nb new blocks, n_hbm of them in HBM (the row already holds them)."""
@@ -291,7 +287,8 @@ class LiveIndex:
             self.workers.grew(row.segment_id, nb, n_hbm)
         elif cls == "reviewer":
             self.reviewer_hbm_blocks += n_hbm
-        self.segments.grew(row, nb, n_hbm)
+        if self.segments.cols is not None:
+            self.segments.grew(row, nb, n_hbm)
 
     def closed(self, row: SegmentRow) -> None:
         """A row closed (it still holds its blocks)."""
@@ -301,7 +298,8 @@ class LiveIndex:
         elif cls == "reviewer":
             self.n_reviewers -= 1
             self.reviewer_hbm_blocks -= row.n_hbm
-        self.segments.closed(row)
+        if self.segments.cols is not None:
+            self.segments.closed(row)
 
     def live_reviewer_hbm_blocks(self) -> int:
         """HBM blocks held by live reviewer segments."""

@@ -132,11 +132,11 @@ class Lachesis:
         """Whether the worker is within the first k of the node's live-worker ranking right now: the sizes
         of the workers ranked up to and including it, summed in rank order, fit the budget.  Sizes are
         >= 0, so the sum never decreases and stops once it exceeds the budget."""
-        mean = view.stats.mean_worker_blocks
         acc: float = 0
         if size_estimate == "spawn":
             spawns, spawn, hbm_live_workers = view.spawns_ahead(seg.segment_id)
             limit = _worker_budget(view, hbm_live_workers) + 1e-9
+            mean = view.stats.mean_worker_blocks
             for s in spawns:
                 acc += _spawn_size(s, mean)
                 if acc > limit:
@@ -152,7 +152,8 @@ class Lachesis:
                 if acc > limit:
                     return False
             return acc + mine + seg.new_blocks <= limit
-        for b in ahead:  # mean_floor
+        mean = view.stats.mean_worker_blocks  # mean_floor
+        for b in ahead:
             acc += b if b > mean else mean
             if acc > limit:
                 return False
