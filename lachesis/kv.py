@@ -81,4 +81,5 @@ _CLASS_SET = frozenset(SEG_CLASSES)
 def check_class(segment_id: str, seg_class: str) -> None:
     """Raise ValueError naming the segment when ``seg_class`` is not one of :data:`SEG_CLASSES`."""
     if seg_class not in _CLASS_SET:
-        raise ValueError(f"segment {segment_id!r}: unknown seg_class {seg_class!r}; expected one of {sorted(SEG_CLASSES)}")
+        raise ValueError(f"segment {segment_id!r}: unknown seg_class {seg_class!r}; "
+                         f"expected one of {sorted(SEG_CLASSES)}")

@@ -3,8 +3,8 @@
 A differential oracle for :mod:`lachesis.memory.allocator` (and for the decode-node simulator): it parses
 the event list itself (the format in docs/design.md §5), replays it block by
 block and token by token, and re-implements the built-in policies naively from their definitions
-in :mod:`lachesis.memory.policies` and :mod:`lachesis.memory.placement_stats` (Python lists, ``sorted``, loops over the whole
-history; no numpy, no code shared with the allocator).  A user policy object (any object with
+in :mod:`lachesis.memory.policies` and :mod:`lachesis.memory.placement_stats` (Python lists, ``sorted``,
+loops over the whole history; no numpy, no code shared with the allocator).  A user policy object (any object with
 ``tier(seg, view)``, ``frees_at_boundary``) is driven through this per-block allocator instead,
 with a naive :class:`RefView` as its memory view.
 
@@ -130,7 +130,8 @@ class RefView:
         return sum(1 for s in self.sim.live_in_order() if s.cls == "reviewer" for b in s.blocks if b.tier == HBM)
 
     def _ranked_workers(self, segment_id: str) -> tuple[list[Seg], Seg, int]:
-        """The live workers ranked before one (rank key, NaN last, then open order), it, and the live workers' HBM blocks."""
+        """The live workers ranked before one (rank key, NaN last, then open order), that one, and the HBM
+        blocks all live workers hold."""
         ws = sorted((s for s in self.sim.live_in_order() if s.cls == "worker"),
                     key=lambda s: (math.inf if math.isnan(s.key) else s.key, s.order))
         ids = [s.id for s in ws]
@@ -241,7 +242,8 @@ class RefSim:
         self.policy = policy
         self.name, self.knobs = _spec(policy) if isinstance(policy, str) else (None, {})
         self.frees = (not self.name.startswith("hbm_first")) if self.name else bool(policy.frees_at_boundary)
-        self.reclaim = (self.name == "hbm_first_reclaim") if self.name else bool(getattr(policy, "reclaims_cached_hbm", False))
+        self.reclaim = ((self.name == "hbm_first_reclaim") if self.name
+                        else bool(getattr(policy, "reclaims_cached_hbm", False)))
         window = self.knobs.get("window", RHO_WINDOW) if self.name else getattr(policy, "rho_window", RHO_WINDOW)
         self.rho_window = int(window)
         self.segs: dict[str, Seg] = {}
@@ -315,7 +317,8 @@ class RefSim:
         rho = stats.predicted_rho(seg.session, seg.cls)
         if math.isnan(rho):
             return HBM
-        tau = self.knobs["threshold"] if "threshold" in self.knobs else stats.rho_quantile(self.knobs.get("quantile", 0.5))
+        knobs = self.knobs
+        tau = knobs["threshold"] if "threshold" in knobs else stats.rho_quantile(knobs.get("quantile", 0.5))
         return HBF if rho > tau else HBM
 
     def choose_oracle(self, seg: Seg, nb: int) -> int:

@@ -73,7 +73,8 @@ class TableView:
         self.workers_ahead, self.spawns_ahead = w.workers_ahead, w.spawns_ahead
         self.live_workers, self.worker_position = w.live_workers, w.worker_position
         s = live.segments
-        self.demand_ahead, self.live_segments, self.segment_position = s.demand_ahead, s.live_segments, s.segment_position
+        self.demand_ahead = s.demand_ahead
+        self.live_segments, self.segment_position = s.live_segments, s.segment_position
 
 
 class Placer:
@@ -193,7 +194,8 @@ class SegmentTable:
             final = final_tokens if type(final_tokens) is float else _as_float(final_tokens, segment_id, "final_tokens")
             if final == final:
                 if not (final >= 0 and math.isfinite(final)):
-                    raise ValueError(f"segment {segment_id!r}: final_tokens must be a finite number >= 0 (or NaN), got {final_tokens!r}")
+                    raise ValueError(f"segment {segment_id!r}: final_tokens must be a finite number >= 0 (or NaN), "
+                                     f"got {final_tokens!r}")
                 row.final_tokens = final
                 row.final_blocks = float(math.ceil(final / self.block_tokens))
         row.last_use = float(now)
@@ -270,11 +272,13 @@ class SegmentTable:
             raise KeyError(f"add_reads: segment {segment_id!r} is not open")
         if type(read_tokens) is not int and (isinstance(read_tokens, (bool, np.bool_))
                                              or not isinstance(read_tokens, (int, np.integer))) or read_tokens < 0:
-            raise ValueError(f"add_reads: segment {segment_id!r}: read_tokens must be an integer >= 0, got {read_tokens!r}")
+            raise ValueError(f"add_reads: segment {segment_id!r}: read_tokens must be an integer >= 0, "
+                             f"got {read_tokens!r}")
         row.reads += int(read_tokens)
 
     def close(self, segment_id: str, now: float = 0.0, last_use: float | None = None) -> int:
-        """Report a segment's boundary: free its blocks (or cache them, boundary-unaware policy); returns its block count.
+        """Report a segment's boundary: free its blocks (or cache them, boundary-unaware policy); returns its
+        block count.
 
         ``last_use`` (default ``now``) is the time the segment was last read; cached dead segments
         are evicted in increasing ``last_use`` (ties: close order)."""

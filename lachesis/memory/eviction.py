@@ -53,7 +53,8 @@ class LRUEviction:
         return int(self.blocks[as_tier(tier)])
 
     def blocks_of(self, segment_id: str) -> np.ndarray | None:
-        """Block ids a cached dead segment still holds, in write order (the pool's own array: read only); None if none."""
+        """Block ids a cached dead segment still holds, in write order (the pool's own array: read only);
+        None when it holds none."""
         dead = self._dead.get(segment_id)
         return None if dead is None else dead.ids()
 
@@ -84,13 +85,13 @@ class LRUEviction:
             dead = pool.get(sid)
             n_t = 0 if dead is None else (dead.n_blocks if tier is None else
                                           dead.n_hbm if tier == Tier.HBM else dead.n_blocks - dead.n_hbm)
-            if n_t == 0:
+            if dead is None or n_t == 0:
                 heapq.heappop(heap)
                 continue
             ids = dead.ids()
             take = min(k, n_t)
             if take == dead.n_blocks:  # the whole segment goes (its HBM count is known)
-                ev, keep, n_hbm = ids[::-1], None, dead.n_hbm
+                ev, keep, n_hbm = ids[::-1], ids[:0], dead.n_hbm
             elif tier is None:
                 ev = ids[ids.size - take :][::-1]
                 keep = ids[: ids.size - take]
@@ -110,7 +111,7 @@ class LRUEviction:
             if dead.n_blocks == 0:
                 del pool[sid]
             else:
-                dead.chunks = [keep]  # type: ignore[list-item]
+                dead.chunks = [keep]
             k -= take
         ev = out[0] if len(out) == 1 else np.concatenate(out)
         self.evicted += int(ev.size)

@@ -45,7 +45,8 @@ class LiveColumns:
         self.demand = np.zeros(64, dtype=np.int64)  # HBM blocks held + blocks still to write (0 once dead)
         self.slot: dict[str, int] = {}  # live segment id -> its slot
 
-    _COLS = ("ids", "key", "close", "final", "blocks", "hbm", "rclose", "demand", "alive")  # alive last: compact masks by it
+    #: every column; alive last, as compaction masks by it
+    _COLS = ("ids", "key", "close", "final", "blocks", "hbm", "rclose", "demand", "alive")
 
     def add(self, row: SegmentRow) -> None:
         """A slot for a live row, from what it holds now."""
@@ -112,7 +113,8 @@ class RankedWorker:
     __slots__ = ("rank", "blocks", "spawn_blocks", "spawn_mean")
 
     def __init__(self, rank_key: float, order: int) -> None:
-        self.rank = (math.inf if rank_key != rank_key else rank_key, order)  # where it sorts (NaN last, then open order)
+        # where it sorts: rank key (NaN last), then open order
+        self.rank = (math.inf if rank_key != rank_key else rank_key, order)
         self.blocks = 0
         self.spawn_blocks = -1  # blocks of its first placement; -1 before it
         self.spawn_mean = math.nan  # the closed workers' mean size in blocks then
@@ -177,7 +179,8 @@ class WorkerRanking:
 
     def live_workers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Live workers in open order: (ids, rank keys, blocks, HBM blocks)."""
-        return self._columns().live("ids", "key", "blocks", "hbm")
+        ids, key, blocks, hbm = self._columns().live("ids", "key", "blocks", "hbm")
+        return ids, key, blocks, hbm
 
     def worker_position(self, segment_id: str) -> int:
         """Index of a live worker in the arrays :meth:`live_workers` returns."""
@@ -240,7 +243,8 @@ class LiveSegments:
 
     def live_segments(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Every live segment in open order: (close_s, final size in blocks, blocks, HBM blocks)."""
-        return self._columns().live("close", "final", "blocks", "hbm")
+        close, final, blocks, hbm = self._columns().live("close", "final", "blocks", "hbm")
+        return close, final, blocks, hbm
 
     def segment_position(self, segment_id: str) -> int:
         """Index of a live segment in the arrays :meth:`live_segments` returns."""

@@ -40,10 +40,11 @@ _DETERMINISTIC = {c: Tier.HBM if c in SHORT_LIVED_CLASSES else Tier.HBF for c in
 
 def _deterministic(seg: SegmentInfo) -> Tier:
     """§4's deterministic path: HBM for a short-lived class, HBF for a long-lived one."""
-    tier = _DETERMINISTIC.get(seg.seg_class)
-    if tier is None:
-        check_class(seg.segment_id, seg.seg_class)  # raises: not a segment class
-    return tier
+    try:
+        return _DETERMINISTIC[seg.seg_class]
+    except KeyError:
+        check_class(seg.segment_id, seg.seg_class)  # raises ValueError: not a segment class
+        raise
 
 
 class HBMFirst:

@@ -84,7 +84,8 @@ class MemoryView(Protocol):
         ...
 
     def live_workers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Live workers in open order: (segment ids (object array), rank keys float64, blocks int64, HBM blocks int64)."""
+        """Live workers in open order: (segment ids (object array), rank keys float64, blocks int64, HBM
+        blocks int64)."""
         ...
 
     def worker_position(self, segment_id: str) -> int:

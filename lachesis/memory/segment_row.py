@@ -22,7 +22,8 @@ class SegmentRow:
                  "n_blocks", "n_hbm", "n_tokens", "last_tier", "last_use", "tier_pref", "reads",
                  "close_s", "final_tokens", "final_blocks")
 
-    def __init__(self, segment_id: str, seg_class: str, session_id: str, role: str, rank_key: float, boundary: str) -> None:
+    def __init__(self, segment_id: str, seg_class: str, session_id: str, role: str, rank_key: float,
+                 boundary: str) -> None:
         self.segment_id = segment_id
         self.seg_class = seg_class
         self.session_id = session_id

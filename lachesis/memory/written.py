@@ -43,7 +43,8 @@ class WriteTotals:
 
     def bytes_by_class(self) -> dict[str, tuple[int, int]]:
         """Class -> (HBM bytes, HBF bytes)."""
-        return {c: (int(v[0]) * self.bytes_per_token, int(v[1]) * self.bytes_per_token) for c, v in self.tokens_by_class.items()}
+        bpt = self.bytes_per_token
+        return {c: (int(v[0]) * bpt, int(v[1]) * bpt) for c, v in self.tokens_by_class.items()}
 
     def as_dict(self) -> dict[str, Any]:
         """Plain-Python summary (for save_numbers / comparisons)."""
