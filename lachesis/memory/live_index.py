@@ -282,7 +282,8 @@ class LiveIndex:
             self.workers.opened(row)
         elif cls == "reviewer":
             self.n_reviewers += 1
-        self.segments.opened(row)
+        if self.segments.cols is not None:
+            self.segments.opened(row)
 
     def grew(self, row: SegmentRow, nb: int, n_hbm: int) -> None:
         """A row was given nb new blocks, n_hbm of them in HBM (the row already holds them)."""
