@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path[:0] = [str(Path(__file__).resolve().parents[1] / d) for d in ("tests", "tests/node")]
 
 from reference_blocksim import RefSim, reference_replay  # noqa: E402
 from results import record  # noqa: E402
@@ -166,7 +166,7 @@ def memory_calls(n_sessions: int = 24, scale: int = 4, hbm_bytes: float = 4e8) -
         calls: list = []
         first = []
 
-        def make(*a, **k):
+        def make(*a, calls=calls, first=first, **k):
             m = Memory(*a, **k)
             if first:
                 return m
@@ -243,7 +243,8 @@ def bench_native_memory(out, repeat: int) -> None:
     plan, cfg, logs = memory_calls()
     index = {s: i for i, s in enumerate(plan.sessions)}
     segs = _core.plan_segments(plan)
-    out(f"node memory: the calls of a simulated run replayed (µs per write; writes = write_request's (segment, tokens) pairs)")
+    out("node memory: the calls of a simulated run replayed (µs per write; writes = write_request's (segment, tokens)"
+        " pairs)")
     out("  python: the reference Memory; native: NodeMemory called from Python per call (binding included);")
     out("  in C++: the same calls but hbm_tokens replayed inside the core (as the native loop calls it), against")
     out("  the reference on those calls")

@@ -3,8 +3,8 @@
 A differential oracle for :mod:`lachesis.memory.allocator` (and for the decode-node simulator): it parses
 the event list itself (the format in docs/design.md §5), replays it block by
 block and token by token, and re-implements the built-in policies naively from their definitions
-in :mod:`lachesis.memory.policies` and :mod:`lachesis.kv` (Python lists, ``sorted``, loops over the whole
-history; no numpy, no code shared with the allocator).  A user policy object (any object with
+in :mod:`lachesis.memory.policies` and :mod:`lachesis.memory.placement_stats` (Python lists, ``sorted``,
+loops over the whole history; no numpy, no code shared with the allocator).  A user policy object (any object with
 ``tier(seg, view)``, ``frees_at_boundary``) is driven through this per-block allocator instead,
 with a naive :class:`RefView` as its memory view.
 
@@ -21,8 +21,10 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from lachesis.kv import EMA_ALPHA, RHO_WINDOW, AllocationError, SegmentInfo
+from lachesis.kv import AllocationError
 from lachesis.memory.allocator import WriteTotals
+from lachesis.memory.placement_stats import EMA_ALPHA, RHO_WINDOW
+from lachesis.memory.protocol import SegmentInfo
 
 HBM, HBF = 0, 1
 CLASSES = {"reasoning_laden", "reasoning_stripped", "lead", "worker", "reviewer"}
@@ -81,6 +83,8 @@ class Seg:
         self.final_tokens = final_tokens
         self.blocks: list[Block] = []
         self.spawn_size: float | None = None  # Lachesis size_estimate=spawn: its size fixed at its first decision
+        self.spawn_blocks = -1  # a worker's first decision: the blocks it asked for, and the closed workers' mean then
+        self.spawn_mean = math.nan
         self.tokens = 0
         self.reads = 0
         self.dead = False
@@ -89,7 +93,7 @@ class Seg:
 
 
 class RefView:
-    """Naive :class:`lachesis.kv.MemoryView` over the per-block state (for user policy objects)."""
+    """Naive :class:`lachesis.memory.protocol.MemoryView` over the per-block state (for policy objects)."""
 
     def __init__(self, sim: "RefSim") -> None:
         self.sim = sim
@@ -124,6 +128,41 @@ class RefView:
 
     def live_reviewer_hbm_blocks(self) -> int:
         return sum(1 for s in self.sim.live_in_order() if s.cls == "reviewer" for b in s.blocks if b.tier == HBM)
+
+    def _ranked_workers(self, segment_id: str) -> tuple[list[Seg], Seg, int]:
+        """The live workers ranked before one (rank key, NaN last, then open order), that one, and the HBM
+        blocks all live workers hold."""
+        ws = sorted((s for s in self.sim.live_in_order() if s.cls == "worker"),
+                    key=lambda s: (math.inf if math.isnan(s.key) else s.key, s.order))
+        ids = [s.id for s in ws]
+        if segment_id not in ids:
+            raise KeyError(f"worker segment {segment_id!r} is not live")
+        i = ids.index(segment_id)
+        return ws[:i], ws[i], sum(1 for s in ws for b in s.blocks if b.tier == HBM)
+
+    def workers_ahead(self, segment_id: str):
+        ahead, me, hbm = self._ranked_workers(segment_id)
+        return iter([len(s.blocks) for s in ahead]), len(me.blocks), hbm
+
+    def spawns_ahead(self, segment_id: str):
+        ahead, me, hbm = self._ranked_workers(segment_id)
+        return iter([(s.spawn_blocks, s.spawn_mean) for s in ahead]), (me.spawn_blocks, me.spawn_mean), hbm
+
+    def demand_ahead(self, segment_id: str):
+        segs = self.sim.live_in_order()
+        me = next((s for s in segs if s.id == segment_id), None)
+        if me is None:
+            raise KeyError(f"segment {segment_id!r} is not live")
+
+        def key(s: Seg) -> tuple[float, int]:
+            return (math.inf if math.isnan(s.close_s) else s.close_s, s.order)
+
+        def demand(s: Seg) -> tuple[int, int]:
+            fb = self.sim.final_blocks(s)
+            return sum(1 for b in s.blocks if b.tier == HBM), 0 if math.isnan(fb) else max(int(fb) - len(s.blocks), 0)
+
+        others = sum(sum(demand(s)) for s in segs if s is not me and key(s) < key(me))
+        return (others, *demand(me))
 
     def live_segments(self):
         segs = self.sim.live_in_order()
@@ -203,7 +242,8 @@ class RefSim:
         self.policy = policy
         self.name, self.knobs = _spec(policy) if isinstance(policy, str) else (None, {})
         self.frees = (not self.name.startswith("hbm_first")) if self.name else bool(policy.frees_at_boundary)
-        self.reclaim = (self.name == "hbm_first_reclaim") if self.name else bool(getattr(policy, "reclaims_cached_hbm", False))
+        self.reclaim = ((self.name == "hbm_first_reclaim") if self.name
+                        else bool(getattr(policy, "reclaims_cached_hbm", False)))
         window = self.knobs.get("window", RHO_WINDOW) if self.name else getattr(policy, "rho_window", RHO_WINDOW)
         self.rho_window = int(window)
         self.segs: dict[str, Seg] = {}
@@ -277,7 +317,8 @@ class RefSim:
         rho = stats.predicted_rho(seg.session, seg.cls)
         if math.isnan(rho):
             return HBM
-        tau = self.knobs["threshold"] if "threshold" in self.knobs else stats.rho_quantile(self.knobs.get("quantile", 0.5))
+        knobs = self.knobs
+        tau = knobs["threshold"] if "threshold" in knobs else stats.rho_quantile(knobs.get("quantile", 0.5))
         return HBF if rho > tau else HBM
 
     def choose_oracle(self, seg: Seg, nb: int) -> int:
@@ -350,6 +391,8 @@ class RefSim:
         nb = max(0, math.ceil((n - room) / self.bt))
         new: list[Block] = []
         if nb:
+            if seg.cls == "worker" and seg.spawn_blocks < 0:  # its first decision: its spawn
+                seg.spawn_blocks, seg.spawn_mean = len(seg.blocks) + nb, _Stats(self).mean_worker_blocks
             want = self.choose(seg, nb)
             while len(new) < nb:
                 b = self.free_block(want)

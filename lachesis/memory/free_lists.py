@@ -125,7 +125,8 @@ class TieredAllocator:
         if ids.size == 0:
             return
         if ids.ndim != 1 or ids.dtype.kind not in "iu":
-            raise AllocationError(f"free: expected a 1-D array of integer block ids, got shape {ids.shape} dtype {ids.dtype}")
+            raise AllocationError(f"free: expected a 1-D array of integer block ids, "
+                                  f"got shape {ids.shape} dtype {ids.dtype}")
         ids = ids.astype(np.int64, copy=False)
         lo, hi = int(ids.min()), int(ids.max())
         if lo < 0 or hi >= self.n_blocks:
@@ -154,6 +155,7 @@ class TieredAllocator:
         hbm = self.hbm_blocks
         if all_hbm is None:
             all_hbm, all_hbf = hi < hbm, lo >= hbm
+        parts: tuple[tuple[Tier, np.ndarray], ...]
         if all_hbm:
             parts = ((Tier.HBM, ids),)
         elif all_hbf:

@@ -1,10 +1,12 @@
-"""The segment table's rows and the indexes over its live rows that placement policies read (§4).
+"""The live index (§4): what placement reads about the live segments, kept current as the segment table
+reports each event (a segment opened, a worker is about to be placed, a segment grew, closed).
 
-:class:`SegmentRow` is one segment's row; :class:`WorkerRanking` keeps the node's live workers
-ranked by predicted lifetime (the predictive path's ranking, kept current per open and close so a
-decision reads a prefix instead of sorting); :class:`LiveSegments` keeps every live segment's
-clairvoyant close time and remaining size as numpy columns (the oracle's ranking).  Both are read
-through the policy's memory view (docs/design.md §5).
+:class:`WorkerRanking` keeps the live workers ranked by predicted lifetime (the predictive path's
+ranking, so a decision reads a prefix instead of sorting), with each worker's blocks and first placement;
+:class:`LiveSegments` keeps every live segment's clairvoyant close time and remaining size as numpy
+columns (the oracle's ranking); :class:`LiveIndex` tells both, and counts the live reviewers and their
+HBM blocks.  The table's rows are read here, never written; a policy reads the index through its memory
+view (docs/design.md §5).
 """
 
 from __future__ import annotations
@@ -12,69 +14,24 @@ from __future__ import annotations
 import bisect
 import math
 from itertools import islice
-from typing import Iterator
+from typing import Iterator, Mapping
 
 import numpy as np
 
-from lachesis.kv import Tier
+from lachesis.memory.segment_row import SegmentRow
 
-__all__ = ["SegmentRow", "LiveColumns", "WorkerRanking", "LiveSegments"]
+__all__ = ["LiveColumns", "WorkerRanking", "LiveSegments", "LiveIndex"]
 
 _sum = np.add.reduce
 
 
-class SegmentRow:
-    """One live (or cached dead) segment: its metadata and block ids as numpy chunks."""
-
-    __slots__ = ("segment_id", "seg_class", "session_id", "role", "rank_key", "boundary", "chunks",
-                 "n_blocks", "n_hbm", "n_tokens", "last_tier", "last_use", "wslot", "aslot", "tier_pref",
-                 "reads", "close_s", "final_tokens", "final_blocks", "rank")
-
-    def __init__(self, segment_id: str, seg_class: str, session_id: str, role: str, rank_key: float, boundary: str) -> None:
-        self.segment_id = segment_id
-        self.seg_class = seg_class
-        self.session_id = session_id
-        self.role = role
-        self.rank_key = rank_key
-        self.boundary = boundary
-        self.chunks: list[np.ndarray] = []
-        self.n_blocks = 0
-        self.n_hbm = 0
-        self.n_tokens = 0
-        self.last_tier = 0  # tier of the segment's last (possibly partial) block
-        self.last_use = 0.0
-        self.wslot = -1  # slot in the worker ranking's columns (workers only)
-        self.aslot = -1  # slot in the live-segment columns (once a policy asked for them)
-        self.tier_pref: Tier | None = None  # the policy's latest decision for this segment
-        self.reads = 0  # decode-stage reads reported so far (Eq. 3)
-        self.close_s = math.nan  # clairvoyant close time (oracle)
-        self.final_tokens = math.nan  # clairvoyant final size in tokens (oracle)
-        self.final_blocks = math.nan  # the same in blocks
-        self.rank: tuple | None = None  # (rank key, NaN as +inf; open order; row): entry in the worker ranking
-
-    def blocks_to_write(self) -> int:
-        """Blocks the segment has still to write by its clairvoyant final size (0 when unknown)."""
-        f = self.final_blocks
-        return 0 if f != f or f <= self.n_blocks else int(f) - self.n_blocks
-
-    def block_ids(self) -> np.ndarray:
-        """The row's block ids in write order (its chunks joined once)."""
-        if not self.chunks:
-            return np.zeros(0, dtype=np.int64)
-        if len(self.chunks) > 1:
-            self.chunks = [np.concatenate(self.chunks)]
-        return self.chunks[0]
-
-
 class LiveColumns:
-    """Live rows as parallel numpy columns in open order (vectorized rankings); a closed row's slot
-    is masked and the columns are compacted once most slots are dead."""
+    """Live rows as parallel numpy columns in open order (vectorized rankings), with each row's slot by
+    segment id; a closed row's slot is masked and the columns are compacted once most slots are dead."""
 
-    __slots__ = ("attr", "n", "dead", "ids", "key", "close", "final", "blocks", "hbm", "alive", "rows",
-                 "rclose", "demand")
+    __slots__ = ("n", "dead", "ids", "key", "close", "final", "blocks", "hbm", "alive", "rclose", "demand", "slot")
 
-    def __init__(self, attr: str) -> None:
-        self.attr = attr  # the SegmentRow attribute holding a row's slot
+    def __init__(self) -> None:
         self.n = 0
         self.dead = 0
         self.ids = np.empty(64, dtype=object)
@@ -86,11 +43,13 @@ class LiveColumns:
         self.alive = np.zeros(64, dtype=bool)
         self.rclose = np.empty(64, dtype=np.float64)  # close time as the oracle ranks it (unknown: +inf)
         self.demand = np.zeros(64, dtype=np.int64)  # HBM blocks held + blocks still to write (0 once dead)
-        self.rows: list[SegmentRow | None] = []
+        self.slot: dict[str, int] = {}  # live segment id -> its slot
 
-    _COLS = ("ids", "key", "close", "final", "blocks", "hbm", "rclose", "demand", "alive")  # alive last: compact masks by it
+    #: every column; alive last, as compaction masks by it
+    _COLS = ("ids", "key", "close", "final", "blocks", "hbm", "rclose", "demand", "alive")
 
     def add(self, row: SegmentRow) -> None:
+        """A slot for a live row, from what it holds now."""
         if self.n == self.ids.size:
             for c in self._COLS:
                 a = getattr(self, c)
@@ -105,16 +64,21 @@ class LiveColumns:
         self.alive[i] = True
         self.rclose[i] = math.inf if row.close_s != row.close_s else row.close_s
         self.demand[i] = row.n_hbm + row.blocks_to_write()
-        self.rows.append(row)
-        setattr(row, self.attr, i)
+        self.slot[row.segment_id] = i
         self.n += 1
 
-    def remove(self, row: SegmentRow) -> None:
-        i = getattr(row, self.attr)
+    def grew(self, segment_id: str, nb: int, n_hbm: int) -> int:
+        """A row's slot was given nb new blocks, n_hbm of them in HBM; returns the slot."""
+        i = self.slot[segment_id]
+        self.blocks[i] += nb
+        self.hbm[i] += n_hbm
+        return i
+
+    def remove(self, segment_id: str) -> None:
+        """A row's slot closed."""
+        i = self.slot.pop(segment_id)
         self.alive[i] = False
         self.demand[i] = 0
-        self.rows[i] = None
-        setattr(row, self.attr, -1)
         self.dead += 1
         if self.dead > 64 and 2 * self.dead > self.n:
             self.compact()
@@ -126,14 +90,12 @@ class LiveColumns:
             a = getattr(self, c)
             a[:k] = a[: self.n][m]
         self.alive[k : self.n] = False
-        self.rows = [r for r in self.rows if r is not None]
-        for i, r in enumerate(self.rows):
-            setattr(r, self.attr, i)
+        self.slot = {sid: i for i, sid in enumerate(self.ids[:k].tolist())}
         self.n, self.dead = k, 0
 
-    def position(self, row: SegmentRow) -> int:
+    def position(self, segment_id: str) -> int:
         """Index of a row among the live slots (open order)."""
-        i = getattr(row, self.attr)
+        i = self.slot[segment_id]
         return int(self.alive[:i].sum()) if self.dead else i
 
     def live(self, *cols: str) -> tuple[np.ndarray, ...]:
@@ -145,115 +107,149 @@ class LiveColumns:
         return tuple(getattr(self, c)[:n] for c in cols)
 
 
-class _RowIndex:
-    """Live rows by segment id, with numpy columns of them (:class:`LiveColumns`) built the first time
-    a policy asks and kept current from then on."""
+class RankedWorker:
+    """A live worker as the ranking keeps it: where it sorts, its blocks, its spawn (first placement)."""
 
-    def __init__(self, rows: dict[str, SegmentRow], slot_attr: str, what: str) -> None:
-        self.rows = rows  # live rows, in open order
+    __slots__ = ("rank", "blocks", "spawn_blocks", "spawn_mean")
+
+    def __init__(self, rank_key: float, order: int) -> None:
+        # where it sorts: rank key (NaN last), then open order
+        self.rank = (math.inf if rank_key != rank_key else rank_key, order)
+        self.blocks = 0
+        self.spawn_blocks = -1  # blocks of its first placement; -1 before it
+        self.spawn_mean = math.nan  # the closed workers' mean size in blocks then
+
+
+class WorkerRanking:
+    """The live workers of one table sorted by (rank key, NaN last; open order), with their blocks, their
+    first placement and the HBM blocks they hold; in open order as numpy columns once a policy asks."""
+
+    def __init__(self, rows: Mapping[str, SegmentRow]) -> None:
+        self._rows = rows  # the table's live rows, read only here
+        self._workers: dict[str, RankedWorker] = {}  # live workers, in open order
+        self._ranked: list[tuple[float, int, RankedWorker]] = []
+        self._n_added = 0
+        self.hbm_blocks = 0  # HBM blocks all live workers hold
         self.cols: LiveColumns | None = None  # None until a policy first asks
-        self._slot_attr = slot_attr
-        self._what = what
+
+    def opened(self, row: SegmentRow) -> None:
+        """Rank a worker that just opened."""
+        self._n_added += 1
+        w = self._workers[row.segment_id] = RankedWorker(row.rank_key, self._n_added)
+        bisect.insort(self._ranked, (*w.rank, w))
+        if self.cols is not None:
+            self.cols.add(row)
+
+    def placing(self, segment_id: str, blocks: int, mean: float) -> None:
+        """A worker is about to be placed, before its policy decides, to hold ``blocks`` blocks; the first
+        time, that is its spawn (``mean``: the closed workers' mean size then)."""
+        w = self._workers[segment_id]
+        if w.spawn_blocks < 0:
+            w.spawn_blocks, w.spawn_mean = blocks, mean
+
+    def grew(self, segment_id: str, nb: int, n_hbm: int) -> None:
+        """A worker was given nb new blocks, n_hbm of them in HBM."""
+        self._workers[segment_id].blocks += nb
+        self.hbm_blocks += n_hbm
+        if self.cols is not None:
+            self.cols.grew(segment_id, nb, n_hbm)
+
+    def closed(self, row: SegmentRow) -> None:
+        """Drop a worker that closed."""
+        w = self._workers.pop(row.segment_id)
+        ranked = self._ranked
+        del ranked[bisect.bisect_left(ranked, w.rank)]
+        self.hbm_blocks -= row.n_hbm
+        if self.cols is not None:
+            self.cols.remove(row.segment_id)
 
     def _columns(self) -> LiveColumns:
         if self.cols is None:
-            self.cols = LiveColumns(self._slot_attr)
-            for row in self.rows.values():
+            self.cols = LiveColumns()
+            rows = self._rows
+            for sid in self._workers:
+                self.cols.add(rows[sid])
+        return self.cols
+
+    def _worker(self, segment_id: str) -> RankedWorker:
+        w = self._workers.get(segment_id)
+        if w is None:
+            raise KeyError(f"worker segment {segment_id!r} is not live in the segment table")
+        return w
+
+    def live_workers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Live workers in open order: (ids, rank keys, blocks, HBM blocks)."""
+        ids, key, blocks, hbm = self._columns().live("ids", "key", "blocks", "hbm")
+        return ids, key, blocks, hbm
+
+    def worker_position(self, segment_id: str) -> int:
+        """Index of a live worker in the arrays :meth:`live_workers` returns."""
+        self._worker(segment_id)
+        return self._columns().position(segment_id)
+
+    def workers_ahead(self, segment_id: str) -> tuple[Iterator[int], int, int]:
+        """Blocks held by the live workers ranked before one worker, lazily in rank order; the worker's own
+        blocks; the HBM blocks all live workers hold.  Consume the iterator before the table changes."""
+        w = self._worker(segment_id)
+        ranked = self._ranked
+        ahead = islice(ranked, bisect.bisect_left(ranked, w.rank))
+        return (r.blocks for _, _, r in ahead), w.blocks, self.hbm_blocks
+
+    def spawns_ahead(self, segment_id: str) -> tuple[Iterator[tuple[int, float]], tuple[int, float], int]:
+        """:meth:`workers_ahead` with each worker's spawn (blocks of its first placement, the closed workers'
+        mean then; (-1, NaN) before it) in place of its blocks."""
+        w = self._worker(segment_id)
+        ranked = self._ranked
+        ahead = islice(ranked, bisect.bisect_left(ranked, w.rank))
+        return ((r.spawn_blocks, r.spawn_mean) for _, _, r in ahead), (w.spawn_blocks, w.spawn_mean), self.hbm_blocks
+
+
+class LiveSegments:
+    """Every live segment of one table as numpy columns in open order (the oracle's close-time ranking),
+    built the first time a policy asks and kept current from then on."""
+
+    def __init__(self, rows: Mapping[str, SegmentRow]) -> None:
+        self._rows = rows  # the table's live rows, read only here
+        self.cols: LiveColumns | None = None  # None until a policy first asks
+
+    def opened(self, row: SegmentRow) -> None:
+        """A segment opened."""
+        if self.cols is not None:
+            self.cols.add(row)
+
+    def grew(self, row: SegmentRow, nb: int, n_hbm: int) -> None:
+        """A segment was given nb new blocks, n_hbm of them in HBM (the row already holds them)."""
+        cols = self.cols
+        if cols is not None:
+            cols.demand[cols.grew(row.segment_id, nb, n_hbm)] = row.n_hbm + row.blocks_to_write()
+
+    def closed(self, row: SegmentRow) -> None:
+        """A segment closed."""
+        if self.cols is not None:
+            self.cols.remove(row.segment_id)
+
+    def _columns(self) -> LiveColumns:
+        if self.cols is None:
+            self.cols = LiveColumns()
+            for row in self._rows.values():
                 self.cols.add(row)
         return self.cols
 
     def _row(self, segment_id: str) -> SegmentRow:
-        row = self.rows.get(segment_id)
+        row = self._rows.get(segment_id)
         if row is None:
-            raise KeyError(f"{self._what} {segment_id!r} is not live in the segment table")
+            raise KeyError(f"segment {segment_id!r} is not live in the segment table")
         return row
-
-
-class WorkerRanking(_RowIndex):
-    """The live workers of one table sorted by (rank key, NaN last; open order), with the HBM blocks
-    they hold, and in open order as numpy columns."""
-
-    def __init__(self) -> None:
-        super().__init__({}, "wslot", "worker segment")
-        self.hbm_blocks = 0  # HBM blocks all live workers hold
-        self._ranked: list[tuple[float, int, SegmentRow]] = []
-        self._n_added = 0
-
-    def add(self, row: SegmentRow) -> None:
-        """Rank a worker that just opened."""
-        self.rows[row.segment_id] = row
-        if self.cols is not None:
-            self.cols.add(row)
-        self._n_added += 1
-        key = row.rank_key
-        row.rank = (math.inf if key != key else key, self._n_added, row)
-        bisect.insort(self._ranked, row.rank)
-
-    def grew(self, row: SegmentRow, nb: int, n_hbm: int) -> None:
-        """A ranked worker was given nb new blocks, n_hbm of them in HBM."""
-        self.hbm_blocks += n_hbm
-        i = row.wslot
-        if i >= 0:
-            self.cols.blocks[i] += nb  # type: ignore[union-attr]
-            self.cols.hbm[i] += n_hbm  # type: ignore[union-attr]
-
-    def remove(self, row: SegmentRow) -> None:
-        """Drop a worker that closed."""
-        del self.rows[row.segment_id]
-        if row.wslot >= 0:
-            self.cols.remove(row)  # type: ignore[union-attr]
-        ranked = self._ranked
-        del ranked[bisect.bisect_left(ranked, row.rank)]
-        row.rank = None
-        self.hbm_blocks -= row.n_hbm
-
-    def live_workers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Live workers in open order: (ids, rank keys, blocks, HBM blocks)."""
-        return self._columns().live("ids", "key", "blocks", "hbm")
-
-    def worker_position(self, segment_id: str) -> int:
-        """Index of a live worker in the arrays :meth:`live_workers` returns."""
-        row = self._row(segment_id)
-        return self._columns().position(row)
-
-    def workers_ahead(self, segment_id: str) -> tuple[Iterator[int], int, int]:
-        """Blocks held by the live workers ranked before one worker, lazily in rank order; the worker's
-        own blocks; the HBM blocks all live workers hold.  Consume the iterator before the table changes."""
-        row = self._row(segment_id)
-        ranked = self._ranked
-        i = bisect.bisect_left(ranked, row.rank)
-        return (r.n_blocks for _, _, r in islice(ranked, i)), row.n_blocks, self.hbm_blocks
-
-
-class LiveSegments(_RowIndex):
-    """Every live segment of one table as numpy columns in open order (the oracle's close-time
-    ranking); it reads the table's live rows, and is told of a change only once its columns exist."""
-
-    def __init__(self, live: dict[str, SegmentRow]) -> None:
-        super().__init__(live, "aslot", "segment")  # the table's own dict, read only here
-
-    def add(self, row: SegmentRow) -> None:
-        """A segment opened."""
-        self.cols.add(row)  # type: ignore[union-attr]
-
-    def grew(self, row: SegmentRow, nb: int, n_hbm: int) -> None:
-        """A segment with a slot was given nb new blocks, n_hbm of them in HBM."""
-        cols, i = self.cols, row.aslot
-        cols.blocks[i] += nb  # type: ignore[union-attr]
-        cols.hbm[i] += n_hbm  # type: ignore[union-attr]
-        cols.demand[i] = row.n_hbm + row.blocks_to_write()  # type: ignore[union-attr]
-
-    def remove(self, row: SegmentRow) -> None:
-        """A segment with a slot closed."""
-        self.cols.remove(row)  # type: ignore[union-attr]
 
     def live_segments(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Every live segment in open order: (close_s, final size in blocks, blocks, HBM blocks)."""
-        return self._columns().live("close", "final", "blocks", "hbm")
+        close, final, blocks, hbm = self._columns().live("close", "final", "blocks", "hbm")
+        return close, final, blocks, hbm
 
     def segment_position(self, segment_id: str) -> int:
         """Index of a live segment in the arrays :meth:`live_segments` returns."""
-        return self._columns().position(self._row(segment_id))
+        self._row(segment_id)
+        return self._columns().position(segment_id)
 
     def demand_ahead(self, segment_id: str) -> tuple[int, int, int]:
         """The oracle's ranking read in place: the HBM blocks held plus the blocks still to write (by
@@ -262,8 +258,54 @@ class LiveSegments(_RowIndex):
         Integer sums, so their order does not matter; closed slots count zero, so none is masked."""
         row = self._row(segment_id)
         slots = self._columns()
-        i, n = row.aslot, slots.n
+        i, n = slots.slot[segment_id], slots.n
         key, demand = slots.rclose, slots.demand
         k = key[i]
         ahead = int(_sum(demand[:i][key[:i] <= k])) + int(_sum(demand[i + 1 : n][key[i + 1 : n] < k]))
         return ahead, row.n_hbm, row.blocks_to_write()
+
+
+class LiveIndex:
+    """The live index of one table, told each event by the table: the worker ranking, the live-segment
+    columns, and the live reviewers with the HBM blocks they hold."""
+
+    def __init__(self, rows: Mapping[str, SegmentRow]) -> None:
+        self.workers = WorkerRanking(rows)
+        self.segments = LiveSegments(rows)
+        self.n_reviewers = 0  # live reviewer segments
+        self.reviewer_hbm_blocks = 0  # HBM blocks live reviewers hold
+
+    def opened(self, row: SegmentRow) -> None:
+        """A row opened (it holds no block yet); a worker is ranked, its spawn still to come."""
+        cls = row.seg_class
+        if cls == "worker":
+            self.workers.opened(row)
+        elif cls == "reviewer":
+            self.n_reviewers += 1
+        if self.segments.cols is not None:
+            self.segments.opened(row)
+
+    def grew(self, row: SegmentRow, nb: int, n_hbm: int) -> None:
+        """A row was given nb new blocks, n_hbm of them in HBM (the row already holds them)."""
+        cls = row.seg_class
+        if cls == "worker":
+            self.workers.grew(row.segment_id, nb, n_hbm)
+        elif cls == "reviewer":
+            self.reviewer_hbm_blocks += n_hbm
+        if self.segments.cols is not None:
+            self.segments.grew(row, nb, n_hbm)
+
+    def closed(self, row: SegmentRow) -> None:
+        """A row closed (it still holds its blocks)."""
+        cls = row.seg_class
+        if cls == "worker":
+            self.workers.closed(row)
+        elif cls == "reviewer":
+            self.n_reviewers -= 1
+            self.reviewer_hbm_blocks -= row.n_hbm
+        if self.segments.cols is not None:
+            self.segments.closed(row)
+
+    def live_reviewer_hbm_blocks(self) -> int:
+        """HBM blocks held by live reviewer segments."""
+        return self.reviewer_hbm_blocks

@@ -2,33 +2,24 @@
 
 A policy is an object with one decision function, ``tier(seg, view)``, called by the segment table
 (:class:`lachesis.memory.allocator.SegmentTable`) whenever a segment's write needs new blocks; it is told
-the segment (:class:`~lachesis.kv.SegmentInfo`) and memory through a read-only view
-(:class:`~lachesis.kv.MemoryView`), and the allocator falls back to the other tier when the chosen
-one is full.  :func:`as_policy` takes a registered name (:data:`POLICIES`), ``name:key=value,...``
-for a policy's knobs, or a policy object.  The policies, the view, how to add one, and the
-predictive path's named assumptions (worker size, reviewer reservation, budget and k, scope of the
-ranking) are in docs/design.md §5.
+the segment (:class:`~lachesis.memory.protocol.SegmentInfo`) and memory through a read-only view
+(:class:`~lachesis.memory.protocol.MemoryView`), and the allocator falls back to the other tier when the
+chosen one is full.  Every view answers the queries a policy asks, so each rule is written once, and a
+policy keeps no state of its own.  :func:`as_policy` takes a registered name (:data:`POLICIES`),
+``name:key=value,...`` for a policy's knobs, or a policy object.  The policies, the view, how to add one,
+and the predictive path's named assumptions (worker size, reviewer reservation, budget and k, scope of
+the ranking) are in docs/design.md §5.
 """
 
 from __future__ import annotations
 
 import inspect
 import math
-from typing import Any, Iterable
-from weakref import WeakKeyDictionary
+from typing import Any
 
-import numpy as np
-
-from lachesis.kv import (
-    RHO_WINDOW,
-    SEG_CLASSES,
-    SHORT_LIVED_CLASSES,
-    MemoryView,
-    Policy,
-    SegmentInfo,
-    Tier,
-    check_class,
-)
+from lachesis.kv import SEG_CLASSES, SHORT_LIVED_CLASSES, Tier, check_class
+from lachesis.memory.placement_stats import RHO_WINDOW
+from lachesis.memory.protocol import MemoryView, Policy, SegmentInfo
 
 __all__ = [
     "HBMFirst",
@@ -49,10 +40,11 @@ _DETERMINISTIC = {c: Tier.HBM if c in SHORT_LIVED_CLASSES else Tier.HBF for c in
 
 def _deterministic(seg: SegmentInfo) -> Tier:
     """§4's deterministic path: HBM for a short-lived class, HBF for a long-lived one."""
-    tier = _DETERMINISTIC.get(seg.seg_class)
-    if tier is None:
-        check_class(seg.segment_id, seg.seg_class)  # raises: not a segment class
-    return tier
+    try:
+        return _DETERMINISTIC[seg.seg_class]
+    except KeyError:
+        check_class(seg.segment_id, seg.seg_class)  # raises ValueError: not a segment class
+        raise
 
 
 class HBMFirst:
@@ -96,6 +88,22 @@ class DeterministicOnly:
 SIZE_ESTIMATES = ("held", "mean_floor", "spawn")
 
 
+def _worker_budget(view: MemoryView, hbm_live_workers: int) -> int:
+    """HBM blocks the ranked workers may hold (§4, docs/design.md §5, budget and k): HBM, less what anything
+    but the live workers holds, less the reviewers' reservation."""
+    pinned = view.used(Tier.HBM) - hbm_live_workers
+    return view.total(Tier.HBM) - pinned - view.stats.reviewer_reserve(view.live_reviewer_hbm_blocks())
+
+
+def _spawn_size(spawn: tuple[int, float], mean: float) -> float:
+    """A worker's size fixed at its spawn (blocks of its first placement, the closed workers' mean then): the
+    larger of the two; a worker not yet placed counts at the mean now."""
+    b, m = spawn
+    if b < 0:
+        return mean
+    return b if b > m else m
+
+
 class Lachesis:
     """§4: deterministic path + predictive admission of workers, shortest-predicted first.
 
@@ -122,98 +130,36 @@ class Lachesis:
 
     @staticmethod
     def admitted(seg: SegmentInfo, view: MemoryView, size_estimate: str = SIZE_ESTIMATES[0]) -> bool:
-        """Whether the worker is within the first k of the node's live-worker ranking right now."""
+        """Whether the worker is within the first k of the node's live-worker ranking right now: the sizes
+        of the workers ranked up to and including it, summed in rank order, fit the budget.  Sizes are
+        >= 0, so the sum never decreases and stops once it exceeds the budget."""
+        acc: float = 0
         if size_estimate == "spawn":
-            return Lachesis._admitted_spawn(seg, view)
-        ahead = getattr(view, "workers_ahead", None)  # the segment table keeps the ranking sorted
-        if ahead is not None:
-            if size_estimate == "held":
-                return Lachesis._admitted_held(seg, view, *ahead(seg.segment_id))
-            return Lachesis._admitted_ranked(seg, view, *ahead(seg.segment_id))
-        _, keys, blocks, hbm_blocks = view.live_workers()
-        me = view.worker_position(seg.segment_id)
-        stats = view.stats
-        mean = stats.mean_worker_blocks if size_estimate == "mean_floor" else 0.0
-        est = np.maximum(blocks.astype(np.float64), mean)
-        est[me] = max(float(blocks[me] + seg.new_blocks), mean)
-        return Lachesis._fits(seg, view, keys, est, me, int(hbm_blocks.sum()))
-
-    @staticmethod
-    def _fits(seg: SegmentInfo, view: MemoryView, keys: np.ndarray, est: np.ndarray, me: int,
-              hbm_live_workers: int) -> bool:
-        """Whether the estimates of the workers ranked up to and including ``me`` fit the budget."""
-        stats = view.stats
-        pinned = view.used(Tier.HBM) - hbm_live_workers
-        reserve = stats.reviewer_reserve(view.live_reviewer_hbm_blocks())
-        budget = view.total(Tier.HBM) - pinned - reserve
-        nan = np.isnan(keys)
-        if nan.any():
-            keys = np.where(nan, np.inf, keys)
-        order = np.argsort(keys, kind="stable")
-        # k = how many ranked workers fit; sizes are >= 0, so the running sum never decreases and the
-        # worker is within the first k exactly when the running sum up to and including it fits.
-        pos = int(np.flatnonzero(order == me)[0])
-        return bool(np.cumsum(est[order[: pos + 1]])[-1] <= budget + 1e-9)
-
-    @staticmethod
-    def _admitted_ranked(seg: SegmentInfo, view: MemoryView, ahead: Iterable[int], mine: int,
-                         hbm_live_workers: int) -> bool:
-        """:meth:`admitted` from the blocks of the workers ranked before this one (in rank order): the
-        same estimates summed in the same order, stopping once the sum exceeds the budget (it only grows)."""
-        stats = view.stats
-        mean = stats.mean_worker_blocks
-        pinned = view.used(Tier.HBM) - hbm_live_workers
-        reserve = stats.reviewer_reserve(view.live_reviewer_hbm_blocks())
-        limit = view.total(Tier.HBM) - pinned - reserve + 1e-9
-        acc = 0.0
+            spawns, spawn, hbm_live_workers = view.spawns_ahead(seg.segment_id)
+            limit = _worker_budget(view, hbm_live_workers) + 1e-9
+            mean = view.stats.mean_worker_blocks
+            for s in spawns:
+                acc += _spawn_size(s, mean)
+                if acc > limit:
+                    return False
+            if spawn[0] < 0:  # asked before its first placement: it would spawn now
+                spawn = (seg.n_blocks + seg.new_blocks, mean)
+            return acc + _spawn_size(spawn, mean) <= limit
+        ahead, mine, hbm_live_workers = view.workers_ahead(seg.segment_id)
+        limit = _worker_budget(view, hbm_live_workers) + 1e-9
+        if size_estimate == "held":
+            for b in ahead:
+                acc += b
+                if acc > limit:
+                    return False
+            return acc + mine + seg.new_blocks <= limit
+        mean = view.stats.mean_worker_blocks  # mean_floor
         for b in ahead:
             acc += b if b > mean else mean
             if acc > limit:
                 return False
         b = mine + seg.new_blocks
-        acc += b if b > mean else mean
-        return acc <= limit
-
-    @staticmethod
-    def _admitted_held(seg: SegmentInfo, view: MemoryView, ahead: Iterable[int], mine: int,
-                       hbm_live_workers: int) -> bool:
-        """:meth:`_admitted_ranked` with each worker counted at the blocks it holds (``held``)."""
-        stats = view.stats
-        pinned = view.used(Tier.HBM) - hbm_live_workers
-        reserve = stats.reviewer_reserve(view.live_reviewer_hbm_blocks())
-        limit = view.total(Tier.HBM) - pinned - reserve + 1e-9
-        acc = mine + seg.new_blocks
-        for b in ahead:
-            acc += b
-            if acc > limit:
-                return False
-        return acc <= limit
-
-    #: per memory view: live worker id -> its size fixed at spawn (``spawn``); weak, so a finished
-    #: table's record goes with it, and per view, so ranks sharing one policy object keep their own
-    _spawn_sizes: "WeakKeyDictionary[MemoryView, dict[str, float]]" = WeakKeyDictionary()
-
-    @staticmethod
-    def _admitted_spawn(seg: SegmentInfo, view: MemoryView) -> bool:
-        """:meth:`admitted` under ``spawn``: each worker counts at the size recorded at its first
-        decision; a live worker never decided (it holds no block) counts as if it spawned now."""
-        sizes = Lachesis._spawn_sizes.get(view)
-        if sizes is None:
-            sizes = Lachesis._spawn_sizes[view] = {}
-        mean = view.stats.mean_worker_blocks
-        sid = seg.segment_id
-        if sid not in sizes:
-            b = float(seg.n_blocks + seg.new_blocks)
-            sizes[sid] = b if b > mean else mean
-        ids, keys, blocks, hbm_blocks = view.live_workers()
-        if len(sizes) > 2 * len(ids) + 64:  # forget closed workers (a closed id is never reopened)
-            live = set(ids.tolist())
-            for k in [k for k in sizes if k not in live]:
-                del sizes[k]
-        me = view.worker_position(sid)
-        get = sizes.get
-        est = np.fromiter((get(w, mean) for w in ids.tolist()), dtype=np.float64, count=len(ids))
-        return Lachesis._fits(seg, view, keys, est, me, int(hbm_blocks.sum()))
+        return acc + (b if b > mean else mean) <= limit
 
 
 class ReuseThreshold:
@@ -222,7 +168,7 @@ class ReuseThreshold:
     baseline for §3.4's claim that reuse "should not be used as a proxy for lifetime".
 
     ASSUMPTION (prediction at write time): ρR/W is realized only once a segment's reads are done, so
-    the prediction is :meth:`~lachesis.kv.PlacementStats.predicted_rho`: the realized ρ of the same
+    the prediction is :meth:`~lachesis.memory.placement_stats.PlacementStats.predicted_rho`: the realized ρ of the same
     session's earlier closed segments of the same class, falling back to the class on this node,
     then to the node; with no closed segment yet the segment goes to HBM (the engine's default).
     ASSUMPTION (threshold, knob ``quantile``, default 0.5): the ``quantile`` of the realized ρ of the
@@ -279,20 +225,8 @@ class Oracle:
 
     def tier(self, seg: SegmentInfo, view: MemoryView) -> Tier:
         check_class(seg.segment_id, seg.seg_class)
-        ahead = getattr(view, "demand_ahead", None)  # the segment table's in-place form of the rule below
-        if ahead is not None:
-            others, hbm_me, todo_me = ahead(seg.segment_id)
-            demand = others + hbm_me + max(todo_me, seg.new_blocks)
-            return Tier.HBM if demand <= view.total(Tier.HBM) else Tier.HBF
-        close, final, blocks, hbm = view.live_segments()
-        me = view.segment_position(seg.segment_id)
-        todo = np.where(np.isnan(final), 0.0, np.maximum(final - blocks, 0.0))
-        todo[me] = max(todo[me], float(seg.new_blocks))
-        key = np.where(np.isnan(close), np.inf, close)
-        ahead = key < key[me]
-        ahead[:me] |= key[:me] == key[me]
-        ahead[me] = True
-        demand = float(hbm[ahead].sum()) + float(todo[ahead].sum())
+        others, hbm_me, todo_me = view.demand_ahead(seg.segment_id)
+        demand = others + hbm_me + (todo_me if todo_me > seg.new_blocks else seg.new_blocks)
         return Tier.HBM if demand <= view.total(Tier.HBM) else Tier.HBF
 
 
@@ -340,7 +274,7 @@ def as_policy(policy: Policy | str) -> Policy:
             raise ValueError(f"policy {policy!r}: {exc}") from None
     if not isinstance(policy, Policy):
         missing = [a for a in ("name", "frees_at_boundary", "tier") if not hasattr(policy, a)]
-        raise TypeError(f"policy {policy!r} is not a policy: missing {missing} (see lachesis.kv.Policy)")
+        raise TypeError(f"policy {policy!r} is not a policy: missing {missing} (see lachesis.memory.protocol.Policy)")
     return policy
 
 

@@ -12,9 +12,10 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from lachesis.kv import AllocationError, Policy
+from lachesis.kv import AllocationError
 from lachesis.memory.allocator import SegmentTable, WriteTotals
 from lachesis.memory.free_lists import TieredAllocator
+from lachesis.memory.protocol import Policy
 
 __all__ = ["parse_event", "annotate_clairvoyant", "replay_events"]
 
@@ -32,7 +33,8 @@ def _field_float(ev: Sequence[Any], i: int, field_name: str) -> float:
 def _field_count(ev: Sequence[Any], i: int, field_name: str) -> int:
     """Non-negative integer field i of an event, ValueError naming the field."""
     x = ev[i]
-    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer, float, np.floating)) or int(x) != x or x < 0:
+    if (isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer, float, np.floating))
+            or int(x) != x or x < 0):
         raise ValueError(f"event {ev!r}: field {field_name!r} must be a non-negative integer")
     return int(x)
 

@@ -43,7 +43,8 @@ class WriteTotals:
 
     def bytes_by_class(self) -> dict[str, tuple[int, int]]:
         """Class -> (HBM bytes, HBF bytes)."""
-        return {c: (int(v[0]) * self.bytes_per_token, int(v[1]) * self.bytes_per_token) for c, v in self.tokens_by_class.items()}
+        bpt = self.bytes_per_token
+        return {c: (int(v[0]) * bpt, int(v[1]) * bpt) for c, v in self.tokens_by_class.items()}
 
     def as_dict(self) -> dict[str, Any]:
         """Plain-Python summary (for save_numbers / comparisons)."""
@@ -60,25 +61,44 @@ class WriteTotals:
 
 
 class WrittenKV:
-    """The running written-KV counters as Python-int lists [HBM, HBF], which the table's write path
-    bumps in place: tokens, tokens per class (a class enters when a segment of it opens), blocks."""
+    """The running written-KV counters [HBM, HBF], told of each write by the segment table: tokens, tokens
+    per class (a class enters when a segment of it opens), blocks."""
 
     def __init__(self, bytes_per_token: int = 1) -> None:
-        self.tokens = [0, 0]
-        self.by_class: dict[str, list[int]] = {}
-        self.blocks = [0, 0]
+        self._tokens = [0, 0]
+        self._by_class: dict[str, list[int]] = {}
+        self._blocks = [0, 0]
         self.bytes_per_token = int(bytes_per_token)
+
+    def opened(self, seg_class: str) -> None:
+        """A segment of ``seg_class`` opened: the class's counters start at its first."""
+        if seg_class not in self._by_class:
+            self._by_class[seg_class] = [0, 0]
+
+    def wrote(self, seg_class: str, hbm_tokens: int, hbf_tokens: int, hbm_blocks: int, hbf_blocks: int) -> None:
+        """A write placed tokens and new blocks in each tier."""
+        tok, cls, blk = self._tokens, self._by_class[seg_class], self._blocks
+        tok[0] += hbm_tokens
+        tok[1] += hbf_tokens
+        cls[0] += hbm_tokens
+        cls[1] += hbf_tokens
+        blk[0] += hbm_blocks
+        blk[1] += hbf_blocks
 
     def tokens_written(self) -> tuple[int, int]:
         """(HBM, HBF) tokens written so far, without building a WriteTotals (hot-path friendly)."""
-        return self.tokens[0], self.tokens[1]
+        return self._tokens[0], self._tokens[1]
+
+    def tokens_by_class(self) -> dict[str, np.ndarray]:
+        """(HBM, HBF) tokens written so far per class, in first-open order (copies)."""
+        return {c: np.array(v, dtype=np.int64) for c, v in self._by_class.items()}
 
     def totals(self, evicted_blocks: int) -> WriteTotals:
         """A snapshot of the counters, with the blocks evicted so far."""
         return WriteTotals(
-            tokens=np.array(self.tokens, dtype=np.int64),
-            tokens_by_class={c: np.array(v, dtype=np.int64) for c, v in self.by_class.items()},
-            blocks=np.array(self.blocks, dtype=np.int64),
+            tokens=np.array(self._tokens, dtype=np.int64),
+            tokens_by_class=self.tokens_by_class(),
+            blocks=np.array(self._blocks, dtype=np.int64),
             evicted_blocks=evicted_blocks,
             bytes_per_token=self.bytes_per_token,
         )

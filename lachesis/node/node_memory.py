@@ -12,10 +12,11 @@ from typing import Sequence
 import numpy as np
 
 from lachesis.config import Config
-from lachesis.kv import AllocationError, Policy, Tier
+from lachesis.kv import AllocationError, Tier
 from lachesis.memory.allocator import SegmentTable
 from lachesis.memory.free_lists import TieredAllocator
 from lachesis.memory.policies import as_policy
+from lachesis.memory.protocol import Policy
 from lachesis.node import block_capacity
 from lachesis.node.clairvoyance import Clock, Recorder
 from lachesis.node.plan import Plan
@@ -187,7 +188,7 @@ class Memory:
 
     def _by_class(self) -> dict[str, np.ndarray]:
         """(HBM, HBF) tokens written so far per class, a copy."""
-        return {c: np.array(v, dtype=np.int64) for c, v in self.table.written.by_class.items()}
+        return self.table.written.tokens_by_class()
 
     def mark(self, window: int = 0) -> None:
         """Remember the per-class totals now (start of ``window``'s measurement)."""

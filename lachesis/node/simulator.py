@@ -19,8 +19,9 @@ import pandas as pd
 import simpy
 
 from lachesis.config import SLO, Config
-from lachesis.kv import SEG_CLASSES, SHORT_LIVED_CLASSES, Policy
+from lachesis.kv import SEG_CLASSES, SHORT_LIVED_CLASSES
 from lachesis.memory.allocator import WriteTotals
+from lachesis.memory.protocol import Policy
 from lachesis.node import block_capacity, endurance, kv_landing, native, step_cost
 from lachesis.node.clairvoyance import Clock, CloseTimes, Recorder
 from lachesis.node.decode import DecodeEngine

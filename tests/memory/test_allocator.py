@@ -11,10 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lachesis.kv import AllocationError, RankedMemoryView, Tier
+from lachesis.kv import AllocationError, Tier
 from lachesis.memory.allocator import SegmentTable
 from lachesis.memory.free_lists import TieredAllocator
 from lachesis.memory.policies import DeterministicOnly, HBMFirst, HBMFirstReclaim, Lachesis
+from lachesis.memory.protocol import MemoryView
 from lachesis.memory.replay import parse_event, replay_events
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -351,7 +352,7 @@ def test_a_policy_sees_the_table_through_its_read_only_view():
 
     t = SegmentTable(TieredAllocator(4, 4), Spy(), block_tokens=1)
     t.add_write("a", 2, seg_class="worker", rank_key=1.0)
-    assert seen == [t.view] and t.view is not t and isinstance(t.view, RankedMemoryView)
+    assert seen == [t.view] and t.view is not t and isinstance(t.view, MemoryView)
     view = t.view
     assert (view.total(Tier.HBM), view.used(Tier.HBM), view.free(Tier.HBM), view.cached(Tier.HBM)) == (4, 2, 2, 0)
     assert view.stats is t.stats and view.live_reviewer_hbm_blocks() == 0

@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 from reference_blocksim import reference_replay
 from sim_fixtures import random_worker_events
 
-from lachesis.kv import AllocationError, MemoryView, PlacementStats, Policy, SegmentInfo, Tier
+from lachesis.kv import AllocationError, Tier
 from lachesis.memory.allocator import SegmentTable
 from lachesis.memory.free_lists import TieredAllocator
+from lachesis.memory.placement_stats import PlacementStats
 from lachesis.memory.policies import (
     POLICIES,
     DeterministicOnly,
@@ -26,6 +27,7 @@ from lachesis.memory.policies import (
     as_policy,
     get_policy,
 )
+from lachesis.memory.protocol import MemoryView, Policy, SegmentInfo
 from lachesis.memory.replay import annotate_clairvoyant, replay_events
 
 

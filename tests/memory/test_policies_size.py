@@ -17,10 +17,10 @@ from lachesis.analysis.ranker import rank_keys
 from lachesis.analysis.segments import recover
 from lachesis.config import Config
 from lachesis.evaluation import grid, knobs
-from lachesis.kv import SegmentInfo
 from lachesis.memory.allocator import SegmentTable
 from lachesis.memory.free_lists import TieredAllocator
 from lachesis.memory.policies import SIZE_ESTIMATES, Lachesis, as_policy, get_policy
+from lachesis.memory.protocol import SegmentInfo
 from lachesis.node import simulator as sim
 from lachesis.node.plan import build_plan
 

@@ -31,7 +31,7 @@ py::object policy_spec(py::object policy) {
     policy = pol.attr("as_policy")(policy);
     py::handle t = py::type::handle_of(policy);
     PolicySpec s;
-    py::object kv = py::module_::import("lachesis.kv");
+    py::object stats = py::module_::import("lachesis.memory.placement_stats");
     if (t.is(pol.attr("HBMFirst"))) s.kind = PolicyKind::HBM_FIRST;
     else if (t.is(pol.attr("HBMFirstReclaim"))) s.kind = PolicyKind::HBM_FIRST_RECLAIM;
     else if (t.is(pol.attr("DeterministicOnly"))) s.kind = PolicyKind::DETERMINISTIC;
@@ -49,7 +49,7 @@ py::object policy_spec(py::object policy) {
         s.threshold = th.is_none() ? std::numeric_limits<double>::quiet_NaN() : th.cast<double>();
     } else if (t.is(pol.attr("Oracle"))) s.kind = PolicyKind::ORACLE;
     else return py::none();
-    s.rho_window = py::getattr(policy, "rho_window", kv.attr("RHO_WINDOW")).cast<i64>();
+    s.rho_window = py::getattr(policy, "rho_window", stats.attr("RHO_WINDOW")).cast<i64>();
     return py::cast(s);
 }
 
