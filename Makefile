@@ -10,7 +10,7 @@ LOCK   := requirements.lock
 # Headless plotting in this shell's processes; notebook kernels draw inline whatever this says (lachesis.reproduce).
 export MPLBACKEND ?= Agg
 
-.PHONY: reproduce reproduce-ci test test-fast lab explore lock browser-check bench clean-build
+.PHONY: reproduce reproduce-ci lint test test-fast lab explore lock browser-check bench clean-build
 
 # The package and its test extras, pinned to the environment that produced figures/ (requirements.lock).
 $(STAMP): pyproject.toml setup.py $(LOCK) $(wildcard lachesis/node/native/*.cpp lachesis/node/native/*.hpp)
@@ -30,15 +30,21 @@ reproduce: $(STAMP)
 reproduce-ci: $(STAMP)
 	$(VENV)/bin/lachesis reproduce --params notebooks/params/ci.yaml
 
+## The linter (ruff: the package, tests, notebooks, benchmarks) and the type checker (mypy, basic mode, on the package);
+## both configured in pyproject.toml and run first by `make test` and `make test-fast`.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(PY) -m mypy
+
 ## Unit, property, differential and validation tests, plus every notebook through nbval at a small scale
 ## (each must show an inline figure: notebooks/conftest.py).
-test: $(STAMP)
+test: $(STAMP) lint
 	$(PY) -m pytest -q tests --nbval-lax notebooks --nbval-current-env -p no:cacheprovider
 
 ## The fast lane (about 2 min on 2 cores): the tests without the `slow` marker (pyproject.toml: long simulated runs,
 ## capacity searches, ranker fits, notebook kernels, process pools, the Dask cluster) and no notebooks.
 ## `make test` still runs everything.
-test-fast: $(STAMP)
+test-fast: $(STAMP) lint
 	$(PY) -m pytest -q tests -m "not slow" -p no:cacheprovider
 
 ## JupyterLab on the notebooks with the package's kernel ("Python 3 (lachesis)"); figures show inline.

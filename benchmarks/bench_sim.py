@@ -79,7 +79,7 @@ def backends(repeats: int) -> list[str]:
         a, b = results["python"], results["native"]
         same = all(str(getattr(a, k)) == str(getattr(b, k)) for k in a.__dataclass_fields__ if k not in ("series",)) \
             and a.series.equals(b.series)
-        req = a.requests_done
+        req = a.measurement.requests_done
         py, nat = min(times["python"]), min(times["native"])
         rows.append(dict(workload=workload, memory=mem, node=node, N=n, policy=policy, requests=req,
                          python_s=py, native_s=nat, python_us_per_request=1e6 * py / req,
@@ -127,7 +127,7 @@ def grid_runs(repeats: int) -> list[str]:
                 wall.append(time.perf_counter() - w0)
             if policy == "hbm_first":
                 closes = long_.closes
-            req = long_.requests_done
+            req = long_.measurement.requests_done
             rows.append(dict(workload=workload, memory=mem, model=model, N=n, policy=policy, requests=req,
                              cpu_s=min(cpu), wall_s=min(wall), us_per_request=1e6 * min(cpu) / req))
             print(rows[-1], flush=True)
@@ -162,7 +162,7 @@ def bench(workload: str, scale: float, n: int, hbm_gb: float, hbf_kv_gb: float, 
     t0 = time.process_time()
     r = S.simulate(plan, cfg, policy, n, duration_s=dur, warmup_s=0.0,
                    settings=S.RunSettings(seed=0, record_events=True, backend="python"))
-    if r.oom:
+    if r.measurement.oom:
         raise SystemExit(f"the run ran out of memory at {n} sessions: raise --hbf-kv-gb or lower --n")
     t_sim = time.process_time() - t0
     mem = Memory(plan, cfg, policy)
@@ -177,8 +177,8 @@ def bench(workload: str, scale: float, n: int, hbm_gb: float, hbf_kv_gb: float, 
         ref = reference_replay(r.events, policy, hb, fb, bt)
         t_ref = time.process_time() - t0
         assert np.array_equal(r.totals.tokens, ref.tokens), "tier bytes differ from the reference"
-    return dict(workload=workload, scale=scale, policy=policy, requests=r.requests_done, events=len(r.events),
-                blocks=hb + fb, sim_s=t_sim, sim_us_per_request=1e6 * t_sim / max(r.requests_done, 1),
+    return dict(workload=workload, scale=scale, policy=policy, requests=r.measurement.requests_done, events=len(r.events),
+                blocks=hb + fb, sim_s=t_sim, sim_us_per_request=1e6 * t_sim / max(r.measurement.requests_done, 1),
                 fast_replay_s=t_fast, reference_replay_s=t_ref, speedup=t_ref / t_fast,
                 sim_vs_reference=t_ref / t_sim)
 

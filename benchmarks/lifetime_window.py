@@ -46,8 +46,8 @@ def main() -> None:
                 cfg = grid.Point(wl, mem, model, slo, pol).config()
                 res = list(sim.simulate_windows(plan, cfg, pol, n, wins, settings=sim.RunSettings(seed=seed)))
                 rows.append(dict(workload=wl, memory=mem, model=model, slo=slo, seed=seed, policy=pol, n=n,
-                                 short=res[0].lifetime_years, long=res[1].lifetime_years,
-                                 settled_short=res[0].settled, settled_long=res[1].settled))
+                                 short=res[0].lifetime.lifetime_years, long=res[1].lifetime.lifetime_years,
+                                 settled_short=res[0].lifetime.settled, settled_long=res[1].lifetime.settled))
                 print(rows[-1], flush=True)
     d = pd.DataFrame(rows)
     g = d.pivot_table(index=["workload", "memory", "model", "slo", "seed"], columns="policy", values=["short", "long"])

@@ -97,10 +97,11 @@ def run_one(spec: dict) -> tuple[dict, float, int]:
 
         n_star, tried = capacity.capacity_search(plan, cfg, spec["policy"], 0, params, run=run)
         cpu = time.process_time() - t0
-        return dict(n_star=n_star, tried=tried, runs=[_fields(r) for r in runs]), cpu, sum(r.requests_done for r in runs)
+        done = sum(r.measurement.requests_done for r in runs)
+        return dict(n_star=n_star, tried=tried, runs=[_fields(r) for r in runs]), cpu, done
     short, long_ = S.simulate_windows(plan, cfg, spec["policy"], spec["n"], [sw, lw], settings=S.RunSettings(seed=0))
     cpu = time.process_time() - t0
-    return dict(short=_fields(short), long=_fields(long_)), cpu, long_.requests_done
+    return dict(short=_fields(short), long=_fields(long_)), cpu, long_.measurement.requests_done
 
 
 def _label(spec: dict) -> str:

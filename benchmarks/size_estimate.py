@@ -46,11 +46,12 @@ def run(mem: str, n: int, group: bool, cache_dir: str) -> list[dict]:
             sw, lw = capacity.PAPER.windows(plan)
             t0 = time.time()
             short, r = sim.simulate_windows(plan, cfg, pt.run_policy(), n, [sw, lw], settings=sim.RunSettings(seed=0))
-            tiers = r.bytes_by_tier
-            rows.append(dict(mem=mem, n=n, group=group, policy=pt.run_policy(), years=r.lifetime_years,
+            tiers = r.lifetime.bytes_by_tier
+            rows.append(dict(mem=mem, n=n, group=group, policy=pt.run_policy(), years=r.lifetime.lifetime_years,
                              hbm_share=tiers["hbm"] / (tiers["hbm"] + tiers["hbf"]),
-                             hbm_live_fill=r.live_mean["hbm"] / cfg.memory.hbm_bytes,
-                             slo_met=bool(short.meets(cfg.slo)), settled=bool(r.settled), secs=time.time() - t0))
+                             hbm_live_fill=r.point.live_mean["hbm"] / cfg.memory.hbm_bytes,
+                             slo_met=bool(short.meets(cfg.slo)), settled=bool(r.lifetime.settled),
+                             secs=time.time() - t0))
             print(json.dumps(rows[-1]), flush=True)
     return rows
 

@@ -132,8 +132,8 @@ def _run_at_load(point: Point, n: int, params: SearchParams, cache_dir: str | os
         short, long_ = (next(sim.simulate_windows(plan, cfg, point.run_policy(), int(n), [w], settings))
                         for w in (sw, lw))
     out = dict(asdict(point), n_sessions=int(n), load="fixed", duration_s=lw.duration_s)
-    out.update(_run_fields(long_), slo_met=bool(short.meets(cfg.slo)), slo_p99_tpot_s=short.p99_tpot_s,
-               slo_p99_ttft_s=short.p99_ttft_s)
+    out.update(_run_fields(long_), slo_met=bool(short.meets(cfg.slo)), slo_p99_tpot_s=short.measurement.p99_tpot_s,
+               slo_p99_ttft_s=short.measurement.p99_ttft_s)
     if clair is not None:
         out.update({f"close_drift_{k}": v for k, v in drift(clair, long_.closes).items()})
     if base:
@@ -179,9 +179,10 @@ def bound_fields(r: sim.SimResult, cfg: Config, timeline: Timeline) -> dict:
     exactly, and the lifetime is settled as every row's is (:func:`lachesis.node.endurance.settled_rate`)."""
     bpt, bt = int(cfg.model.kv_bytes_per_token), int(cfg.deployment.block_tokens)
     hbm_tokens = block_capacity.kv_blocks(cfg.memory, cfg.model, cfg.deployment)[0] * bt
-    res = hbm_bound(timeline, hbm_tokens, window=(r.warmup_s, np.inf), bytes_per_token=bpt)
-    hbf_run = float((r.events_bytes_by_tier or r.bytes_by_tier).get("hbf", np.nan))  # the recorded rank's
-    rate = r.hbf_write_rate * (res.window_bytes - res.hbm_bytes) / hbf_run if hbf_run > 0 else 0.0 * r.hbf_write_rate
+    res = hbm_bound(timeline, hbm_tokens, window=(r.point.warmup_s, np.inf), bytes_per_token=bpt)
+    wear = r.lifetime
+    hbf_run = float((wear.events_bytes_by_tier or wear.bytes_by_tier).get("hbf", np.nan))  # the recorded rank's
+    rate = wear.hbf_write_rate * (res.window_bytes - res.hbm_bytes) / hbf_run if hbf_run > 0 else 0.0 * wear.hbf_write_rate
     life = float(endurance.hbf_lifetime_years(cfg.memory, rate, cfg.endurance)) if np.isfinite(rate) else float("nan")
     return dict(res.as_dict(), bound_lifetime_years=life)
 

@@ -109,7 +109,8 @@ class Search:
         if n not in self.tried:
             r, cont = self.probe(n)
             feasible = bool(r.meets(self.slo))
-            self.tried[n] = dict(n=n, p99_tpot_s=r.p99_tpot_s, p99_ttft_s=r.p99_ttft_s, oom=r.oom, feasible=feasible)
+            m = r.measurement
+            self.tried[n] = dict(n=n, p99_tpot_s=m.p99_tpot_s, p99_ttft_s=m.p99_ttft_s, oom=m.oom, feasible=feasible)
             if feasible and n > self.best_n:
                 close(self.best_cont)
                 self.best_n, self.best_cont = n, cont

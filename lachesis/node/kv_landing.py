@@ -23,13 +23,10 @@ def kv_landing_time(tokens: ArrayLike, tier: Literal["hbm", "hbf"], memory: Memo
             check_nonnegative("kv_landing_time", "tokens", tokens)
         if bw > 0:
             return tokens * model.kv_bytes_per_token / bw
-        if tokens > 0:
-            raise ValueError(f"{tier} landing: bytes routed to a tier with zero bandwidth")
-        return 0.0
+        return float(per_bandwidth(np.asarray(tokens * model.kv_bytes_per_token, dtype=float), bw, f"{tier} landing"))
     n = np.asarray(tokens, dtype=float)
     check_nonnegative("kv_landing_time", "tokens", n)
     return as_result(per_bandwidth(n * model.kv_bytes_per_token, bw, f"{tier} landing"))
-
 
 
 def landing_fn(memory: MemoryConfig, model: ModelSpec):

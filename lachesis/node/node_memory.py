@@ -59,7 +59,7 @@ class Memory:
         self.table = SegmentTable(self.alloc, self.policy, bt, self.bpt)
         self._marks: dict[int, dict[str, np.ndarray]] = {}  # window -> per-class totals at its warm-up end
         lists = plan.lists()  # per-segment class/role/key as Python objects (no numpy scalars per event)
-        self._cls, self._role, self._key = lists["seg_class"], lists["seg_role"], lists["seg_key"]
+        self._cls, self._role, self._key = lists.seg_class, lists.seg_role, lists.seg_key
         self._plan_classes = set(self._cls)
         self._final = plan.seg_tokens.tolist()  # a segment's total tokens (the oracle's clairvoyant size)
         self._reads = plan.seg_reads.tolist()  # a segment's decode-stage reads (Eq. 3), reported at its boundary

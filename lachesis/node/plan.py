@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -25,6 +26,42 @@ def _csr(keys: np.ndarray, n: int, *cols: np.ndarray) -> tuple[np.ndarray, ...]:
     counts = np.bincount(keys, minlength=n)
     ptr = np.concatenate([[0], np.cumsum(counts)])
     return (ptr,) + tuple(c[order] for c in cols)
+
+
+class RequestReads(NamedTuple):
+    """What one request's decode reads: the segments, their tokens (float64 for the step's dot product and
+    as ints), and the total (exact: whole numbers)."""
+
+    segments: list[int]
+    tokens: np.ndarray
+    total: float
+    tokens_int: list[int]
+
+
+class RequestStep(NamedTuple):
+    """One request as the event loop reads it, in that order: the user's think time, the segments that
+    close at its arrival, its writes (segment, tokens), its reads, its output tokens, the segments that
+    close at its end, and its tool and observation times (s)."""
+
+    t_user: float
+    close_arrival: list[int]
+    writes: list[tuple[int, int]]
+    reads: RequestReads | None
+    out: int
+    close_end: list[int]
+    t_tools: float
+    t_obs: float
+
+
+@dataclass(frozen=True)
+class PlanLists:
+    """A plan as Python objects for the event loop: one :class:`RequestStep` per request, and each
+    segment's class, role and ranker key."""
+
+    requests: list[RequestStep]
+    seg_class: list[str]
+    seg_role: list[str]
+    seg_key: list[float]
 
 
 @dataclass
@@ -68,13 +105,13 @@ class Plan:
     fingerprint: str  # the trace's (the simulator's random streams derive from it)
     laden_close: str = "last_read"  # see build_plan
     _mean_span: float | None = None
-    _lists: dict | None = None
+    _lists: PlanLists | None = None
     _spans: dict | None = None
     #: the native core's forms of this plan (lachesis.node.native.plan_arrays, lachesis.node._core.plan_segments), built once
     _native: dict = field(default_factory=dict, repr=False)
 
-    def lists(self) -> dict:
-        """Per-request Python lists for the event loop (numpy scalar indexing is slow per event)."""
+    def lists(self) -> PlanLists:
+        """Per-request Python records for the event loop (numpy scalar indexing is slow per event)."""
         if self._lists is None:
             def split(ptr, col):  # per request, the CSR rows of one column as a Python list
                 p, c = ptr.tolist(), col.tolist()
@@ -83,23 +120,17 @@ class Plan:
             r_tok = self.r_tok.astype(float)
             r_seg, r_int, r_ptr = split(self.r_ptr, self.r_seg), split(self.r_ptr, self.r_tok), self.r_ptr.tolist()
 
-            def rd(q):  # segments read, tokens (float64 for the dot product, ints), total tokens (exact: whole numbers)
+            def rd(q: int) -> RequestReads | None:
                 a, b = r_ptr[q], r_ptr[q + 1]
-                return (r_seg[q], r_tok[a:b], float(sum(r_int[q])), r_int[q]) if b > a else None
+                return RequestReads(r_seg[q], r_tok[a:b], float(sum(r_int[q])), r_int[q]) if b > a else None
 
-            self._lists = dict(
-                t_user=self.t_user.tolist(), t_tools=self.t_tools.tolist(), t_obs=self.t_obs.tolist(),
-                out=self.out_tokens.tolist(),
-                writes=[list(zip(s, t)) for s, t in zip(split(self.w_ptr, self.w_seg), split(self.w_ptr, self.w_tok))],
-                reads=[rd(q) for q in range(self.n_req)],
-                close_arrival=split(self.ca_ptr, self.ca_seg), close_end=split(self.ce_ptr, self.ce_seg),
+            writes = [list(zip(s, t)) for s, t in zip(split(self.w_ptr, self.w_seg), split(self.w_ptr, self.w_tok))]
+            self._lists = PlanLists(
+                requests=list(map(RequestStep, self.t_user.tolist(), split(self.ca_ptr, self.ca_seg), writes,
+                                  [rd(q) for q in range(self.n_req)], self.out_tokens.tolist(),
+                                  split(self.ce_ptr, self.ce_seg), self.t_tools.tolist(), self.t_obs.tolist())),
                 seg_class=[str(x) for x in self.seg_class], seg_role=[str(x) for x in self.seg_role],
-                seg_key=[float(x) for x in self.seg_key],
-            )
-            L = self._lists
-            # one tuple per request, in the order the event loop reads it
-            L["request"] = list(zip(L["t_user"], L["close_arrival"], L["writes"], L["reads"], L["out"],
-                                    L["close_end"], L["t_tools"], L["t_obs"]))
+                seg_key=[float(x) for x in self.seg_key])
         return self._lists
 
     def session_span_s(self, session: str, tpot_s: float) -> float:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 import numbers
 import zlib
-from dataclasses import dataclass, field
-from typing import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -56,14 +56,29 @@ def _check_run_args(n_sessions: object, seed: object, duration_s: float, warmup_
 # ------------------------------------------------------------------------------------------------
 
 
-@dataclass
-class SimResult:
-    """What one closed-loop run measured (per GPU)."""
+@dataclass(frozen=True)
+class OperatingPoint:
+    """Where a run stood: its load and policy, how long it ran, and what one GPU held and read there
+    (time-averaged over the measurement window; §5.3 reads the gain off HBM against the short-lived KV)."""
 
     n_sessions: int
     policy: str
     sim_s: float
     warmup_s: float
+    live_peak: dict[str, float]  # bytes, per tier, over the whole run
+    live_mean: dict[str, float]  # bytes, per tier, in the window
+    ranks: int = 1  # GPUs of the expert-parallel group simulated (per-GPU figures are their mean)
+    kv_read_per_step_bytes: float = float("nan")  # per GPU
+    live_short_kv_bytes: float = float("nan")  # per GPU: reasoning-laden, worker, reviewer
+    hbm_over_live_short: float = float("nan")  # one GPU's HBM capacity / live_short_kv_bytes
+    live_kv_by_class: dict[str, float] = field(default_factory=dict)  # per GPU
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What the run served in its measurement window: the SLO's percentiles, whether memory ran out, the
+    work done, and how long the group stalled on landings."""
+
     p99_tpot_s: float
     mean_tpot_s: float
     p99_ttft_s: float
@@ -71,24 +86,43 @@ class SimResult:
     requests_done: int
     sessions_done: int
     max_batch: int
-    hbf_write_rate: float  # settled HBF KV write rate, bytes/s
+    stalled_s: float = 0.0  # seconds the group's decode waited for landings after the first warm-up
+
+
+@dataclass(frozen=True)
+class Lifetime:
+    """The flash's wear in the window: the settled HBF write rate, the lifetime it allows, and the bytes
+    behind it by tier and class."""
+
+    hbf_write_rate: float  # settled HBF KV write rate, bytes/s per GPU
     settled: bool
     settled_at_s: float
     lifetime_years: float
     bytes_by_tier: dict[str, float]  # written in the measurement window
     bytes_by_class_tier: dict[str, dict[str, float]]
-    live_peak: dict[str, float]  # bytes
-    live_mean: dict[str, float]
-    ranks: int = 1  # GPUs of the expert-parallel group simulated (per-GPU figures are their mean)
     in_regime: bool = True  # a boundary-unaware cache evicted in the window (its steady state)
     evicted_blocks: int = 0  # blocks evicted from the cache in the window, all ranks
-    stalled_s: float = 0.0  # seconds the group's decode waited for landings after the first warm-up
-    events_bytes_by_tier: dict[str, float] = field(default_factory=dict)  # the recorded rank's, in the window
+    events_bytes_by_tier: dict[str, float] = field(default_factory=dict)  # the recorded rank's
     hbf_rank_spread: float = 1.0  # the most-written rank's HBF KV bytes in the window over the ranks' mean
-    kv_read_per_step_bytes: float = float("nan")  # per GPU, time-averaged over the window
-    live_short_kv_bytes: float = float("nan")  # per GPU, time-averaged: reasoning-laden, worker, reviewer
-    hbm_over_live_short: float = float("nan")  # one GPU's HBM capacity / live_short_kv_bytes
-    live_kv_by_class: dict[str, float] = field(default_factory=dict)  # per GPU, time-averaged
+
+
+#: A run's flat record (:meth:`SimResult.to_dict`, a grid row's run fields), in the order the cache writes it.
+RESULT_FIELDS: tuple[str, ...] = (
+    "n_sessions", "policy", "sim_s", "warmup_s", "p99_tpot_s", "mean_tpot_s", "p99_ttft_s", "oom", "requests_done",
+    "sessions_done", "max_batch", "hbf_write_rate", "settled", "settled_at_s", "lifetime_years", "bytes_by_tier",
+    "bytes_by_class_tier", "live_peak", "live_mean", "ranks", "in_regime", "evicted_blocks", "stalled_s",
+    "events_bytes_by_tier", "hbf_rank_spread", "kv_read_per_step_bytes", "live_short_kv_bytes",
+    "hbm_over_live_short", "live_kv_by_class")
+
+
+@dataclass
+class SimResult:
+    """What one closed-loop run measured (per GPU): where it stood, what it served, what it wore, and
+    what a caller asked it to keep (the memory series, the event stream, the write totals, the closes)."""
+
+    point: OperatingPoint
+    measurement: Measurement
+    lifetime: Lifetime
     series: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
     events: list | None = field(default=None, repr=False)  # allocator event stream (record_events=True)
     totals: WriteTotals | None = field(default=None, repr=False)  # the segment table's WriteTotals over the whole run
@@ -100,11 +134,13 @@ class SimResult:
         A NaN percentile (no decode step finished, or no request admitted, in the window) fails: a run
         that served nothing has not shown that it meets the SLO.
         """
-        return (not self.oom) and bool(self.p99_tpot_s <= slo.p99_tpot_s) and bool(self.p99_ttft_s <= slo.ttft_s)
+        m = self.measurement
+        return (not m.oom) and bool(m.p99_tpot_s <= slo.p99_tpot_s) and bool(m.p99_ttft_s <= slo.ttft_s)
 
-    def to_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("series", "events", "totals", "closes")}
-        return d
+    def to_dict(self) -> dict[str, Any]:
+        """The three parts as one flat record, keyed and ordered by :data:`RESULT_FIELDS`."""
+        parts = {**asdict(self.point), **asdict(self.measurement), **asdict(self.lifetime)}
+        return {k: parts[k] for k in RESULT_FIELDS}
 
 
 def weighted_quantile(x: np.ndarray, w: np.ndarray, q: float) -> float:
@@ -246,7 +282,7 @@ class _Run:
         self.counts = _Counts()
         self.ttft: list[float] = []
         self.ttft_t: list[float] = []  # admission time of each TTFT (windows filter on it)
-        self.per_request = plan.lists()["request"]
+        self.per_request = plan.lists().requests
         self.ttft_ref = cfg.clock.ttft_ref_s
         self.land = settings.land
         self.landing = kv_landing.landing_fn(cfg.memory, cfg.model)
@@ -553,10 +589,10 @@ class _Observer:
             self.points.append((run.env.now,) + run.sample_operating_point())
             yield run.env.timeout(dt)
 
-    def operating_point(self, run: _Run) -> dict[str, float]:
+    def operating_point(self, run: _Run) -> dict[str, Any]:
         """Time-averaged over the measurement window, per GPU: KV bytes one decode step reads, live KV bytes
         of each class and of the short-lived ones (§5.3: what sets the gain is HBM capacity against the
-        short-lived KV live at one time), that ratio, and the seconds per second the group stood stalled."""
+        short-lived KV live at one time), and that ratio."""
         pts = [p for p in self.points if p[0] >= self.window.warmup_s]
         out = dict(kv_read_per_step_bytes=float(np.mean([p[1] for p in pts])) if pts else float("nan"))
         classes = sorted({c for p in pts for c in p[2]})
@@ -596,22 +632,23 @@ class _Observer:
         spread = endurance.rank_spread([sum(v["hbf"] for v in r.values()) for r in by_rank])
         life = float(endurance.group_lifetime_years(cfg.memory, rate, cfg.endurance, spread)) if np.isfinite(rate) else float("nan")
         events, totals, closes = run.recorded()
-        return SimResult(
+        point = OperatingPoint(
             n_sessions=run.n_sessions, policy=run.policy_name, sim_s=float(run.now), warmup_s=float(warmup_s),
-            p99_tpot_s=p99_tpot, mean_tpot_s=float((tp * tw).sum() / tw.sum()) if tw.sum() else float("nan"),
-            p99_ttft_s=float(np.quantile(ttft, 0.99)) if ttft else float("nan"), oom=bool(counts.oom),
-            requests_done=int(counts.requests), sessions_done=int(counts.sessions), max_batch=int(engine.max_batch),
-            hbf_write_rate=float(rate), settled=bool(settled), settled_at_s=float(t_set), lifetime_years=life,
-            bytes_by_tier=tiers, bytes_by_class_tier=by_ct,
             live_peak={"hbm": float(ser["live_hbm_bytes"].max()), "hbf": float(ser["live_hbf_bytes"].max())},
             live_mean={"hbm": float(meas["live_hbm_bytes"].mean()) if len(meas) else float("nan"),
                        "hbf": float(meas["live_hbf_bytes"].mean()) if len(meas) else float("nan")},
-            series=ser, events=events, totals=totals, closes=closes,
-            ranks=run.ranks, in_regime=regime, evicted_blocks=int(evictions), stalled_s=float(engine.stalled_s),
+            ranks=run.ranks, **self.operating_point(run))
+        served = Measurement(
+            p99_tpot_s=p99_tpot, mean_tpot_s=float((tp * tw).sum() / tw.sum()) if tw.sum() else float("nan"),
+            p99_ttft_s=float(np.quantile(ttft, 0.99)) if ttft else float("nan"), oom=bool(counts.oom),
+            requests_done=int(counts.requests), sessions_done=int(counts.sessions), max_batch=int(engine.max_batch),
+            stalled_s=float(engine.stalled_s))
+        wear = Lifetime(
+            hbf_write_rate=float(rate), settled=bool(settled), settled_at_s=float(t_set), lifetime_years=life,
+            bytes_by_tier=tiers, bytes_by_class_tier=by_ct, in_regime=regime, evicted_blocks=int(evictions),
             events_bytes_by_tier={t: sum(v[t] for v in by_rank[0].values()) for t in ("hbm", "hbf")},
-            hbf_rank_spread=spread,
-            **self.operating_point(run),
-        )
+            hbf_rank_spread=spread)
+        return SimResult(point, served, wear, series=ser, events=events, totals=totals, closes=closes)
 
 
 def _stop_at(env: simpy.Environment, t: float) -> simpy.Event:

@@ -336,7 +336,7 @@ def test_the_bound_holds_for_every_policy_replayed_on_a_simulated_run(fixture_pl
     assert bound.status == "optimal" and bound.hbm_tokens < bound.window_tokens
     # and over the run's measurement window, against the run itself
     w = W.bound_fields(r, cfg, Timeline.from_events(r.events))
-    assert r.bytes_by_tier["hbm"] <= w["bound_hbm_bytes"] and w["bound_window_bytes"] == sum(r.bytes_by_tier.values())
+    assert r.lifetime.bytes_by_tier["hbm"] <= w["bound_hbm_bytes"] and w["bound_window_bytes"] == sum(r.lifetime.bytes_by_tier.values())
 
 
 @pytest.mark.parametrize("damage", ["truncated", "edited"])

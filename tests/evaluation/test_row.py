@@ -8,14 +8,18 @@ import pytest
 
 from lachesis.evaluation import row
 from lachesis.evaluation.grid import Point
-from lachesis.node.simulator import SimResult
+from lachesis.node.simulator import RESULT_FIELDS, Lifetime, Measurement, OperatingPoint
 
 
 def test_the_schema_holds_the_fields_of_the_point_the_run_the_drift_and_the_bound():
-    run = {f.name for f in fields(SimResult)} - {"n_sessions", "policy", "series", "events", "totals", "closes"}
     point = set(asdict(Point("multi_agent", "1/7", "Llama-4-Maverick", "tight", "lachesis")))
-    assert run | point <= row.FIELDS
+    assert set(RESULT_FIELDS) | point <= row.FIELDS
     assert set(row.FLATTENED) <= row.FIELDS  # the sweep's own fields are checked where its tests write them
+
+
+def test_a_runs_flat_record_names_every_field_of_its_three_parts_once():
+    parts = [f.name for part in (OperatingPoint, Measurement, Lifetime) for f in fields(part)]
+    assert len(parts) == len(set(parts)) and sorted(parts) == sorted(RESULT_FIELDS)
 
 
 def test_a_misspelt_field_or_column_fails_naming_it():

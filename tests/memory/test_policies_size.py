@@ -150,7 +150,7 @@ def multi_plan():
 
 def _run(plan, policy, cfg):
     r = sim.simulate(plan, cfg, policy, 7, settings=sim.RunSettings(seed=1, step_fn=lambda *a, **k: 0.02))
-    return r.bytes_by_tier["hbm"], r.bytes_by_tier["hbf"], r.live_mean["hbm"]
+    return r.lifetime.bytes_by_tier["hbm"], r.lifetime.bytes_by_tier["hbf"], r.point.live_mean["hbm"]
 
 
 def test_simulated_runs_move_with_the_knob_for_lachesis_only(multi_plan):

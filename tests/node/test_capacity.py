@@ -17,6 +17,12 @@ from lachesis.node import simulator as S
 from lachesis.node.plan import build_plan
 
 
+def _run_result(p99_tpot_s: float, p99_ttft_s: float, meets) -> SimpleNamespace:
+    """What the search reads of a run: its percentiles and memory, and whether it met the SLO."""
+    return SimpleNamespace(measurement=SimpleNamespace(p99_tpot_s=p99_tpot_s, p99_ttft_s=p99_ttft_s, oom=False),
+                           meets=meets)
+
+
 @pytest.fixture(scope="module")
 def plan():
     tr = multi_agent_trace()
@@ -31,7 +37,7 @@ def test_capacity_search_finds_threshold_with_fake_runs(plan):
 
         def run(_plan, cfg, policy, n, **kw):
             calls.append(n)
-            return SimpleNamespace(p99_tpot_s=0.0, p99_ttft_s=0.0, oom=False, meets=lambda slo: n <= boundary)
+            return _run_result(0.0, 0.0, meets=lambda slo: n <= boundary)
 
         n_star, tried = C.capacity_search(plan, DEFAULT, "lachesis", params=C.SearchParams(n_max=4096, rel_tol=0), run=run)
         assert n_star == boundary
@@ -42,8 +48,7 @@ def test_capacity_search_finds_threshold_with_fake_runs(plan):
 def test_hinted_search_finds_the_same_threshold(plan, hint):
     """Starting from another policy's N* (any hint, above or below) gives the same boundary."""
     for boundary in (1, 3, 40, 777):
-        run = lambda _p, c, pol, n, **kw: SimpleNamespace(p99_tpot_s=0.0, p99_ttft_s=0.0, oom=False,  # noqa: E731
-                                                          meets=lambda slo: n <= boundary)
+        run = lambda _p, c, pol, n, **kw: _run_result(0.0, 0.0, meets=lambda slo: n <= boundary)
         n_star, tried = C.capacity_search(plan, DEFAULT, "lachesis", params=C.SearchParams(n_max=4096, rel_tol=0),
                                           run=run, hint=hint)
         assert n_star == boundary, (hint, boundary)
@@ -58,7 +63,7 @@ def _margin_oracle(boundary: float, noise: float = 0.0, seed: int = 0, calls: li
             calls.append(n)
         jitter = 1 + noise * (np.random.default_rng([seed, n]).random() * 2 - 1)
         tpot = slo * (0.1 + 0.9 * n / boundary) * jitter
-        return SimpleNamespace(p99_tpot_s=tpot, p99_ttft_s=0.5, oom=False, meets=lambda s, t=tpot: t <= s.p99_tpot_s)
+        return _run_result(tpot, 0.5, meets=lambda s, t=tpot: t <= s.p99_tpot_s)
     return run
 
 
@@ -74,9 +79,8 @@ def test_margin_guided_search_is_exact_and_cheaper(plan, hint):
         blind: list[int] = []  # the same oracle without margins (NaN TPOT): gallop/steps + bisection only
         feas = lambda n, b=boundary: n <= b  # noqa: E731
         C.capacity_search(plan, DEFAULT, "lachesis", params=exact, hint=hint,
-                          run=lambda _p, _c, _pol, n, **kw: (blind.append(n), SimpleNamespace(
-                              p99_tpot_s=float("nan"), p99_ttft_s=float("nan"), oom=False,
-                              meets=lambda s: feas(n)))[1])
+                          run=lambda _p, _c, _pol, n, **kw: (blind.append(n), _run_result(
+                              float("nan"), float("nan"), meets=lambda s: feas(n)))[1])
         assert len(calls) <= len(blind), (hint, boundary, calls, blind)
         if boundary >= 140:
             assert len(calls) < len(blind), (hint, boundary, calls, blind)
@@ -100,7 +104,7 @@ def test_search_on_noisy_load_keeps_its_guarantee(plan, seed):
 
 
 def test_capacity_search_zero_when_one_session_fails(plan):
-    run = lambda *a, **k: SimpleNamespace(p99_tpot_s=1.0, p99_ttft_s=0.0, oom=False, meets=lambda slo: False)  # noqa: E731
+    run = lambda *a, **k: _run_result(1.0, 0.0, meets=lambda slo: False)  # noqa: E731
     assert C.capacity_search(plan, DEFAULT, "lachesis", run=run)[0] == 0
 
 
@@ -124,8 +128,8 @@ def test_capacity_search_on_toy_roofline(plan):
 def test_hinted_blind_search_grows_its_steps(plan):
     """Without margins, steps from a hint grow 10 %, 20 %, 40 %, … so a far boundary costs O(log) runs."""
     calls: list[int] = []
-    run = lambda _p, _c, _pol, n, **kw: (calls.append(n), SimpleNamespace(  # noqa: E731
-        p99_tpot_s=float("nan"), p99_ttft_s=float("nan"), oom=False, meets=lambda s: n <= 777))[1]
+    run = lambda _p, _c, _pol, n, **kw: (calls.append(n), _run_result(  # noqa: E731
+        float("nan"), float("nan"), meets=lambda s: n <= 777))[1]
     n_star, _ = C.capacity_search(plan, DEFAULT, "lachesis", params=C.SearchParams(n_max=4096, rel_tol=0), run=run,
                                   hint=5)
     assert n_star == 777 and len(calls) <= 20, calls

@@ -103,7 +103,7 @@ def test_oracle_is_told_the_baselines_close_times(plan):
     assert d["matched"] == 1.0 and d["median_abs_s"] == pytest.approx(0.0, abs=1e-9)
     # the oracle's knowledge changes its placement: without it every segment ranks last (open order)
     blind = S.simulate(plan, cfg, "oracle", 4, **kw, settings=settings)
-    assert blind.bytes_by_tier != orc.bytes_by_tier
+    assert blind.lifetime.bytes_by_tier != orc.lifetime.bytes_by_tier
 
 
 def test_a_run_records_no_closes_unless_asked(plan):

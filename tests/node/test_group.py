@@ -90,20 +90,20 @@ def test_group_ranks_share_the_load_per_gpu(multi_plan):
     """``n_sessions`` is per GPU: a group of 2 serves twice as many sessions, and reports the per-GPU mean."""
     cfg = node(small_cfg(hbm_bytes=5e9, hbf_kv_bytes=5e10), group_ranks=2, landing="overlap", start="empty")
     r = S.simulate(multi_plan, cfg, "lachesis", 3, settings=S.RunSettings(seed=0))
-    after = r.series[r.series["t_s"] >= r.warmup_s]
-    assert r.ranks == 2 and (after["sessions_live"] == 3).all()
+    after = r.series[r.series["t_s"] >= r.point.warmup_s]
+    assert r.point.ranks == 2 and (after["sessions_live"] == 3).all()
     one = S.simulate(multi_plan, node(cfg, group_ranks=1), "lachesis", 3, settings=S.RunSettings(seed=0))
-    assert r.requests_done > 1.5 * one.requests_done
-    assert r.kv_read_per_step_bytes > 0 and r.live_short_kv_bytes > 0
-    assert r.hbm_over_live_short == pytest.approx(cfg.memory.hbm_bytes / r.live_short_kv_bytes)
+    assert r.measurement.requests_done > 1.5 * one.measurement.requests_done
+    assert r.point.kv_read_per_step_bytes > 0 and r.point.live_short_kv_bytes > 0
+    assert r.point.hbm_over_live_short == pytest.approx(cfg.memory.hbm_bytes / r.point.live_short_kv_bytes)
 
 
 def test_landing_stalls_raise_tpot_in_a_group(multi_plan):
     cfg = node(small_cfg(hbm_bytes=5e9, hbf_kv_bytes=5e10), group_ranks=4, start="empty")
     stall = S.simulate(multi_plan, node(cfg, landing="stall"), "hbm_first", 4, settings=S.RunSettings(seed=0))
     overlap = S.simulate(multi_plan, node(cfg, landing="overlap"), "hbm_first", 4, settings=S.RunSettings(seed=0))
-    assert stall.stalled_s > 0 and overlap.stalled_s == 0
-    assert stall.mean_tpot_s > overlap.mean_tpot_s
+    assert stall.measurement.stalled_s > 0 and overlap.measurement.stalled_s == 0
+    assert stall.measurement.mean_tpot_s > overlap.measurement.mean_tpot_s
 
 
 def test_an_aged_start_fills_the_cache_and_counts_no_write(multi_plan):
@@ -112,12 +112,12 @@ def test_an_aged_start_fills_the_cache_and_counts_no_write(multi_plan):
     empty = S.simulate(multi_plan, node(cfg, start="empty"), "hbm_first", 4, settings=S.RunSettings(seed=0))
     first = aged.series.iloc[0]
     assert first["cached_hbm_bytes"] > 0 and first["cached_hbf_bytes"] > 0
-    assert aged.in_regime and aged.evicted_blocks > 0
-    assert "reasoning_stripped" not in aged.bytes_by_class_tier  # the pseudo-segments are not trace KV
+    assert aged.lifetime.in_regime and aged.lifetime.evicted_blocks > 0
+    assert "reasoning_stripped" not in aged.lifetime.bytes_by_class_tier  # the pseudo-segments are not trace KV
     assert aged.series["hbf_written_bytes"].iloc[0] < 1e9  # nor written bytes
     # HBM-first on an aged cache writes to HBM as its LRU queue hands back HBM blocks
-    assert aged.bytes_by_tier["hbm"] > 0
-    assert empty.in_regime == (empty.evicted_blocks > 0)
+    assert aged.lifetime.bytes_by_tier["hbm"] > 0
+    assert empty.lifetime.in_regime == (empty.lifetime.evicted_blocks > 0)
     # a policy that frees at the boundary has no cache to age: identical runs
     a = S.simulate(multi_plan, node(cfg, start="aged"), "lachesis", 4, settings=S.RunSettings(seed=0))
     b = S.simulate(multi_plan, node(cfg, start="empty"), "lachesis", 4, settings=S.RunSettings(seed=0))

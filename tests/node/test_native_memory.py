@@ -22,7 +22,7 @@ from lachesis.node import block_capacity
 from lachesis.node import simulator as S
 from lachesis.node.clairvoyance import Clock, CloseTimes, Recorder
 from lachesis.node.node_memory import Memory, OutOfMemory
-from lachesis.node.plan import build_plan
+from lachesis.node.plan import PlanLists, build_plan
 
 core = pytest.importorskip("lachesis.node._core", reason="the native core is not built (reference path only)")
 
@@ -236,7 +236,7 @@ def test_simulated_runs_match(plan_name, policy, monkeypatch, request):
         base, _ = run_twin(monkeypatch, plan, cfg, "hbm_first", 6, record_closes=True)
         closes = base.closes
     r, made = run_twin(monkeypatch, plan, cfg, policy, 6, closes=closes)
-    assert not r.oom and r.requests_done > 0
+    assert not r.measurement.oom and r.measurement.requests_done > 0
     assert sum(t.nat.totals()["hbf_tokens"] + t.nat.totals()["hbm_tokens"] for t in made) > 0
 
 
@@ -249,7 +249,7 @@ def test_group_of_eight_aged_stall(policy, multi_plan, monkeypatch):
     assert len(made) == 8
     if not made[0].py.policy.frees_at_boundary:
         assert made[0].py._base != (0, 0)  # the aged start ran
-        assert r.evicted_blocks >= 0
+        assert r.lifetime.evicted_blocks >= 0
 
 
 @pytest.mark.parametrize("policy", ["hbm_first", "lachesis", "oracle"])
@@ -261,7 +261,7 @@ def test_out_of_memory_matches(policy, multi_plan, monkeypatch):
         big = group_cfg(1)
         closes = run_twin(monkeypatch, multi_plan, big, "hbm_first", 12, record_closes=True)[0].closes
     r, _ = run_twin(monkeypatch, multi_plan, cfg, policy, 12, closes=closes)
-    assert r.oom
+    assert r.measurement.oom
 
 
 @pytest.mark.slow
@@ -289,7 +289,7 @@ def test_paper_node_runs_match(workload, n, policy, monkeypatch):
                    settings=S.RunSettings(seed=0))
     for t in made:
         t.finish()
-    assert not r.oom and r.requests_done > 10_000
+    assert not r.measurement.oom and r.measurement.requests_done > 10_000
 
 
 # -- small random streams ------------------------------------------------------------------------------------
@@ -305,8 +305,8 @@ def random_plan(rng: np.random.Generator, n_sessions: int, segs_per: int):
     reads = rng.integers(0, 200, n).astype(np.int64)
     plan = SimpleNamespace(seg_class=cls, seg_key=key, seg_tokens=tokens, seg_reads=reads, seg_role=cls.copy(),
                            sessions=[f"s{i}" for i in range(n_sessions)], fingerprint="random")
-    plan.lists = lambda: dict(seg_class=[str(c) for c in cls], seg_role=[str(c) for c in cls],
-                              seg_key=[float(k) for k in key])
+    plan.lists = lambda: PlanLists(requests=[], seg_class=[str(c) for c in cls], seg_role=[str(c) for c in cls],
+                                   seg_key=[float(k) for k in key])
     plan.segs_of = lambda i: list(range(i * segs_per, (i + 1) * segs_per))
     return plan
 

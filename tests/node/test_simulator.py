@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -52,9 +53,9 @@ def small_cfg(hbm_bytes: float = 2e8, hbf_kv_bytes: float = 2e9):
 def test_closed_loop_keeps_n_sessions_live(multi_plan):
     n = 7
     r = S.simulate(multi_plan, small_cfg(), "lachesis", n, settings=S.RunSettings(seed=1, step_fn=const_step))
-    after = r.series[r.series["t_s"] >= r.warmup_s]
+    after = r.series[r.series["t_s"] >= r.point.warmup_s]
     assert (after["sessions_live"] == n).all()
-    assert r.sessions_done > n  # sessions were replaced (the trace cycles)
+    assert r.measurement.sessions_done > n  # sessions were replaced (the trace cycles)
 
 
 @pytest.mark.parametrize("policy", ["deterministic", "lachesis"])
@@ -72,7 +73,7 @@ def test_hbm_first_caches_until_pressure(multi_plan):
     # ... and with a small memory they are evicted under pressure, so the run still fits.
     small = S.simulate(multi_plan, small_cfg(hbm_bytes=1e8, hbf_kv_bytes=2e9), "hbm_first", 6,
                        settings=S.RunSettings(seed=0, step_fn=const_step))
-    assert not small.oom and small.totals.evicted_blocks > 0
+    assert not small.measurement.oom and small.totals.evicted_blocks > 0
 
 
 @pytest.mark.parametrize("plan_name", ["multi_plan", "single_plan"])
@@ -97,7 +98,7 @@ def test_differential_against_reference(plan_name, policy, request):
     plan = request.getfixturevalue(plan_name)
     cfg = small_cfg(hbm_bytes=1.5e8, hbf_kv_bytes=4e9)
     r = S.simulate(plan, cfg, policy, 6, settings=S.RunSettings(seed=0, record_events=True))
-    assert r.events and not r.oom
+    assert r.events and not r.measurement.oom
     mem = Memory(plan, cfg, policy)
     ref = reference_replay(r.events, policy, mem.alloc.hbm_blocks, mem.alloc.hbf_blocks, cfg.deployment.block_tokens)
     np.testing.assert_array_equal(r.totals.tokens, ref.tokens)
@@ -114,8 +115,8 @@ def test_lifetime_monotone_in_hbf_writes(multi_plan):
                        settings=S.RunSettings(seed=0, step_fn=const_step))
             for h in (1e8, 5e9)]
     # more HBM -> fewer HBF bytes -> longer life on the same HBF
-    assert runs[1].bytes_by_tier["hbf"] < runs[0].bytes_by_tier["hbf"]
-    assert runs[1].lifetime_years > runs[0].lifetime_years
+    assert runs[1].lifetime.bytes_by_tier["hbf"] < runs[0].lifetime.bytes_by_tier["hbf"]
+    assert runs[1].lifetime.lifetime_years > runs[0].lifetime.lifetime_years
 
 
 def test_step_time_advances_in_aggregate():
@@ -190,7 +191,7 @@ def test_windows_of_one_run_equal_separate_runs(multi_plan, policy):
                          n_samples=w.n_samples, settings=S.RunSettings(seed=4))
         np.testing.assert_equal(got.to_dict(), ref.to_dict())  # NaN == NaN here
         pd.testing.assert_frame_equal(got.series, ref.series)
-    assert b.requests_done > a.requests_done
+    assert b.measurement.requests_done > a.measurement.requests_done
     with pytest.raises(ValueError, match="non-decreasing"):
         next(S.simulate_windows(multi_plan, small_cfg(), policy, 6, [long_, short]))
 
@@ -200,7 +201,12 @@ def _result(**kw):
                 oom=False, requests_done=1, sessions_done=0, max_batch=1, hbf_write_rate=1.0, settled=True,
                 settled_at_s=0.5, lifetime_years=1.0, bytes_by_tier={}, bytes_by_class_tier={}, live_peak={},
                 live_mean={})
-    return S.SimResult(**{**base, **kw})
+    d = {**base, **kw}
+
+    def part(cls):
+        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
+
+    return S.SimResult(part(S.OperatingPoint), part(S.Measurement), part(S.Lifetime))
 
 
 def test_a_run_that_served_nothing_fails_the_slo():
@@ -215,12 +221,12 @@ def test_no_lifetime_for_an_infeasible_run(multi_plan):
     # out of memory: no lifetime (never inf)
     oom = S.simulate(multi_plan, small_cfg(hbm_bytes=1e6, hbf_kv_bytes=1e6), "lachesis", 6,
                      settings=S.RunSettings(seed=0, step_fn=const_step))
-    assert oom.oom and np.isnan(oom.lifetime_years) and not oom.meets(DEFAULT.slo)
+    assert oom.measurement.oom and np.isnan(oom.lifetime.lifetime_years) and not oom.meets(DEFAULT.slo)
     # a window in which no decode step finished: NaN p99, no lifetime
     m = multi_plan.mean_session_s
     idle = S.simulate(multi_plan, small_cfg(), "lachesis", 1, duration_s=1e-3 * m, warmup_s=1e-3 * m,
                       settings=S.RunSettings(seed=0, step_fn=const_step))
-    assert np.isnan(idle.p99_tpot_s) and np.isnan(idle.lifetime_years) and not idle.meets(DEFAULT.slo)
+    assert np.isnan(idle.measurement.p99_tpot_s) and np.isnan(idle.lifetime.lifetime_years) and not idle.meets(DEFAULT.slo)
 
 
 @pytest.mark.parametrize("kw, name", [

@@ -1,6 +1,6 @@
 // The memory of one decode GPU, native: lachesis/node/node_memory.py's Memory over the segment table
-// (allocator.py), the free lists (free_lists.py), the live indexes (live_index.py, live_set.py), the
-// LRU cache (eviction.py), the written-KV counters (written.py), the placement statistics (kv.py) and
+// (lachesis/memory/allocator.py), the free lists (free_lists.py), the live indexes (live_index.py, lookup.py), the
+// LRU cache (eviction.py), the written-KV counters (written.py), the placement statistics (placement_stats.py) and
 // the six policies (policies.py).  Bit-identical to the Python reference: same tiers, same block ids
 // in the same order, same counters.  The Python modules are the readable reference; docs/design.md §5.
 #pragma once
@@ -42,7 +42,7 @@ struct PolicySpec {
     SizeEstimate size_estimate = SizeEstimate::HELD;            // Lachesis
     double quantile = 0.5;                                       // ReuseThreshold
     double threshold = std::numeric_limits<double>::quiet_NaN(); // ReuseThreshold (NaN: None)
-    i64 rho_window = 1024;                                       // kv.RHO_WINDOW unless the policy sets it
+    i64 rho_window = 1024;                                       // placement_stats.RHO_WINDOW unless the policy sets it
     bool frees_at_boundary() const { return kind != PolicyKind::HBM_FIRST && kind != PolicyKind::HBM_FIRST_RECLAIM; }
     bool reclaims_cached_hbm() const { return kind == PolicyKind::HBM_FIRST_RECLAIM; }
 };
@@ -100,7 +100,7 @@ struct NodeMemoryImpl;  // memory.cpp: the table, free lists, cache, indexes and
 // node_memory.Memory: one GPU's memory as the simulator drives it.
 class NodeMemory {
 public:
-    // Memory(plan, cfg, policy, clock, recorder): hbm/hbf blocks are hbf.kv_blocks(...), block_tokens is
+    // Memory(plan, cfg, policy, clock, recorder): hbm/hbf blocks are block_capacity.kv_blocks(...), block_tokens is
     // cfg.deployment.block_tokens, bytes_per_token cfg.model.kv_bytes_per_token.  clock/recorder may be null
     // and are shared by the ranks of a group (the caller keeps them alive).
     NodeMemory(i64 hbm_blocks, i64 hbf_blocks, i64 block_tokens, i64 bytes_per_token, const PolicySpec& policy,

@@ -13,7 +13,7 @@
 namespace lachesis {
 
 namespace {
-constexpr int N_INPUTS = 6;  // hbf._INPUTS
+constexpr int N_INPUTS = 6;  // step_cost._INPUTS
 constexpr double INF = std::numeric_limits<double>::infinity();
 
 inline double clamp0(double x) { return x < 0.0 ? 0.0 : x; }  // decode: "0.0 if x < 0.0 else x"
@@ -21,7 +21,7 @@ inline double py_max(double a, double b) { return b > a ? b : a; }  // Python ma
 inline double py_min(double a, double b) { return b < a ? b : a; }  // Python min(a, b)
 
 void check_step_inputs(double b, double h, double f, double fl, double hw) {
-    // hbf.StepModel.scalar's check, naming the argument
+    // step_cost.StepModel.check_tiers, naming the argument
     const char* names[5] = {"batch", "kv_hbm_bytes", "kv_hbf_bytes", "hbf_flush_bytes", "hbm_write_bytes"};
     double v[5] = {b, h, f, fl, hw};
     for (int i = 0; i < 5; ++i)
@@ -31,7 +31,7 @@ void check_step_inputs(double b, double h, double f, double fl, double hw) {
 }
 }  // namespace
 
-// hbf.dot_rows, then the lane maximum per operator and hbf.sum_in_order over operators
+// step_cost.dot_rows, then the lane maximum per operator and step_cost.sum_in_order over operators
 double StepRows::eval(const double* x, std::vector<double>& t) const {
     const std::size_t rows = std::size_t(lanes) * std::size_t(n_ops);
     t.resize(rows);
@@ -512,11 +512,11 @@ void NodeRun::point(Observed& o) {
     o.point_classes.push_back(present);
 }
 
-// hbf.landing_fn
+// kv_landing.landing_fn
 double NodeRun::landing(double hbm_tokens, double hbf_tokens) const {
     const double bw_hbm = L_.bw_hbm, bw_hbf = L_.bw_hbf, kb = L_.kv_bytes_per_token;
     if (!(bw_hbm > 0 && bw_hbf > 0 && 0 <= hbm_tokens && hbm_tokens < INF && 0 <= hbf_tokens && hbf_tokens < INF)) {
-        auto one = [&](double tokens, double bw, const char* tier) {  // hbf.kv_landing_time
+        auto one = [&](double tokens, double bw, const char* tier) {  // kv_landing.kv_landing_time
             if (!(0 <= tokens && tokens < INF)) throw std::invalid_argument("kv_landing_time: tokens must be finite and >= 0");
             if (bw > 0) return tokens * kb / bw;
             if (tokens > 0) throw std::invalid_argument(std::string(tier) + " landing: bytes routed to a tier with zero bandwidth");
@@ -579,14 +579,14 @@ void NodeRun::advance() {
 }
 
 double NodeRun::one_step(double batch, double h, double f, double fl, double hw) {
-    // hbf.StepModel.scalar_fn's step
+    // step_cost.StepModel.scalar_fn's step
     check_step_inputs(batch, h, f, fl, hw);
     const double x[N_INPUTS] = {batch > 0 ? 1.0 : 0.0, batch, h, f, hw, S_.experts(batch)};
     return S_.all.eval(x, scratch_) + fl * S_.flush_per_byte;
 }
 
 double NodeRun::rank_step(double batch, double h, double f, double fl, double hw) {
-    // hbf.GroupStep.rank
+    // step_cost.GroupStep.rank
     check_step_inputs(batch, h, f, fl, hw);
     const double x[N_INPUTS] = {batch > 0 ? 1.0 : 0.0, batch, h, f, hw, 0.0};
     return S_.own.eval(x, scratch_) + fl * S_.flush_per_byte;

@@ -1,7 +1,7 @@
 // The decode node's run, native: lachesis/node/simulator.py's closed-loop replay (its simpy event order),
-// lachesis/node/decode.py's decode engine and lachesis/node/hbf.py's step and landing pricing, driving one
+// lachesis/node/decode.py's decode engine and lachesis/node/step_cost.py's step and kv_landing.py's landing, driving one
 // NodeMemory per rank (memory.hpp).  Bit-identical to the Python reference on the same inputs; the
-// Python modules are the readable reference and the differential oracle (tests/test_native_run.py).
+// Python modules are the readable reference and the differential oracle (tests/node/test_native_run.py).
 #pragma once
 
 #include <array>
@@ -13,9 +13,9 @@
 
 namespace lachesis {
 
-// hbf.StepModel's coefficient rows for one set of operators, input-major (hbf.dot_rows' operand):
+// step_cost.StepModel's coefficient rows for one set of operators, input-major (step_cost.dot_rows' operand):
 // rows are lane-major (every operator's lane 0, then lane 1, ...); an operator costs the max over its
-// lanes, the rows' sum over operators is taken left to right (hbf.sum_in_order).
+// lanes, the rows' sum over operators is taken left to right (step_cost.sum_in_order).
 struct StepRows {
     int n_ops = 0;
     int lanes = 1;
@@ -23,7 +23,7 @@ struct StepRows {
     double eval(const double* x, std::vector<double>& t) const;
 };
 
-// What the step model needs (hbf.StepModel / GroupStep): G = 1 prices every operator at the rank's
+// What the step model needs (step_cost.StepModel / GroupStep): G = 1 prices every operator at the rank's
 // batch; a group prices its own operators per rank and the group operators at the mean batch.
 struct StepSpec {
     StepRows all, own, group;
