@@ -1,14 +1,15 @@
 """Evaluation sweeps (§5.2–§5.5): one load per cell, every policy's HBF lifetime at it, over seeds, cached, in parallel.
 
-Per cell (:mod:`lachesis.evaluation.grid`) the capacity search (:mod:`lachesis.node.capacity`) finds N*, the sessions per
-GPU the SLO admits; every policy of the cell then runs at one load (``load``), and HBF lifetime is read from
+Per cell (:mod:`lachesis.evaluation.grid`) the capacity search (:mod:`lachesis.node.capacity`) finds N*, the sessions
+per GPU the SLO admits; every policy of the cell then runs at one load (``load``), and HBF lifetime is read from
 a LONGER run there once the HBF write traffic has settled (:func:`lachesis.node.endurance.settled_rate`).  The
 searched policy's lifetime run is its N* search run continued (:func:`lachesis.node.simulator.simulate_windows`
 gives exactly the numbers of a separate run).  A cell's other seeds run at its first seed's load
 (``seed_load``); the oracle runs with the load policy's recorded close times; the load policy's searched
 run carries the offline bound (:func:`bound_fields`).  The assumptions and their knobs are in
 docs/design.md §5 ("Load", "Seeds", "Oracle clairvoyance", "Offline bound"); every search and run is
-cached (:mod:`lachesis.evaluation.store`, :mod:`lachesis.evaluation.plancache`) and runs on :mod:`lachesis.evaluation.runner`.
+cached (:mod:`lachesis.evaluation.store`, :mod:`lachesis.evaluation.plancache`) and runs on
+:mod:`lachesis.evaluation.runner`.
 :func:`cached_results` reads what a cache holds without simulating; :func:`load_curve` runs every policy
 at fractions of N* (gain versus load).
 """
@@ -135,6 +136,7 @@ def _run_at_load(point: Point, n: int, params: SearchParams, cache_dir: str | os
     out.update(_run_fields(long_), slo_met=bool(short.meets(cfg.slo)), slo_p99_tpot_s=short.measurement.p99_tpot_s,
                slo_p99_ttft_s=short.measurement.p99_ttft_s)
     if clair is not None:
+        assert long_.closes is not None  # NOTE: a run told the baseline's closes records its own (settings above)
         out.update({f"close_drift_{k}": v for k, v in drift(clair, long_.closes).items()})
     if base:
         out.update(_baseline_record(long_, cfg, cache_dir, key, plan.fingerprint))
@@ -182,7 +184,8 @@ def bound_fields(r: sim.SimResult, cfg: Config, timeline: Timeline) -> dict:
     res = hbm_bound(timeline, hbm_tokens, window=(r.point.warmup_s, np.inf), bytes_per_token=bpt)
     wear = r.lifetime
     hbf_run = float((wear.events_bytes_by_tier or wear.bytes_by_tier).get("hbf", np.nan))  # the recorded rank's
-    rate = wear.hbf_write_rate * (res.window_bytes - res.hbm_bytes) / hbf_run if hbf_run > 0 else 0.0 * wear.hbf_write_rate
+    rate = (wear.hbf_write_rate * (res.window_bytes - res.hbm_bytes) / hbf_run if hbf_run > 0
+            else 0.0 * wear.hbf_write_rate)
     life = float(endurance.hbf_lifetime_years(cfg.memory, rate, cfg.endurance)) if np.isfinite(rate) else float("nan")
     return dict(res.as_dict(), bound_lifetime_years=life)
 
@@ -191,6 +194,7 @@ def _baseline_record(r: sim.SimResult, cfg: Config, cache_dir: str | os.PathLike
                      fingerprint: str) -> dict:
     """A load-policy run's sidecars (its closes, the oracle's clairvoyance; its write timeline if it recorded
     its events), filed under the key of the run it is, and its bound fields for its entry (none without events)."""
+    assert r.closes is not None  # NOTE: the load policy's runs record their closes
     store.write_closes(store.closes_path(cache_dir, key), key, r.closes)
     if r.events is None:
         return {}
@@ -466,7 +470,7 @@ def _check_points(points: Sequence[Point], load: str | LoadRule = "per_deploymen
             raise ValueError(f"laden_close must be one of {LADEN_CLOSES}, got {lc!r}")
     for p in {(p.model, p.memory, p.slo): p for p in points}.values():
         cfg = p.config()
-        block_capacity.kv_blocks(cfg.memory, cfg.model, cfg.deployment)  # the weights leave room for KV, or a ValueError
+        block_capacity.kv_blocks(cfg.memory, cfg.model, cfg.deployment)  # KV fits beside the weights, or a ValueError
 
 
 def _cells(points: Sequence[Point]) -> list[list[int]]:

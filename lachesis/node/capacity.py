@@ -99,8 +99,10 @@ class Search:
     def __init__(self, probe: Probe, slo: SLO, params: SearchParams):
         self.probe, self.slo, self.params = probe, slo, params
         self.tried: dict[int, dict] = {}
-        self.lo, self.hi = 0, None
-        self.best_n, self.best_cont = 0, None
+        self.lo: int = 0
+        self.hi: int | None = None
+        self.best_n: int = 0
+        self.best_cont: Any = None
 
     # -- candidates ------------------------------------------------------------------------------
 
@@ -124,8 +126,8 @@ class Search:
 
     def estimate(self, pts: list[int]) -> float | None:
         """N at which the margin reaches 1, on the line through two tried candidates (or one and the origin)."""
-        ms = [(n, margin(self.tried[n], self.slo)) for n in pts]
-        ms = [(n, m) for n, m in ms if m is not None and m > 0]
+        ms: list[tuple[int, float]] = [(n, m) for n in pts
+                                       if (m := margin(self.tried[n], self.slo)) is not None and m > 0]
         if len(ms) == 1:
             ms = [(0, 0.0)] + ms
         if len(ms) != 2:
@@ -170,6 +172,7 @@ class Search:
         p, streak = self.params, 0
         while self.lo == 0:
             hi = self.hi
+            assert hi is not None  # NOTE: the step down starts from, and keeps, an infeasible hi
             est = self.estimate(self._infeasible(2))
             if est is None:
                 nxt = max(1, min(hi - 1, int(hi / (1 + 0.1 * 2 ** streak))))

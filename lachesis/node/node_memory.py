@@ -26,7 +26,7 @@ class OutOfMemory(RuntimeError):
     """Live KV exceeded HBM + HBF (minus weights): the load is infeasible."""
 
 
-class _SegmentIds(dict):
+class _SegmentIds(dict[int, str]):
     """Segment -> table id ("inst:segment") of one session instance, formatted on first use."""
 
     def __init__(self, inst: int) -> None:
@@ -65,7 +65,7 @@ class Memory:
         self._reads = plan.seg_reads.tolist()  # a segment's decode-stage reads (Eq. 3), reported at its boundary
         self.events: list[tuple] | None = None  # set to [] to record the allocator event stream
         self.clock, self.recorder = clock, recorder
-        self._ids: dict[int, dict[int, str]] = {}  # session instance -> segment -> its id in the table
+        self._ids: dict[int, _SegmentIds] = {}  # session instance -> segment -> its id in the table
         self._live_tok: dict[str, int] = {}  # live (not yet closed) tokens per class
         self._seg_tok: dict[int, dict[int, int]] = {}  # session instance -> segment -> its live tokens
         self._base = (0, 0)  # (HBM, HBF) tokens of an aged start, not part of any window's writes
@@ -98,14 +98,14 @@ class Memory:
         if self.recorder is not None:
             self.recorder.started(inst, session, t0)
 
-    def _sids(self, inst: int) -> dict[int, str]:
+    def _sids(self, inst: int) -> _SegmentIds:
         """The instance's segment ids ("inst:segment"), formatted once per segment rather than per call."""
         sids = self._ids.get(inst)
         if sids is None:
             sids = self._ids[inst] = _SegmentIds(inst)
         return sids
 
-    def _write(self, sids: dict[int, str], inst: int, s: int, tokens: int, now: float) -> None:
+    def _write(self, sids: _SegmentIds, inst: int, s: int, tokens: int, now: float) -> None:
         sid, cls, key = sids[s], self._cls[s], self._key[s]
         seg_tok = self._seg_tok.get(inst)
         if seg_tok is None:

@@ -107,7 +107,8 @@ class Plan:
     _mean_span: float | None = None
     _lists: PlanLists | None = None
     _spans: dict | None = None
-    #: the native core's forms of this plan (lachesis.node.native.plan_arrays, lachesis.node._core.plan_segments), built once
+    #: the native core's forms of this plan (lachesis.node.native.plan_arrays, lachesis.node._core.plan_segments),
+    #: built once
     _native: dict = field(default_factory=dict, repr=False)
 
     def lists(self) -> PlanLists:
@@ -222,7 +223,8 @@ def build_plan(trace: Trace, segments: Segments, keys: pd.Series | None = None, 
 
     return Plan(
         n_req=n, out_tokens=r["output_tokens"].to_numpy(np.int64),
-        t_tools=r["t_tools_s"].to_numpy(float), t_obs=r["t_obs_s"].to_numpy(float), t_user=r["t_user_s"].to_numpy(float),
+        t_tools=r["t_tools_s"].to_numpy(float), t_obs=r["t_obs_s"].to_numpy(float),
+        t_user=r["t_user_s"].to_numpy(float),
         w_ptr=w_ptr, w_seg=w_seg, w_tok=w_tok, r_ptr=r_ptr, r_seg=r_seg, r_tok=r_tok,
         ca_ptr=ca_ptr, ca_seg=ca_seg, ce_ptr=ce_ptr, ce_seg=ce_seg,
         seg_ids=sg["segment_id"].to_numpy(object), seg_class=sg["seg_class"].to_numpy(object),

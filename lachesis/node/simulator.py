@@ -155,7 +155,8 @@ def weighted_quantile(x: np.ndarray, w: np.ndarray, q: float) -> float:
 
 @dataclass(frozen=True)
 class Window:
-    """One observation of a run: simulate until ``duration_s``, measure after ``warmup_s``, take ``n_samples`` snapshots."""
+    """One observation of a run: simulate until ``duration_s``, measure after ``warmup_s``, take ``n_samples``
+    snapshots."""
 
     duration_s: float
     warmup_s: float
@@ -211,16 +212,16 @@ def simulate_windows(plan: Plan, cfg: Config, policy: Policy | str, n_sessions: 
     for w in windows:
         _check_run_args(n_sessions, settings.seed, w.duration_s, w.warmup_s, w.n_samples)
     first_warmup = min(w.warmup_s for w in windows)
-    run = _native_run(plan, cfg, policy, n_sessions, settings, windows, first_warmup)
-    if run is None:
-        run = _Run(plan, cfg, policy, n_sessions, settings, first_warmup)
+    native_run = _native_run(plan, cfg, policy, n_sessions, settings, windows, first_warmup)
+    run = native_run if native_run is not None else _Run(plan, cfg, policy, n_sessions, settings, first_warmup)
     observers = run.start(windows)
     for k, obs in enumerate(observers):
         run.finish_window(k, obs)
         yield obs.result(run)
 
 
-def _random_streams(plan: Plan, cfg: Config, n_sessions: int, seed: int) -> tuple[np.random.Generator, np.random.Generator | None]:
+def _random_streams(plan: Plan, cfg: Config, n_sessions: int,
+                    seed: int) -> tuple[np.random.Generator, np.random.Generator | None]:
     """The run's random stream (the cycle of sessions, each slot's first session and phase) and the aged
     start's (None unless the node starts aged), both seeded by the seed, the load and the trace."""
     key = [seed, n_sessions, zlib.crc32(plan.fingerprint.encode())]
@@ -445,10 +446,10 @@ class _Run:
                 mem.close(inst, s, now)
             kids = a.children.get(q)
             if kids:  # the reference clock's rule: tools, then wait for the sub-agents this request spawned
-                kids = [env.process(self.agent(inst, c, rank)) for c in kids]
+                spawned = [env.process(self.agent(inst, c, rank)) for c in kids]
                 if t_tools > 0 and (w := wait(inst, t_tools)) is not None:
                     yield w
-                yield env.all_of(kids)
+                yield env.all_of(spawned)
                 if t_obs > 0 and (w := wait(inst, t_obs)) is not None:
                     yield w
             elif t_tools + t_obs > 0 and (w := wait(inst, t_tools + t_obs)) is not None:
@@ -541,10 +542,12 @@ class _NativeRun:
         tokens, by_class, blocks, evicted, bpt = mem.totals_fields()
         totals = WriteTotals(tokens=np.array(tokens, dtype=np.int64),
                              tokens_by_class={c: np.array(v, dtype=np.int64) for c, v in by_class.items()},
-                             blocks=np.array(blocks, dtype=np.int64), evicted_blocks=int(evicted), bytes_per_token=int(bpt))
+                             blocks=np.array(blocks, dtype=np.int64), evicted_blocks=int(evicted),
+                             bytes_per_token=int(bpt))
         closes = None
         if self.recorder is not None:
-            closes = CloseTimes(*self.recorder.close_times_arrays(), self.plan.fingerprint)
+            session, occurrence, segment, offset_s = self.recorder.close_times_arrays()
+            closes = CloseTimes(session, occurrence, segment, offset_s, self.plan.fingerprint)
         return events, totals, closes
 
 
@@ -589,12 +592,12 @@ class _Observer:
             self.points.append((run.env.now,) + run.sample_operating_point())
             yield run.env.timeout(dt)
 
-    def operating_point(self, run: _Run) -> dict[str, Any]:
+    def operating_point(self, run: _Run | _NativeRun) -> dict[str, Any]:
         """Time-averaged over the measurement window, per GPU: KV bytes one decode step reads, live KV bytes
         of each class and of the short-lived ones (§5.3: what sets the gain is HBM capacity against the
         short-lived KV live at one time), and that ratio."""
         pts = [p for p in self.points if p[0] >= self.window.warmup_s]
-        out = dict(kv_read_per_step_bytes=float(np.mean([p[1] for p in pts])) if pts else float("nan"))
+        out: dict[str, Any] = dict(kv_read_per_step_bytes=float(np.mean([p[1] for p in pts])) if pts else float("nan"))
         classes = sorted({c for p in pts for c in p[2]})
         live = {c: float(np.mean([p[2].get(c, 0.0) for p in pts])) if pts else float("nan") for c in classes}
         short = sum(v for c, v in live.items() if c in SHORT_LIVED_CLASSES) if pts else float("nan")
@@ -602,7 +605,7 @@ class _Observer:
                    hbm_over_live_short=float(run.cfg.memory.hbm_bytes / short) if short and short > 0 else float("nan"))
         return out
 
-    def result(self, run: _Run) -> SimResult:
+    def result(self, run: _Run | _NativeRun) -> SimResult:
         warmup_s, engine, counts = self.window.warmup_s, run.engine, run.counts
         ser = pd.DataFrame(self.samples, columns=SERIES_COLUMNS)
         tp, tw = np.asarray(engine.tpot), np.asarray(engine.tpot_w)
@@ -630,7 +633,8 @@ class _Observer:
         evictions = run.evicted_blocks() - self.evicted_at_warmup
         regime = bool(run.frees_at_boundary or evictions > 0)
         spread = endurance.rank_spread([sum(v["hbf"] for v in r.values()) for r in by_rank])
-        life = float(endurance.group_lifetime_years(cfg.memory, rate, cfg.endurance, spread)) if np.isfinite(rate) else float("nan")
+        life = (float(endurance.group_lifetime_years(cfg.memory, rate, cfg.endurance, spread)) if np.isfinite(rate)
+                else float("nan"))
         events, totals, closes = run.recorded()
         point = OperatingPoint(
             n_sessions=run.n_sessions, policy=run.policy_name, sim_s=float(run.now), warmup_s=float(warmup_s),

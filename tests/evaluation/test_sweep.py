@@ -36,7 +36,8 @@ def plan():
 def test_grid_shapes():
     # with reviewer: the paper's three policies and the three baselines; without: the ablation's three (§5.4)
     assert len(grid.multi_agent_grid()) == 5 * 2 * 2 * (6 + 3)
-    assert {p.policy for p in grid.multi_agent_grid() if p.workload == "multi_agent_no_reviewer"} == set(grid.PAPER_MULTI_POLICIES)
+    no_reviewer = {p.policy for p in grid.multi_agent_grid() if p.workload == "multi_agent_no_reviewer"}
+    assert no_reviewer == set(grid.PAPER_MULTI_POLICIES)
     assert len(grid.multi_agent_grid(no_reviewer_policies=None)) == 5 * 2 * 2 * 6 * 2
     assert len(grid.single_agent_grid()) == 2 * 5 * 2 * 5
     assert {p.slo for p in grid.single_agent_grid()} == {"tight"}
@@ -119,7 +120,9 @@ def test_a_grid_the_cache_holds_whole_is_read_back_identically_without_a_plan(tm
     again = W.run_grid(pts, TINY, tmp_path, n_jobs=2, progress=False)
     pd.testing.assert_frame_equal(again, computed)
     # one point missing: the grid runs (here: refused, the plan builder is gone)
-    (tmp_path / f"{store.point_key(pts[-1], plancache.point_fingerprint(pts[-1]), TINY, n=int(computed['n_sessions'].iloc[-1]))}.json").unlink()
+    last, n_last = pts[-1], int(computed["n_sessions"].iloc[-1])
+    last_key = store.point_key(last, plancache.point_fingerprint(last), TINY, n=n_last)
+    (tmp_path / f"{last_key}.json").unlink()
     with pytest.raises(AssertionError, match="built a plan"):
         W.run_grid(pts, TINY, tmp_path, n_jobs=1, progress=False)
 
@@ -137,8 +140,10 @@ def _cell(policies=("hbm_first", "deterministic", "lachesis"), **kw):
 def fixture_plan(plan, monkeypatch):
     """Points of workload "fixture" replay the hand-made multi-agent trace."""
     real, real_fp = plancache.point_plan, plancache.point_fingerprint
-    monkeypatch.setattr(plancache, "point_plan", lambda p, cache_dir=None: plan if p.workload == "fixture" else real(p, cache_dir))
-    monkeypatch.setattr(plancache, "point_fingerprint", lambda p: plan.fingerprint if p.workload == "fixture" else real_fp(p))
+    monkeypatch.setattr(plancache, "point_plan",
+                        lambda p, cache_dir=None: plan if p.workload == "fixture" else real(p, cache_dir))
+    monkeypatch.setattr(plancache, "point_fingerprint",
+                        lambda p: plan.fingerprint if p.workload == "fixture" else real_fp(p))
     return plan
 
 
@@ -157,7 +162,8 @@ def test_every_policy_runs_at_the_baselines_n_star(fixture_plan, tmp_path):
     assert rows[0]["slo_met"] and fresh["slo_met"]
     # the other policies ran at n, not at their own N*
     for r, p in zip(rows[1:], pts[1:]):
-        np.testing.assert_equal(r["lifetime_years"], W.run_at_load(p, n, TINY, tmp_path, fixture_plan)["lifetime_years"])
+        again = W.run_at_load(p, n, TINY, tmp_path, fixture_plan)
+        np.testing.assert_equal(r["lifetime_years"], again["lifetime_years"])
 
 
 def test_load_rules_min_and_own(fixture_plan, tmp_path):
@@ -352,7 +358,8 @@ def test_paper_load_sentences_come_from_the_curve():
     for mem in ("1/7", "4/4", "8/8*"):
         for n, g in ((20, 12.0), (40, 3.0), (80, 1.2)):
             rows.append(dict(workload="multi_agent", model="M", slo="tight", memory=mem, n_sessions=n,
-                             **{"lachesis/hbm_first": g, "deterministic/hbm_first": g / 2}, n_star=80, all_meet_slo=True))
+                             **{"lachesis/hbm_first": g, "deterministic/hbm_first": g / 2}, n_star=80,
+                             all_meet_slo=True))
     found = gains.paper_loads(pd.DataFrame(rows))
     one = found[(found["memory"] == "1/7") & (found["ratio"] == "lachesis/hbm_first")].iloc[0]
     # 1.50 lies between 3.0 at 40 and 1.2 at 80: 40 + (3.0 - 1.5) / (3.0 - 1.2) * 40 = 73.3
@@ -507,7 +514,8 @@ def test_seed_table_and_intervals():
 
 def test_ratio_table_per_seed_with_the_oracle_share():
     rows = [dict(workload="w", model="m", slo="tight", memory="1/7", seed=s, policy=p, lifetime_years=v)
-            for s, vals in ((0, (2.0, 3.0, 4.0)), (1, (2.0, 2.5, 3.0))) for p, v in zip(("hbm_first", "lachesis", "oracle"), vals)]
+            for s, vals in ((0, (2.0, 3.0, 4.0)), (1, (2.0, 2.5, 3.0)))
+            for p, v in zip(("hbm_first", "lachesis", "oracle"), vals)]
     r = tables.ratio_table(pd.DataFrame(rows))
     assert r["lachesis/hbm_first"].tolist() == [1.5, 1.25] and r["oracle/hbm_first"].tolist() == [2.0, 1.5]
     assert r[tables.ORACLE_SHARE].tolist() == [0.5, 0.5]

@@ -23,6 +23,16 @@ def _run_result(p99_tpot_s: float, p99_ttft_s: float, meets) -> SimpleNamespace:
                            meets=meets)
 
 
+def _step_oracle(boundary: int, calls: list[int] | None = None, p99: float = 0.0):
+    """A run that meets the SLO exactly up to ``boundary`` sessions, at percentiles ``p99`` (0: no margin to
+    estimate from; NaN: none known), noting in ``calls`` each N it is asked for."""
+    def run(_plan, _cfg, _policy, n, **kw):
+        if calls is not None:
+            calls.append(n)
+        return _run_result(p99, p99, meets=lambda slo: n <= boundary)
+    return run
+
+
 @pytest.fixture(scope="module")
 def plan():
     tr = multi_agent_trace()
@@ -33,13 +43,9 @@ def plan():
 def test_capacity_search_finds_threshold_with_fake_runs(plan):
     """Gallop + bisection lands exactly on the largest feasible N of a monotone oracle."""
     for boundary in (1, 2, 37, 100, 1023):
-        calls = []
-
-        def run(_plan, cfg, policy, n, **kw):
-            calls.append(n)
-            return _run_result(0.0, 0.0, meets=lambda slo: n <= boundary)
-
-        n_star, tried = C.capacity_search(plan, DEFAULT, "lachesis", params=C.SearchParams(n_max=4096, rel_tol=0), run=run)
+        calls: list[int] = []
+        n_star, tried = C.capacity_search(plan, DEFAULT, "lachesis", params=C.SearchParams(n_max=4096, rel_tol=0),
+                                          run=_step_oracle(boundary, calls))
         assert n_star == boundary
         assert len(calls) == len(set(calls)) <= 2 * int(np.log2(boundary + 1)) + 3
 
@@ -48,9 +54,8 @@ def test_capacity_search_finds_threshold_with_fake_runs(plan):
 def test_hinted_search_finds_the_same_threshold(plan, hint):
     """Starting from another policy's N* (any hint, above or below) gives the same boundary."""
     for boundary in (1, 3, 40, 777):
-        run = lambda _p, c, pol, n, **kw: _run_result(0.0, 0.0, meets=lambda slo: n <= boundary)
         n_star, tried = C.capacity_search(plan, DEFAULT, "lachesis", params=C.SearchParams(n_max=4096, rel_tol=0),
-                                          run=run, hint=hint)
+                                          run=_step_oracle(boundary), hint=hint)
         assert n_star == boundary, (hint, boundary)
 
 
@@ -77,10 +82,8 @@ def test_margin_guided_search_is_exact_and_cheaper(plan, hint):
                                       run=_margin_oracle(boundary, calls=calls))
         assert n_star == boundary, (hint, boundary)
         blind: list[int] = []  # the same oracle without margins (NaN TPOT): gallop/steps + bisection only
-        feas = lambda n, b=boundary: n <= b  # noqa: E731
         C.capacity_search(plan, DEFAULT, "lachesis", params=exact, hint=hint,
-                          run=lambda _p, _c, _pol, n, **kw: (blind.append(n), _run_result(
-                              float("nan"), float("nan"), meets=lambda s: feas(n)))[1])
+                          run=_step_oracle(boundary, blind, p99=float("nan")))
         assert len(calls) <= len(blind), (hint, boundary, calls, blind)
         if boundary >= 140:
             assert len(calls) < len(blind), (hint, boundary, calls, blind)
@@ -128,8 +131,6 @@ def test_capacity_search_on_toy_roofline(plan):
 def test_hinted_blind_search_grows_its_steps(plan):
     """Without margins, steps from a hint grow 10 %, 20 %, 40 %, … so a far boundary costs O(log) runs."""
     calls: list[int] = []
-    run = lambda _p, _c, _pol, n, **kw: (calls.append(n), _run_result(  # noqa: E731
-        float("nan"), float("nan"), meets=lambda s: n <= 777))[1]
-    n_star, _ = C.capacity_search(plan, DEFAULT, "lachesis", params=C.SearchParams(n_max=4096, rel_tol=0), run=run,
-                                  hint=5)
+    n_star, _ = C.capacity_search(plan, DEFAULT, "lachesis", params=C.SearchParams(n_max=4096, rel_tol=0),
+                                  run=_step_oracle(777, calls, p99=float("nan")), hint=5)
     assert n_star == 777 and len(calls) <= 20, calls

@@ -160,7 +160,9 @@ def test_build_plan_rejects_unknown_segment(multi_plan):
 def test_same_seed_same_numbers(multi_plan):
     a = S.simulate(multi_plan, small_cfg(), "lachesis", 5, settings=S.RunSettings(seed=2))
     b = S.simulate(multi_plan, small_cfg(), "lachesis", 5, settings=S.RunSettings(seed=2))
-    same = lambda r: json.dumps(r.to_dict(), sort_keys=True, default=str)  # NaN (an unsettled rate) equals itself
+    def same(r):  # NaN (an unsettled rate) equals itself
+        return json.dumps(r.to_dict(), sort_keys=True, default=str)
+
     assert same(a) == same(b)
 
 
@@ -226,7 +228,8 @@ def test_no_lifetime_for_an_infeasible_run(multi_plan):
     m = multi_plan.mean_session_s
     idle = S.simulate(multi_plan, small_cfg(), "lachesis", 1, duration_s=1e-3 * m, warmup_s=1e-3 * m,
                       settings=S.RunSettings(seed=0, step_fn=const_step))
-    assert np.isnan(idle.measurement.p99_tpot_s) and np.isnan(idle.lifetime.lifetime_years) and not idle.meets(DEFAULT.slo)
+    assert np.isnan(idle.measurement.p99_tpot_s) and np.isnan(idle.lifetime.lifetime_years)
+    assert not idle.meets(DEFAULT.slo)
 
 
 @pytest.mark.parametrize("kw, name", [
@@ -243,6 +246,7 @@ def test_argument_errors_name_the_argument(multi_plan, kw, name):
 
 
 def test_model_whose_weights_exceed_the_memory_is_refused(multi_plan):
-    mem = MemoryConfig("1 GB of HBF", 1, 1, hbm=StackSpec("h", 2e8, 1.6e12, 1.6e12), hbf=StackSpec("f", 1e9, 1.6e12, 16e9))
+    mem = MemoryConfig("1 GB of HBF", 1, 1, hbm=StackSpec("h", 2e8, 1.6e12, 1.6e12),
+                       hbf=StackSpec("f", 1e9, 1.6e12, 16e9))
     with pytest.raises(ValueError, match="'Llama-4-Maverick' does not fit memory configuration '1 GB of HBF'"):
         S.simulate(multi_plan, DEFAULT.with_(memory=mem), "lachesis", 2)
