@@ -7,20 +7,21 @@ the cache's JSON keys.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, TypedDict, cast
+from typing import Any, Mapping, cast
+
+from lachesis.node.simulator import RunRecord
 
 
-class GridRow(TypedDict, total=False):
-    """One grid point's row: the point, the load it ran at and the SLO check there, the run's numbers
-    (:meth:`lachesis.node.simulator.SimResult.to_dict` but its load and policy), the oracle's drift, the
-    offline bound, and the cache entry's own fields."""
+class GridRow(RunRecord, total=False):
+    """One grid point's row: the run's numbers (:class:`lachesis.node.simulator.RunRecord`, its load and policy
+    among them), the rest of the point, the load and the SLO check there, the oracle's drift, the offline
+    bound, and the cache entry's own fields."""
 
     # the point (lachesis.evaluation.grid.Point)
     workload: str
     memory: str
     model: str
     slo: str
-    policy: str
     scale: float
     seed: int
     trace: str
@@ -28,7 +29,6 @@ class GridRow(TypedDict, total=False):
     overrides: list
     # the load and the SLO check at it
     n_star: int
-    n_sessions: int
     load: str
     load_base: str
     daisy_chain_load: str
@@ -43,34 +43,6 @@ class GridRow(TypedDict, total=False):
     group_ranks: int
     slo_tpot_bound_s: float
     slo_ttft_bound_s: float
-    # the run
-    sim_s: float
-    warmup_s: float
-    p99_tpot_s: float
-    mean_tpot_s: float
-    p99_ttft_s: float
-    oom: bool
-    requests_done: int
-    sessions_done: int
-    max_batch: int
-    hbf_write_rate: float
-    settled: bool
-    settled_at_s: float
-    lifetime_years: float
-    bytes_by_tier: dict[str, float]
-    bytes_by_class_tier: dict[str, dict[str, float]]
-    live_peak: dict[str, float]
-    live_mean: dict[str, float]
-    ranks: int
-    in_regime: bool
-    evicted_blocks: int
-    stalled_s: float
-    events_bytes_by_tier: dict[str, float]
-    hbf_rank_spread: float
-    kv_read_per_step_bytes: float
-    live_short_kv_bytes: float
-    hbm_over_live_short: float
-    live_kv_by_class: dict[str, float]
     # the oracle's clairvoyance (lachesis.node.clairvoyance.drift)
     close_drift_matched: float
     close_drift_median_abs_s: float

@@ -12,7 +12,7 @@ import math
 import numbers
 import zlib
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, TypedDict, cast
 
 import numpy as np
 import pandas as pd
@@ -106,13 +106,43 @@ class Lifetime:
     hbf_rank_spread: float = 1.0  # the most-written rank's HBF KV bytes in the window over the ranks' mean
 
 
-#: A run's flat record (:meth:`SimResult.to_dict`, a grid row's run fields), in the order the cache writes it.
-RESULT_FIELDS: tuple[str, ...] = (
-    "n_sessions", "policy", "sim_s", "warmup_s", "p99_tpot_s", "mean_tpot_s", "p99_ttft_s", "oom", "requests_done",
-    "sessions_done", "max_batch", "hbf_write_rate", "settled", "settled_at_s", "lifetime_years", "bytes_by_tier",
-    "bytes_by_class_tier", "live_peak", "live_mean", "ranks", "in_regime", "evicted_blocks", "stalled_s",
-    "events_bytes_by_tier", "hbf_rank_spread", "kv_read_per_step_bytes", "live_short_kv_bytes",
-    "hbm_over_live_short", "live_kv_by_class")
+class RunRecord(TypedDict, total=False):
+    """A run's flat record (:meth:`SimResult.to_dict`; a grid row's run fields), in the order the cache writes it:
+    the fields of :class:`OperatingPoint`, :class:`Measurement` and :class:`Lifetime`, each once."""
+
+    n_sessions: int
+    policy: str
+    sim_s: float
+    warmup_s: float
+    p99_tpot_s: float
+    mean_tpot_s: float
+    p99_ttft_s: float
+    oom: bool
+    requests_done: int
+    sessions_done: int
+    max_batch: int
+    hbf_write_rate: float
+    settled: bool
+    settled_at_s: float
+    lifetime_years: float
+    bytes_by_tier: dict[str, float]
+    bytes_by_class_tier: dict[str, dict[str, float]]
+    live_peak: dict[str, float]
+    live_mean: dict[str, float]
+    ranks: int
+    in_regime: bool
+    evicted_blocks: int
+    stalled_s: float
+    events_bytes_by_tier: dict[str, float]
+    hbf_rank_spread: float
+    kv_read_per_step_bytes: float
+    live_short_kv_bytes: float
+    hbm_over_live_short: float
+    live_kv_by_class: dict[str, float]
+
+
+#: :class:`RunRecord`'s keys in order.
+RESULT_FIELDS: tuple[str, ...] = tuple(RunRecord.__annotations__)
 
 
 @dataclass
@@ -137,10 +167,10 @@ class SimResult:
         m = self.measurement
         return (not m.oom) and bool(m.p99_tpot_s <= slo.p99_tpot_s) and bool(m.p99_ttft_s <= slo.ttft_s)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The three parts as one flat record, keyed and ordered by :data:`RESULT_FIELDS`."""
+    def to_dict(self) -> RunRecord:
+        """The three parts as one flat record, keyed and ordered by :class:`RunRecord`."""
         parts = {**asdict(self.point), **asdict(self.measurement), **asdict(self.lifetime)}
-        return {k: parts[k] for k in RESULT_FIELDS}
+        return cast(RunRecord, {k: parts[k] for k in RESULT_FIELDS})
 
 
 def weighted_quantile(x: np.ndarray, w: np.ndarray, q: float) -> float:
