@@ -264,7 +264,7 @@ def _first_sessions(plan: Plan, rng: np.random.Generator, slots: int) -> tuple[n
     its span, at a uniform phase of it; each slot's first session and phase, drawn so."""
     spans = plan.session_spans(NOMINAL_TPOT_S)
     firsts = rng.choice(len(plan.sessions), size=slots, p=spans / spans.sum())
-    return firsts, [float(rng.uniform(0, spans[f])) for f in firsts]
+    return firsts, rng.uniform(0, spans[firsts]).tolist()  # the same draws, in order, as one call per slot
 
 
 @dataclass
