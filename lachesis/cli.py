@@ -18,7 +18,7 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, NoReturn, Sequence
+from typing import TYPE_CHECKING, Any, Callable, NoReturn, Sequence
 from urllib.parse import urlsplit
 
 from lachesis.version import __version__
@@ -349,22 +349,22 @@ def _evaluate(sub: argparse._SubParsersAction) -> None:
         from lachesis.evaluation import grid
         from lachesis.evaluation.verdict import assumption_sensitivity, evaluate
 
-        kw = {k: v for k, v in dict(models=a.models, slos=a.slos, configs=a.configs, policies=a.policies).items()
-              if v is not None}
+        lists: dict[str, Any] = {k: grid.split_csv(v) for k, v in dict(
+            models=a.models, slos=a.slos, configs=a.configs, policies=a.policies).items() if v is not None}
         v = evaluate(a.trace, a.out, node=a.node, load=a.load, seeds=a.seeds, sessions=a.sessions,
                      think_time=a.think_time, reasoning_per_output=a.reasoning_per_output, search=a.search,
                      cache_dir=a.cache_dir or a.out / "cache", n_jobs=a.jobs, name=a.name,
-                     **{k: grid.split_csv(v) for k, v in kw.items()})
+                     **lists)
         for line in v.lines():
             print(line)
         for path in v.paths:
             print(f"wrote {path}")
         print(f"evaluated in {v.seconds:.1f} s")
         if a.sensitivity:
-            sel = {k: grid.split_csv(x) for k, x in kw.items()}
-            s = assumption_sensitivity(a.trace, a.out, model=sel.get("models", grid.MODEL_NAMES)[0],
-                                       slo=sel.get("slos", ["tight"])[0],
-                                       configs=sel.get("configs", grid.CONFIG_LABELS), node=a.node, load=a.load, seeds=a.seeds,
+            s = assumption_sensitivity(a.trace, a.out, model=lists.get("models", grid.MODEL_NAMES)[0],
+                                       slo=lists.get("slos", ["tight"])[0],
+                                       configs=lists.get("configs", grid.CONFIG_LABELS), node=a.node, load=a.load,
+                                       seeds=a.seeds,
                                        sessions=a.sessions, think_time=a.think_time,
                                        reasoning_per_output=a.reasoning_per_output, search=a.search,
                                        cache_dir=a.cache_dir or a.out / "cache", n_jobs=a.jobs, name=a.name)

@@ -118,6 +118,14 @@ def _span(values: list[tuple[float, float] | None]) -> tuple[float, float] | Non
     return (min(v[0] for v in got), max(v[1] for v in got)) if got else None
 
 
+def _low(cell: str, where: Path) -> float:
+    """A range cell's lower end; a MissingStatistic naming ``where`` when the cell holds no number."""
+    r = parse_range(cell)
+    if r is None:
+        raise MissingStatistic(f"{where}: no number in {cell!r}")
+    return r[0]
+
+
 def _fmt(r: tuple[float, float] | None, row: Row) -> str:
     """A range to three significant digits (more where three would print two different ends alike)."""
     if r is None:
@@ -174,9 +182,8 @@ def cells(figures: str | Path, row: Row, read: Callable[[Path], pd.DataFrame] = 
                 f"{pct(s['tpot_err_median'])}"), "— (their Fig. 4 is the reference)"
     hit = _matches(figures, row, read)
     if row.kind == "rel_error":
-        ours = np.array([parse_range(v)[0] for v in hit["ours"]])
-        paper = np.array([parse_range(v)[0] for v in hit["paper"]])
-        return f"within ±{100 * np.max(np.abs(ours / paper - 1)):.1f}% ({len(hit)} workloads)", "—"
+        ours_v, paper_v = (np.array([_low(v, figures / f"{row.source}.csv") for v in hit[c]]) for c in ("ours", "paper"))
+        return f"within ±{100 * np.max(np.abs(ours_v / paper_v - 1)):.1f}% ({len(hit)} workloads)", "—"
     ours = _fmt(_span([parse_range(v) for v in hit["ours"]]), row)
     if "interval" in hit:
         interval = _fmt(_span([parse_range(v) for v in hit["interval"]]), row)

@@ -9,6 +9,7 @@ adapter modules (the real-trace report's figure: :func:`real_traces_figure`).
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any, Mapping
@@ -22,24 +23,27 @@ from matplotlib.ticker import NullFormatter
 from lachesis.io import atomic_write, write_json, write_text
 from lachesis.kv import STRUCTURAL_CLASSES, TEMPORAL_CLASSES
 
-WARRANTY_STYLE = dict(color="0.3", linestyle="--", linewidth=1.0)
+WARRANTY_STYLE: dict[str, Any] = dict(color="0.3", linestyle="--", linewidth=1.0)
 
 
-def out_path(out_dir: str | Path, name: str) -> Path:
+def out_path(out_dir: str | os.PathLike, name: str) -> Path:
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
     return d / name
 
 
-def save_figure(fig: plt.Figure, out_dir: str | Path, stem: str) -> list[Path]:
+def save_figure(fig: plt.Figure, out_dir: str | os.PathLike, stem: str) -> list[Path]:
     """Write ``<stem>.png`` and ``<stem>.pdf`` atomically; return the paths."""
     paths = []
     for ext in ("png", "pdf"):
         p = out_path(out_dir, f"{stem}.{ext}")
         # no creation date in the PDF, so the same numbers give the same bytes
         meta = {"CreationDate": None} if ext == "pdf" else {}
-        atomic_write(p, lambda t, ext=ext, meta=meta: fig.savefig(t, format=ext, dpi=150, bbox_inches="tight",
-                                                                  metadata=meta))
+
+        def save(t: Path, ext: str = ext, meta: dict[str, Any] = meta) -> None:
+            fig.savefig(t, format=ext, dpi=150, bbox_inches="tight", metadata=meta)
+
+        atomic_write(p, save)
         paths.append(p)
     return paths
 
@@ -77,7 +81,7 @@ def stable_numbers(obj: Any, digits: int = DIGITS) -> Any:
     return num(obj)
 
 
-def save_numbers(obj: pd.DataFrame | Mapping[str, Any], out_dir: str | Path, stem: str) -> Path:
+def save_numbers(obj: pd.DataFrame | Mapping[str, Any], out_dir: str | os.PathLike, stem: str) -> Path:
     """Write the numbers behind a figure: a DataFrame as CSV, a mapping as JSON (atomically), every float at
     :data:`DIGITS` significant digits (:func:`stable_numbers`), so a regeneration elsewhere leaves git clean."""
     if isinstance(obj, pd.DataFrame):
@@ -201,7 +205,7 @@ def warranty_line(ax: plt.Axes, years: float = 5.0) -> None:
     ax.axhline(years, **WARRANTY_STYLE)
 
 
-BOUND_STYLE = dict(color="#d62728", linewidth=1.6)
+BOUND_STYLE: dict[str, Any] = dict(color="#d62728", linewidth=1.6)
 BOUND_LABEL = "offline bound (beyond the paper)"
 
 
@@ -374,7 +378,7 @@ def whisker_key(what: str = "min–max over seeds") -> Line2D:
     return Line2D([], [], color="0.2", lw=0.8, marker="|", ms=6, label=f"whisker: {what}")
 
 
-NSTAR_STYLE = dict(color="0.3", linestyle=":", linewidth=1.0)
+NSTAR_STYLE: dict[str, Any] = dict(color="0.3", linestyle=":", linewidth=1.0)
 
 
 def nstar_key() -> Line2D:
@@ -389,7 +393,7 @@ def paper_band(ax: plt.Axes, lo: float, hi: float, color: str, x: tuple[float, f
     otherwise.  Returns its legend entry."""
     from matplotlib.patches import Patch
 
-    kw = dict(color=color, linestyle="--", linewidth=0.9, alpha=0.9, zorder=zorder + 0.1)
+    kw: dict[str, Any] = dict(color=color, linestyle="--", linewidth=0.9, alpha=0.9, zorder=zorder + 0.1)
     if hi > 1.01 * lo:
         if x is None:
             ax.axhspan(lo, hi, color=color, alpha=0.13, lw=0, zorder=zorder)

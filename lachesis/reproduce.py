@@ -352,7 +352,8 @@ class Outcome:
 
 def _last_line(e: BaseException, width: int = 300) -> str:
     """A notebook's error as the last line of its traceback, ``ename: evalue``, folded onto one line."""
-    text = f"{e.ename}: {e.evalue}" if hasattr(e, "ename") else f"{e.__class__.__name__}: {e}"
+    ename, evalue = getattr(e, "ename", None), getattr(e, "evalue", None)  # a papermill execution error's
+    text = f"{ename}: {evalue}" if ename is not None else f"{e.__class__.__name__}: {e}"
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
 

@@ -20,7 +20,7 @@ import shlex
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -114,7 +114,7 @@ class Selection:
     memory: str = "1/7"
     policy: str = "lachesis"
     scale: float = 1.0
-    seeds: tuple[int, ...] | int = (0,)
+    seeds: tuple[int, ...] = (0,)  # one seed (an int) is taken too
     search: str = "paper"
     #: the grid's load rule (docs/design.md §5, "Load")
     load: str = "per_deployment"
@@ -201,7 +201,7 @@ class Setting:
     def holds(self, sel: Selection) -> bool:
         """Whether ``sel`` asks for rows of this setting: the same scale, search, node and load rule, seeds among
         these with the same first seed (the one that sized the load)."""
-        return (np.isclose(sel.scale, self.scale) and sel.search == self.search and sel.node == self.node
+        return bool(np.isclose(sel.scale, self.scale) and sel.search == self.search and sel.node == self.node
                 and sel.load == self.load and sel.seeds[0] == self.seeds[0] and set(sel.seeds) <= set(self.seeds))
 
 
@@ -236,8 +236,9 @@ class Committed:
         return pd.concat(found, ignore_index=True) if found else pd.DataFrame()
 
     def where(self, part: str) -> str:
-        names = {"grid": GRID_FILES, "composition": COMPOSITION_FILES, "curve": {CURVE_FILE: 0},
-                 "sensitivity": {SENSITIVITY_FILE: 0}}[part]
+        files: dict[str, Mapping[str, Any]] = {"grid": GRID_FILES, "composition": COMPOSITION_FILES,
+                                               "curve": {CURVE_FILE: 0}, "sensitivity": {SENSITIVITY_FILE: 0}}
+        names = files[part]
         return ", ".join(f"{self.folder.name}/{n}" for n in names)
 
 
@@ -329,9 +330,9 @@ def view(sel: Selection, cache_dir: str | Path, fractions: Sequence[float] = (),
     sources = {"grid": f"the sweep cache {cache}"}
     composition = tables.write_composition(grid) if not grid.empty else pd.DataFrame()
     if miss and store is not None:
-        got, lack = _grid_from_figures(sel, store)
-        if len(lack) < len(miss):
-            grid, miss, sources["grid"] = got, lack, store.where("grid") + _setting_note(got)
+        got, still = _grid_from_figures(sel, store)
+        if len(still) < len(miss):
+            grid, miss, sources["grid"] = got, still, store.where("grid") + _setting_note(got)
             composition = store.rows("composition", sel)
             composition = composition[composition["policy"].isin(set(grid["policy"]))] if not composition.empty \
                 else composition
@@ -413,7 +414,7 @@ def _curve(pts: list[Point], grid: pd.DataFrame, cache: str, params: SearchParam
     for f in sorted({float(x) for x in fractions} | {1.0}):
         n = load_at(f, n_star)
         for p in pts:
-            r = None
+            r: Mapping[str, Any] | None = None
             if table is not None and not table.empty:
                 found = table[table["policy"].eq(p.policy) & table["n_sessions"].eq(n)].to_dict("records")
                 r = dict(found[0], seed=p.seed) if found else None
@@ -705,7 +706,7 @@ def figure(v: View) -> Any:
         ax[2].axvline(own, **NSTAR_STYLE)  # the curve's fractions are of this cell's own N*
         extra = []
         if held != own:  # the grid's rows run at the deployment's load, held across configurations
-            style = dict(NSTAR_STYLE, linestyle="-.")
+            style: dict[str, Any] = dict(NSTAR_STYLE, linestyle="-.")
             ax[2].axvline(held, **style)
             extra = [Line2D([], [], label=f"the grid's load ({sel_load_words(v.selection)})", **style)]
         warranty_line(ax[2], Endurance().warranty_years)

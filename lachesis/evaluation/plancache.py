@@ -10,6 +10,7 @@ reads the same fit (docs/design.md §5, "Evaluation cache").
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
 import warnings
@@ -85,7 +86,7 @@ def _ranker_code() -> str:
 
     h = hashlib.sha256(f"{__version__}/{sklearn.__version__}".encode())
     for m in (segments, clock, ranker):
-        h.update(Path(m.__file__).read_bytes())
+        h.update(Path(inspect.getfile(m)).read_bytes())
     return h.hexdigest()
 
 

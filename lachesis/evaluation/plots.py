@@ -327,7 +327,7 @@ LABEL_SPOTS = ((0, 5), (0, -10), (0, 14), (0, -19), (0, 23), (0, -28))
 def _place_labels(fig: plt.Figure, ax: plt.Axes, labels: Sequence[tuple[float, float, str, bool]]) -> None:
     """Each (x, y, text, below) annotated at the first of :data:`LABEL_SPOTS` (below-first if ``below``)
     whose box overlaps no label already placed in ``ax``."""
-    renderer = fig.canvas.get_renderer()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]  # NOTE: the Agg canvas every figure here has
     placed: list[Any] = []
     for x, y, text, below in labels:
         spots = sorted(LABEL_SPOTS, key=lambda s: (s[1] > 0) == below)

@@ -85,7 +85,7 @@ def _on_dask(ts: _Tasks, scheduler: str | Any) -> None:
     from dask.distributed import Client
     from dask.distributed import as_completed as das_completed
 
-    client = scheduler if hasattr(scheduler, "submit") else Client(scheduler)
+    client: Any = scheduler if hasattr(scheduler, "submit") else Client(scheduler)
     futs: dict[Any, int] = {}
 
     def submit(k: int):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -35,13 +35,14 @@ from lachesis.evaluation.grid import (
     single_agent_grid,
 )
 from lachesis.evaluation.knobs import KNOBS, STUDY
+from lachesis.evaluation.row import GridRow
 from lachesis.node import endurance
 from lachesis.node.capacity import SearchParams
 
 #: The cells of the study (ASSUMPTION, knob: the ``cells`` arguments): the paper's headline multi-agent
 #: and single-agent traces at the tight SLO, the smallest and a large HBM share of the split designs.
-MULTI_CELL = dict(workload="multi_agent", configs=("1/7", "4/4"))
-SINGLE_CELL = dict(workload="tau3", configs=("1/7", "4/4"))
+MULTI_CELL: dict[str, Any] = dict(workload="multi_agent", configs=("1/7", "4/4"))
+SINGLE_CELL: dict[str, Any] = dict(workload="tau3", configs=("1/7", "4/4"))
 RATIOS = {k: tables.RATIOS[k] for k in ("lachesis/hbm_first", "deterministic/hbm_first")}
 ID = CELL
 
@@ -63,7 +64,7 @@ class Variant:
             return p
         if KNOBS[self.knob].acts_on == "point":
             return replace(p, **{self.knob: self.value})
-        return replace(p, overrides=dict(p.overrides) | {self.knob: self.value})
+        return replace(p, overrides=knobs.canonical(dict(p.overrides) | {self.knob: self.value}))
 
     def load(self, n_star: int) -> int:
         """Sessions per GPU: the cell's N*, or a multiple of it for the load knob (at least 1)."""
@@ -85,7 +86,7 @@ def policies(workload: str) -> tuple[str, ...]:
 
 
 def study_cells(scale: float = 1.0, seed: int = 0, models: Sequence[str] = ("Llama-4-Maverick",),
-                slo: str = "tight", multi: dict | None = None, single: dict | None = None,
+                slo: str = "tight", multi: dict[str, Any] | None = None, single: dict[str, Any] | None = None,
                 overrides: Any = ()) -> list[list[Point]]:
     """The study's cells, each a list of the points (:func:`policies`) its gains need.
 
@@ -139,12 +140,13 @@ def _plan_key(p: Point) -> tuple:
     return (p.workload, p.scale, p.seed, p.trace, p.laden_close, knobs.plan_overrides(p.overrides))
 
 
-def _run_group(tasks: list[tuple[list[Point], int]], params: SearchParams, cache_dir: str | None) -> list[list[dict]]:
+def _run_group(tasks: list[tuple[list[Point], int]], params: SearchParams,
+               cache_dir: str | None) -> list[list[GridRow]]:
     """Several (cell points, load) runs in one process, sharing the plans they have in common."""
     return [sweep.evaluate_cell_at(pts, n, params, cache_dir) for pts, n in tasks]
 
 
-def _tag(row: dict, v: Variant, n_star: int) -> dict:
+def _tag(row: Mapping[str, Any], v: Variant, n_star: int) -> dict[str, Any]:
     return dict(row, knob=v.knob, value=v.label(), n_star=n_star, simulated=True)
 
 
@@ -202,13 +204,13 @@ def _study(cells: Sequence[Sequence[Point]], names: Sequence[str], values: dict[
             pts, n = [v.point(p) for p in c], v.load(ns)
             hits = [sweep.cached_entry(p, cache, params, n) for p in pts]
             if all(h is not None for h in hits):
-                rows += [_tag(h, v, ns) for h in hits]
+                rows += [_tag(h, v, ns) for h in hits if h is not None]
             else:
                 todo.setdefault(_plan_key(pts[0]), []).append((pts, n, v, ns))
     if todo and how is None:
         lacking += [f"{c.workload} {c.model} {c.slo} {c.memory}: {v.knob} = {v.label()}"
                     for items in todo.values() for (c, *_), _, v, _ in items]
-    elif todo:
+    elif todo and how is not None:
         groups = _balanced(todo)
         res = runner.run_tasks(_run_group, [([(pts, n) for pts, n, _, _ in g], params, cache) for g in groups],
                               [f"{g[0][0][0].label()} {g[0][2].knob} ({len(g)} cells)" for g in groups],
@@ -267,7 +269,7 @@ def _endurance_rows(paper: pd.DataFrame, vs: Sequence[Variant]) -> pd.DataFrame:
             continue
         for r in paper.to_dict("records"):
             cfg = Point(r["workload"], r["memory"], r["model"], r["slo"], r["policy"],
-                              overrides={v.knob: v.value}).config()
+                              overrides=knobs.canonical({v.knob: v.value})).config()
             spread = r.get("hbf_rank_spread", 1.0)
             spread = 1.0 if spread is None or not np.isfinite(spread) else float(spread)
             life = float(endurance.group_lifetime_years(cfg.memory, r.get("hbf_write_rate", math.nan), cfg.endurance, spread))

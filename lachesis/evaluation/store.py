@@ -148,7 +148,8 @@ def _sidecar_write(path: Path | None, key: str, fingerprint: str, arrays: dict[s
 
     def write(tmp: Path) -> None:
         with open(tmp, "wb") as fh:  # a file object: np.savez would append ".npz" to a path
-            np.savez_compressed(fh, meta=np.array(json.dumps(meta, sort_keys=True)), **arrays)
+            # numpy's stub reads a mapping of arrays after ** as its allow_pickle flag
+            np.savez_compressed(fh, meta=np.array(json.dumps(meta, sort_keys=True)), **arrays)  # type: ignore[arg-type]
 
     atomic_write(path, write)
 

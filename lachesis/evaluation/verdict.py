@@ -340,8 +340,8 @@ def assumption_sensitivity(trace_dir: str | os.PathLike, out_dir: str | os.PathL
     default, notes = assumptions(trace, sessions, think_time, reasoning_per_output)
     base = {k: default.get(k, knobs.KNOBS[k].default) for k in SENSITIVITY_KNOBS}
     ranked = _kind(trace) == "multi" and gaps.has_workers(trace)
-    kw = dict(models=[model], slos=[slo], configs=configs, node=node, load=load, seeds=seeds, search=search,
-              cache_dir=cache_dir, n_jobs=n_jobs, progress=progress, name=name)
+    kw: dict[str, Any] = dict(models=[model], slos=[slo], configs=configs, node=node, load=load, seeds=seeds,
+                              search=search, cache_dir=cache_dir, n_jobs=n_jobs, progress=progress, name=name)
 
     def run(setting: dict[str, Any], policies: Sequence[str]) -> Verdict:
         return evaluate(trace_dir, sessions=int(setting["sessions"]), think_time=str(setting["think_time"]),
