@@ -6,7 +6,8 @@ stream.  The same stream is then replayed through the fast allocator
 (:func:`lachesis.memory.replay.replay_events`) and through the per-block reference
 (``tests/reference_blocksim.py``, one Python object per KV block); per-tier write bytes must agree.
 
-    .venv/bin/python benchmarks/bench_sim.py [--workload multi_agent] [--scale 0.05] [--n 16] [--hbm-gb 4] [--hbf-kv-gb 300]
+    .venv/bin/python benchmarks/bench_sim.py [--workload multi_agent] [--scale 0.05] [--n 16] [--hbm-gb 4] [--hbf-kv-gb
+    300]
 
 The memory is 1/7-shaped but small (default 4 GB HBM + 300 GB of HBF for KV per GPU): the reference
 holds one Python object per block, and at the paper's 36 GB + 3.5 TB (≈1.2 M blocks) it does not
@@ -24,7 +25,8 @@ result field agrees, and prints CPU µs per request and the native/reference rat
 ``--grid`` times the native core alone on the runs the paper-scale grid makes (its own section): each policy of a
 Figs. 11-12 cell and of a Figs. 9-10 cell at the grid's load (HBM-first's N* at 1/7 on the paper's eight-GPU node),
 through the grid's search and lifetime windows (:data:`lachesis.node.capacity.PAPER`), the oracle at the HBM-first run's
-close times, as :func:`lachesis.evaluation.sweep.run_at_load` runs them; CPU and wall seconds per run (plan built beforehand,
+close times, as :func:`lachesis.evaluation.sweep.run_at_load` runs them; CPU and wall seconds per run (plan built
+beforehand,
 as a sweep process does once), best of ``--repeats``, and CPU µs per request of the lifetime window.
 """
 
@@ -177,7 +179,8 @@ def bench(workload: str, scale: float, n: int, hbm_gb: float, hbf_kv_gb: float, 
         ref = reference_replay(r.events, policy, hb, fb, bt)
         t_ref = time.process_time() - t0
         assert np.array_equal(r.totals.tokens, ref.tokens), "tier bytes differ from the reference"
-    return dict(workload=workload, scale=scale, policy=policy, requests=r.measurement.requests_done, events=len(r.events),
+    return dict(workload=workload, scale=scale, policy=policy, requests=r.measurement.requests_done,
+                events=len(r.events),
                 blocks=hb + fb, sim_s=t_sim, sim_us_per_request=1e6 * t_sim / max(r.measurement.requests_done, 1),
                 fast_replay_s=t_fast, reference_replay_s=t_ref, speedup=t_ref / t_fast,
                 sim_vs_reference=t_ref / t_sim)
@@ -215,13 +218,14 @@ def main() -> None:
 
     rows = []
     for k in (1, 2, 4):
-        rows.append(bench(a.workload, a.scale * k, a.n, a.hbm_gb, a.hbf_kv_gb, a.policy, with_reference=k <= a.ref_upto))
+        rows.append(bench(a.workload, a.scale * k, a.n, a.hbm_gb, a.hbf_kv_gb, a.policy,
+                          with_reference=k <= a.ref_upto))
         print(rows[-1], flush=True)
     df = pd.DataFrame(rows)
     pd.set_option("display.width", 200)
     g = df["sim_s"].to_numpy()
-    lines = [f"{a.workload}, scale {a.scale:g} = 1x, N = {a.n}, {a.policy}, {a.hbm_gb:g} GB HBM + {a.hbf_kv_gb:g} GB HBF "
-             "for KV per GPU", df.to_string(index=False, float_format=lambda v: f"{v:.3g}"),
+    lines = [f"{a.workload}, scale {a.scale:g} = 1x, N = {a.n}, {a.policy}, {a.hbm_gb:g} GB HBM + {a.hbf_kv_gb:g} GB "
+             "HBF for KV per GPU", df.to_string(index=False, float_format=lambda v: f"{v:.3g}"),
              f"simulator time growth 1x->2x->4x: {g[1] / g[0]:.2f}x, {g[2] / g[0]:.2f}x (linear would be 2x, 4x)"]
     print("\n".join(lines[1:]))
     if not a.no_record:

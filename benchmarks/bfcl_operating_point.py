@@ -71,7 +71,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workload", default="bfcl")
     ap.add_argument("--models", default="Llama-4-Maverick,Qwen3-235B-A22B")
-    ap.add_argument("--fractions", default="0.3,0.4,0.5,0.6,0.8,1.0", help="of the deployment's load (HBM-first N* at 1/7)")
+    ap.add_argument("--fractions", default="0.3,0.4,0.5,0.6,0.8,1.0",
+                    help="of the deployment's load (HBM-first N* at 1/7)")
     ap.add_argument("--cache-dir", default=str(ROOT / "build" / "sweep_cache_paper"))
     ap.add_argument("--no-record", action="store_true")
     a = ap.parse_args()

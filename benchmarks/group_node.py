@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from results import record  # noqa: E402
 
 from lachesis.evaluation import grid, knobs, sweep  # noqa: E402
-from lachesis.node import capacity
+from lachesis.node import capacity  # noqa: E402
 
 TITLE = "Decode node: the paper's eight-GPU group"
 GROUP = dict(knobs.node("paper"))
@@ -98,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         group = summary(rows, "8-GPU group")
         one = summary(figure_rows(kind, rows), "1 GPU (figures)")
         table = pd.concat([one, group]).sort_values(CELL + ["node"], kind="stable")
-        with pd.option_context("display.width", 250, "display.max_columns", 40, "display.float_format", "{:.3g}".format):
+        with pd.option_context("display.width", 250, "display.max_columns", 40, "display.float_format",
+                               "{:.3g}".format):
             text = table.to_string(index=False)
         lines += [f"{kind}-agent cells, paper policies, seed 0 (group: {GROUP}; wall {wall:.0f} s for "
                   f"{len(pts)} points, parent CPU {cpu:.0f} s)", text, ""]

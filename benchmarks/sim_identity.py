@@ -82,9 +82,10 @@ def run_one(spec: dict) -> tuple[dict, float, int]:
 
     plan = plancache.workload_plan(spec["workload"], spec["scale"], 0)
     plan.lists()  # per-plan work a sweep process does once
-    plan.mean_session_s
+    _ = plan.mean_session_s  # the session spans, computed once per plan
     cfg = _config(spec)
-    params = capacity.SEARCH_PRESETS["paper"] if spec["scale"] >= 1 or spec.get("search") else capacity.SEARCH_PRESETS["ci"]
+    paper = spec["scale"] >= 1 or spec.get("search")
+    params = capacity.SEARCH_PRESETS["paper" if paper else "ci"]
     sw, lw = params.search_window(plan), params.lifetime_window(plan)
     t0 = time.process_time()
     if spec.get("search"):
@@ -106,7 +107,8 @@ def run_one(spec: dict) -> tuple[dict, float, int]:
 
 def _label(spec: dict) -> str:
     kind = "search" if spec.get("search") else f"N={spec['n']}"
-    return f"{spec['workload']} x{spec['scale']:g} {spec['model'][:5]} {spec['memory']} {spec['slo']} {spec['policy']} {kind}"
+    return (f"{spec['workload']} x{spec['scale']:g} {spec['model'][:5]} {spec['memory']} {spec['slo']} "
+            f"{spec['policy']} {kind}")
 
 
 def _diff(a: Any, b: Any, path: str = "") -> str | None:

@@ -29,7 +29,7 @@ from results import record  # noqa: E402
 
 from lachesis.evaluation import grid, plancache  # noqa: E402
 from lachesis.memory.policies import SIZE_ESTIMATES  # noqa: E402
-from lachesis.node import capacity
+from lachesis.node import capacity  # noqa: E402
 from lachesis.node import simulator as sim  # noqa: E402
 
 TITLE = "Predictive path: the worker size estimate (`size_estimate`)"

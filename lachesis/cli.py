@@ -233,11 +233,13 @@ def scheduler(text: str) -> str:
 
 def _corpus(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("corpus", help="generate the embedded synthetic corpus (one trace per workload)")
-    p.add_argument("--scale", type=positive_float, default=1.0, help="fraction of the paper's session counts (default 1.0)")
+    p.add_argument("--scale", type=positive_float, default=1.0,
+                   help="fraction of the paper's session counts (default 1.0)")
     p.add_argument("--seed", type=seed, default=0, help="random seed (same seed, same corpus)")
     p.add_argument("--out", type=out_folder, required=True, help="output folder; one sub-folder per workload trace")
     p.add_argument("--format", choices=("parquet", "jsonl"), default="parquet")
-    p.add_argument("--workloads", nargs="*", type=workload, default=None, help="subset of workload names (default: all)")
+    p.add_argument("--workloads", nargs="*", type=workload, default=None,
+                   help="subset of workload names (default: all)")
 
     def run(a: argparse.Namespace) -> int:
         from lachesis.traces.corpus import write_all
@@ -255,7 +257,8 @@ def _segments(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("segments", help="recover context segments of a trace and summarize them per class")
     p.add_argument("trace", type=trace_path, help="trace folder or requests file (JSONL/Parquet)")
     p.add_argument("--seed", type=seed, default=0, help="seed of the reference clock's tool/user draws")
-    p.add_argument("--out", type=out_table, default=None, help="also write the per-segment table here (.csv or .parquet)")
+    p.add_argument("--out", type=out_table, default=None,
+                   help="also write the per-segment table here (.csv or .parquet)")
 
     p.set_defaults(run=lambda a: show_segments(a.trace, a.seed, a.out))
 
@@ -298,7 +301,8 @@ def _sweep(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scale", type=positive_float, default=1.0)
     p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--trace", default="multi_agent", help="workload name or trace path")
-    p.add_argument("--scheduler", type=scheduler, default=None, help="Dask scheduler address (default: local processes)")
+    p.add_argument("--scheduler", type=scheduler, default=None,
+                   help="Dask scheduler address (default: local processes)")
     p.add_argument("--out", type=out_file, default=Path("build/sweep.csv"))
 
     def run(a: argparse.Namespace) -> int:
@@ -321,16 +325,20 @@ def _sweep(sub: argparse._SubParsersAction) -> None:
 def _evaluate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("evaluate", help="will Lachesis help on this trace? The Figs. 9/11 protocol on a trace folder: "
                                         "HBF lifetime per policy at the SLO's load, one table and one figure")
-    p.add_argument("trace", type=trace_path, help="trace folder or requests file (the trace contract, docs/design.md §2)")
+    p.add_argument("trace", type=trace_path,
+                   help="trace folder or requests file (the trace contract, docs/design.md §2)")
     p.add_argument("--out", type=out_folder, default=Path("build/evaluate"),
                    help="where <name>.csv, <name>.png and <name>.pdf go (default build/evaluate)")
     p.add_argument("--name", default=None, help="the files' stem and the rows' trace name (default: the folder's name)")
     p.add_argument("--models", type=names, default=None, help="comma-separated (default: both of the paper's)")
-    p.add_argument("--slos", type=names, default=None, help="tight, loose (default: both multi-agent, tight single-agent)")
+    p.add_argument("--slos", type=names, default=None,
+                   help="tight, loose (default: both multi-agent, tight single-agent)")
     p.add_argument("--configs", type=names, default=None, help="memory configurations (default: 1/7,2/6,3/5,4/4,8/8*)")
     p.add_argument("--node", default="paper", help="the decode node: paper (8 GPUs in lockstep, default) or one_gpu")
-    p.add_argument("--load", default="per_deployment", help="the load rule: per_deployment (default), per_cell, min, own")
-    p.add_argument("--policies", type=names, default=None, help="default: the paper's and the baselines for the trace's kind")
+    p.add_argument("--load", default="per_deployment",
+                   help="the load rule: per_deployment (default), per_cell, min, own")
+    p.add_argument("--policies", type=names, default=None,
+                   help="default: the paper's and the baselines for the trace's kind")
     p.add_argument("--seeds", type=seeds, default=(0,), help="comma-separated; each draws its own sessions (default 0)")
     p.add_argument("--sessions", type=int, default=None,
                    help="sessions drawn with replacement (default: max(the trace's, 512)); 0: the trace's own")
@@ -388,7 +396,8 @@ def _explore(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--load", default=None, help="the load rule: per_deployment (default), per_cell, min or own")
     p.add_argument("--parts", type=names, default=None, help="some of grid,load,sensitivity (default: all)")
     p.add_argument("--fractions", type=fractions, default=[], help="of N*, for the load curve (e.g. 0.25,0.5)")
-    p.add_argument("--knobs", type=names, default=None, help="of the sensitivity study (default: every knob of lachesis.evaluation.explorer.STUDY; a knob that changes the node is refused)")
+    p.add_argument("--knobs", type=names, default=None, help="of the sensitivity study (default: every knob of "
+                   "lachesis.evaluation.explorer.STUDY; a knob that changes the node is refused)")
     p.add_argument("--jobs", type=jobs, default=None, help="worker processes (default: one per core)")
 
     def run(a: argparse.Namespace) -> int:
@@ -402,7 +411,8 @@ def _explore(sub: argparse._SubParsersAction) -> None:
 
 def explore(sel: "Selection", cache_dir: Path, parts: Sequence[str], fractions: Sequence[float] = (),
             knobs: Sequence[str] | None = None, jobs: int | None = None) -> int:
-    """``lachesis explore``: :func:`lachesis.evaluation.explorer.compute` for one selection, then what the cache holds."""
+    """``lachesis explore``: :func:`lachesis.evaluation.explorer.compute` for one selection, then what the cache
+    holds."""
     from lachesis.evaluation import explorer
     from lachesis.evaluation.knobs import KNOBS
 

@@ -287,7 +287,8 @@ class Deployment:
         if self.start not in NODE_STARTS:
             raise ValueError(f"deployment: start must be one of {list(NODE_STARTS)}, got {self.start!r}")
         if self.attention_kernel not in ("fused", "unfused"):
-            raise ValueError(f"deployment: attention_kernel must be 'fused' or 'unfused', got {self.attention_kernel!r}")
+            raise ValueError("deployment: attention_kernel must be 'fused' or 'unfused', "
+                             f"got {self.attention_kernel!r}")
 
 
 @dataclass(frozen=True)

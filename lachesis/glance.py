@@ -97,15 +97,20 @@ ROWS: tuple[Row, ...] = (
         stat="multi.beyond.bound/hbm_first", unit="×"),
     Row("offline bound / HBM-first, single-agent (the seed that sized each load)", "fig11_fig12_compare",
         stat="single.beyond.bound/hbm_first", unit="×"),
-    Row("Lachesis's share of the offline bound's gain, multi-agent tight (the seed that sized each load)", "fig09_fig10_compare",
+    Row("Lachesis's share of the offline bound's gain, multi-agent tight (the seed that sized each load)",
+        "fig09_fig10_compare",
         stat="multi.beyond.lachesis_share_of_bound_gain"),
-    Row("Lachesis's share of the offline bound's gain, single-agent (the seed that sized each load)", "fig11_fig12_compare",
+    Row("Lachesis's share of the offline bound's gain, single-agent (the seed that sized each load)",
+        "fig11_fig12_compare",
         stat="single.beyond.lachesis_share_of_bound_gain"),
-    Row("the oracle's share of the offline bound's gain, multi-agent tight (the seed that sized each load)", "fig09_fig10_compare",
+    Row("the oracle's share of the offline bound's gain, multi-agent tight (the seed that sized each load)",
+        "fig09_fig10_compare",
         stat="multi.beyond.oracle_share_of_bound_gain"),
-    Row("the oracle's share of the offline bound's gain, single-agent (the seed that sized each load)", "fig11_fig12_compare",
+    Row("the oracle's share of the offline bound's gain, single-agent (the seed that sized each load)",
+        "fig11_fig12_compare",
         stat="single.beyond.oracle_share_of_bound_gain"),
-    Row("HBM share of write bytes, offline bound, multi-agent tight (the seed that sized each load)", "fig09_fig10_compare",
+    Row("HBM share of write bytes, offline bound, multi-agent tight (the seed that sized each load)",
+        "fig09_fig10_compare",
         stat="multi.beyond.hbm_share.bound", percent=True),
     Row("HBM share of write bytes, offline bound, single-agent (the seed that sized each load)", "fig11_fig12_compare",
         stat="single.beyond.hbm_share.bound", percent=True),
@@ -182,7 +187,8 @@ def cells(figures: str | Path, row: Row, read: Callable[[Path], pd.DataFrame] = 
                 f"{pct(s['tpot_err_median'])}"), "— (their Fig. 4 is the reference)"
     hit = _matches(figures, row, read)
     if row.kind == "rel_error":
-        ours_v, paper_v = (np.array([_low(v, figures / f"{row.source}.csv") for v in hit[c]]) for c in ("ours", "paper"))
+        ours_v, paper_v = (np.array([_low(v, figures / f"{row.source}.csv") for v in hit[c]])
+                           for c in ("ours", "paper"))
         return f"within ±{100 * np.max(np.abs(ours_v / paper_v - 1)):.1f}% ({len(hit)} workloads)", "—"
     ours = _fmt(_span([parse_range(v) for v in hit["ours"]]), row)
     if "interval" in hit:

@@ -3,7 +3,8 @@
 Every file the package writes goes through :func:`atomic_write` (a temporary file in the same folder,
 then a rename), so a reader never sees half a file; an output *folder* (``lachesis adapt``, ``lachesis
 corpus``) goes through :func:`replace_folder` (a temporary sibling folder, swapped in whole), so it holds
-one run's files in one format, and a failed write leaves the previous folder as it was.  Every JSON document goes through
+one run's files in one format, and a failed write leaves the previous folder as it was.  Every JSON document goes
+through
 :func:`jsonable`, the package's one coercer of numpy scalars and arrays, pandas frames, tuples and
 non-string keys into plain JSON values.
 
@@ -179,4 +180,5 @@ def read_columns(owner: str, arrays: Mapping[str, Any], kinds: Mapping[str, tupl
     return out
 
 
-__all__ = ["atomic_write", "replace_folder", "stranger", "write_text", "jsonable", "write_json", "check_columns", "read_columns"]
+__all__ = ["atomic_write", "replace_folder", "stranger", "write_text", "jsonable", "write_json", "check_columns",
+           "read_columns"]

@@ -39,7 +39,7 @@ _TIERS = (Tier.HBM, Tier.HBF)
 def as_tier(tier: Tier | int | str) -> Tier:
     """A :class:`Tier` from a Tier, 0/1, or 'HBM'/'HBF' (any case); ValueError naming the bad value."""
     if tier.__class__ is Tier:
-        return tier  # type: ignore[return-value]
+        return tier
     if isinstance(tier, str):
         try:
             return Tier[tier.upper()]

@@ -82,11 +82,13 @@ class ModelSpec:
         for f in ("layers", "hidden", "q_heads", "kv_heads", "head_dim", "vocab", "ffn_matrices",
                   "kv_dtype_bytes", "weight_dtype_bytes"):
             v = getattr(self, f)
-            need(isinstance(v, int) and not isinstance(v, bool) and v >= 1, f"field {f!r} must be an integer >= 1, got {v!r}")
+            need(isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+                 f"field {f!r} must be an integer >= 1, got {v!r}")
         for f in ("dense_ffn", "moe_layers", "n_experts", "experts_per_token", "expert_ffn", "n_shared_experts",
                   "shared_ffn", "v_head_dim", "kv_lora_rank", "qk_rope_head_dim", "q_lora_rank"):
             v = getattr(self, f)
-            need(isinstance(v, int) and not isinstance(v, bool) and v >= 0, f"field {f!r} must be an integer >= 0, got {v!r}")
+            need(isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+                 f"field {f!r} must be an integer >= 0, got {v!r}")
         need(self.moe_layers <= self.layers, f"moe_layers {self.moe_layers} exceeds layers {self.layers}")
         need(self.dense_layers == 0 or self.dense_ffn > 0,
              f"{self.dense_layers} dense layers need dense_ffn > 0 (it would price their FFN at zero)")
@@ -447,7 +449,8 @@ def _ffn_fields(cfg: _HFConfig, layers: int) -> dict[str, int]:
 def _unpriced_features(cfg: _HFConfig) -> list[str]:
     """Architecture features the step does not price, kept as the model's notes."""
     notes: list[str] = []
-    for key, what in (("attention_chunk_size", "chunked local attention"), ("sliding_window", "sliding-window attention")):
+    for key, what in (("attention_chunk_size", "chunked local attention"),
+                      ("sliding_window", "sliding-window attention")):
         if cfg.opt(key) and (key != "sliding_window" or cfg.c.get("use_sliding_window", True)):
             notes.append(f"{key}={cfg.c[key]}: {what} not modelled; every layer caches and reads the full context")
     if cfg.opt("num_nextn_predict_layers"):

@@ -285,7 +285,8 @@ def real_traces_figure(out: Mapping[str, Any]) -> plt.Figure:
         groups = sorted(w["group"].unique())
         data = [w.loc[w["group"] == g, "t_norm_s"].clip(lower=1e-2).to_numpy(float) for g in groups]
         ax.boxplot(data, orientation="horizontal", whis=(10, 90), showfliers=False)
-        ax.set_yticks(range(1, len(groups) + 1), [f"{source_label(g, groups)} (n={len(d)})" for g, d in zip(groups, data)],
+        ax.set_yticks(range(1, len(groups) + 1),
+                      [f"{source_label(g, groups)} (n={len(d)})" for g, d in zip(groups, data)],
                       fontsize=7)
         ax.set_xscale("log")
     ax.set_xlabel("worker lifetime T_norm (s, log); whiskers p10–p90")
@@ -402,7 +403,8 @@ def paper_band(ax: plt.Axes, lo: float, hi: float, color: str, x: tuple[float, f
         else:
             ax.fill_between(x, lo, hi, color=color, alpha=0.13, lw=0, zorder=zorder)
             ax.hlines([lo, hi], *x, **kw)
-        return Patch(facecolor=color, alpha=0.3, edgecolor=color, linestyle="--", label=label or f"paper: {lo:g}–{hi:g}")
+        return Patch(facecolor=color, alpha=0.3, edgecolor=color, linestyle="--", label=label
+                     or f"paper: {lo:g}–{hi:g}")
     if x is None:
         ax.axhline(lo, **kw)
     else:

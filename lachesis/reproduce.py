@@ -373,7 +373,8 @@ def _read_missing(path: Path, since: float) -> list[str] | None:
 
 
 def missing_sources(out_dir: Path | None, since: float, local: str | None = None) -> list[str]:
-    """Real-trace sources this run could not get (docs/design.md §1, the reproduce contract); ``local``: the notebook's offline
+    """Real-trace sources this run could not get (docs/design.md §1, the reproduce contract); ``local``: the notebook's
+    offline
     override folder, if its parameters name one."""
     found = _read_missing(out_dir / MISSING_SOURCES_FILE, since) if out_dir is not None else None
     if found is not None:
@@ -381,7 +382,8 @@ def missing_sources(out_dir: Path | None, since: float, local: str | None = None
     return datasets.missing_sources(local=local or None)
 
 
-#: The ``source`` parameter value of the real-traces notebook that means :func:`lachesis.traces.datasets.public_sources`.
+#: The ``source`` parameter value of the real-traces notebook that means
+#: :func:`lachesis.traces.datasets.public_sources`.
 PUBLIC = "public"
 
 
@@ -613,7 +615,8 @@ def provenance_problem(root: Path, figures: str = "figures", readme: str = "READ
             if (_git(root, "rev-parse", "--is-shallow-repository") or b"").strip() == b"true":
                 return None  # a shallow clone lacks the history
             return (f"{readme}: 'Figures made at commit {sha}' names no commit in this repository's history; "
-                    f"name the commit {figures}/{ENVIRONMENT_FILE} records ({env.get('commit') or 'see git log -- figures/'})")
+                    f"name the commit {figures}/{ENVIRONMENT_FILE} records "
+                    f"({env.get('commit') or 'see git log -- figures/'})")
         if source_digest_at(root, sha) != recorded:
             return (f"{readme}: 'Figures made at commit {sha}': that commit's sources are not the ones "
                     f"{figures}/{ENVIRONMENT_FILE} records; name the commit that made them "

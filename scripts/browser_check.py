@@ -235,7 +235,8 @@ def _check(a: argparse.Namespace, started: Started, out: Path, rel: str, webdriv
         wait.until(EC.element_to_be_clickable((By.XPATH, "//li[contains(@class,'lm-Menu-item')]"
                                                          "[.//div[normalize-space()='Run All Cells']]"))).click()
         long = WebDriverWait(driver, a.timeout)
-        long.until(EC.presence_of_element_located((By.CSS_SELECTOR, ".jupyter-widgets select, .widget-dropdown select")))
+        long.until(EC.presence_of_element_located((By.CSS_SELECTOR,
+                                                   ".jupyter-widgets select, .widget-dropdown select")))
         long.until(EC.presence_of_element_located((By.CSS_SELECTOR, ".jp-OutputArea-output img")))
         # every cell finished: no "[*]" prompt left
         long.until(lambda d: not [e for e in d.find_elements(By.CSS_SELECTOR, ".jp-InputPrompt")

@@ -1,4 +1,5 @@
-"""A hand-made Figs. 9–12 grid (the rows :func:`lachesis.evaluation.sweep.run_grid` returns), small enough to check by eye."""
+"""A hand-made Figs. 9–12 grid (the rows :func:`lachesis.evaluation.sweep.run_grid` returns), small enough to check
+by eye."""
 
 from __future__ import annotations
 

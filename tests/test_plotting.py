@@ -124,7 +124,8 @@ def test_lifetime_figure_draws_medians_whiskers_misses_and_the_paper():
 
     df = _evalplots_grid()
     r = tables.ratio_table(df)
-    layout = [[Panel(dict(workload=w), w, paper=w == "multi_agent") for w in ("multi_agent", "multi_agent_no_reviewer")]]
+    layout = [[Panel(dict(workload=w), w, paper=w == "multi_agent")
+               for w in ("multi_agent", "multi_agent_no_reviewer")]]
     fig = lifetime_figure(df, r, layout, bars=("hbm_first", "deterministic", "lachesis"), paper_years=[
         ("lachesis", (3.3, 9.3)), ("deterministic", (1.0, 2.0))])
     ax = fig.axes[0]
@@ -160,7 +161,8 @@ def test_composition_figure_stacks_each_run_to_its_whole_and_marks_the_bound():
             tops[x] = max(tops.get(x, 0), p.get_y() + p.get_height())
     assert tops == {0: pytest.approx(100.0), 1: pytest.approx(100.0)}  # each run's bytes in full
     assert not fig.axes[2].axison  # an empty slot
-    labels = [t.get_text() for t in fig.axes[2].get_legend().get_texts()]  # beside the first row, though its slot is empty
+    # beside the first row, though its slot is empty
+    labels = [t.get_text() for t in fig.axes[2].get_legend().get_texts()]
     assert labels[0] == "lead (HBM)" and BOUND_LABEL in labels and "paper: HBM share of write bytes (§5.3)" in labels
     plt.close(fig)
 
@@ -232,7 +234,8 @@ def test_sensitivity_chart_labels_in_words_never_overlap():
     from lachesis.evaluation.plots import sensitivity_figure
 
     rows = [dict(knob="paper", value="paper", r=2.0, y=8.0)]
-    rows += [dict(knob="size_estimate", value=v, r=r, y=8.0 * r / 2) for v, r in (("mean_floor", 2.01), ("spawn", 2.03))]
+    rows += [dict(knob="size_estimate", value=v, r=r, y=8.0 * r / 2) for v,
+             r in (("mean_floor", 2.01), ("spawn", 2.03))]
     rows += [dict(knob="pe_cycles", value=f"{v:g}", r=r, y=y) for v, r, y in ((3000, 2.0, 0.3), (10000, 2.0, 0.8))]
     rows += [dict(knob="laden_close", value="arrival", r=2.02, y=8.1)]
     g = pd.DataFrame([dict(workload="multi_agent", model="m", slo="tight", memory="1/7", n_sessions=10,

@@ -104,7 +104,8 @@ def test_the_check_needs_the_readme_line_once_the_sources_move_on(tmp_path) -> N
     (root / "lachesis" / "a.py").write_text("x = 2\n")
     assert reproduce.git_state(root)["dirty"] is True
     problem = reproduce.provenance_problem(root)
-    assert problem and "regenerate them (make reproduce) or add the README line 'Figures made at commit <sha>'" in problem
+    assert problem
+    assert "regenerate them (make reproduce) or add the README line 'Figures made at commit <sha>'" in problem
     assert made in problem and len(problem.splitlines()) == 1  # it names the commit ENVIRONMENT.json records
 
     (root / "README.md").write_text(f"# x\n\nFigures made at commit {made[:7]} (then the code moved on).\n")

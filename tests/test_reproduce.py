@@ -248,8 +248,8 @@ def test_a_progress_line_reaches_the_reproduce_log_once(tmp_path) -> None:
         "import sys, papermill as pm\n"
         "from lachesis.reproduce import _Prefixed, KERNEL_ARGUMENTS, kernel_env\n"
         "with kernel_env():\n"
-        f"    pm.execute_notebook({str(tmp_path / 'demo.ipynb')!r}, {str(tmp_path / 'out.ipynb')!r}, progress_bar=False,\n"
-        "        kernel_name='python3', stdout_file=_Prefixed(sys.stdout, '  [demo] '),\n"
+        f"    pm.execute_notebook({str(tmp_path / 'demo.ipynb')!r}, {str(tmp_path / 'out.ipynb')!r}, "
+        "progress_bar=False,\n        kernel_name='python3', stdout_file=_Prefixed(sys.stdout, '  [demo] '),\n"
         "        stderr_file=_Prefixed(sys.stdout, '  [demo] '), extra_arguments=KERNEL_ARGUMENTS)\n")
     p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
     assert p.returncode == 0, p.stderr[-2000:]

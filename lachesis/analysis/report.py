@@ -49,6 +49,8 @@ def sources(source: str) -> tuple[str, ...]:
 
 def segments_of(res: AdapterResult, seed: int = 0) -> tuple[pd.DataFrame, int, int]:
     """Group-labelled segments of one adapter's trace; plus the count of undeclared external prefixes."""
+    if res.trace is None:
+        raise ValueError(f"{res.dataset}: a table of statistics, not a trace: no segments")
     req = res.trace.requests
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # reported below as numbers instead
@@ -118,7 +120,8 @@ def missing_table(names: list[str]) -> pd.DataFrame:
 
 
 #: The columns of ``out["sources"]`` (present even when no source could be read).
-SOURCE_COLUMNS = ("source", "files", "duplicates", "duplicate_sessions", "skipped", "failed", "notes", "sessions", "requests", "agents",
+SOURCE_COLUMNS = ("source", "files", "duplicates", "duplicate_sessions", "skipped", "failed", "notes", "sessions",
+                  "requests", "agents",
                   "spawns", "segments", "undeclared_external_prefix_requests", "undeclared_external_prefix_tokens")
 
 
@@ -142,7 +145,7 @@ def build(source: str = "all", data: str | os.PathLike[str] | None = None, seed:
         res = read(name, root)
         base = root if root.is_dir() else root.parent
 
-        def here(files: str) -> str:  # the report's file names relative to the source's folder, wherever it is
+        def here(files: str, base: Path = base) -> str:  # file names relative to the source's folder, wherever it is
             return ", ".join(_relative(f, base) for f in files.split(", "))
 
         row: dict[str, Any] = dict(source=name, files=res.files, duplicates=res.duplicates,
@@ -164,8 +167,9 @@ def build(source: str = "all", data: str | os.PathLike[str] | None = None, seed:
             out["mooncake_blocks"] = res.table
             row.update(requests=len(res.extra["requests"]))
         else:
-            out["azure"] = res.table
-            row.update(requests=int(res.table.loc[res.table["statistic"] == "requests", "value"].sum()))
+            out["azure"] = table = res.table
+            assert table is not None  # NOTE: a source without a trace returns its table
+            row.update(requests=int(table.loc[table["statistic"] == "requests", "value"].sum()))
         info.append(row)
     out["missing"] = missing_table(missing)
     out["sources"] = pd.DataFrame(info, columns=list(SOURCE_COLUMNS) if not info else None)
@@ -180,8 +184,9 @@ def build(source: str = "all", data: str | os.PathLike[str] | None = None, seed:
     out["structural"] = characterize.structural_table(both) if len(both) else pd.DataFrame()
     w = workers_of(seg) if len(seg) else pd.DataFrame()
     out["workers"] = w
-    out["inter_worker"] = characterize.worker_heterogeneity_table(w[w.groupby("group")["agent_id"].transform("size") >= 5]) \
-        if len(w) else pd.DataFrame()
+    big = w[w.groupby("group")["agent_id"].transform("size") >= 5] if len(w) else w
+    out["inter_worker"] = (characterize.worker_heterogeneity_table(big)
+                           if len(w) else pd.DataFrame())
     out["ranking"] = pd.DataFrame(ranking)
     out["compare"] = compare(out)
     return out
@@ -245,7 +250,8 @@ def compare(out: dict[str, Any]) -> pd.DataFrame:
             n = f" [{r.group}]"
             k = int(r.n_workers)
             rows += [("worker T_norm p90/p10" + n, r.tnorm_p90_over_p10, paper.WORKER_TNORM_P90_OVER_P10, k, "workers"),
-                     ("worker writes p90/p10" + n, r.writes_p90_over_p10, paper.WORKER_WRITES_P90_OVER_P10, k, "workers"),
+                     ("worker writes p90/p10" + n, r.writes_p90_over_p10, paper.WORKER_WRITES_P90_OVER_P10, k,
+                      "workers"),
                      ("Kendall tau(T_norm, writes)" + n, r.kendall_tau_tnorm_vs_writes,
                       paper.WORKER_TNORM_VS_TOKENS_KENDALL, k, "workers")]
     rk = out.get("ranking")
@@ -284,7 +290,8 @@ def summary_sentences(cmp: pd.DataFrame) -> str:
         return "No statistic here has both a paper range and a large enough sample to judge." + tail
     inside = judged[judged["in_paper_range"] == "yes"]
     kinds = judged["statistic"].str.replace(r" \[.*\]$", "", regex=True)
-    per = judged.assign(kind=kinds, inside=judged["in_paper_range"].eq("yes")).groupby("kind")["inside"].agg(["sum", "size"])
+    per = judged.assign(kind=kinds,
+                        inside=judged["in_paper_range"].eq("yes")).groupby("kind")["inside"].agg(["sum", "size"])
     parts = [f"{k}: {int(r['sum'])}/{int(r['size'])}" for k, r in per.iterrows()]
     return (f"{len(inside)} of {len(judged)} per-source statistics with at least {MIN_UNITS} units fall inside the "
             f"paper's range ({'; '.join(parts)})." + tail)

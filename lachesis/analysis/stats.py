@@ -86,7 +86,7 @@ def cdf_overlap(a: Any, b: Any, method: str = "ks", bins: int = 30) -> float:
 def laden_share(seg: Segments | pd.DataFrame, per_turn: bool = False) -> float | pd.Series:
     """Reasoning-laden share of the KV tokens single-agent turns write (aggregate, or one value per turn);
     §3.3 "66–83%"."""
-    df = seg.segments if hasattr(seg, "segments") else seg
+    df = seg if isinstance(seg, pd.DataFrame) else seg.segments
     df = df[df["seg_class"].isin(TEMPORAL_CLASSES)]
     if per_turn:
         g = df.assign(laden=df["tokens_written"].where(df["seg_class"] == "reasoning_laden", 0)) \

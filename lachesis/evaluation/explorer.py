@@ -91,7 +91,8 @@ LABELS: dict[str, dict[str, str]] = {
                "slo_met_seeds": "meets the SLO (seeds)", "outlasts_warranty": "outlasts the warranty",
                "seg_class": "segment class", "hbm": "→ HBM (%)", "hbf": "→ HBF (%)", "all": "all classes",
                "knob": "knob", "value": "value", "lachesis/hbm_first": "Lachesis ÷ HBM-first",
-               "deterministic/hbm_first": "w/o predictive path ÷ HBM-first", "all_meet_slo": "every policy meets the SLO",
+               "deterministic/hbm_first": "w/o predictive path ÷ HBM-first",
+               "all_meet_slo": "every policy meets the SLO",
                "years_hbm_first": "HBM-first (device-years)", "years_lachesis": "Lachesis (device-years)",
                "years_deterministic": "w/o predictive path (device-years)"},
 }
@@ -159,7 +160,8 @@ class Selection:
 @dataclass
 class View:
     """Everything the cache (or the committed figures) holds for a selection, and what it lacks (``missing``:
-    part -> lines).  ``sensitivity``: the study's gains (:func:`lachesis.evaluation.sensitivity.gains`); ``composition``:
+    part -> lines).  ``sensitivity``: the study's gains (:func:`lachesis.evaluation.sensitivity.gains`);
+    ``composition``:
     write bytes per run, class and tier (:func:`lachesis.evaluation.tables.write_composition`'s rows); ``sources``:
     part -> where it was read."""
 
@@ -300,7 +302,8 @@ def _grid_from_figures(sel: Selection, store: Committed) -> tuple[pd.DataFrame, 
         return rows, sel.points()
     have = set(zip(rows["policy"], rows["seed"].astype(int)))
     lack = [p for p in sel.points() if (p.policy, p.seed) not in have]
-    keep = rows[[(p, int(k)) in {(q.policy, q.seed) for q in sel.points()} for p, k in zip(rows["policy"], rows["seed"])]]
+    keep = rows[[(p, int(k)) in {(q.policy, q.seed) for q in sel.points()} for p,
+                 k in zip(rows["policy"], rows["seed"])]]
     keep = keep.copy()
     if "n_star" not in keep:  # the committed rows keep the load each cell ran at: N* of HBM-first at its first seed
         lead = keep[keep["policy"].eq(LOAD_POLICY) & keep["seed"].eq(sel.seeds[0])]["n_sessions"]
@@ -551,7 +554,8 @@ def require_cell(v: View | None, sel: Selection, cache_dir: str | Path) -> View:
     """``v`` when the cache gave the selected policy's grid row(s); else a ValueError saying, in one line, that
     the cache holds nothing to show for this cell and the command that computes it (what the explorer
     notebook ends with on an empty cache, instead of a KeyError in a table of no rows)."""
-    what = f"{sel.workload}, {sel.model}, {sel.slo} SLO, {sel.memory}, {sel.policy}, seeds {','.join(map(str, sel.seeds))}"
+    seeds = ",".join(map(str, sel.seeds))
+    what = f"{sel.workload}, {sel.model}, {sel.slo} SLO, {sel.memory}, {sel.policy}, seeds {seeds}"
     if v is None:
         raise ValueError(f"explorer: {what}: the cache {cache_dir} could not be read (the reason is printed above)")
     if v.grid.empty or not v.grid["policy"].eq(sel.policy).any():
@@ -724,7 +728,8 @@ def figure(v: View) -> Any:
 
 def _details(title: str, df: pd.DataFrame) -> str:
     """A table folded under its title (HTML ``<details>``: opens on a click in JupyterLab and in a static page)."""
-    return f"<details><summary><b>{title}</b></summary>{df.to_html(index=False, na_rep='', float_format='{:.3g}'.format)}</details>"
+    table = df.to_html(index=False, na_rep="", float_format="{:.3g}".format)
+    return f"<details><summary><b>{title}</b></summary>{table}</details>"
 
 
 def show(sel: Selection, cache_dir: str | Path, fractions: Sequence[float] = (), knobs: Sequence[str] = STUDY,
@@ -807,11 +812,11 @@ def widget(initial: Selection, show: Callable[[Selection], View | None],
                                           f"(scale {sel.scale:g}, {sel.search} search: minutes per cell)",
                                   layout=w.Layout(width="auto"))
 
-                def go(_: Any, sel: Selection = sel, parts: list[str] = list(v.missing)) -> None:
+                def go(_: Any, sel: Selection = sel, parts: tuple[str, ...] = tuple(v.missing)) -> None:
                     button.disabled = True
                     button.description = "simulating…"
                     with out:
-                        run(sel, parts)
+                        run(sel, list(parts))
                     redraw()
 
                 button.on_click(go)

@@ -1,5 +1,6 @@
 """Gain versus load (Figs. 9–10, §5.3–§5.4): the lifetime ratios over HBM-first at fractions of N*
-(:func:`lachesis.evaluation.sweep.load_curve`), the operating point each load sets, which axis explains the ratios across
+(:func:`lachesis.evaluation.sweep.load_curve`), the operating point each load sets, which axis explains the ratios
+across
 memory configurations, and the loads on our corpus that reproduce the paper's numbers."""
 
 from __future__ import annotations
@@ -97,8 +98,10 @@ def _paper_targets() -> list[tuple[str, str, str, float, float]]:
         (f"Lachesis/HBM-first {hi:.2f}× (tight, high end of 1/7–4/4)", "lachesis/hbm_first", "4/4", hi, hi),
         (f"Lachesis/HBM-first {paper.DAISY_GAIN_TIGHT[0]:.2f}–{paper.DAISY_GAIN_TIGHT[1]:.2f}× (tight, 8/8*)",
          "lachesis/hbm_first", "8/8*", *paper.DAISY_GAIN_TIGHT),
-        (f"w/o predictive path/HBM-first {d_lo:.2f}–{d_hi:.2f}× (1/7–4/4)", "deterministic/hbm_first", "1/7", d_lo, d_hi),
-        (f"w/o predictive path/HBM-first {d_lo:.2f}–{d_hi:.2f}× (1/7–4/4)", "deterministic/hbm_first", "4/4", d_lo, d_hi),
+        (f"w/o predictive path/HBM-first {d_lo:.2f}–{d_hi:.2f}× (1/7–4/4)", "deterministic/hbm_first", "1/7", d_lo,
+         d_hi),
+        (f"w/o predictive path/HBM-first {d_lo:.2f}–{d_hi:.2f}× (1/7–4/4)", "deterministic/hbm_first", "4/4", d_lo,
+         d_hi),
     ]
 
 

@@ -230,7 +230,8 @@ def on_trace(points: Sequence[Point], trace: str) -> list[Point]:
 
 
 def load_curve_grid(scale: float = 1.0, seed: int = 0, configs: Sequence[str] = ("1/7", "4/4", "8/8*"),
-                    models: Sequence[str] = MODEL_NAMES, slo: str = "tight", workloads: Sequence[str] = ("multi_agent",),
+                    models: Sequence[str] = MODEL_NAMES, slo: str = "tight",
+                    workloads: Sequence[str] = ("multi_agent",),
                     policies: Sequence[str] = PAPER_MULTI_POLICIES, laden_close: str = "last_read",
                     overrides: Any = ()) -> list[Point]:
     """The cells of the gain-versus-load figure (§5.3: Lachesis and w/o predictive path over HBM-first)."""

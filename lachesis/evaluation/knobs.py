@@ -286,7 +286,8 @@ KNOB_WORDS = {"load": "load on the node", "user_delay_median_s": "user think tim
               "node_start": "node start state", "size_estimate": "ranked worker's size estimate",
               "laden_close": "reasoning-laden KV freed at",
               "load_base": "configuration the held load is sized at", "sessions": "sessions drawn from the trace",
-              "think_time": "tool and user delays", "reasoning_per_output": "reasoning added where none is recorded", "lifetime_over_ranks": "lifetime over ranks",
+              "think_time": "tool and user delays", "reasoning_per_output": "reasoning added where none is recorded",
+              "lifetime_over_ranks": "lifetime over ranks",
               "paper": "the paper's setting"}
 VALUE_WORDS = {"aggregate": "all stacks", "per_tier": "per tier", "stall": "stalls decode", "overlap": "overlaps",
                "aged": "aged", "empty": "empty", "held": "KV held", "mean_floor": "class mean (floor)",

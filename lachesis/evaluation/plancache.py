@@ -49,7 +49,8 @@ def workload_plan(workload: str, scale: float, seed: int, trace: str = "", laden
                   overrides: tuple = (), cache_dir: str | os.PathLike | None = None) -> Plan:
     """Trace -> segments -> ranker keys -> replay plan, for a corpus workload or a trace path.
 
-    ``overrides``: clock knobs (:func:`lachesis.evaluation.knobs.apply_clock`) applied to the trace's reference clock, and
+    ``overrides``: clock knobs (:func:`lachesis.evaluation.knobs.apply_clock`) applied to the trace's reference clock,
+    and
     trace knobs (:func:`lachesis.traces.gaps.fill`) to the trace: the ranker is fitted on the trace before its sessions
     are drawn, and every drawn copy of a worker takes its original's key.
     Built once per process per input: a trace path is keyed on its content, so a changed file is re-read.
@@ -91,7 +92,8 @@ def _ranker_code() -> str:
 
 
 def rank_keys_cached(prep: segments.Prepared, cache_dir: str | os.PathLike | None) -> pd.Series:
-    """:func:`lachesis.analysis.ranker.rank_keys` of a prepared trace (:func:`lachesis.analysis.segments.prepare`), kept in
+    """:func:`lachesis.analysis.ranker.rank_keys` of a prepared trace (:func:`lachesis.analysis.segments.prepare`),
+    kept in
     ``cache_dir`` as ``<key>.rank.json``: keyed by a SHA-256 of the trace's requests and spawns, its clock,
     the seed and :func:`_ranker_code`, checked when read against its key and its content digest (a
     :class:`~lachesis.evaluation.store.CacheWarning` and a refit otherwise), written atomically.  The keys read back

@@ -257,7 +257,8 @@ def _gain_axes(ax: plt.Axes, xlabel: str, ylabel: bool) -> None:
 def _gain_keys(gains: pd.DataFrame, extra: Sequence[Any] = ()) -> list[Any]:
     return ([Line2D([], [], color=s["color"], marker="o", label=s["label"]) for k, s in RATIO_STYLE.items()
              if k in gains] + list(extra)
-            + [Line2D([], [], ls="", marker="o", mfc="white", color="0.3", label="a policy misses the SLO at this load"),
+            + [Line2D([], [], ls="", marker="o", mfc="white", color="0.3",
+                      label="a policy misses the SLO at this load"),
                Line2D([], [], color="0.6", lw=0.6, label="no gain (1×)")])
 
 
@@ -341,8 +342,10 @@ def _place_labels(fig: plt.Figure, ax: plt.Axes, labels: Sequence[tuple[float, f
 
 
 def sensitivity_figure(gains: pd.DataFrame, id_cols: Sequence[str], warranty_years: float) -> plt.Figure:
-    """One knob at a time around the paper's setting (``gains``: :func:`lachesis.evaluation.sensitivity.gains`): a panel per
-    cell (``id_cols``) and metric, a row per knob, each value a dot labelled in words (:mod:`lachesis.evaluation.knobs`'s name
+    """One knob at a time around the paper's setting (``gains``: :func:`lachesis.evaluation.sensitivity.gains`): a
+    panel per
+    cell (``id_cols``) and metric, a row per knob, each value a dot labelled in words
+    (:mod:`lachesis.evaluation.knobs`'s name
     table); filled where every policy meets the SLO."""
     from lachesis.evaluation.knobs import KNOBS, knob_label, value_label
     from lachesis.plotting import WARRANTY_STYLE, workload_label

@@ -272,7 +272,8 @@ def _endurance_rows(paper: pd.DataFrame, vs: Sequence[Variant]) -> pd.DataFrame:
                               overrides=knobs.canonical({v.knob: v.value})).config()
             spread = r.get("hbf_rank_spread", 1.0)
             spread = 1.0 if spread is None or not np.isfinite(spread) else float(spread)
-            life = float(endurance.group_lifetime_years(cfg.memory, r.get("hbf_write_rate", math.nan), cfg.endurance, spread))
+            life = float(endurance.group_lifetime_years(cfg.memory, r.get("hbf_write_rate", math.nan), cfg.endurance,
+                                                        spread))
             out.append(dict(r, knob=v.knob, value=v.label(), lifetime_years=life, simulated=False))
     return pd.DataFrame(out)
 
@@ -385,7 +386,8 @@ def sentences(g: pd.DataFrame, column: str = "lachesis/hbm_first", years: str = 
             else:
                 at = ", ".join(f"{v:.2f}× at {lab}" for v, lab in zip(x, c["value"]))
                 cells.append(f"{where} {b:.2f}× → {at} (up to {move:.0f}% away)")
-        text = f"**{knob}** (paper {default}{unit}; tried {', '.join(dict.fromkeys(d['value']))}): gain " + "; ".join(cells)
+        tried = ", ".join(dict.fromkeys(d["value"]))
+        text = f"**{knob}** (paper {default}{unit}; tried {tried}): gain " + "; ".join(cells)
         if years in d:
             text += (f". {pol_name(years)} device-years {_span(d[years])} over the values tried "
                      f"({_span(base[years])} at the paper's setting)")
@@ -454,7 +456,8 @@ def _why_undefined(row: dict, lives: pd.DataFrame, knob: str, cols: Sequence[str
         f"lifetime not finite for {', '.join(off)}" if off else "a lifetime ratio has no finite value")
 
 
-def spread(df: pd.DataFrame, columns: Sequence[str] = ("n_star", "lachesis/hbm_first", "live_short_kv_gb")) -> pd.DataFrame:
+def spread(df: pd.DataFrame,
+           columns: Sequence[str] = ("n_star", "lachesis/hbm_first", "live_short_kv_gb")) -> pd.DataFrame:
     """Per cell of :func:`at_own_load`: how far each column moves over the knob's values (max/min − 1, %),
     over the values where the SLO admits a load (N* > 0; the others say so in ``why_undefined``)."""
     g = df[df["n_star"].gt(0)].groupby(ID, sort=False)

@@ -31,9 +31,9 @@ from lachesis.plotting import compare_table, format_range, span
 # ------------------------------------------------------------------------------------------------
 
 #: The columns of a grid's rows (:class:`lachesis.evaluation.row.GridRow`) the figures keep (``fig09_grid.csv``,
-#: ``fig11_grid.csv``): the cell, the load, the SLO check, the lifetime and its rate, the tier bytes, and the operating point per GPU in units that carry
-#: over (§5.3: "HBM's capacity against the short-lived KV live at one time"): the KV one decode step reads, the
-#: live KV of each class and of the short-lived ones, and HBM ÷ that.
+#: ``fig11_grid.csv``): the cell, the load, the SLO check, the lifetime and its rate, the tier bytes, and the operating
+#: point per GPU in units that carry over (§5.3: "HBM's capacity against the short-lived KV live at one time"): the KV
+#: one decode step reads, the live KV of each class and of the short-lived ones, and HBM ÷ that.
 GRID_COLUMNS = columns("workload", "model", "slo", "memory", "policy", "seed", "group_ranks", "load", "load_base",
                        "daisy_chain_load", "n_sessions", "load_seed", "slo_met", "slo_p99_tpot_s", "slo_tpot_bound_s",
                        "slo_p99_ttft_s", "slo_ttft_bound_s", "p99_tpot_s", "p99_ttft_s", "hbf_write_rate",
@@ -61,8 +61,8 @@ RATIOS: dict[str, tuple[str, str]] = {
 }
 #: Lachesis's share of the oracle's gain over HBM-first: (Lachesis − HBM-first) / (oracle − HBM-first)
 ORACLE_SHARE = "lachesis_share_of_oracle_gain"
-#: the offline bound (:func:`lachesis.evaluation.sweep.bound_fields`) as a pseudo-policy of the tables, read off the load
-#: policy's rows
+#: the offline bound (:func:`lachesis.evaluation.sweep.bound_fields`) as a pseudo-policy of the tables, read off the
+#: load policy's rows
 BOUND = "bound"
 #: the share of the bound's gain over HBM-first a policy reaches: (policy − HBM-first) / (bound − HBM-first)
 BOUND_SHARES = {"lachesis": "lachesis_share_of_bound_gain", "oracle": "oracle_share_of_bound_gain"}
@@ -141,7 +141,8 @@ def interval_text(summary: pd.DataFrame, cols: Sequence[str], by: Sequence[str] 
 
 def write_composition(df: pd.DataFrame) -> pd.DataFrame:
     """Write bytes by (class, tier) as % of each run's total (Figs. 10 and 12), per run (seed included)."""
-    cols = [c for c in df.columns if c.startswith("bytes_") and c.count("_") >= 2 and c not in ("bytes_hbm", "bytes_hbf")]
+    cols = [c for c in df.columns if c.startswith("bytes_") and c.count("_") >= 2
+            and c not in ("bytes_hbm", "bytes_hbf")]
     rows = []
     for _, r in df.iterrows():
         tot = float(np.nansum([r[c] for c in cols]))
@@ -416,10 +417,11 @@ def replicas(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
 def run_line(df: pd.DataFrame, n_seeds: int) -> str:
     """One line on the grid's runs: how many, how many settled, which miss the SLO at their load."""
     rep, margin = replicas(df)
+    missed = (~df.loc[df.index.difference(rep.index), "slo_met"].astype(bool)).sum()
     return (f"{len(df)} runs over {n_seeds} seed(s); HBF write traffic settled in {df['settled'].mean():.0%} of them; "
-            f"at the seed that sized the load {(~df.loc[df.index.difference(rep.index), 'slo_met'].astype(bool)).sum()} "
-            f"runs miss the SLO" + (f"; at the other seeds {rep['slo_met'].mean():.0%} meet it, their p99 TPOT a median "
-            f"{margin.median():.2f}× the bound (max {margin.max():.2f}×)" if len(rep) else ""))
+            f"at the seed that sized the load {missed} "
+            f"runs miss the SLO" + (f"; at the other seeds {rep['slo_met'].mean():.0%} meet it, their p99 TPOT a "
+            f"median {margin.median():.2f}× the bound (max {margin.max():.2f}×)" if len(rep) else ""))
 
 
 def missed_slo(df: pd.DataFrame) -> pd.DataFrame:
@@ -536,17 +538,18 @@ def _seeds_and_oracle(df: pd.DataFrame, oracle_tail: str = "") -> list[str]:
     lines = []
     rep, margin = replicas(df)
     if len(rep):
-        lines.append(f"**Seeds beyond the first** run at the first seed's load: {rep['slo_met'].mean():.0%} of their runs "
-                     f"meet the SLO there, with p99 TPOT a median {margin.median():.2f}× the bound (max {margin.max():.2f}×). "
-                     "The load is the first seed's capacity boundary, and another corpus draw falls on either side of it; "
-                     "`seed_load='search'` sizes every seed on its own instead.")
+        lines.append(f"**Seeds beyond the first** run at the first seed's load: {rep['slo_met'].mean():.0%} of their "
+                     f"runs meet the SLO there, with p99 TPOT a median {margin.median():.2f}× the bound "
+                     f"(max {margin.max():.2f}×). "
+                     "The load is the first seed's capacity boundary, and another corpus draw falls on either side of "
+                     "it; `seed_load='search'` sizes every seed on its own instead.")
     od = df[df.policy.map(is_clairvoyant)]
     if len(od) and "close_drift_median_abs_s" in od:
         lines.append(f"**The oracle's clairvoyance** (the HBM-first run's close times): its own run closes "
                      f"{od['close_drift_matched'].median():.1%} of its segments in instances the baseline also ran, a "
-                     f"median {od['close_drift_median_abs_s'].median():.2f} s (p90 {od['close_drift_p90_abs_s'].median():.2f} s, "
-                     f"{od['close_drift_median_rel'].median():.2%} of the offset) from the recorded time (medians over "
-                     f"{len(od)} runs){oracle_tail}.")
+                     f"median {od['close_drift_median_abs_s'].median():.2f} s (p90 "
+                     f"{od['close_drift_p90_abs_s'].median():.2f} s, {od['close_drift_median_rel'].median():.2%} of "
+                     f"the offset) from the recorded time (medians over {len(od)} runs){oracle_tail}.")
     return lines
 
 
@@ -581,8 +584,9 @@ def multi_agent_findings(df: pd.DataFrame, cmp: pd.DataFrame, summary: pd.DataFr
     if base:
         lines.append("**Beyond the paper** (the trace with the reviewer): " + "; ".join(base) + ". A share above 1 "
                      "means Lachesis outlasts the oracle: the oracle ranks by close time alone and reserves HBM for a "
-                     "segment's whole remaining size, a clairvoyant heuristic rather than a proven optimum; the offline bound is "
-                     "the proven optimum of write-time placement on HBM-first's run (`lachesis.evaluation.bound`).")
+                     "segment's whole remaining size, a clairvoyant heuristic rather than a proven optimum; the "
+                     "offline bound is the proven optimum of write-time placement on HBM-first's run "
+                     "(`lachesis.evaluation.bound`).")
     return lines + _seeds_and_oracle(df, ": placement moves timing little at one load, as the named assumption says")
 
 
@@ -604,9 +608,10 @@ def single_agent_findings(df: pd.DataFrame, cmp: pd.DataFrame, summary: pd.DataF
         for m in models:
             if "lachesis" in t and (m, "1/7") in t.index and (m, "4/4") in t.index:
                 a, b = t.loc[(m, "1/7"), "lachesis"], t.loc[(m, "4/4"), "lachesis"]
-                lines.append(f"{SINGLE_NAMES.get(w, w)}, {m}: Lachesis's median lifetime {'falls' if b < a else 'rises'} "
-                             f"from 1/7 to 4/4 ({a:.2f} → {b:.2f} device-years; §5.5: it peaks at one to three slots and "
-                             "falls past the peak).")
+                way = "falls" if b < a else "rises"
+                lines.append(f"{SINGLE_NAMES.get(w, w)}, {m}: Lachesis's median lifetime {way} "
+                             f"from 1/7 to 4/4 ({a:.2f} → {b:.2f} device-years; §5.5: it peaks at one to three slots "
+                             "and falls past the peak).")
     base = _beyond(cmp, "single")
     if base:
         lines.append("**Beyond the paper**: " + "; ".join(base) + ".")
@@ -623,8 +628,8 @@ MULTI_DIFFERENCE = (
     "ranks with out-of-fold keys and the allocator's named reviewer-reservation rule. ")
 #: Why our Figs. 11–12 still differ from the paper's (§5.5).
 SINGLE_DIFFERENCE = (
-    "**Where we still differ, and why.** The gain is set by how much of the reasoning-laden KV live at one time HBM can "
-    "hold (§5.5). Our load comes from our decode-step model and our synthetic single-agent sessions; at the loads "
+    "**Where we still differ, and why.** The gain is set by how much of the reasoning-laden KV live at one time HBM "
+    "can hold (§5.5). Our load comes from our decode-step model and our synthetic single-agent sessions; at the loads "
     "above the live reasoning-laden KV can exceed one to four HBM stacks, so HBM absorbs a smaller share of it (the "
     "HBM share above) and the gain shrinks toward 1×. The paper's engine (Frontier + LLMSimulator) sets the load "
     "differently and does not state it. ")
@@ -632,7 +637,8 @@ SINGLE_DIFFERENCE = (
 
 def differences(why: str, search: str) -> str:
     """``why`` (:data:`MULTI_DIFFERENCE`, :data:`SINGLE_DIFFERENCE`), saying so when the run is a reduced grid."""
-    return why + ("This run is a reduced CI grid at a tiny corpus scale with short windows." if search != "paper" else "")
+    return why + ("This run is a reduced CI grid at a tiny corpus scale with short windows." if search != "paper"
+                  else "")
 
 
 def gain_vs_load_text(path: Any, name: str) -> str:

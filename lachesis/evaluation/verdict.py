@@ -54,7 +54,8 @@ class Verdict:
             index=["model", "slo", "memory"], columns="policy", values="lifetime_years", aggfunc="median",
             dropna=False).reindex(columns=["hbm_first", "lachesis"])
         piv["lachesis/hbm_first"] = piv["lachesis"] / piv["hbm_first"]
-        op = t[t.policy == LOAD_POLICY].groupby(["model", "slo", "memory"])[["n_sessions", "hbm_over_live_short"]].median()
+        op = t[t.policy == LOAD_POLICY].groupby(["model", "slo", "memory"])[["n_sessions",
+                                                                             "hbm_over_live_short"]].median()
         return piv.join(op).reset_index()
 
     def lines(self) -> list[str]:
@@ -140,7 +141,8 @@ def points(trace_dir: str | os.PathLike, trace: Trace, models: Sequence[str], sl
         if kind == "multi" and not gaps.has_workers(trace):
             policies = [p for p in policies if p != "deterministic"]
     if LOAD_POLICY not in policies:
-        raise ValueError(f"policies must include {LOAD_POLICY} (it sets the load and every ratio), got {list(policies)}")
+        raise ValueError(f"policies must include {LOAD_POLICY} (it sets the load and every ratio), "
+                         f"got {list(policies)}")
     ov = knobs.node(node, **overrides)
     pts = grid.multi_agent_grid(1.0, list(seeds), configs=configs, models=models, slos=slos, policies=policies,
                                 workloads=("x",), no_reviewer_policies=None, overrides=ov)
@@ -214,7 +216,8 @@ def evaluate(trace_dir: str | os.PathLike, out_dir: str | os.PathLike | None = N
              cache_dir: str | os.PathLike | None = None, n_jobs: int | None = None, progress: bool = True,
              name: str | None = None) -> Verdict:
     """The Figs. 9/11 protocol on the trace at ``trace_dir``: HBM-first's N* searched per model and SLO
-    (``load``: :class:`lachesis.evaluation.grid.LoadRule`), every policy at that load on ``node`` (:data:`lachesis.evaluation.knobs.NODES`)
+    (``load``: :class:`lachesis.evaluation.grid.LoadRule`), every policy at that load on ``node``
+    (:data:`lachesis.evaluation.knobs.NODES`)
     for each memory configuration, over ``seeds``; with ``out_dir``, ``<name>.csv`` (:data:`COLUMNS`) and
     ``<name>.png``/``.pdf`` written atomically.  ``slos`` None: both on a multi-agent trace, tight on a
     single-agent one (the paper's Figs. 9 and 11).  ``sessions``, ``think_time`` and ``reasoning_per_output``
@@ -242,7 +245,8 @@ def evaluate(trace_dir: str | os.PathLike, out_dir: str | os.PathLike | None = N
     for r in df[(df.policy == LOAD_POLICY) & (df.n_sessions <= 0)].to_dict("records"):
         notes.append(f"{r['model']} {r['slo']} {r['memory']}: the SLO admits no session of this trace "
                      f"(HBM-first misses it at 1 session per GPU): no load, no lifetime")
-    quiet = df[(df.policy == LOAD_POLICY) & (df.n_sessions > 0) & ~(df.get("bytes_hbm", 0) + df.get("bytes_hbf", 0) > 0)]
+    quiet = df[(df.policy == LOAD_POLICY) & (df.n_sessions > 0) & ~(df.get("bytes_hbm", 0)
+                                                                    + df.get("bytes_hbf", 0) > 0)]
     for r in quiet.to_dict("records"):
         notes.append(f"{r['model']} {r['slo']} {r['memory']}: no KV written in the measurement window at "
                      f"{r['n_sessions']} sessions per GPU (the trace's delays outlast the window): no lifetime; "
@@ -274,7 +278,8 @@ NO_RANKER = "none (w/o predictive path)"
 
 def tried(knob: str, default: Any) -> tuple:
     """The values sensitivity rows move ``knob`` to from the evaluation's ``default``: a categorical knob's other
-    choices; a numeric knob's values (:data:`lachesis.evaluation.knobs.KNOBS`) and its own default (``reasoning_per_output``
+    choices; a numeric knob's values (:data:`lachesis.evaluation.knobs.KNOBS`) and its own default
+    (``reasoning_per_output``
     0: nothing added; not ``sessions`` 0, which a small trace cannot reach), less ``default`` (the default row)."""
     k = knobs.KNOBS[knob]
     vals = tuple(k.allowed) if k.categorical else tuple(k.values) + ((k.default,) if knob != "sessions" else ())
@@ -414,7 +419,8 @@ def explain(name: str, gain: float, ours: dict[str, float], corpus: dict[str, fl
     """One sentence: the trace's Lachesis ÷ HBM-first beside the corpus's, and the axis that differs most
     (the largest factor between the two, of the axes both have)."""
     ratios = {k: ours[k] / corpus[k] for k in AXES
-              if np.isfinite(ours.get(k, np.nan)) and np.isfinite(corpus.get(k, np.nan)) and ours[k] > 0 and corpus[k] > 0}
+              if np.isfinite(ours.get(k, np.nan)) and np.isfinite(corpus.get(k,
+                                                                             np.nan)) and ours[k] > 0 and corpus[k] > 0}
     head = (f"{name}: Lachesis/HBM-first {gain:.3g}x against the corpus's {corpus_gain:.3g}x" if np.isfinite(gain)
             else f"{name}: no lifetime at these cells (its notes say why); the corpus's Lachesis/HBM-first is "
                  f"{corpus_gain:.3g}x")

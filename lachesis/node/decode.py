@@ -6,7 +6,7 @@ vectorized update, so a run costs per event, not per decode step.  Step pricing 
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import simpy
@@ -14,6 +14,15 @@ import simpy
 from lachesis.node.step_cost import GroupStep
 
 _min_reduce = np.minimum.reduce  # ndarray.min() without the method's Python overhead
+
+
+def _priced_by_group(*args: float) -> float:
+    raise RuntimeError("DecodeEngine: one rank needs a step_fn (a group prices its step with GroupStep)")
+
+
+def _no_experts(mean_batch: float) -> float:
+    """A group whose ``step_fn`` prices each rank's own part: no group-wide term."""
+    return 0.0
 
 
 class DecodeEngine:
@@ -33,13 +42,20 @@ class DecodeEngine:
 
     def __init__(self, env: simpy.Environment, step_fn: Callable[..., float] | None = None,
                  record_from: float = 0.0, capacity: int = 256, ranks: int = 1, group: GroupStep | None = None):
-        self.env, self.step_fn, self.record_from = env, step_fn, record_from
+        self.env, self.record_from = env, record_from
+        self.step_fn: Callable[..., float] = step_fn if step_fn is not None else _priced_by_group
         self.ranks = int(ranks)
         if self.ranks > 1:
-            self._rank_fn = step_fn if step_fn is not None else group.rank
-            self._experts_fn = (lambda b: 0.0) if step_fn is not None else group.experts
+            if step_fn is None:
+                if group is None:
+                    raise ValueError("DecodeEngine: a group of ranks needs a step_fn or its GroupStep")
+                self._rank_fn: Callable[..., float] = group.rank
+                self._experts_fn: Callable[[float], float] = group.experts
+            else:
+                self._rank_fn, self._experts_fn = step_fn, _no_experts
         self.rem = np.full(capacity, np.inf)
-        self.rows: list[tuple | None] = [None] * capacity  # (kv_hbm, kv_hbf, hbf flush, hbm write) per step
+        #: (kv_hbm, kv_hbf, hbf flush, hbm write) per occupied slot, None on a free one
+        self.rows: list[Any] = [None] * capacity
         self.slot_rank = [0] * capacity
         # per rank: Python floats, the same IEEE sums as a numpy vector, cheaper per event
         self.rank_sums = [[0.0, 0.0, 0.0, 0.0] for _ in range(self.ranks)]
@@ -48,7 +64,7 @@ class DecodeEngine:
         self.rank_time = [0.0] * self.ranks
         self._dirty: set[int] = set()
         self.n = 0
-        self.events: list[simpy.Event | None] = [None] * capacity
+        self.events: list[Any] = [None] * capacity  # the finish event per occupied slot, None on a free one
         self.free_slots = list(range(capacity - 1, -1, -1))
         self.t_last = 0.0
         self.tau = 0.0

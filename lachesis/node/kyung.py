@@ -3,7 +3,8 @@
 Kyung et al. report, per model, the HBF lifetime (years) and mean TPOT (ms) of stateless requests
 under saturated continuous batching on one 8-GPU node with 5 HBF stacks per GPU, for L_in:L_out
 ratios × mean context lengths × two length dispersions.  :func:`kyung_steady_state` computes the
-same quantities from the SAME :class:`lachesis.node.step_cost.StepModel`, :func:`~lachesis.node.block_capacity.weight_storage_bytes_per_gpu`
+same quantities from the SAME :class:`lachesis.node.step_cost.StepModel`,
+:func:`~lachesis.node.block_capacity.weight_storage_bytes_per_gpu`
 and :func:`~lachesis.node.endurance.hbf_lifetime_years` the decode-node simulator uses; :func:`kyung_grid`
 compares every cell of a table parsed by :func:`parse_kyung_tables`, taking each table's model from
 its heading (a known model, or one the caller defines from its public config) and refusing a
@@ -42,7 +43,8 @@ from lachesis.paths import package_data
 from lachesis.plotting import compare_table
 
 __all__ = ["KyungTableError", "check_tolerance", "parse_kyung_tables", "default_kyung_table", "KyungSetting",
-           "kyung_steady_state", "kyung_grid", "kyung_operators", "kyung_summary", "kyung_comparison", "kyung_implied_batch", "kyung_sensitivity", "expected_max_poisson",
+           "kyung_steady_state", "kyung_grid", "kyung_operators", "kyung_summary", "kyung_comparison",
+           "kyung_implied_batch", "kyung_sensitivity", "expected_max_poisson",
            "resolve_model"]
 
 KYUNG_TABLE = "kyung2026_fig4_maverick.md"
@@ -105,7 +107,8 @@ def parse_kyung_tables(source: str | Path | Traversable) -> pd.DataFrame:
             i += 1
             continue
         model, cv = m["model"].strip(" *"), float(m["cv"])
-        kappa = math.nan if m["kappa"] is None else (math.inf if m["kappa"].lower() in ("∞", "inf") else float(m["kappa"]))
+        kappa = math.nan if m["kappa"] is None else (math.inf if m["kappa"].lower() in ("∞", "inf")
+                                                     else float(m["kappa"]))
         j = i + 1
         while j < len(lines) and not lines[j].strip().startswith("|"):
             if lines[j].strip().startswith("#"):
@@ -115,7 +118,8 @@ def parse_kyung_tables(source: str | Path | Traversable) -> pd.DataFrame:
             raise KyungTableError(name, i + 1, "table", f"no table under heading {text!r}")
         header = [h.strip() for h in lines[j].strip().strip("|").split("|")]
         if header[0].replace(" ", "").lower() != "l_in:l_out" or len(header) < 2:
-            raise KyungTableError(name, j + 1, "header", f"expected '| L_in:L_out | 8K | ...', got {lines[j].strip()!r}")
+            raise KyungTableError(name, j + 1, "header",
+                                  f"expected '| L_in:L_out | 8K | ...', got {lines[j].strip()!r}")
         ctxs = []
         for h in header[1:]:
             mc = _CTX.match(h)
@@ -270,7 +274,8 @@ def kyung_steady_state(context_tokens: ArrayLike, in_share: ArrayLike, cv: Array
                          f"({model.name})")
     batch = np.floor(cap / (ctx * kv_tok))
     if np.any(batch < 1):
-        raise ValueError(f"kyung_steady_state: the KV capacity holds no sequence of {ctx.max():.0f} tokens ({model.name})")
+        raise ValueError(f"kyung_steady_state: the KV capacity holds no sequence of {ctx.max():.0f} tokens "
+                         f"({model.name})")
     l_in, l_out = ctx * share, ctx * (1 - share)
     # size-biased by L_out, uniform decode age j in [0, L_out): context read = E[L_out (L_in + (L_out-1)/2)] / E[L_out]
     if s.dispersion == "independent":

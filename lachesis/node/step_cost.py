@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Sequence
+from typing import Callable, Sequence, cast
 
 import numpy as np
 import pandas as pd
@@ -53,6 +53,7 @@ def weight_read_bytes_per_gpu(model: ModelSpec, deployment: Deployment,
     routed = model.routed_expert_params
     rep = model.total_params - routed - (0 if model.tie_embeddings else model.embedding_params)
     per_expert = model.moe_layers * model.ffn_params(model.expert_ffn)
+    experts: float | np.ndarray
     if batch is None:
         experts = model.n_experts / deployment.n_gpus if model.moe_layers else 0.0
     else:
@@ -195,9 +196,10 @@ class StepModel:
                 raise ValueError(f"memory {memory.label!r}: {tier} has no bandwidth but holds weights or activations")
             return np.zeros_like(vec)  # its KV inputs are forbidden above
 
-        rows: list[list[np.ndarray]] = []
+        rows: list[list[np.ndarray | float]] = []
         for op in ops:
-            lanes = [op.flops / deployment.gpu.flops + (op.fixed_s if op.fixed_s is not None else 0.0)]
+            lanes: list[np.ndarray | float] = [op.flops / deployment.gpu.flops
+                                               + (op.fixed_s if op.fixed_s is not None else 0.0)]
             write = per_bw(op.hbm_write, memory.hbm_write_bw, "HBM") if op.hbm_write is not None else 0.0
             if pooled:
                 total = sum(op.bytes_at.values(), np.zeros(len(_INPUTS)))
@@ -328,8 +330,9 @@ class StepModel:
     def __call__(self, batch: ArrayLike, kv_hbm: ArrayLike, kv_hbf: ArrayLike, flush: ArrayLike,
                  hbm_write: ArrayLike = 0.0) -> float | np.ndarray:
         """Seconds of one decode step; scalars take :meth:`scalar`, arrays broadcast."""
-        if all(isinstance(v, SCALARS) for v in (batch, kv_hbm, kv_hbf, flush, hbm_write)):
-            return self.scalar(batch, kv_hbm, kv_hbf, flush, hbm_write)
+        args = (batch, kv_hbm, kv_hbf, flush, hbm_write)
+        if all(isinstance(v, SCALARS) for v in args):
+            return self.scalar(*cast(tuple[float, ...], args))
         x, fl = self._array_inputs(batch, kv_hbm, kv_hbf, flush, hbm_write)
         return as_result(sum_in_order(self._op_times(x)) + fl * self._flush_per_byte)
 

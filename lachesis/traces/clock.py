@@ -52,12 +52,13 @@ def schedule(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0) -
     out_tok = req["output_tokens"].to_numpy().tolist()
     n_obs = req["n_observations"].to_numpy().tolist()
     tools = req["tool_names"].tolist()
-    fixed = [None] * n  # the recorded duration of a synthetic request
-    # a recorded delay after a request (lachesis.traces.gaps.recorded_gaps, knob think_time): charged instead of the draw
+    fixed: list[float | None] = [None] * n  # the recorded duration of a synthetic request
+    # a recorded delay after a request (lachesis.traces.gaps.recorded_gaps, knob think_time): charged instead of the
+    # draw
     gap = req[GAP_COLUMN].to_numpy(dtype=float).tolist() if GAP_COLUMN in req.columns else None
     if "synthetic" in req.columns:
         for g in np.flatnonzero(req["synthetic"].to_numpy(dtype=bool)):
-            fixed[g] = float(req["t_end"].iat[g] - req["t_start"].iat[g])
+            fixed[int(g)] = float(req["t_end"].iat[g] - req["t_start"].iat[g])
 
     tool_mean: dict[str, float] = {}
 
@@ -87,7 +88,8 @@ def schedule(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0) -
                 t += d
                 t_user[g] = d
             t_start[g] = t
-            end = t + (out_tok[g] * tpot if fixed[g] is None else fixed[g])
+            fixed_g = fixed[g]
+            end = t + (out_tok[g] * tpot if fixed_g is None else fixed_g)
             t_dec[g] = end
             means = [mean_of(x) for x in tools[g]]
             lat = [float(rng.exponential(m)) if m > 0 else 0.0 for m in means]
@@ -105,18 +107,25 @@ def schedule(trace: Trace, clock: ReferenceClock | None = None, seed: int = 0) -
 
     for s, root in tree.roots.items():
         rng = session_rng(seed, s)
-        _drive(run(root, 0.0, True, rng), lambda c, t0, rng=rng: run(c, t0, False, rng))
+        def child(c: str, t0: float, rng: np.random.Generator = rng) -> Replay:
+            return run(c, t0, False, rng)
+
+        _drive(run(root, 0.0, True, rng), child)
     return pd.DataFrame({
         "request_id": req["request_id"].to_numpy(), "session_id": sess, "agent_id": agent,
         "t_start_s": t_start, "t_decode_end_s": t_dec, "t_tools_s": t_tools, "t_obs_s": t_obs,
         "t_user_s": t_user})
 
 
-def _drive(top: Generator, start: Callable[[str, float], Generator]) -> float:
+Replay = Generator[tuple[str, float], float, float]  # yields (sub-agent, start), is sent its end, returns its own
+
+
+def _drive(top: Replay, start: Callable[[str, float], Replay]) -> float:
     """Run a replay generator to its end: each (sub-agent, start time) it yields is replayed by
     ``start`` (depth first, the draw order) and its return time sent back.  The stack is a list, so a
     chain of nested sub-agents of any depth replays (no recursion limit)."""
-    stack, value = [top], None
+    stack: list[Replay] = [top]
+    value: Any = None  # nothing to send into a generator that has not started
     while True:
         try:
             child, t0 = stack[-1].send(value)
@@ -145,11 +154,11 @@ def wait_intervals(trace: Trace, sched: pd.DataFrame) -> dict[str, np.ndarray]:
     for parent, iv in spans.items():
         iv.sort(key=lambda x: x[0])
         merged: list[list[float]] = []
-        for a, b in iv:
-            if merged and a <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], b)
+        for lo, hi in iv:
+            if merged and lo <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], hi)
             else:
-                merged.append([a, b])
+                merged.append([lo, hi])
         out[parent] = np.asarray(merged, dtype=float)
     return out
 

@@ -440,10 +440,10 @@ def table3(traces: Mapping[str, Trace], scale: float = 1.0) -> pd.DataFrame:
         entry = TABLE3[w]
         ours = dict(sessions=r["session_id"].nunique(), requests=len(r),
                     tokens_processed=int(tokens_processed(r).sum()), tokens_written=int(tokens_written(r).sum()))
-        paper = {k: entry[k] for k in ours}
+        paper: dict[str, Any] = {k: entry[k] for k in ours}
         row: dict[str, Any] = dict(workload=w, label=entry["label"], regime=entry["regime"])
         for k in ours:
-            ref = None if paper[k] is None else float(paper[k]) * scale  # type: ignore[arg-type]
+            ref = None if paper[k] is None else float(paper[k]) * scale
             row[f"{k}_ours"] = ours[k]
             row[f"{k}_paper_x_scale"] = ref if ref is not None else float("nan")
             row[f"{k}_rel_err"] = (ours[k] - ref) / ref if ref else float("nan")

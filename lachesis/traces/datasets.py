@@ -109,10 +109,11 @@ def build_registry(traces_root: str | os.PathLike[str]) -> pd.DataFrame:
                 path = root / dataset / rel
                 gz = rec["gzipped_here"].strip() == "yes"
                 sha_orig = rec.get("sha256_original") or rec.get("sha256")
-                bytes_orig = int(rec.get("bytes_original") or rec.get("bytes"))
+                bytes_orig = int(rec.get("bytes_original") or rec.get("bytes") or "")
                 sha_local, n_local = sha256_file(path)
                 if rec.get("sha256_local") and rec["sha256_local"] != sha_local:
-                    raise DatasetError(f"{manifest}:{lineno}: {rel}: sha256_local in the manifest does not match the file")
+                    raise DatasetError(f"{manifest}:{lineno}: {rel}: sha256_local in the manifest does not match the "
+                                       f"file")
                 got, n = sha256_file(path, decompress=gz) if gz else (sha_local, n_local)
                 if (got, n) != (sha_orig, bytes_orig):
                     raise DatasetError(f"{manifest}:{lineno}: {rel}: upstream sha256/bytes do not match the file")

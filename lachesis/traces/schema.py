@@ -343,7 +343,8 @@ class _RequestRules:
         turn = out["turn"].to_numpy()
         prev_turn = pd.Series(turn).groupby(by_agent, sort=False).shift(1, fill_value=0).to_numpy()
         rows.fail(turn < prev_turn, source, "turn",
-                  lambda p: f"turn {turn[p]} follows turn {prev_turn[p]} of agent {by_agent[p]!r}: rows out of session order")
+                  lambda p: f"turn {turn[p]} follows turn {prev_turn[p]} of agent {by_agent[p]!r}: "
+                            "rows out of session order")
         timed = np.zeros(len(out), dtype=bool)  # the row and its agent's previous row both have a start time
         if "t_start" in out:  # an agent's requests run one after another: its start times never go back
             ts = out["t_start"].to_numpy(dtype=float)
@@ -353,14 +354,15 @@ class _RequestRules:
             with np.errstate(invalid="ignore"):
                 back = ts < prev_ts  # NaN (a time not recorded) compares False: nothing to check
             rows.fail(back, source, "t_start",
-                      lambda p: f"t_start {float(ts[p])!r} precedes t_start {float(prev_ts[p])!r} of the request before it of agent "
-                                f"{by_agent[p]!r} ({prev_id[p]!r}): rows out of session order")
+                      lambda p: f"t_start {float(ts[p])!r} precedes t_start {float(prev_ts[p])!r} of the request "
+                                f"before it of agent {by_agent[p]!r} ({prev_id[p]!r}): rows out of session order")
         inp_out = out["input_tokens"].to_numpy() + out["output_tokens"].to_numpy()
         earlier = pd.Series(inp_out).groupby(by_agent, sort=False).shift(1, fill_value=0).to_numpy()
         rows.fail(mp > earlier + shared, source, "matched_prefix_tokens",
                   lambda p: f"matched prefix {mp[p]} exceeds the {earlier[p]} tokens of earlier context of agent "
-                            f"{by_agent[p]!r} plus {shared[p]} declared shared_prefix_tokens: rows out of session order, "
-                            "or a prefix from outside this agent that the shared_prefix_tokens column does not declare")
+                            f"{by_agent[p]!r} plus {shared[p]} declared shared_prefix_tokens: rows out of session "
+                            "order, or a prefix from outside this agent that the shared_prefix_tokens column does "
+                            "not declare")
         rows.fail(~timed & (mp > np.maximum(earlier, shared)), source, "matched_prefix_tokens",
                   lambda p: f"matched prefix {mp[p]} exceeds both the {earlier[p]} tokens of earlier context of agent "
                             f"{by_agent[p]!r} and its {shared[p]} declared shared_prefix_tokens, and no start times "
@@ -391,8 +393,11 @@ def validate_spawns(df: pd.DataFrame, requests: pd.DataFrame, source: str = "<me
               ("role", "requests give role {req!r}, spawn record {rec!r}"))
     for col, msg in checks:
         req_vals, rec_vals = a[col].to_numpy(dtype=object), out[col].to_numpy(dtype=object)
-        rows.fail(req_vals != rec_vals, src, col,
-                  lambda p: msg.format(agent_id=out["agent_id"].iloc[p], req=req_vals[p], rec=rec_vals[p]))
+
+        def why(p: int, msg: str = msg, req_vals: np.ndarray = req_vals, rec_vals: np.ndarray = rec_vals) -> str:
+            return msg.format(agent_id=out["agent_id"].iloc[p], req=req_vals[p], rec=rec_vals[p])
+
+        rows.fail(req_vals != rec_vals, src, col, why)
     rows.fail(~out["spawn_request_id"].isin(requests["request_id"]).to_numpy(), src, "spawn_request_id",
               lambda p: f"unknown request {out['spawn_request_id'].iloc[p]!r}")
     return out
@@ -405,8 +410,8 @@ def _check_context(s: pd.Series, rows: Rows, source: str) -> pd.Series:
         _check_number(s, "context", True, False, rows, source)
     elif kind != "string":  # a mix: every value text or a valid count
         def ok(v: Any) -> bool:
-            return isinstance(v, str) or (isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-                                          and 0 <= v < MAX_COUNT)
+            return isinstance(v, str) or bool(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                                              and 0 <= v < MAX_COUNT)
         pos = _first_bad(s, ok) if not s.map(ok).all() else None
         if pos is not None:
             raise TraceError(source, rows.label(pos), "context",

@@ -113,7 +113,8 @@ def iter_json_lines(lines: Iterable[str], source: str) -> Iterator[tuple[int, di
         except json.JSONDecodeError as e:
             raise TraceError(source, f"line {lineno}", "(json)", f"not valid JSON: {e.msg}") from None
         except RecursionError:
-            raise TraceError(source, f"line {lineno}", "(json)", "nested deeper than Python's JSON reader allows") from None
+            raise TraceError(source, f"line {lineno}", "(json)",
+                             "nested deeper than Python's JSON reader allows") from None
         if not isinstance(rec, dict):
             raise TraceError(source, f"line {lineno}", "(json)", "expected a JSON object")
         yield lineno, rec
@@ -172,6 +173,7 @@ def read_trace(path: str | os.PathLike[str]) -> Trace:
         stem = p.name.split(".")[0]
         spawn_path = next((c for c in p.parent.glob(stem + ".spawns.*")), None)
         tools_path = p.parent / f"{stem}.{TOOL_CLASS_FILE}"
+    assert req_path is not None  # NOTE: a required file that is absent raises in _find
     req = _read_table(req_path)
     sp = _read_table(spawn_path) if spawn_path else empty_spawns()
     requests = validate_requests(req, str(req_path))

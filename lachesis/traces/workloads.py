@@ -221,6 +221,8 @@ def derive_temporal(preset: TemporalPreset) -> TemporalDerived:
     With ``shared_system_prompt`` off the prompt P is also written: tokens written gains P.
     """
     n_s, n_req, proc, written = TABLE3_INPUT[preset.name]
+    if proc is None:
+        raise ValueError(f"{preset.name}: Table 3 gives no tokens processed to solve the preset from")
     L, S = FIG4B_INPUT[preset.name]
     u, ans, c, m = preset.user_tokens, preset.answer_tokens, preset.call_tokens, 1 + preset.multi_call_p
     W, N, PR = written / n_s, n_req / n_s, proc / n_s

@@ -62,7 +62,8 @@ def test_predicted_quartiles_by_hand():
     assert q.tolist() == [1, 3, 1, 4, 2, 3, 2, 4, 3, 1]
     tab = C.quartile_table(pd.DataFrame({"pred": PRED, "t_norm_s": TRUTH}))
     assert tab["n"].tolist() == [3, 2, 3, 2]
-    assert tab["tnorm_median_s"].tolist() == pytest.approx([3.0, 6.0, 6.0, 6.0])  # Q1 {10,3,1}; Q2 {5,7}; Q3 {2,6,9}; Q4 {4,8}
+    # Q1 {10,3,1}; Q2 {5,7}; Q3 {2,6,9}; Q4 {4,8}
+    assert tab["tnorm_median_s"].tolist() == pytest.approx([3.0, 6.0, 6.0, 6.0])
 
 
 def test_prediction_summary():
@@ -194,8 +195,10 @@ def test_small_sample_flag():
 
 
 def test_temporal_comparison_counts_the_smaller_sample():
-    rows = [("tau3_airline", f"s{i % 2}", f"a{i % 2}", "reasoning_laden", i, 100, float(i + 1), np.nan) for i in range(30)]
-    rows += [("tau3_airline", f"s{i % 2}", f"a{i % 2}", "reasoning_stripped", i, 50, 50.0 + i, np.nan) for i in range(6)]
+    rows = [("tau3_airline", f"s{i % 2}", f"a{i % 2}", "reasoning_laden", i, 100, float(i + 1), np.nan)
+            for i in range(30)]
+    rows += [("tau3_airline", f"s{i % 2}", f"a{i % 2}", "reasoning_stripped", i, 50, 50.0 + i, np.nan)
+             for i in range(6)]
     cmp = C.temporal_comparison(C.temporal_table(_seg(rows))).set_index("statistic")
     ratio = cmp.loc["tau3_airline: stripped/laden median T_norm"]
     assert (ratio["n"], ratio["unit"], ratio["sessions"]) == (6, "segments", 2)
@@ -221,7 +224,8 @@ def test_prediction_and_table3_comparisons():
     oof = pd.DataFrame({"pred": PRED, "t_norm_s": TRUTH, "session_id": [f"s{i}" for i in range(10)]})
     summary = pd.DataFrame({m: C.prediction_summary(oof) for m in ("ridge", "boosted")}).T
     cmp = C.prediction_comparison(summary).set_index("statistic")
-    assert cmp.loc["ridge: Kendall τ (out of fold)", "n"] == 10 and cmp.loc["ridge: k=10% share of k shortest", "n"] == 1
+    assert cmp.loc["ridge: Kendall τ (out of fold)", "n"] == 10 and cmp.loc["ridge: k=10% share of k shortest",
+                                                                            "n"] == 1
     assert cmp.loc["boosted: Kendall τ (out of fold)", "paper"] == "— (not in paper)"
     assert cmp.loc["ridge: Kendall τ (out of fold)", "small_sample"] == "n 10 < 20; sessions 10 < 20"
     from lachesis.traces import corpus

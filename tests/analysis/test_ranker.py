@@ -185,7 +185,8 @@ def test_spawns_without_tools_still_rank() -> None:
                        "parent_agent_id": ["L1", "L1", "L2", "L2"], "role": "worker",
                        "spawn_request_id": ["r1", "r1", "r2", "r2"],
                        "instruction": ["write code", "review the design", "write tests", "write docs"],
-                       "context": [10, 20, 30, 40], "tools": [[], [], [], []], "model": "m", "spawn_index": [0, 1, 0, 1]})
+                       "context": [10, 20, 30, 40], "tools": [[], [], [], []], "model": "m", "spawn_index": [0, 1, 0,
+                                                                                                             1]})
     assert (spawn_signal(sp)["tools_text"] == NO_TOOLS).all()
     keys = SpawnRanker().fit(sp, [10.0, 20.0, 30.0, 40.0]).score(sp)
     assert keys.shape == (4,) and np.isfinite(keys).all()

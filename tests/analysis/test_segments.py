@@ -450,7 +450,8 @@ def test_provider_cache_shortfall_within_tolerance_continues_the_segment():
     for s in (recover(provider_cache_trace(tol=16), clock=NO_SPREAD).segments,
               recover(provider_cache_trace(), clock=NO_SPREAD, cache_tolerance_tokens=16).segments):
         assert s["boundary"].tolist() == ["session_end", "session_end"]  # stripped prefill + laden body
-        assert s.set_index("seg_class").loc["reasoning_laden", "tokens_written"] == 2 + (153 - 99) + (201 - 149)  # q0 out, q1 and q2 writes
+        # q0 out, q1 and q2 writes
+        assert s.set_index("seg_class").loc["reasoning_laden", "tokens_written"] == 2 + (153 - 99) + (201 - 149)
         assert s["tokens_written"].sum() == tokens_written(provider_cache_trace().requests).sum()
         assert set(s["last_request"]) == {"q2"}
         assert s["t_norm_s"].tolist() == pytest.approx([(2 + 3 + 1) * 0.2] * 2)

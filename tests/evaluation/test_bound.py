@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings, target
 from hypothesis import strategies as st
 from scipy.optimize import linprog
-from test_sweep import TINY, fixture_plan, plan  # noqa: F401 (the sweep tests' search settings and plan fixtures)
+from test_sweep import TINY
 
 from lachesis.evaluation import grid, store, tables
 from lachesis.evaluation import sweep as W
@@ -83,7 +83,8 @@ def greedy(start, end, size, capacity) -> int:
     return total
 
 
-intervals = st.lists(st.tuples(st.integers(0, 8), st.integers(0, 6), st.integers(0, 3), st.sampled_from([0, 1, 1, 2, 3])),
+intervals = st.lists(st.tuples(st.integers(0, 8), st.integers(0, 6), st.integers(0, 3),
+                               st.sampled_from([0, 1, 1, 2, 3])),
                      max_size=5)
 
 
@@ -267,7 +268,8 @@ def test_bound_is_at_least_every_policy_on_the_same_stream(events, hbm, bt):
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(events=streams(), hbm=st.integers(0, 10), bt=st.integers(1, 4), cut=st.tuples(st.floats(0, 60), st.floats(0, 60)))
+@given(events=streams(), hbm=st.integers(0, 10), bt=st.integers(1, 4),
+       cut=st.tuples(st.floats(0, 60), st.floats(0, 60)))
 def test_bound_over_a_window_is_at_least_every_policy_in_that_window(events, hbm, bt, cut):
     """A policy's HBM tokens among the writes of [t0, t1): its replay up to t1 minus its replay up to t0
     (a policy decides from the past only; the oracle's facts ride on the writes)."""
@@ -336,7 +338,8 @@ def test_the_bound_holds_for_every_policy_replayed_on_a_simulated_run(fixture_pl
     assert bound.status == "optimal" and bound.hbm_tokens < bound.window_tokens
     # and over the run's measurement window, against the run itself
     w = W.bound_fields(r, cfg, Timeline.from_events(r.events))
-    assert r.lifetime.bytes_by_tier["hbm"] <= w["bound_hbm_bytes"] and w["bound_window_bytes"] == sum(r.lifetime.bytes_by_tier.values())
+    tiers = r.lifetime.bytes_by_tier
+    assert tiers["hbm"] <= w["bound_hbm_bytes"] and w["bound_window_bytes"] == sum(tiers.values())
 
 
 @pytest.mark.parametrize("damage", ["truncated", "edited"])
@@ -408,7 +411,8 @@ def test_bound_marks_draws_a_line_per_finite_group_and_an_arrow_when_unbounded()
     key = bound_marks(ax, [0, 1, 2, 3], [4.0, np.inf, np.nan, 6.0], lo=[3.0, 1.0, 1.0, np.nan], hi=[5.0, 2.0, 2.0, 7.0])
     (lines,) = ax.collections
     segs = lines.get_segments()
-    assert [tuple(s[:, 1]) for s in segs] == [(4.0, 4.0), (6.0, 6.0)] and [tuple(s[:, 0]) for s in segs] == [(-0.4, 0.4), (2.6, 3.4)]
+    assert [tuple(s[:, 1]) for s in segs] == [(4.0, 4.0), (6.0, 6.0)] and [tuple(s[:, 0])
+                                                                           for s in segs] == [(-0.4, 0.4), (2.6, 3.4)]
     assert [(p.get_y(), p.get_height()) for p in ax.patches] == [(3.0, 2.0)]  # a band only where lo and hi are known
     (arrow,) = ax.lines
     assert arrow.get_xdata().tolist() == [1.0] and key.get_label() == BOUND_LABEL

@@ -56,7 +56,7 @@ def test_one_load_per_model_slo_and_trace_across_memory_configurations(stubbed):
     held = df[df["memory"].ne("8/8*")]
     per = held.groupby(["workload", "model", "slo"])["n_sessions"].agg(["nunique", "first"])
     assert per["nunique"].eq(1).all()
-    for (w, m, s), r in per.iterrows():  # the load is HBM-first's N* at 1/7 ...
+    for (_, m, s), r in per.iterrows():  # the load is HBM-first's N* at 1/7 ...
         assert r["first"] == N_STAR[("1/7", m, s)]
     assert held["load"].eq("per_deployment").all() and held["load_base"].eq("1/7").all()
     assert held["n_star"].eq(held["n_sessions"]).all() and held["load_policy"].eq("hbm_first").all()

@@ -77,8 +77,10 @@ def test_an_override_changes_its_field_and_nothing_else(overrides, paths) -> Non
 
 def test_override_values_land_where_they_should() -> None:
     cfg = replace(P, overrides={"hbf_write_bw_scale": 3, "tool_latency_scale": 2, "pe_cycles": 3000}).config()
-    assert cfg.memory.hbf.write_bw == 3 * HBF_STACK.write_bw and cfg.memory.hbf_write_bw == 3 * P.config().memory.hbf_write_bw
-    assert [t.mean_latency_s for t in cfg.clock.tool_classes] == [2 * t.mean_latency_s for t in ReferenceClock().tool_classes]
+    assert cfg.memory.hbf.write_bw == 3 * HBF_STACK.write_bw
+    assert cfg.memory.hbf_write_bw == 3 * P.config().memory.hbf_write_bw
+    assert [t.mean_latency_s for t in cfg.clock.tool_classes] == [2 * t.mean_latency_s
+                                                                  for t in ReferenceClock().tool_classes]
     assert cfg.endurance.pe_cycles == 3000 and cfg.memory.label == "1/7" and cfg.model.name == P.config().model.name
 
 
@@ -104,7 +106,8 @@ def test_overrides_are_stored_sorted_canonical_and_hashable() -> None:
 
 
 def test_cache_keys_differ_per_override_and_the_papers_setting_keeps_its_key() -> None:
-    variants = [{}, {"pe_cycles": 3000}, {"pe_cycles": 10_000}, {"write_amplification": 3}, {"read_pricing": "per_tier"},
+    variants = [{}, {"pe_cycles": 3000}, {"pe_cycles": 10_000}, {"write_amplification": 3},
+                {"read_pricing": "per_tier"},
                 {"user_delay_median_s": 600}, {"tool_latency_scale": 2}, {"hbf_write_bw_scale": 0.5},
                 {"pe_cycles": 3000, "write_amplification": 3}]
     keys = [store.point_key(replace(P, overrides=o), "fp", CI) for o in variants]

@@ -15,22 +15,12 @@ import pandas as pd
 import pytest
 from sim_fixtures import multi_agent_trace
 
-from lachesis.analysis.ranker import rank_keys
-from lachesis.analysis.segments import recover
 from lachesis.evaluation import gains, grid, plancache, runner, store, tables
 from lachesis.evaluation import sweep as W
 from lachesis.node import capacity
 from lachesis.node import simulator as S
-from lachesis.node.plan import build_plan
 
 TINY = capacity.SearchParams(search_warmup=0.2, search_measure=0.3, warmup=0.2, measure=0.5, n_max=8, n_samples=40)
-
-
-@pytest.fixture(scope="module")
-def plan():
-    tr = multi_agent_trace()
-    seg = recover(tr, seed=0)
-    return build_plan(tr, seg, rank_keys(tr, seg))
 
 
 def test_grid_shapes():
@@ -134,17 +124,6 @@ def test_a_grid_the_cache_holds_whole_is_read_back_identically_without_a_plan(tm
 
 def _cell(policies=("hbm_first", "deterministic", "lachesis"), **kw):
     return [grid.Point("fixture", "1/7", "Llama-4-Maverick", "tight", p, 1.0, 0, **kw) for p in policies]
-
-
-@pytest.fixture()
-def fixture_plan(plan, monkeypatch):
-    """Points of workload "fixture" replay the hand-made multi-agent trace."""
-    real, real_fp = plancache.point_plan, plancache.point_fingerprint
-    monkeypatch.setattr(plancache, "point_plan",
-                        lambda p, cache_dir=None: plan if p.workload == "fixture" else real(p, cache_dir))
-    monkeypatch.setattr(plancache, "point_fingerprint",
-                        lambda p: plan.fingerprint if p.workload == "fixture" else real_fp(p))
-    return plan
 
 
 def test_every_policy_runs_at_the_baselines_n_star(fixture_plan, tmp_path):

@@ -89,7 +89,8 @@ def test_single_agent_findings_name_the_trend_and_the_loads():
     lines = tables.single_agent_findings(df, cmp, summary, ["tau3"], ["q"], 2)
     assert lines[0].startswith("**What we measured** (2 seed(s), 2 cells, each at one load: 6–8 sessions per GPU). ")
     assert "HBM takes 35–60% of write bytes under Lachesis (cell medians)." in lines[0]
-    assert any(x.startswith("τ³-bench, q: Lachesis's median lifetime rises from 1/7 to 4/4 (2.75 → 4.25") for x in lines)
+    assert any(x.startswith("τ³-bench, q: Lachesis's median lifetime rises from 1/7 to 4/4 (2.75 → 4.25")
+               for x in lines)
     assert any(x.startswith("**Beyond the paper**: ") for x in lines)
     assert any(x.startswith("**Seeds beyond the first**") for x in lines)
 

@@ -261,7 +261,8 @@ def test_sensitivity_has_the_default_row_first_then_one_row_per_knob_value(multi
     assert d.over_hbm_first == pytest.approx(la.over_hbm_first, rel=1e-9) and d.slo_met == la.slo_met
     # a knob the trace cannot take is a row with its reason and no numbers, not a dropped row
     na = s[s.note.fillna("").str.startswith("not applicable")]
-    assert set(na.knob) == {"think_time", "reasoning_per_output"} and na[["n_sessions", "lachesis_years"]].isna().all().all()
+    assert set(na.knob) == {"think_time",
+                            "reasoning_per_output"} and na[["n_sessions", "lachesis_years"]].isna().all().all()
     assert "t_start" in na[na.knob == "think_time"].note.iloc[0]
     ran = s[s.knob.isin(["sessions", "ranker"])]
     assert np.isfinite(ran[["n_sessions", "hbm_first_years", "lachesis_years", "over_hbm_first"]].to_numpy()).all()

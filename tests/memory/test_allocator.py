@@ -79,7 +79,8 @@ def test_bad_arguments():
 
 
 ops = st.lists(
-    st.tuples(st.sampled_from(["alloc", "free"]), st.sampled_from([Tier.HBM, Tier.HBF]), st.integers(0, 9), st.integers(0, 2**16)),
+    st.tuples(st.sampled_from(["alloc", "free"]), st.sampled_from([Tier.HBM, Tier.HBF]), st.integers(0, 9),
+              st.integers(0, 2**16)),
     max_size=60,
 )
 

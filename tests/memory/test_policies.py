@@ -481,7 +481,8 @@ def test_fast_replay_equals_reference(events, hbm, hbf, bt, policy):
         assert fast == ref
         return
     assert fast.tokens.tolist() == ref.tokens.tolist()
-    assert {c: v.tolist() for c, v in fast.tokens_by_class.items()} == {c: v.tolist() for c, v in ref.tokens_by_class.items()}
+    assert {c: v.tolist() for c, v in fast.tokens_by_class.items()} == {c: v.tolist() for c,
+                                                                        v in ref.tokens_by_class.items()}
     assert fast.blocks.tolist() == ref.blocks.tolist()
     assert fast.evicted_blocks == ref.evicted_blocks
     written = sum(e[4] for e in events if e[1] == "write")
@@ -599,7 +600,8 @@ def test_reference_drives_policy_objects_like_the_fast_path():
             fast_table.close(ev[2])
             compacted |= fast_table.live.workers.cols.n < n_slots
         rows = fast_table.lookup.rows()  # the running HBM counters the predictive path reads
-        assert fast_table.view.live_reviewer_hbm_blocks() == sum(r["n_hbm"] for r in rows if r["seg_class"] == "reviewer")
+        assert fast_table.view.live_reviewer_hbm_blocks() == sum(r["n_hbm"] for r in rows
+                                                                 if r["seg_class"] == "reviewer")
     c = fast_table.totals
     assert compacted
     assert a.as_dict() == b.as_dict() == c.as_dict()

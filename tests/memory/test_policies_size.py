@@ -74,7 +74,8 @@ def test_held_outranks_a_grown_worker_by_its_own_growth_and_spawn_keeps_its_size
     s.add_write("b", 30)  # b now holds 32 blocks, still counted at 6
     assert Lachesis.admitted(SegmentInfo("b", "worker", rank_key=2.0, n_blocks=32, new_blocks=1), s.view, "spawn")
     m = hand_worked("mean_floor")
-    assert not Lachesis.admitted(SegmentInfo("b", "worker", rank_key=2.0, n_blocks=2, new_blocks=1), m.view, "mean_floor")
+    assert not Lachesis.admitted(SegmentInfo("b", "worker", rank_key=2.0, n_blocks=2, new_blocks=1), m.view,
+                                 "mean_floor")
 
 
 def test_default_is_held_and_the_spec_round_trips():

@@ -84,8 +84,9 @@ def test_packaged_table_is_complete_and_grid_printed(grid: pd.DataFrame, capsys:
 def test_lifetime_cell_within_15_percent(grid: pd.DataFrame, cv: float, ratio: str, ctx: str) -> None:
     row = _cell(grid, cv, ratio, ctx)
     assert abs(row["life_err"]) <= TOL, (
-        f"CV={cv} {ratio} {ctx}: ours {row['life_ours']:.2f} y vs theirs {row['life_theirs']} y ({row['life_err']:+.1%}); "
-        f"TPOT {row['tpot_ours_ms']:.1f} vs {row['tpot_theirs_ms']} ms ({row['tpot_err']:+.1%})")
+        f"CV={cv} {ratio} {ctx}: ours {row['life_ours']:.2f} y vs theirs {row['life_theirs']} y "
+        f"({row['life_err']:+.1%}); TPOT {row['tpot_ours_ms']:.1f} vs {row['tpot_theirs_ms']} ms "
+        f"({row['tpot_err']:+.1%})")
 
 
 def test_overall_lifetime_and_tpot_error_bands(grid: pd.DataFrame) -> None:
@@ -157,7 +158,8 @@ def test_cv_raises_tpot_like_theirs(paper: pd.DataFrame, grid: pd.DataFrame) -> 
     ours, theirs = rise(grid, "tpot_ours_ms"), rise(grid, "tpot_theirs_ms")
     assert len(ours) == len(RATIOS) * len(CONTEXTS)
     assert (ours > 0).all()
-    assert abs(ours.mean() - theirs.mean()) <= 0.5, f"mean rise ours {ours.mean():.2f} ms, theirs {theirs.mean():.2f} ms"
+    assert abs(ours.mean() - theirs.mean()) <= 0.5, \
+        f"mean rise ours {ours.mean():.2f} ms, theirs {theirs.mean():.2f} ms"
     assert (ours - theirs.reindex(ours.index)).abs().median() <= 1.0  # theirs are rounded to 1 ms
     old = kyung.kyung_grid(paper, kyung.KyungSetting(dispersion="independent"))
     assert abs(rise(old, "tpot_ours_ms").mean() - theirs.mean()) > 1.5
@@ -300,7 +302,8 @@ def test_parser_reads_cells(tmp_path: Path) -> None:
     ("### **Llama 4 Maverick** — CV = 0.1", None),
 ])
 def test_parser_accepts_heading_variants_and_free_text(tmp_path: Path, heading: str, kappa: float | None) -> None:
-    text = GOOD.replace("### Llama 4 Maverick — CV = 0.1", heading + "\nNormalized lifetime (8K/16K): **1.00 / 2.04**\n")
+    text = GOOD.replace("### Llama 4 Maverick — CV = 0.1", heading
+                        + "\nNormalized lifetime (8K/16K): **1.00 / 2.04**\n")
     text += "\nNormalized lifetime: 1.00 / 2.04\n"
     p = tmp_path / "t.md"
     p.write_text(text)
@@ -321,7 +324,8 @@ def test_parser_accepts_heading_variants_and_free_text(tmp_path: Path, heading: 
     ("### Llama 4 Maverick — CV = 0.1\n\n### next — CV = 0.3\n", "table", 1),
     ("no tables here\n", "heading", 1),
 ])
-def test_parser_rejects_malformed_tables_naming_file_line_field(tmp_path: Path, bad: str, field: str, line: int) -> None:
+def test_parser_rejects_malformed_tables_naming_file_line_field(tmp_path: Path, bad: str, field: str,
+                                                                line: int) -> None:
     p = tmp_path / "bad.md"
     p.write_text(bad)
     with pytest.raises(kyung.KyungTableError) as e:

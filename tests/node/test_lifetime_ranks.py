@@ -41,10 +41,12 @@ def test_two_ranks_by_hand():
 def test_the_knob():
     k = knobs.KNOBS["lifetime_over_ranks"]
     assert k.default == "mean" and k.acts_on == "endurance" and not k.simulated and "lifetime_over_ranks" in knobs.STUDY
-    p = grid.Point("multi_agent", "1/7", "Llama-4-Maverick", "tight", "lachesis", overrides={"lifetime_over_ranks": "worst"})
+    p = grid.Point("multi_agent", "1/7", "Llama-4-Maverick", "tight", "lachesis",
+                   overrides={"lifetime_over_ranks": "worst"})
     assert p.config().endurance.lifetime_over_ranks == "worst"
     with pytest.raises(ValueError, match="lifetime_over_ranks"):
-        grid.Point("multi_agent", "1/7", "Llama-4-Maverick", "tight", "lachesis", overrides={"lifetime_over_ranks": "max"})
+        grid.Point("multi_agent", "1/7", "Llama-4-Maverick", "tight", "lachesis",
+                   overrides={"lifetime_over_ranks": "max"})
 
 
 TINY = capacity.SearchParams(search_warmup=0.2, search_measure=0.3, warmup=0.2, measure=0.5, n_max=8, n_samples=40)

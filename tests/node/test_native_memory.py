@@ -332,7 +332,7 @@ def random_stream(seed: int, policy: str, hbm: int, hbf_: int, bt: int, aged: bo
     live: dict[int, list[int]] = {}  # instance -> segments it may still write
     live_segs: dict[int, list[int]] = {}  # instance -> all its segments
     inst, now = 0, 0.0
-    for step in range(int(rng.integers(5, 60))):
+    for _ in range(int(rng.integers(5, 60))):
         now += float(rng.integers(0, 3))
         op = rng.random()
         if not live or op < 0.15:

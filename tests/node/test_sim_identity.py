@@ -190,7 +190,8 @@ def _first_difference(got, ref, path="", rtol=0.0):
     if isinstance(got, list) and isinstance(ref, list):
         if len(got) != len(ref):
             return f"{path}: length {len(got)} != {len(ref)}"
-        return next((d for i, (x, y) in enumerate(zip(got, ref)) if (d := _first_difference(x, y, f"{path}[{i}]", rtol))),
+        return next((d for i, (x, y) in enumerate(zip(got, ref))
+                     if (d := _first_difference(x, y, f"{path}[{i}]", rtol))),
                     None)
     if isinstance(got, float) and isinstance(ref, float):
         if (math.isnan(got) and math.isnan(ref)) or got == ref or (rtol and math.isclose(got, ref, rel_tol=rtol)):
@@ -205,7 +206,8 @@ def test_simulator_gives_the_recorded_results(reference, backend):
         pytest.skip("the native core is not built here (tests/node/test_native_memory.py says whether it should be)")
     got = simulator_records(backend)
     assert got.keys() == reference["runs"].keys()
-    assert any(r["long"]["oom"] for r in got.values()) and any(r["long"]["totals"]["evicted_blocks"] for r in got.values())
+    assert any(r["long"]["oom"] for r in got.values()) and any(r["long"]["totals"]["evicted_blocks"]
+                                                               for r in got.values())
     for label, rec in got.items():
         assert (d := _first_difference(rec, reference["runs"][label], rtol=0.0)) is None, f"{label}: {d}"
 

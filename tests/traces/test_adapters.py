@@ -249,7 +249,8 @@ def test_claude_agent_tool_spawns_become_workers():
     assert workers.to_dict() == {f"{SYN}:a5y0001": 2, f"{SYN}:a5y0002": 3}
     r = req(res, "req_syn_lead_01")
     assert (r.role, list(r.tool_names), r.n_observations, r.output_tokens) == ("lead", ["Agent", "Agent"], 0, 260)
-    assert (r.input_tokens, r.matched_prefix_tokens, r.shared_prefix_tokens, r.thinking_blocks) == (16103, 14000, 14000, 1)
+    assert (r.input_tokens, r.matched_prefix_tokens, r.shared_prefix_tokens, r.thinking_blocks) == (16103, 14000, 14000,
+                                                                                                    1)
     assert req(res, "req_syn_lead_02").n_observations == 1  # a Bash result is an observation
     assert (mine["turn"] == 0).all()  # the <task-notification> that returns the async worker is not a prompt
     last = req(res, "req_syn_lead_04")  # 16890 <= 3 + 80 + 16800 + 12: nothing to declare
@@ -363,7 +364,8 @@ def test_records_written_back_to_back_on_one_line_are_read(tmp_path):
     (d / f"{SYN}.jsonl").write_text("\n".join(lines) + "\n")
     got, ref = read("claude_code", d).trace.requests, loaded("claude_code_more").trace.requests
     ref = ref[ref["session_id"] == SYN]
-    assert got[["request_id", "input_tokens", "output_tokens"]].equals(ref[["request_id", "input_tokens", "output_tokens"]]
+    assert got[["request_id", "input_tokens",
+                "output_tokens"]].equals(ref[["request_id", "input_tokens", "output_tokens"]]
                                                                         .reset_index(drop=True))
 
 
@@ -562,9 +564,11 @@ def test_out_of_range_numbers_are_rejected_naming_the_field(tmp_path, value):
     doc = _grok_doc()
     doc["simulations"][0]["messages"][2]["usage"]["prompt_tokens"] = json.loads(value)
     (tmp_path / "t.json").write_text(json.dumps(doc))
-    with pytest.raises(TraceError, match=r"t\.json: record simulations\[0\]\.messages\[2\]\.usage: field 'prompt_tokens'"):
+    with pytest.raises(TraceError,
+                       match=r"t\.json: record simulations\[0\]\.messages\[2\]\.usage: field 'prompt_tokens'"):
         read("tau2", tmp_path / "t.json")
-    (tmp_path / "m.jsonl").write_text(f'{{"timestamp": 0, "input_length": {value}, "output_length": 1, "hash_ids": [0]}}\n')
+    (tmp_path / "m.jsonl").write_text(f'{{"timestamp": 0, "input_length": {value}, "output_length": 1, "hash_ids": '
+                                      f'[0]}}\n')
     with pytest.raises(TraceError, match=r"m\.jsonl: record line 1: field 'input_length'"):
         read("mooncake", tmp_path / "m.jsonl")
 

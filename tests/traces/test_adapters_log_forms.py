@@ -85,7 +85,8 @@ def test_claude_spawn_known_by_totals_is_a_synthetic_worker_the_lead_waits_for()
     # the reference clock runs the synthetic worker for its recorded 487 s, and the lead waits for it
     seg = recover(res.trace)
     t = seg.schedule.set_index("request_id")
-    assert t.loc["toolu_17_T1:totals", "t_decode_end_s"] - t.loc["toolu_17_T1:totals", "t_start_s"] == pytest.approx(487)
+    assert t.loc["toolu_17_T1:totals", "t_decode_end_s"] - t.loc["toolu_17_T1:totals",
+                                                                 "t_start_s"] == pytest.approx(487)
     assert t.loc["req_17_L2", "t_start_s"] > t.loc["toolu_17_T1:totals", "t_decode_end_s"]
     w = seg.segments.set_index("agent_id").loc[f"{SID}:a17tot1"]
     assert (w["boundary"], w["tokens_written"], w["t_norm_s"]) == ("subagent_return", 30501, pytest.approx(487))

@@ -24,7 +24,8 @@ from lachesis.traces.clock import clock_for, schedule
 from lachesis.traces.trace import Trace, read_trace
 
 #: a tool class of zero latency, so the only clock charges are decode tokens and observation prefills
-ZERO_TOOLS = replace(ReferenceClock(user_delay_sigma=0.0), tool_classes=TOOL_CLASSES + (ToolClass("zero", 0.0, "test"),),
+ZERO_TOOLS = replace(ReferenceClock(user_delay_sigma=0.0), tool_classes=TOOL_CLASSES
+                     + (ToolClass("zero", 0.0, "test"),),
                      tool_class_of={"lookup": "zero"})
 
 

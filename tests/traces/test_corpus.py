@@ -97,7 +97,8 @@ def test_stripping_semantics() -> None:
     r = corpus.generate("tau3_telecom", SMALL, 0).requests
     checked = 0
     for _, s in r.groupby("session_id", sort=False):
-        inp, mp, out = s["input_tokens"].to_numpy(), s["matched_prefix_tokens"].to_numpy(), s["output_tokens"].to_numpy()
+        inp, mp = s["input_tokens"].to_numpy(), s["matched_prefix_tokens"].to_numpy()
+        out = s["output_tokens"].to_numpy()
         turn = s["turn"].to_numpy()
         first = np.flatnonzero(np.r_[True, turn[1:] != turn[:-1]])
         assert mp[0] == s["shared_prefix_tokens"].iloc[0] > 0  # the system prompt: shared prefix, not written
@@ -182,7 +183,7 @@ def test_derivations_follow_table3_arithmetic() -> None:
         d = workloads.derive_temporal(p)
         s, n, _, _ = workloads.TABLE3_INPUT[w]
         assert (1 + d.extra_turns) * (1 + d.extra_rounds) == pytest.approx(n / s)
-    for w, p in workloads.STRUCTURAL_PRESETS.items():
+    for p in workloads.STRUCTURAL_PRESETS.values():
         d = workloads.derive_structural(p)
         assert d.worker_rounds > 1 and d.observation_tokens > 0
 

@@ -36,8 +36,10 @@ def test_registry_lists_every_source_with_pinned_urls():
         "qwen3.5-27B-temp06-gpt41user_airline_test.first3sessions.json.gz"}
     # the tau2 licence copies are pinned to LICENSE at the commits their PROVENANCE names
     lic = reg[reg["local_path"].str.startswith("LICENSE.")].set_index("dataset")["raw_url"]
-    assert lic["tau2-xai-grok-blakeelias"].endswith("/blakeelias/tau2-bench/cf95bf5acba69b67e31b79fc7a7255307cb446bc/LICENSE")
-    assert lic["tau2-qwen3.5-justinchiu"].endswith("/justinchiu/tau2-bench/a969a0c0a29bc47ba8580107932f5298ee636045/LICENSE")
+    assert lic["tau2-xai-grok-blakeelias"].endswith(
+        "/blakeelias/tau2-bench/cf95bf5acba69b67e31b79fc7a7255307cb446bc/LICENSE")
+    assert lic["tau2-qwen3.5-justinchiu"].endswith(
+        "/justinchiu/tau2-bench/a969a0c0a29bc47ba8580107932f5298ee636045/LICENSE")
     # hand-read from azure_llm_2023/MANIFEST.tsv
     row = reg[(reg["dataset"] == "azure_llm_2023") & (reg["local_path"] == "AzureLLMInferenceTrace_conv.csv")].iloc[0]
     assert row["sha256_original"] == "2f1e5b666d4e3055fdbba98598ce2ec307767b9064e03e2fa46676dbcc7d0bf8"
@@ -283,7 +285,8 @@ def test_fetch_without_network_names_the_file(mirror, monkeypatch, tmp_path, loc
     (origin / "AzureLLMInferenceTrace_conv.csv").unlink()  # 404 at the origin
     monkeypatch.setenv("LACHESIS_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("LACHESIS_DATA", raising=False)
-    with pytest.raises(ds.DatasetError, match=r"azure_llm_2023/AzureLLMInferenceTrace_conv\.csv: download from .* failed"):
+    with pytest.raises(ds.DatasetError,
+                       match=r"azure_llm_2023/AzureLLMInferenceTrace_conv\.csv: download from .* failed"):
         ds.fetch("azure_llm_2023")
 
 

@@ -1,4 +1,5 @@
-"""The trace contract (docs/design.md §2): every validation error of lachesis.traces.trace, and the JSONL/Parquet round trip."""
+"""The trace contract (docs/design.md §2): every validation error of lachesis.traces.trace, and the JSONL/Parquet
+round trip."""
 
 from __future__ import annotations
 
@@ -435,7 +436,8 @@ def test_turn_going_back_within_an_agent_is_rejected():
     rows[1]["turn"], rows[2]["turn"] = 1, 0
     with pytest.raises(TraceError) as e:
         Trace.from_frames(pd.DataFrame(rows))
-    assert e.value.field == "turn" and e.value.problem == "turn 0 follows turn 1 of agent 'A': rows out of session order"
+    assert e.value.field == "turn"
+    assert e.value.problem == "turn 0 follows turn 1 of agent 'A': rows out of session order"
 
 
 def test_first_request_may_match_only_a_declared_shared_prefix():

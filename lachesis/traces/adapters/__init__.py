@@ -161,6 +161,7 @@ def json_records(lines: Iterable[str], source: str) -> Iterator[tuple[int, dict[
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
+        recs: list[Any] | None
         try:
             recs = [json.loads(line)]
         except json.JSONDecodeError as e:
@@ -193,12 +194,14 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     yield from json_records(read_text(path).splitlines(), str(path))
 
 
-def need(rec: dict[str, Any], key: str, path: Path | str, record: object, kind: type | tuple[type, ...] | None = None) -> Any:
+def need(rec: dict[str, Any], key: str, path: Path | str, record: object,
+         kind: type | tuple[type, ...] | None = None) -> Any:
     """``rec[key]``, or a TraceError naming file, record and field when missing or of the wrong type."""
     if not isinstance(rec, dict) or key not in rec or rec[key] is None:
         raise TraceError(str(path), record, key, "missing field")
     v = rec[key]
-    if kind is not None and (not isinstance(v, kind) or (isinstance(v, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)))):
+    if kind is not None and (not isinstance(v, kind)
+                             or (isinstance(v, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)))):
         raise TraceError(str(path), record, key, f"expected {kind}, got {type(v).__name__}")
     return v
 
@@ -211,7 +214,7 @@ def count(v: Any, path: Path | str, record: object, fld: str) -> int:
     return v
 
 
-def need_count(rec: dict[str, Any], key: str, path: Path | str, record: object, default: int | None = None) -> int:
+def need_count(rec: Any, key: str, path: Path | str, record: object, default: int | None = None) -> int:
     """``rec[key]`` checked by :func:`count` (``default`` when absent, if given)."""
     if default is not None and (not isinstance(rec, dict) or rec.get(key) is None):
         return default
@@ -449,6 +452,8 @@ def _write_table(df: pd.DataFrame, path: Path) -> Path:
 
 
 def _report(res: AdapterResult, path: str | os.PathLike[str], dest: Path, written: list[Path]) -> AdaptReport:
+    sessions: int | None
+    workers: int | None
     if res.trace is not None:
         q = res.trace.requests
         sessions, n_req = int(q["session_id"].nunique()), len(q)
@@ -457,9 +462,10 @@ def _report(res: AdapterResult, path: str | os.PathLike[str], dest: Path, writte
     else:
         sessions = workers = spawns = None
         reqs = res.extra.get("requests")
-        n_req = len(reqs) if reqs is not None else int(res.table.loc[res.table["statistic"] == "requests", "value"].sum())
+        table = res.table if res.table is not None else pd.DataFrame({"statistic": [], "value": []})
+        n_req = len(reqs) if reqs is not None else int(table.loc[table["statistic"] == "requests", "value"].sum())
     return AdaptReport(dataset=res.dataset, path=str(path), out=str(dest), files=res.files, sessions=sessions,
                        requests=n_req, workers=workers, spawns=spawns, duplicates=res.duplicates,
-                       duplicate_sessions=[tuple(x) for x in res.duplicate_sessions],
+                       duplicate_sessions=[(a, b) for a, b in res.duplicate_sessions],
                        skipped=dict(res.skipped), failed=list(res.failed), notes=list(res.notes),
                        written=[str(w) for w in written])

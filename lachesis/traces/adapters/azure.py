@@ -69,7 +69,8 @@ def stats(df: pd.DataFrame) -> pd.DataFrame:
     g = gaps if len(gaps) else np.array([np.nan])  # one request: no inter-arrival time
     rows = [("requests", len(df)), ("duration_s", dur), ("rate_per_s", len(df) / dur if dur else np.nan),
             ("interarrival_mean_s", g.mean()), ("interarrival_p50_s", np.median(g)),
-            ("interarrival_p99_s", np.percentile(g, 99)), ("interarrival_cv", g.std() / g.mean() if g.mean() else np.nan)]
+            ("interarrival_p99_s", np.percentile(g, 99)), ("interarrival_cv", g.std() / g.mean() if g.mean()
+                                                           else np.nan)]
     for c in ("ContextTokens", "GeneratedTokens"):
         v = df[c].to_numpy(float)
         rows += [(f"{c}_mean", v.mean()), (f"{c}_p50", np.median(v)), (f"{c}_p90", np.percentile(v, 90)),

@@ -90,7 +90,7 @@ def _llm_api_call(lines: list[str], i: int, path: Path, ts: float | None, res: A
         if n:
             vals.setdefault(n.group(1), int(n.group(2)))
         j += 1
-    prompt = []
+    prompt: list[str] = []
     if j < len(lines) and lines[j].strip() == "Prompt:":
         k = j + 1
         while k < len(lines) and not _HEAD.match(lines[k]) and not _INTO.match(lines[k]) and len(prompt) < 40:
@@ -164,8 +164,10 @@ class _LogScan:
             self.entered = max(self.entered - 1, 0)
             call, i = _llm_api_call(lines, i, self.path, self.ts, self.res)
             if call is not None:
+                out = _OUT.match(lines[call["line"] - 1])
+                assert out is not None  # NOTE: a call is read only from a line _OUT matches
                 self.phases.append(dict(params={}, chatting=None, t=call["t_start"], calls=[call], line=call["line"],
-                                        single=_OUT.match(lines[call["line"] - 1]).group(1)))
+                                        single=out.group(1)))
             return i
         if not m:
             c = _CELL.match(lines[i])
@@ -179,7 +181,7 @@ class _LogScan:
             self.chatting = {}
             self.table = self.chatting
         elif msg.startswith("System: **[RolePlaying]**"):
-            ph = dict(params={}, chatting=self.chatting, t=ts, calls=[], line=i + 1)
+            ph: dict[str, Any] = dict(params={}, chatting=self.chatting, t=ts, calls=[], line=i + 1)
             self.phases.append(ph)
             self.current = ph
             self.table = ph["params"]

@@ -86,7 +86,7 @@ def _sniff_records(records: Iterator[tuple[int, dict[str, Any]]], path: Path, si
     first_ts = float("inf")
     for k, (lineno, rec) in enumerate(records):
         if k == 0 and rec.get("type") in CODEX_TYPES:
-            payload = rec.get("payload") if isinstance(rec.get("payload"), dict) else {}
+            payload: dict[str, Any] = rec["payload"] if isinstance(rec.get("payload"), dict) else {}
             sid = str(payload.get("id") or "") if rec["type"] == "session_meta" else ""
             return Sniff("codex", sid or stem(path), first_ts=_ts_or_inf(rec, path, lineno), size=size)
         if "type" not in rec:
@@ -225,7 +225,8 @@ def _is_queued_prompt(rec: dict[str, Any]) -> bool:
     if not isinstance(a, dict) or a.get("type") != "queued_command" or a.get("isMeta") or rec.get("isMeta"):
         return False
     origin = a.get("origin")
-    return a.get("commandMode", "prompt") == "prompt" and (not isinstance(origin, dict) or origin.get("kind", "human") == "human")
+    return a.get("commandMode", "prompt") == "prompt" and (not isinstance(origin, dict)
+                                                           or origin.get("kind", "human") == "human")
 
 
 class _Agent:
@@ -236,7 +237,7 @@ class _Agent:
         self.reqs: dict[str, dict[str, Any]] = {}
         self.last: dict[str, Any] | None = None
         self.last_other_ts: float | None = None
-        self.spawn_tools: set[str] = set()  # tool_use ids of this agent's Task/Agent calls
+        self.spawn_tools: set[str | None] = set()  # tool_use ids of this agent's Task/Agent calls
         self.first_prompt: str | None = None
 
     def assistant(self, rec: dict[str, Any], where: str) -> dict[str, Any]:
@@ -461,23 +462,25 @@ class _Spawns:
         aid = scan.tool_agent.get(tid)
         w = workers.get(aid) if aid else None
         tur = scan.tool_result.get(tid, {})
+        synthetic: dict[str, Any] | None = None  # the worker's one request from its spawn's totals
         if w is None or not w.reqs:
             # counted on the spawning request, so a spawn repeated in a de-duplicated copy counts once
             built = _from_totals(scan, key, r, tid, aid, inp)
             if isinstance(built, str):
                 r["skipped_spawns"].append(built)
                 return
-            w = _Agent(scan.path, scan.sid, built["agent_id"])
-            aid = aid or tid
+            synthetic, w = built, _Agent(scan.path, scan.sid, built["agent_id"])
+        aid = aid or tid  # a worker found by its record has its agent id
         if aid in self.linked:
             res.skip("second spawn link to an already linked sub-agent")
             return
-        if not w.reqs:
-            self.synthetic.append(built)
+        if synthetic is not None:
+            self.synthetic.append(synthetic)
         self.linked.add(aid)
         self.linked_tools.add(tid)
         u = r["usage"]
-        wreq = list(w.reqs.values()) or [dict(t_start=built["t_start"], t_end=built["t_end"], model=built["model"])]
+        wreq = list(w.reqs.values()) if synthetic is None else [
+            dict(t_start=synthetic["t_start"], t_end=synthetic["t_end"], model=synthetic["model"])]
         self.records.append(dict(
             session_id=scan.sid, agent_id=w.agent_id, parent_agent_id=scan.lead.agent_id, role="worker",
             spawn_request_id=key,

@@ -51,8 +51,11 @@ def read_requests(path: Path) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
                                               for x in h):
             raise TraceError(str(path), where, "hash_ids",
                              "missing field" if h is None else "expected a list of non-negative integers")
-        ts.append(rec["timestamp"]); inp.append(rec["input_length"]); out.append(rec["output_length"])
-        n.append(len(h)); ids.extend(h)
+        ts.append(rec["timestamp"])
+        inp.append(rec["input_length"])
+        out.append(rec["output_length"])
+        n.append(len(h))
+        ids.extend(h)
     if not ts:
         raise TraceError(str(path), "(file)", "(records)", "no request record")
     req = pd.DataFrame(dict(timestamp_ms=np.asarray(ts, np.int64), input_length=np.asarray(inp, np.int64),

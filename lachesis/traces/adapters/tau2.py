@@ -199,6 +199,7 @@ class _Context:
             self.retained = 0
             self.first_reason_pos = None
         else:
+            assert prev is not None  # NOTE: a request inside a turn follows the turn's first
             self.retained += prev["R"]
             inp = c["P"] + self.retained
             mp = prev["input"] + prev["O"]
