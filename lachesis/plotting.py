@@ -12,13 +12,15 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.artist import Artist
 from matplotlib.lines import Line2D
 from matplotlib.ticker import NullFormatter
+from numpy.typing import ArrayLike
 
 from lachesis.io import atomic_write, write_json, write_text
 from lachesis.kv import STRUCTURAL_CLASSES, TEMPORAL_CLASSES
@@ -171,7 +173,7 @@ def compare_table(rows: list[tuple[str, Any, Any]], note: str = "") -> pd.DataFr
     return pd.DataFrame(out)
 
 
-def span(values: Any) -> tuple[float, float]:
+def span(values: ArrayLike) -> tuple[float, float]:
     """(min, max) of the finite values: the range a figure's statistic spans over its groups."""
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v)]
@@ -209,7 +211,8 @@ BOUND_STYLE: dict[str, Any] = dict(color="#d62728", linewidth=1.6)
 BOUND_LABEL = "offline bound (beyond the paper)"
 
 
-def bound_marks(ax: plt.Axes, x: Any, y: Any, lo: Any = None, hi: Any = None, width: float = 0.8) -> Line2D:
+def bound_marks(ax: plt.Axes, x: ArrayLike, y: ArrayLike, lo: ArrayLike | None = None, hi: ArrayLike | None = None,
+                width: float = 0.8) -> Line2D:
     """The offline bound (:mod:`lachesis.evaluation.bound`) per group: a line across each group's ``width`` at ``y``
     (its median over seeds) over a light band from ``lo`` to ``hi`` (min–max); a value that is not finite
     (HBM could take every byte: no HBF wear) is an arrow at the top of the axes.  Returns the legend key."""
@@ -244,7 +247,7 @@ SOURCE_NAMES = {"azure_llm_2023": "Azure LLM inference 2023", "chatdev_warehouse
                 "tau2-xai-grok-blakeelias": "τ²-bench, Grok", "who_and_when": "Who&When"}
 
 
-def source_label(group: str, groups: Any = ()) -> str:
+def source_label(group: str, groups: Iterable[str] = ()) -> str:
     """A real-trace group id (``dataset:part``) in words: the source's name, then its part where another of
     ``groups`` shares the source."""
     ds, _, part = str(group).partition(":")
@@ -352,7 +355,7 @@ def policy_marker(p: str) -> str:
     return POLICY_STYLE.get(p, {}).get("marker", "o")
 
 
-def policy_key(p: str, bar: bool = True) -> Any:
+def policy_key(p: str, bar: bool = True) -> Artist:
     """A policy's legend entry: a filled box (a bar) or its marker."""
     from matplotlib.patches import Patch
 
@@ -367,7 +370,7 @@ def warranty_key(years: float = 5.0) -> Line2D:
     return Line2D([], [], label=f"{years:g}-year warranty", **WARRANTY_STYLE)
 
 
-def missed_slo_keys() -> list[Any]:
+def missed_slo_keys() -> list[Artist]:
     """Legend entries for a run that misses the SLO at its load: a hatched bar, an open marker."""
     from matplotlib.patches import Patch
 
@@ -388,7 +391,7 @@ def nstar_key() -> Line2D:
 
 
 def paper_band(ax: plt.Axes, lo: float, hi: float, color: str, x: tuple[float, float] | None = None,
-               label: str = "", zorder: float = 0.4) -> Any:
+               label: str = "", zorder: float = 0.4) -> Artist:
     """The paper's range ``lo``–``hi`` as a light band (over ``x`` = (x0, x1), else the whole axes) edged by
     dashed lines, or one dashed line when the paper gives one value; behind the data unless ``zorder`` says
     otherwise.  Returns its legend entry."""

@@ -20,7 +20,7 @@ import shlex
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -60,6 +60,9 @@ from lachesis.plotting import (
     warranty_key,
     warranty_line,
 )
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 PARTS = ("grid", "load", "sensitivity")
 #: The sensitivity knobs the explorer offers: its cells run on a named node (:attr:`Selection.node`) at that
@@ -647,7 +650,7 @@ def _labelled(df: pd.DataFrame) -> pd.DataFrame:
 FIGURE_WIDTH_PX = 900
 
 
-def figure(v: View) -> Any:
+def figure(v: View) -> Figure | None:
     """Device-years per policy and write composition side by side, and (when there) lifetime against sessions
     per GPU below them: :data:`FIGURE_WIDTH_PX` wide."""
     from matplotlib.figure import Figure

@@ -14,6 +14,8 @@ from typing import Any, Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.artist import Artist
+from matplotlib.axis import Axis
 from matplotlib.lines import Line2D
 from matplotlib.ticker import LogFormatter, NullFormatter
 
@@ -233,11 +235,11 @@ def _ratio_lines(ax: plt.Axes, d: pd.DataFrame, x: str, marker: str = "o", label
 class TimesFormatter(LogFormatter):
     """A ratio's log-axis tick as a plain multiple (``2×``, ``10×``), on the ticks matplotlib would label."""
 
-    def __call__(self, x: float, pos: Any = None) -> str:
+    def __call__(self, x: float, pos: int | None = None) -> str:
         return f"{x:g}×" if super().__call__(x, pos) else ""
 
 
-def times_axis(axis: Any) -> None:
+def times_axis(axis: Axis) -> None:
     """Plain ``2×``/``10×`` labels on a log axis of ratios (matplotlib's default prints ``2×10⁰``)."""
     axis.set_major_formatter(TimesFormatter())
     axis.set_minor_formatter(TimesFormatter(labelOnlyBase=False))
@@ -254,7 +256,7 @@ def _gain_axes(ax: plt.Axes, xlabel: str, ylabel: bool) -> None:
         ax.set_ylabel("HBF lifetime ratio (×, log)")
 
 
-def _gain_keys(gains: pd.DataFrame, extra: Sequence[Any] = ()) -> list[Any]:
+def _gain_keys(gains: pd.DataFrame, extra: Sequence[Artist] = ()) -> list[Artist]:
     return ([Line2D([], [], color=s["color"], marker="o", label=s["label"]) for k, s in RATIO_STYLE.items()
              if k in gains] + list(extra)
             + [Line2D([], [], ls="", marker="o", mfc="white", color="0.3",
@@ -262,7 +264,7 @@ def _gain_keys(gains: pd.DataFrame, extra: Sequence[Any] = ()) -> list[Any]:
                Line2D([], [], color="0.6", lw=0.6, label="no gain (1×)")])
 
 
-def _legend_below(fig: plt.Figure, keys: Sequence[Any]) -> None:
+def _legend_below(fig: plt.Figure, keys: Sequence[Artist]) -> None:
     fig.legend(handles=list(keys), loc="lower center", ncol=3, fontsize=7, frameon=False)
     fig.tight_layout(rect=(0, 0.22 * (1 + (len(keys) - 1) // 3) / fig.get_figheight(), 1, 1))
 

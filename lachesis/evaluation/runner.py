@@ -13,7 +13,10 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+if TYPE_CHECKING:
+    from dask.distributed import Client, Future
 
 
 def _exit_with_parent(parent_pid: int, interval_s: float = 0.5) -> None:
@@ -80,13 +83,13 @@ class _Tasks:
         return list(range(len(self.tasks) - len(more), len(self.tasks)))
 
 
-def _on_dask(ts: _Tasks, scheduler: str | Any) -> None:
+def _on_dask(ts: _Tasks, scheduler: str | Client) -> None:
     """Every task (and those they add) on a Dask cluster: a scheduler address or a client."""
     from dask.distributed import Client
     from dask.distributed import as_completed as das_completed
 
-    client: Any = scheduler if hasattr(scheduler, "submit") else Client(scheduler)
-    futs: dict[Any, int] = {}
+    client = Client(scheduler) if isinstance(scheduler, str) or not hasattr(scheduler, "submit") else scheduler
+    futs: dict[Future, int] = {}
 
     def submit(k: int):
         f = client.submit(_timed, ts.tasks[k][0], ts.tasks[k][1], pure=False)
@@ -123,7 +126,7 @@ def _on_pool(ts: _Tasks, n_workers: int) -> None:
 
 
 def run_tasks(fn: Callable, args: Sequence[tuple], labels: Sequence[str], n_jobs: int | None = None,
-              scheduler: str | Any | None = None, progress: bool = True, desc: str = "sweep",
+              scheduler: str | Client | None = None, progress: bool = True, desc: str = "sweep",
               follow: Followup | None = None) -> list:
     """``[fn(*a) for a in args]`` on local processes, a Dask cluster, or in-process; a line per finished task.
 

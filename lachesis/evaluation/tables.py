@@ -14,6 +14,7 @@ Nothing here simulates; the figures are drawn by :mod:`lachesis.evaluation.plots
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, Mapping, NamedTuple, Sequence
 
@@ -194,6 +195,8 @@ def _range(x: pd.Series | None) -> tuple[float, float] | float:
 
 
 NOT_IN_PAPER = "— (not in the paper)"
+#: What the paper gives for a statistic: a number, a (lo, hi) range, or text.
+PaperValue = float | tuple[float, float] | str
 
 
 @dataclass(frozen=True)
@@ -204,7 +207,7 @@ class Statistic:
 
     key: str
     label: str
-    paper: Any = NOT_IN_PAPER
+    paper: PaperValue = NOT_IN_PAPER
 
 
 class Stat(NamedTuple):
@@ -276,7 +279,7 @@ def _stat(key: str, values: pd.Series | None) -> Stat:
     return Stat(statistic(key), values)
 
 
-def judge_interval(interval: tuple[float, float] | float, paper: Any) -> str:
+def judge_interval(interval: tuple[float, float] | float, paper: object) -> str:
     """Whether a seed interval lies "inside" the paper's range, "overlaps" it, or is "disjoint" from it
     ("" when either is not a number).  A point value of the paper is a range of one value."""
     lo, hi = interval if isinstance(interval, tuple) else (interval, interval)
@@ -641,7 +644,7 @@ def differences(why: str, search: str) -> str:
                   else "")
 
 
-def gain_vs_load_text(path: Any, name: str) -> str:
+def gain_vs_load_text(path: str | os.PathLike, name: str) -> str:
     """The sentences ``gain_vs_load.ipynb`` wrote on Lachesis's gain over HBM-first (its CSV at ``path``,
     ``name`` as the parameter gave it)."""
     g = pd.read_csv(path)

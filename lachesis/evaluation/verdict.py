@@ -396,7 +396,7 @@ AXES = {"short_share": "segment mix (short-lived share of KV written)",
 SHORT_CLASSES = ("reasoning_laden", "worker", "reviewer")
 
 
-def axes(source: Any, seed: int = 0) -> dict[str, float]:
+def axes(source: str | os.PathLike | Trace, seed: int = 0) -> dict[str, float]:
     """The axes of :data:`AXES` for a trace (a path, a corpus workload or a :class:`Trace`), on its reference
     clock: the short-lived classes' share of KV tokens written, the median T_norm of the long-lived classes over
     the short-lived ones', workers per lead request that spawns, and the laden share of single agents' writes."""

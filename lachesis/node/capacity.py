@@ -12,7 +12,7 @@ durations): docs/design.md §5, "Load", "Capacity search" and "Decode node" (uni
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable, Iterator, Optional
 
 from lachesis.config import SLO, Config
 from lachesis.node import simulator as sim
@@ -79,13 +79,15 @@ def margin(rec: dict, slo: SLO) -> float | None:
     return max(vals) if vals else None
 
 
-def close(cont: Any) -> None:
+def close(cont: Continuation) -> None:
     """Release a paused run (a generator from :func:`lachesis.node.simulator.simulate_windows`)."""
     if cont is not None and hasattr(cont, "close"):
         cont.close()
 
 
-Probe = Callable[[int], tuple[Any, Any]]  # n -> (short-run result with .meets(slo), its continuation or None)
+#: A paused run (:func:`lachesis.node.simulator.simulate_windows`) that yields its longer windows, or None
+Continuation = Optional[Iterator[sim.SimResult]]
+Probe = Callable[[int], tuple[sim.SimResult, Continuation]]  # n -> (the short run's result, its continuation)
 
 
 class Search:
@@ -102,7 +104,7 @@ class Search:
         self.lo: int = 0
         self.hi: int | None = None
         self.best_n: int = 0
-        self.best_cont: Any = None
+        self.best_cont: Continuation = None
 
     # -- candidates ------------------------------------------------------------------------------
 
@@ -216,7 +218,7 @@ class Search:
                 self.hi = mid
             confirm = feasible if (confirm is None and est is not None) else None
 
-    def run(self, hint: int | None = None) -> tuple[int, list[dict], Any]:
+    def run(self, hint: int | None = None) -> tuple[int, list[dict], Continuation]:
         """Bracket and narrow; returns (N*, candidates tried in N order, N*'s continuation or None)."""
         start = min(int(hint), self.params.n_max) if hint and hint > 1 else 1
         if self.ok(start):
@@ -231,7 +233,7 @@ class Search:
         self.narrow()
         return self._result()
 
-    def _result(self) -> tuple[int, list[dict], Any]:
+    def _result(self) -> tuple[int, list[dict], Continuation]:
         cont = self.best_cont if self.best_n == self.lo else None
         if cont is None:
             close(self.best_cont)
@@ -239,7 +241,7 @@ class Search:
 
 
 def search(probe: Probe, slo: SLO, params: SearchParams = SearchParams(),
-           hint: int | None = None) -> tuple[int, list[dict], Any]:
+           hint: int | None = None) -> tuple[int, list[dict], Continuation]:
     """The capacity search over ``probe(n) -> (short-run result, continuation)``: (N*, tried, continuation)."""
     return Search(probe, slo, params).run(hint)
 

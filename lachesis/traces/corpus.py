@@ -346,6 +346,7 @@ def n_sessions(workload: str, scale: float) -> int:
 def _generate_one(workload: str, scale: float, seed: int, reviewers: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
     tables = _Tables()
     n = n_sessions(workload, scale)
+    p: TemporalPreset | StructuralPreset
     if workload in TEMPORAL_PRESETS:
         p = TEMPORAL_PRESETS[workload]
         d = derive_temporal(p)
@@ -356,7 +357,7 @@ def _generate_one(workload: str, scale: float, seed: int, reviewers: bool = True
         sd = derive_structural(sp)
         for i in range(n):
             _structural_session(sp, sd, _SessionKey(workload, f"{workload}-s{i:04d}", i, seed), tables, reviewers)
-        p = sp  # type: ignore[assignment]
+        p = sp
     req = tables.rows.frame(workload, p.domain)
     sp_df = pd.DataFrame(tables.spawns) if tables.spawns["agent_id"] else None
     return req, sp_df

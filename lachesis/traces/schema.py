@@ -6,7 +6,7 @@ swap of one agent's rows inside a turn of a trace without times): docs/design.md
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -94,7 +94,7 @@ _NUMBER_KINDS = {"integer", "floating", "mixed-integer-float", "empty"}
 class Rows:
     """How a row is named in an error: ``line N`` for JSONL (from ``df.attrs['line']``), else ``row N``."""
 
-    def __init__(self, df: pd.DataFrame, lines: Any = None):
+    def __init__(self, df: pd.DataFrame, lines: Sequence[int] | np.ndarray | None = None):
         self.df = df
         self.lines = np.asarray(lines) if lines is not None and len(lines) == len(df) else None
 
@@ -105,7 +105,7 @@ class Rows:
                 return f"{where} ({key}={self.df[key].iloc[pos]!r})"
         return where
 
-    def fail(self, mask: np.ndarray, source: str, col: str, problem: Any) -> None:
+    def fail(self, mask: np.ndarray, source: str, col: str, problem: str | Callable[[int], str]) -> None:
         """Raise for the first row where ``mask`` holds; ``problem(pos)`` (or a string) says what is wrong."""
         if mask.any():
             pos = int(np.flatnonzero(mask)[0])

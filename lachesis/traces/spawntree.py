@@ -4,7 +4,7 @@ sub-agents each spawn request starts, checked once, when the trace is loaded or 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -37,7 +37,7 @@ class SpawnTree:
 
 
 def spawn_tree(requests: pd.DataFrame, spawns: pd.DataFrame, source: str = "<memory>",
-               spawn_source: str | None = None, spawn_lines: Any = None) -> SpawnTree:
+               spawn_source: str | None = None, spawn_lines: Sequence[int] | np.ndarray | None = None) -> SpawnTree:
     """Build the :class:`SpawnTree` of two validated tables and check what the reference clock needs
     of it (docs/design.md §2): every sub-agent has a spawn record; a spawn record names a request of
     its parent agent that comes before the sub-agent's first request; each session has exactly one
