@@ -514,6 +514,9 @@ def _reproduce(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--strict", action="store_true",
                    help="fail (exit 1) when a real-trace source could not be fetched (default: name it and go on)")
     p.add_argument("--no-fetch", action="store_true", help="never download a real-trace source")
+    p.add_argument("--serial", action="store_true",
+                   help="one notebook at a time, in order (default: those the params file lists under beside: run "
+                        "in a second lane beside the others)")
     p.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"), default=[],
                    help="set a parameter of every notebook to run that declares it (over the params file), the "
                         "value read as its declared type; repeatable")
@@ -534,7 +537,7 @@ def _reproduce(sub: argparse._SubParsersAction) -> None:
                     print(f"{name}: no cell marked NBVAL_CHECK_OUTPUT (skipped)", flush=True)
             return 0
         result = run_notebooks(a.params, a.only, strict=a.strict, fetch=not a.no_fetch,
-                               overrides=[tuple(x) for x in a.parameter])
+                               overrides=[tuple(x) for x in a.parameter], serial=a.serial)
         print(summary(result), flush=True)
         return 0 if result.ok else 1
     p.set_defaults(run=run)

@@ -18,7 +18,7 @@ import re
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, TextIO
@@ -108,7 +108,7 @@ def convert(text: str, declared: str | None) -> Any:
 
 
 #: Top-level keys a params file may have.
-SPEC_KEYS = ("common", "notebooks", "order")
+SPEC_KEYS = ("common", "notebooks", "order", "beside")
 
 
 def check_spec(params_file: Path, spec: dict[str, Any], declared: dict[str, dict[str, str | None]]) -> None:
@@ -256,7 +256,11 @@ def plan(params_file: Path, only: list[str] | None = None,
     nb_dir = project_root(params_file) / "notebooks"
     available = sorted(p.stem for p in nb_dir.glob("*.ipynb"))
     order = list(spec.get("order") or [])
+    for key in ("order", "beside"):
+        if not isinstance(spec.get(key) or [], list) or not all(isinstance(n, str) for n in spec.get(key) or []):
+            raise ValueError(f"{params_file}: {key}: expected a list of notebook names, got {spec[key]!r}")
     for what, names in (("--only", only or []), (f"{params_file} order:", order),
+                        (f"{params_file} beside:", list(spec.get("beside") or [])),
                         (f"{params_file} notebooks:", list((spec.get("notebooks") or {}).keys()))):
         unknown = [n for n in names if n not in available]
         if unknown:
@@ -289,8 +293,9 @@ def plan(params_file: Path, only: list[str] | None = None,
 class _Prefixed:
     """A stream that writes another stream's text with ``prefix`` at the start of every line."""
 
-    def __init__(self, stream: TextIO, prefix: str):
+    def __init__(self, stream: TextIO, prefix: str, lock: Any = None):
         self.stream, self.prefix, self.at_start = stream, prefix, True
+        self.lock = lock or nullcontext()
 
     def write(self, text: str) -> int:
         out = []
@@ -301,7 +306,8 @@ class _Prefixed:
             out.append(ch)
             if ch in "\r\n":
                 self.at_start = True
-        self.stream.write("".join(out))
+        with self.lock:
+            self.stream.write("".join(out))
         return len(text)
 
     def flush(self) -> None:
@@ -414,16 +420,28 @@ def prepare_real_traces(params: dict[str, Any], log: TextIO, fetch: bool = True)
     return fetched, datasets.missing_sources(names)
 
 
+def beside(params_file: Path, names: list[str]) -> list[str]:
+    """Of ``names`` (notebooks to run), those the params file's ``beside:`` list names (checked by :func:`plan`):
+    they run in a second lane beside the others (:func:`run_notebooks`)."""
+    listed = load_spec(params_file).get("beside") or []
+    return [n for n in names if n in listed]
+
+
 def run_notebooks(params_file: Path, only: list[str] | None = None, build: Path | None = None,
                   log: TextIO | None = None, strict: bool = False, fetch: bool = True,
-                  overrides: list[tuple[str, str]] | None = None) -> Outcome:
+                  overrides: list[tuple[str, str]] | None = None, serial: bool = False) -> Outcome:
     """Run the planned notebooks; every one runs even if another fails (see :class:`Outcome`).
 
-    Real traces: before the real-traces notebook reads the registered sources, the missing ones are fetched
+    Two lanes: the notebooks the params file lists under ``beside:`` (they simulate nothing) run in order in a
+    second thread, the others in order in this one, so the second core is busy while a grid's work is serial;
+    ``serial``: one lane, in the plan's order.  An interrupt stops the run after the notebook the second lane is
+    running.
+
+    Real traces: before any notebook runs, the sources the real-trace notebooks read are fetched when missing
     (``fetch``).  If one is still missing (offline), that notebook is not run, so the figures of the run
     that had every source stay as they are, and the summary names the sources with the command that fetches
     them; the run still succeeds unless ``strict``."""
-    import papermill as pm
+    import threading
 
     log = log or sys.stdout
     todo = plan(params_file, only, overrides)
@@ -440,11 +458,11 @@ def run_notebooks(params_file: Path, only: list[str] | None = None, build: Path 
         if (out / f"{name}{IN_PROGRESS}").is_file():
             print(f"[reproduce] {name}: an earlier run stopped while writing its figures in {out} "
                   f"({name}{IN_PROGRESS}); this run writes them again", file=log, flush=True)
-    for i, (name, src, params) in enumerate(todo, start=1):
-        t0 = time.perf_counter()
+    runnable = []
+    for i, (name, src, params) in enumerate(todo, start=1):  # every fetch before any notebook runs
         if name in SOURCE_NOTEBOOKS and real_trace_sources(params) is not None:
             got, still = prepare_real_traces(params, log, fetch)
-            result.fetched += got
+            result.fetched += [g for g in got if g not in result.fetched]
             if still:
                 result.missing_sources = still
                 why = f"real-trace source(s) missing: {', '.join(still)}"
@@ -452,32 +470,76 @@ def run_notebooks(params_file: Path, only: list[str] | None = None, build: Path 
                 print(f"[reproduce {i}/{len(todo)}] {name} not run ({why}); its figures stay as they are",
                       file=log, flush=True)
                 continue
-        print(f"[reproduce {i}/{len(todo)}] {name} started  {params}", file=log, flush=True)
         if name == REAL_TRACES:
-            real_out, t_real = root / str(params.get("out_dir", "build/figures")), time.time()
+            real_out = root / str(params.get("out_dir", "build/figures"))
             real_local = params.get("data") or None
+        runnable.append((i, name, src, params))
+    side = [] if serial else beside(params_file, [name for _, name, _, _ in runnable])
+    lanes = [[r for r in runnable if r[1] not in side], [r for r in runnable if r[1] in side]]
+    lock = threading.Lock()  # the outcome and the log, shared by the two lanes
+    stop = threading.Event()
+
+    def say(text: str) -> None:
+        with lock:
+            print(text, file=log, flush=True)
+
+    def run_one(i: int, name: str, src: Path, params: dict[str, Any]) -> None:
+        import papermill as pm
+
+        t0 = time.perf_counter()
+        say(f"[reproduce {i}/{len(todo)}] {name} started  {params}")
         marker = root / str(params.get("out_dir") or common_out) / f"{name}{IN_PROGRESS}"
         write_json(marker, {"notebook": name, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
         try:
-            with kernel_env():
-                pm.execute_notebook(str(src), str(build / f"{name}.ipynb"), parameters=params, cwd=str(root),
-                                   progress_bar=False, kernel_name="python3",
-                                   stdout_file=_Prefixed(log, f"  [{name}] "),
-                                   stderr_file=_Prefixed(log, f"  [{name}] "), extra_arguments=KERNEL_ARGUMENTS)
+            pm.execute_notebook(str(src), str(build / f"{name}.ipynb"), parameters=params, cwd=str(root),
+                                progress_bar=False, kernel_name="python3",
+                                stdout_file=_Prefixed(log, f"  [{name}] ", lock),
+                                stderr_file=_Prefixed(log, f"  [{name}] ", lock), extra_arguments=KERNEL_ARGUMENTS)
         except Exception as e:  # noqa: BLE001 — one notebook's failure is reported, the others still run
             dt = time.perf_counter() - t0
-            result.failed.append((name, _last_line(e)))
-            print(f"[reproduce {i}/{len(todo)}] {name} FAILED after {dt:.1f} s: {_last_line(e)}", file=log, flush=True)
-            continue
+            with lock:
+                result.failed.append((name, _last_line(e)))
+            say(f"[reproduce {i}/{len(todo)}] {name} FAILED after {dt:.1f} s: {_last_line(e)}")
+            return
         html = root / str(params.get("out_dir") or common_out) / HTML_DIR / f"{name}.html"
         try:
             write_html(build / f"{name}.ipynb", html)
         except Exception as e:  # noqa: BLE001 — the notebook ran; its page is reported missing, the others still run
-            result.failed.append((name, f"its HTML page {html}: {_last_line(e)}"))
+            with lock:
+                result.failed.append((name, f"its HTML page {html}: {_last_line(e)}"))
         marker.unlink(missing_ok=True)  # every figure of this notebook is this run's
         dt = time.perf_counter() - t0
-        result.ran.append((name, dt))
-        print(f"[reproduce {i}/{len(todo)}] {name} done in {dt:.1f} s", file=log, flush=True)
+        with lock:
+            result.ran.append((name, dt))
+        say(f"[reproduce {i}/{len(todo)}] {name} done in {dt:.1f} s")
+
+    errors: list[BaseException] = []
+
+    def run_lane(lane: list[tuple[int, str, Path, dict[str, Any]]]) -> None:
+        try:
+            for job in lane:
+                if stop.is_set():
+                    return
+                run_one(*job)
+        except BaseException as e:  # noqa: BLE001 — raised again in the main thread once both lanes stopped
+            errors.append(e)
+
+    second = threading.Thread(target=run_lane, args=(lanes[1],), name="reproduce-beside", daemon=True)
+    with kernel_env():
+        second.start()
+        try:
+            for job in lanes[0]:
+                run_one(*job)
+        finally:
+            stop.set()
+            if second.is_alive():
+                say("[reproduce] waiting for the notebook beside to finish")
+            second.join()
+    if errors:
+        raise errors[0]
+    order = {name: i for i, name, _, _ in runnable}
+    result.ran.sort(key=lambda r: order[r[0]])
+    result.failed.sort(key=lambda r: order.get(r[0], 0))
     if (real_out is not None or only is None) and not result.kept:
         try:
             result.missing_sources = missing_sources(real_out, t_real, real_local)

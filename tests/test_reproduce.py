@@ -4,7 +4,9 @@ run; parameters checked by name, type and choice before anything runs (the param
 
 from __future__ import annotations
 
+import io
 import json
+import time
 from pathlib import Path
 
 import nbformat
@@ -122,6 +124,93 @@ def test_an_order_runs_its_names_first_and_never_skips_the_rest(project) -> None
     p = project / "notebooks" / "params" / "ordered.yaml"
     p.write_text(yaml.safe_dump({"order": ["real_traces", "b_fails"]}))
     assert [name for name, _, _ in reproduce.plan(p)] == ["real_traces", "b_fails", "a_ok"]
+
+
+def _lanes_project(tmp_path: Path, beside: list[str]) -> Path:
+    nbs = tmp_path / "notebooks"
+    (nbs / "params").mkdir(parents=True)
+    for name in ("grid_a", "grid_b", "plot_c", "plot_d"):
+        _notebook(nbs / f"{name}.ipynb", "pass")
+    p = nbs / "params" / "p.yaml"
+    p.write_text(yaml.safe_dump({"order": ["grid_a", "grid_b", "plot_c", "plot_d"], "beside": beside,
+                                 "common": {"out_dir": "out"}}))
+    return p
+
+
+@pytest.fixture()
+def no_pages(monkeypatch) -> None:
+    monkeypatch.setattr(reproduce, "write_html", lambda executed, dest: dest)
+    monkeypatch.setattr(reproduce.glance, "write", lambda figures: None)
+    monkeypatch.setattr(reproduce, "write_environment", lambda *a: None)
+
+
+def test_the_notebooks_beside_run_in_a_second_lane_at_the_same_time(tmp_path, monkeypatch, no_pages) -> None:
+    """Each lane keeps its order; a notebook of each lane runs at once (the barrier breaks if they do not meet);
+    --serial runs all in one thread in the plan's order."""
+    import threading
+
+    import papermill
+
+    p = _lanes_project(tmp_path, ["plot_c", "plot_d"])
+    meet = threading.Barrier(2, timeout=20)
+    ran: list[tuple[str, str]] = []
+
+    def execute(src, dest, **kw):
+        name = Path(src).stem
+        ran.append((name, threading.current_thread().name))
+        if name in ("grid_a", "plot_c"):
+            meet.wait()
+
+    monkeypatch.setattr(papermill, "execute_notebook", execute)
+    result = reproduce.run_notebooks(p, log=io.StringIO(), fetch=False)
+    assert [r[0] for r in result.ran] == ["grid_a", "grid_b", "plot_c", "plot_d"] and not result.failed
+    lanes = {name: thread for name, thread in ran}
+    assert lanes["grid_a"] == lanes["grid_b"] == threading.current_thread().name != lanes["plot_c"] == lanes["plot_d"]
+    assert [n for n, _ in ran if n.startswith("plot")] == ["plot_c", "plot_d"]
+
+    ran.clear()
+    monkeypatch.setattr(papermill, "execute_notebook", lambda src, dest, **kw: ran.append((Path(src).stem, "")))
+    reproduce.run_notebooks(p, log=io.StringIO(), fetch=False, serial=True)
+    assert [n for n, _ in ran] == ["grid_a", "grid_b", "plot_c", "plot_d"]
+
+
+def test_an_interrupt_stops_the_second_lane_after_its_notebook(tmp_path, monkeypatch, no_pages) -> None:
+    """Ctrl-C in the main lane: the notebook beside finishes, the next one beside never starts, the interrupt
+    reaches the caller."""
+    import threading
+
+    import papermill
+
+    p = _lanes_project(tmp_path, ["plot_c", "plot_d"])
+    started = threading.Event()
+    ran: list[str] = []
+
+    def execute(src, dest, **kw):
+        name = Path(src).stem
+        ran.append(name)
+        if name == "plot_c":
+            started.set()
+            time.sleep(0.2)
+        if name == "grid_a":
+            started.wait(20)
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(papermill, "execute_notebook", execute)
+    log = io.StringIO()
+    with pytest.raises(KeyboardInterrupt):
+        reproduce.run_notebooks(p, log=log, fetch=False)
+    assert sorted(ran) == ["grid_a", "plot_c"]
+    assert "[reproduce 3/4] plot_c done in " in log.getvalue()
+    assert reproduce.interrupted(tmp_path / "out") == ["grid_a"]
+
+
+def test_beside_naming_an_unknown_notebook_is_refused(tmp_path) -> None:
+    p = _lanes_project(tmp_path, ["plot_c", "plot_z"])
+    with pytest.raises(ValueError, match=r"beside: names no notebook 'plot_z'; valid names: grid_a"):
+        reproduce.plan(p)
+    p.write_text(yaml.safe_dump({"beside": "plot_c"}))
+    with pytest.raises(ValueError, match=r"p.yaml: beside: expected a list of notebook names, got 'plot_c'"):
+        reproduce.plan(p)
 
 
 def test_the_paper_params_run_the_gain_table_before_the_grid_that_reads_it() -> None:

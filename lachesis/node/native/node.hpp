@@ -113,9 +113,9 @@ private:
         return a.eid > b.eid; } };
     enum ProcKind : unsigned char { P_SLOT, P_AGENT, P_MARKER, P_SAMPLER };
     struct Proc {
-        ProcKind kind;
+        ProcKind kind = P_SLOT;
         int pc = 0;
-        int done;          // the process's own event
+        int done = -1;     // the process's own event (set when the process is started)
         int rank = 0;
         i64 inst = 0;
         int a = 0;         // agent index / window index
