@@ -17,6 +17,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -427,6 +428,19 @@ def beside(params_file: Path, names: list[str]) -> list[str]:
     return [n for n in names if n in listed]
 
 
+def _join(lane: threading.Thread, stop: threading.Event) -> None:
+    """Wait for the lane beside (a thread); Ctrl-C while waiting ends it after its current notebook and is raised."""
+    interrupted = False
+    while lane.is_alive():
+        try:
+            lane.join()
+        except KeyboardInterrupt:
+            interrupted = True
+            stop.set()
+    if interrupted:
+        raise KeyboardInterrupt
+
+
 def run_notebooks(params_file: Path, only: list[str] | None = None, build: Path | None = None,
                   log: TextIO | None = None, strict: bool = False, fetch: bool = True,
                   overrides: list[tuple[str, str]] | None = None, serial: bool = False) -> Outcome:
@@ -441,7 +455,6 @@ def run_notebooks(params_file: Path, only: list[str] | None = None, build: Path 
     (``fetch``).  If one is still missing (offline), that notebook is not run, so the figures of the run
     that had every source stay as they are, and the summary names the sources with the command that fetches
     them; the run still succeeds unless ``strict``."""
-    import threading
 
     log = log or sys.stdout
     todo = plan(params_file, only, overrides)
@@ -530,11 +543,14 @@ def run_notebooks(params_file: Path, only: list[str] | None = None, build: Path 
         try:
             for job in lanes[0]:
                 run_one(*job)
+        except BaseException:
+            stop.set()  # an interrupt or a crash: the lane beside ends with the notebook it is running
+            raise
         finally:
-            stop.set()
             if second.is_alive():
-                say("[reproduce] waiting for the notebook beside to finish")
-            second.join()
+                say("[reproduce] waiting for the notebook beside to finish" if stop.is_set()
+                    else "[reproduce] waiting for the notebooks beside to finish")
+            _join(second, stop)
     if errors:
         raise errors[0]
     order = {name: i for i, name, _, _ in runnable}

@@ -204,6 +204,67 @@ def test_an_interrupt_stops_the_second_lane_after_its_notebook(tmp_path, monkeyp
     assert reproduce.interrupted(tmp_path / "out") == ["grid_a"]
 
 
+def test_a_main_lane_that_ends_first_waits_for_every_notebook_beside(tmp_path, monkeypatch, no_pages) -> None:
+    """The lane beside is slower than the main lane: each of its notebooks still runs, in order."""
+    import threading
+
+    import papermill
+
+    p = _lanes_project(tmp_path, ["plot_c", "plot_d"])
+    main_done = threading.Event()
+    ran: list[str] = []
+
+    def execute(src, dest, **kw):
+        name = Path(src).stem
+        ran.append(name)
+        if name == "grid_b":
+            main_done.set()
+        if name == "plot_c":
+            assert main_done.wait(20)
+            time.sleep(0.2)  # the main lane has returned from its last notebook by now
+
+    monkeypatch.setattr(papermill, "execute_notebook", execute)
+    log = io.StringIO()
+    result = reproduce.run_notebooks(p, log=log, fetch=False)
+    assert [r[0] for r in result.ran] == ["grid_a", "grid_b", "plot_c", "plot_d"] and not result.failed
+    assert [n for n in ran if n.startswith("plot")] == ["plot_c", "plot_d"]
+    assert "waiting for the notebooks beside to finish" in log.getvalue()
+
+
+def test_an_interrupt_while_waiting_for_the_lane_beside_ends_it_after_its_notebook(tmp_path, monkeypatch,
+                                                                                    no_pages) -> None:
+    """Ctrl-C once the main lane is done: the notebook beside finishes, the next never starts, the interrupt is
+    raised."""
+    import threading
+
+    import papermill
+
+    p = _lanes_project(tmp_path, ["plot_c", "plot_d"])
+    ran: list[str] = []
+    joined = threading.Event()
+    real_join = threading.Thread.join
+
+    def join(self, timeout=None):
+        if self.name == "reproduce-beside" and not joined.is_set():
+            joined.set()
+            raise KeyboardInterrupt
+        return real_join(self, timeout)
+
+    def execute(src, dest, **kw):
+        name = Path(src).stem
+        ran.append(name)
+        if name == "plot_c":
+            assert joined.wait(20)
+            time.sleep(0.2)  # still running when the interrupt arrives
+
+    monkeypatch.setattr(threading.Thread, "join", join)
+    monkeypatch.setattr(papermill, "execute_notebook", execute)
+    with pytest.raises(KeyboardInterrupt):
+        reproduce.run_notebooks(p, log=io.StringIO(), fetch=False)
+    assert sorted(ran) == ["grid_a", "grid_b", "plot_c"]
+    assert not any(th.name == "reproduce-beside" for th in threading.enumerate())  # stopped before the raise
+
+
 def test_beside_naming_an_unknown_notebook_is_refused(tmp_path) -> None:
     p = _lanes_project(tmp_path, ["plot_c", "plot_z"])
     with pytest.raises(ValueError, match=r"beside: names no notebook 'plot_z'; valid names: grid_a"):
