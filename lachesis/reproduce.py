@@ -19,7 +19,7 @@ import sys
 import tempfile
 import threading
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, TextIO
@@ -294,7 +294,7 @@ def plan(params_file: Path, only: list[str] | None = None,
 class _Prefixed:
     """A stream that writes another stream's text with ``prefix`` at the start of every line."""
 
-    def __init__(self, stream: TextIO, prefix: str, lock: Any = None):
+    def __init__(self, stream: TextIO, prefix: str, lock: AbstractContextManager[Any] | None = None):
         self.stream, self.prefix, self.at_start = stream, prefix, True
         self.lock = lock or nullcontext()
 
