@@ -421,13 +421,6 @@ def prepare_real_traces(params: dict[str, Any], log: TextIO, fetch: bool = True)
     return fetched, datasets.missing_sources(names)
 
 
-def beside(params_file: Path, names: list[str]) -> list[str]:
-    """Of ``names`` (notebooks to run), those the params file's ``beside:`` list names (checked by :func:`plan`):
-    they run in a second lane beside the others (:func:`run_notebooks`)."""
-    listed = load_spec(params_file).get("beside") or []
-    return [n for n in names if n in listed]
-
-
 def _join(lane: threading.Thread, stop: threading.Event) -> None:
     """Wait for the lane beside (a thread); Ctrl-C while waiting ends it after its current notebook and is raised."""
     interrupted = False
@@ -465,7 +458,8 @@ def run_notebooks(params_file: Path, only: list[str] | None = None, build: Path 
     real_out: Path | None = None
     real_local: str | None = None
     t_real = time.time()
-    common_out = str((load_spec(params_file).get("common") or {}).get("out_dir", "build/figures"))
+    spec = load_spec(params_file)
+    common_out = str((spec.get("common") or {}).get("out_dir", "build/figures"))
     for name, _, params in todo:  # an earlier run stopped half-way: say so before this one rewrites them
         out = root / str(params.get("out_dir") or common_out)
         if (out / f"{name}{IN_PROGRESS}").is_file():
@@ -487,7 +481,7 @@ def run_notebooks(params_file: Path, only: list[str] | None = None, build: Path 
             real_out = root / str(params.get("out_dir", "build/figures"))
             real_local = params.get("data") or None
         runnable.append((i, name, src, params))
-    side = [] if serial else beside(params_file, [name for _, name, _, _ in runnable])
+    side = set() if serial else set(spec.get("beside") or [])  # names checked by plan()
     lanes = [[r for r in runnable if r[1] not in side], [r for r in runnable if r[1] in side]]
     lock = threading.Lock()  # the outcome and the log, shared by the two lanes
     stop = threading.Event()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -147,8 +148,6 @@ def no_pages(monkeypatch) -> None:
 def test_the_notebooks_beside_run_in_a_second_lane_at_the_same_time(tmp_path, monkeypatch, no_pages) -> None:
     """Each lane keeps its order; a notebook of each lane runs at once (the barrier breaks if they do not meet);
     --serial runs all in one thread in the plan's order."""
-    import threading
-
     import papermill
 
     p = _lanes_project(tmp_path, ["plot_c", "plot_d"])
@@ -177,8 +176,6 @@ def test_the_notebooks_beside_run_in_a_second_lane_at_the_same_time(tmp_path, mo
 def test_an_interrupt_stops_the_second_lane_after_its_notebook(tmp_path, monkeypatch, no_pages) -> None:
     """Ctrl-C in the main lane: the notebook beside finishes, the next one beside never starts, the interrupt
     reaches the caller."""
-    import threading
-
     import papermill
 
     p = _lanes_project(tmp_path, ["plot_c", "plot_d"])
@@ -206,8 +203,6 @@ def test_an_interrupt_stops_the_second_lane_after_its_notebook(tmp_path, monkeyp
 
 def test_a_main_lane_that_ends_first_waits_for_every_notebook_beside(tmp_path, monkeypatch, no_pages) -> None:
     """The lane beside is slower than the main lane: each of its notebooks still runs, in order."""
-    import threading
-
     import papermill
 
     p = _lanes_project(tmp_path, ["plot_c", "plot_d"])
@@ -235,8 +230,6 @@ def test_an_interrupt_while_waiting_for_the_lane_beside_ends_it_after_its_notebo
                                                                                     no_pages) -> None:
     """Ctrl-C once the main lane is done: the notebook beside finishes, the next never starts, the interrupt is
     raised."""
-    import threading
-
     import papermill
 
     p = _lanes_project(tmp_path, ["plot_c", "plot_d"])
