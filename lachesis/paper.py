@@ -75,7 +75,7 @@ DAISY_GAIN_LOOSE = 2.53
 HBM_WRITE_SHARE_LACHESIS = (0.19, 0.51)
 HBM_WRITE_SHARE_HBM_FIRST = (0.01, 0.07)
 HBM_WRITE_RATIO_LACHESIS_OVER_HBM_FIRST = (8.2, 19.5)
-ADDED_HBM_ABSORBS_TIGHT = {"hbm_first": 0.12, "lachesis": (0.54, 0.56)}
+ADDED_HBM_ABSORBS_TIGHT: dict[str, float | tuple[float, float]] = {"hbm_first": 0.12, "lachesis": (0.54, 0.56)}
 #: Fig. 9 prints the tight-SLO bars on 8/8* that run off its axis.  Our reading of the extracted figure text (it
 #: interleaves labels): the panel with the reviewer carries w/o predictive path 42.1 and Lachesis 43.6
 #: (Llama-4-Maverick), 49.0 and 54.3 (Qwen3-235B-A22B); the panel without it 39.1 and 39.1, 43.0 and 43.0.

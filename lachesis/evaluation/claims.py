@@ -33,7 +33,7 @@ import pandas as pd
 import yaml
 
 from lachesis import paper
-from lachesis.config import SLOS, Endurance
+from lachesis.config import Endurance
 from lachesis.evaluation.grid import CELL, CONFIG_LABELS, MODEL_NAMES
 from lachesis.evaluation.tables import SPLIT
 from lachesis.io import write_text
@@ -95,7 +95,8 @@ def scope_dims(parts: Sequence[Part]) -> dict[str, list[str]]:
 
 
 #: The ledger's scope columns, per dimension of a cell.
-SCOPE_COLUMNS = {"workload": "scope_workloads", "model": "scope_models", "slo": "scope_slos", "memory": "scope_memories"}
+SCOPE_COLUMNS = {"workload": "scope_workloads", "model": "scope_models", "slo": "scope_slos",
+                 "memory": "scope_memories"}
 
 
 def cell_label(r: Mapping[str, Any]) -> str:
@@ -587,7 +588,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("multi.loose.peak", "§5.3", "It also moves the longest-lived configuration down to two or three HBM slots "
           "in eight", (M_LOOSE,), None,
           Trend(("lachesis",), lifetime("lachesis"), SERIES, peak_in(("2/6", "3/5")), "Lachesis"), "y",
-          "Lachesis's longest-lived configuration among those that split the eight slots (8/8* is longer-lived still)."),
+          "Lachesis's longest-lived configuration among those that split the eight slots (8/8* outlives them all)."),
     Claim("multi.write.hbm_bytes", "§5.3", "Lachesis writes 8.2–19.5× as much KV to HBM as HBM-first placement",
           (FIG10,), paper.HBM_WRITE_RATIO_LACHESIS_OVER_HBM_FIRST,
           PerCell(GAIN, hbm_bytes_ratio(*GAIN), "HBM bytes, Lachesis ÷ HBM-first"), "×",
@@ -686,7 +687,7 @@ CLAIMS: tuple[Claim, ...] = (
           Trend(("lachesis",), lifetime("lachesis"), SERIES, falls_past_peak, "Lachesis"), "y"),
     Claim("single.share_flattens", "§5.5", "its share of a run's write bytes flattens (Figure 12)", (FIG12,), None,
           Trend(("lachesis",), hbm_share("lachesis"), SERIES, flattens, "Lachesis's HBM share"), "%",
-          "Fig. 12's scope (Qwen3-235B-A22B, tight). Flattens: the last slot adds less than half of what the first did."),
+          "Fig. 12's scope (Qwen3-235B-A22B, tight). Flattens: the last slot adds under half of what the first did."),
     Claim("single.bfcl_loss", "§5.5", "Lachesis reaches 30–31% fewer device-years on BFCLv4 at four HBM slots in "
           "eight than at one", (Part((BFCL,), ("tight",), ("1/7", "4/4")),), paper.BFCL_4_4_VS_1_7_LOSS,
           Between(("lachesis",), lifetime("lachesis"), "1/7", "4/4", lambda a, b: 1 - b / a,
@@ -889,7 +890,7 @@ def off_lines(led: pd.DataFrame) -> list[str]:
     off = led[led["verdict"].eq("off")]
     return [f"- `{r.id}` ({r.section}): paper {r.paper}, ours {r.ours or '—'}"
             + (f" [seeds {r.seeds}]" if r.seeds and r.seeds != r.ours else "")
-            + f": {r.cause or r.reason}" for r in off.itertuples()]
+            + (f": {r.cause or r.reason}" if r.cause or r.reason else "") for r in off.itertuples()]
 
 
 def summary_markdown(led: pd.DataFrame) -> str:

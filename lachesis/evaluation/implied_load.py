@@ -27,8 +27,8 @@ from lachesis.node.plan import Plan
 ASSUMPTIONS: dict[str, str] = {
     "A1": "HBM-first's 4.8 y, the top of §5.3's 1/7–4/4 range, is at 1/7 and the tight SLO: HBM-first falls with each "
           "slot at the tight SLO and a looser SLO admits more sessions (§5.3).",
-    "A2": "Lachesis's 9.3 y and the tight gain's 2.95× are both at 4/4 and the tight SLO: Lachesis rises with each slot "
-          "at the tight SLO (§5.3), its gain with it; HBM-first there is 9.3 ÷ 2.95.",
+    "A2": "Lachesis's 9.3 y and the tight gain's 2.95× are both at 4/4 and the tight SLO: Lachesis rises with each "
+          "slot at the tight SLO (§5.3), its gain with it; HBM-first there is 9.3 ÷ 2.95.",
     "A3": "The tight gain's 1.50× is at 1/7, where HBM-first is A1's 4.8 y: Lachesis there is 4.8 × 1.50.",
     "A4": "HBM-first's 1.9 y, the bottom of §5.3's range, is at 4/4 and the loose SLO: the fewest flash stacks and the "
           "most sessions.",
