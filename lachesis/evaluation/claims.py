@@ -756,7 +756,7 @@ def fmt_range(lo: float, hi: float, unit: str) -> str:
     different ends alike."""
     for d in (3, 4, 5):
         a, b = fmt(lo, unit, d), fmt(hi, unit, d)
-        if a != b:
+        if a != b or lo == hi:
             break
     if a == b:
         return a

@@ -217,3 +217,10 @@ def test_the_ledger_runs_after_the_grids_it_reads_and_never_beside_them() -> Non
         assert "claims" not in spec["beside"]
         grids = spec["notebooks"]["claims"]
         assert grids["fig09_grid"] == f"{spec['common']['out_dir']}/fig09_grid.csv", name
+
+
+@pytest.mark.parametrize("lo, hi, unit, text", [
+    (4.596, 4.596, "y", "4.6 y"), (10.061, 10.069, "×", "10.06–10.07×"), (0.242, 0.661, "%", "24.2–66.1%"),
+    (-0.412, -0.349, "%", "−41.2 to −34.9%"), (1.0, 1.0, "×", "1×")])
+def test_a_range_prints_three_digits_more_only_where_its_ends_would_print_alike(lo, hi, unit, text) -> None:
+    assert C.fmt_range(lo, hi, unit) == text
