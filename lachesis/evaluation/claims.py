@@ -310,16 +310,16 @@ class Trend:
             at = t[t["seed"].eq(seed)]
             verdicts, seen = [], []
             for _, want in groups:
-                sub = at.merge(want, on=CELL) if len(want) else at.iloc[:0]
-                if self.partial:
+                sub = at.merge(want, on=CELL)
+                if self.partial and bool(sub["ok"].any()):
                     v = self.test(sub.assign(missing=len(want) - int(sub["ok"].sum())))
-                    cells = list(sub.loc[sub["ok"], "cell"])
+                    got = list(sub.loc[sub["ok"], "cell"])
                 elif len(sub) == len(want) and bool(sub["ok"].all()):
-                    v, cells = self.test(sub.sort_values("memory", key=_config_order)), list(sub["cell"])
+                    v, got = self.test(sub.sort_values("memory", key=_config_order)), list(sub["cell"])
                 else:
-                    v, cells = (None, ""), []
+                    v, got = (None, ""), []
                 verdicts.append(v)
-                seen += cells if v[0] is not None else []
+                seen += got if v[0] is not None else []
             read_ = [v for v in verdicts if v[0] is not None]
             broken = [d for h, d in read_ if h is False]
             recs.append(dict(seed=int(seed), holds=None if not read_ else not broken,

@@ -129,6 +129,8 @@ def test_a_count_reads_the_runs_at_the_slo_and_is_unread_where_a_miss_could_chan
     r = _row(c, _grid(lach, missed={("lachesis", "3/5", 0)}))  # seed 0: two below already
     assert r["verdict"] == "off" and r["holds"] == "1 of 2 seeds"  # seed 1 has no miss now: one below, read
     assert r["reason"].startswith("breaks at seed 0: 2 below (multi-agent m tight 1/7, multi-agent m tight 2/6)")
+    all_missed = frozenset(("lachesis", m, s) for m, s in lach)
+    assert _row(c, _grid(lach, missed=all_missed))["verdict"] == "not evaluable"
 
 
 def test_only_one_cell_reaches_the_warranty() -> None:
