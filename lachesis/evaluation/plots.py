@@ -437,3 +437,28 @@ def user_delay_figure(own: pd.DataFrame, id_cols: Sequence[str]) -> plt.Figure:
     axes[0][0].legend(fontsize=7, frameon=False)
     fig.tight_layout()
     return fig
+
+
+#: The claim ledger's verdict colours (lachesis.evaluation.claims.VERDICTS).
+VERDICT_COLORS = {"reproduced": "#4c9a2a", "close": "#e0b000", "off": "#c0392b", "not evaluable": "0.75"}
+
+
+def tally_figure(tally: pd.DataFrame) -> plt.Figure:
+    """The claim ledger's verdicts per section (``tally``: :func:`lachesis.evaluation.claims.tally`), one stacked bar
+    each, "all" last."""
+    fig, ax = plt.subplots(figsize=(6.5, 0.45 * len(tally) + 0.9))
+    y = np.arange(len(tally))[::-1]
+    left = np.zeros(len(tally))
+    for verdict, color in VERDICT_COLORS.items():
+        n = tally[verdict].to_numpy(float) if verdict in tally else np.zeros(len(tally))
+        ax.barh(y, n, left=left, color=color, label=verdict, height=0.7)
+        for yi, li, ni in zip(y, left, n):
+            if ni:
+                ax.text(li + ni / 2, yi, f"{int(ni)}", ha="center", va="center", fontsize=8)
+        left += n
+    ax.set_yticks(y, [str(s) for s in tally.index])
+    ax.set_xlabel("statements")
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.legend(ncols=len(VERDICT_COLORS), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False, fontsize=8)
+    fig.tight_layout()
+    return fig
