@@ -5,7 +5,8 @@ it, or stalling the lockstep group, as Son et al.'s simulator charges it), the H
 al.'s 16 GB/s, Kyung et al.'s 48 GB/s) and whether the node is the eight-GPU lockstep group or one GPU.  For each
 combination this prints HBM-first's own N* (sessions per GPU, the seed's capacity search) at every configuration of
 §5.2, its spread over the configurations (max ÷ min), and whether that spread is within the search's resolution: a
-"full load the SLO admits" that means one load at every configuration exists only where it is.
+"full load the SLO admits" that means one load at every configuration exists only where it is.  Then the HBF flush's
+share of a decode step at N* on the paper's node (an upper bound), which is what its pricing could move.
 
     .venv/bin/python benchmarks/node_assumptions.py [--workloads multi_agent,tau3] [--model Llama-4-Maverick]
                                                      [--slo tight] [--seed 0] [--jobs 2] [--no-record]
@@ -29,7 +30,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from results import record  # noqa: E402
 
 from lachesis.evaluation import grid, knobs, sweep  # noqa: E402
-from lachesis.node import capacity  # noqa: E402
+from lachesis.node import capacity, step_cost  # noqa: E402
 
 TITLE = "Decode-node assumptions: HBM-first's N* per configuration"
 #: the node variants, each as the knobs it sets on top of the paper's node (knobs.NODES["paper"])
@@ -67,6 +68,25 @@ def table(rows: dict[str, pd.DataFrame], rel_tol: float) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def flush_share(rows: pd.DataFrame, overrides: tuple) -> pd.DataFrame:
+    """Per (workload, configuration) of the paper node's rows: the share of a decode step the HBF flush takes at N*,
+    an upper bound (every decoding session appends its token to HBF, the whole node decoding at once, reading the KV
+    HBM-first's run read per step), from the step model (§5.1: the flush once at the end of the step)."""
+    out = []
+    for r in rows.itertuples():
+        p = grid.Point(r.workload, r.memory, r.model, r.slo, r.policy, seed=int(r.seed), overrides=overrides)
+        cfg = p.config()
+        n = float(r.n_star)
+        kv = float(r.kv_read_per_step_bytes)  # per GPU, the ranks' mean
+        flush = n * cfg.model.kv_bytes_per_token
+        args = (cfg.memory, cfg.model, cfg.deployment)
+        with_flush = float(step_cost.decode_step_time(n, 0.0, kv, flush, *args))
+        without = float(step_cost.decode_step_time(n, 0.0, kv, 0.0, *args))
+        out.append(dict(workload=r.workload, memory=r.memory, n_star=int(n), step_ms=round(1e3 * with_flush, 2),
+                        flush_share_pct=round(100 * (with_flush - without) / with_flush, 2)))
+    return pd.DataFrame(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workloads", default="multi_agent,tau3")
@@ -91,8 +111,13 @@ def main(argv: list[str] | None = None) -> int:
     t = table(rows, capacity.PAPER.rel_tol)
     with pd.option_context("display.width", 250, "display.max_columns", 20):
         text = t.to_string(index=False)
+    paper = next(iter(VARIANTS))
+    flush = flush_share(rows[paper], pts[paper][0].overrides)
+    with pd.option_context("display.width", 250, "display.max_columns", 20):
+        ftext = flush.to_string(index=False)
     lines = [f"{a.model}, {a.slo} SLO (single-agent traces: tight), seed {a.seed}, paper search; "
-             f"wall {time.time() - w0:.0f} s, parent CPU {time.process_time() - t0:.0f} s", text]
+             f"wall {time.time() - w0:.0f} s, parent CPU {time.process_time() - t0:.0f} s", text, "",
+             "The HBF flush's share of a decode step on the paper's node at HBM-first's N* (an upper bound):", ftext]
     print("\n".join(lines), flush=True)
     if not a.no_record:
         record(TITLE, lines)

@@ -353,9 +353,10 @@ def size_deployment(point: Point, rule: LoadRule, params: SearchParams, cache_di
     resolution, at which every sizing policy (:meth:`LoadRule.sizing_policies`) meets the SLO at every
     configuration and seed of ``rule``; cached.
 
-    It starts at the smallest first-seed N* of the load policy over the configurations (each a capacity search,
-    cached) and steps down until every (policy, configuration, seed)'s run meets the SLO there.  Those runs are
-    the grid's own rows at that load (:func:`run_at_load`, cached), so every held row of a sizing policy meets it."""
+    It starts at the load policy's first-seed N* at ``rule.base`` (:func:`deployment_search`, cached: the offered
+    load) and steps down until every (policy, configuration, seed)'s run meets the SLO there, by the search's
+    resolution or to N ÷ the missing run's SLO margin when that is further.  Those runs are the grid's own rows at
+    that load (:func:`run_at_load`, cached), so every held row of a sizing policy meets it."""
     if not (rule.joint() and rule.configs and rule.seeds):
         raise ValueError(f"size_deployment: a joint rule with its configurations and seeds set, got {rule!r}")
     base = rule.deployment(point)
@@ -365,17 +366,11 @@ def size_deployment(point: Point, rule: LoadRule, params: SearchParams, cache_di
         return hit
     first, slo = rule.seeds[0], SLOS[base.slo]
     plans = {s: plancache.point_plan(replace(base, seed=s), cache_dir) for s in rule.seeds}
-    n_star: dict[str, int] = {}
-    hint = None
-    for c in rule.configs:
-        e = evaluate_point(replace(base, memory=c, seed=first), params, cache_dir, plans[first], hint)
-        n_star[c] = int(e["n_star"])
-        hint = n_star[c] or hint
-    n = min(n_star.values())
-    # the load policy before the others, the seeds the searches did not run first, the smallest N* first
+    n = int(deployment_search(base, rule, params, cache_dir, plans[first])["n_star"])
+    # the load policy before the others, then the seeds and configurations the start's search did not run
     policies = rule.sizing_policies(base.workload)
     combos = sorted(((p, c, s) for p in policies for s in rule.seeds for c in rule.configs),
-                    key=lambda x: (policies.index(x[0]), x[2] == first, n_star[x[1]]))
+                    key=lambda x: (policies.index(x[0]), (x[1], x[2]) == (rule.base, first)))
     tried: list[dict[str, Any]] = []
     while n > 0:
         at_n = []
