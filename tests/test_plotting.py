@@ -133,7 +133,7 @@ def test_lifetime_figure_draws_medians_whiskers_misses_and_the_paper():
     # HBM-first's and Lachesis's bars (w/o predictive path did not run): medians over the two seeds
     assert sorted(round(b.get_height(), 3) for b in bars) == [1.25, 2.0, 2.75, 4.25]
     hatched = [b for b in bars if b.get_hatch() == MISSED_SLO_HATCH]
-    assert [round(b.get_height(), 3) for b in hatched] == [2.75, 4.25]  # Lachesis misses at 1/7 (seed 1) and 4/4 (seed 0)
+    assert [round(b.get_height(), 3) for b in hatched] == [2.75, 4.25]  # Lachesis misses at 1/7 (seed 1), 4/4 (seed 0)
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1/7", "4/4"]
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels[:3] == ["HBM-first", "Lachesis", "oracle (clairvoyant)"]

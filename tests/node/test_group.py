@@ -142,7 +142,8 @@ def test_the_node_is_a_set_of_knobs():
     # the named node is the same set of knobs: the group in lockstep, an aged cache, landings at their default
     paper = grid.Point("multi_agent", "4/4", "Llama-4-Maverick", "tight", "lachesis", overrides=knobs.node("paper"))
     assert paper.config().deployment.landing == "overlap" and paper == grid.Point(
-        "multi_agent", "4/4", "Llama-4-Maverick", "tight", "lachesis", overrides={"group_ranks": 8, "node_start": "aged"})
+        "multi_agent", "4/4", "Llama-4-Maverick", "tight", "lachesis",
+        overrides={"group_ranks": 8, "node_start": "aged"})
     assert knobs.node("one_gpu") == ()
     with pytest.raises(ValueError, match="node: unknown 'two'"):
         knobs.node("two")
