@@ -17,7 +17,7 @@ import pandas as pd
 from matplotlib.artist import Artist
 from matplotlib.axis import Axis
 from matplotlib.lines import Line2D
-from matplotlib.ticker import LogFormatter, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from lachesis.evaluation import tables
 from lachesis.evaluation.grid import BASELINES, CONFIG_LABELS
@@ -25,17 +25,23 @@ from lachesis.plotting import (
     CLASS_STYLE,
     LIFETIME_AXIS,
     MEMORY_AXIS,
-    MISSED_SLO_HATCH,
     NSTAR_STYLE,
     RATIO_STYLE,
+    SloOutcome,
     bound_marks,
-    missed_slo_keys,
+    miss_mark,
+    miss_overlay,
+    missed_run_key,
+    missed_slo_key,
     nstar_key,
     paper_band,
+    paper_whiskers,
     policy_color,
     policy_key,
     policy_label,
     policy_marker,
+    slo_outcomes,
+    unbounded_key,
     warranty_key,
     warranty_line,
     whisker_key,
@@ -80,92 +86,162 @@ def config_order(df: pd.DataFrame) -> list[str]:
     return [c for c in CONFIG_LABELS if c in set(df["memory"])]
 
 
+#: Configurations drawn beside the others on a y scale of their own: the daisy-chained 8/8* (and its offline bound)
+#: lasts an order of magnitude longer than the split configurations, whose bars it would flatten.
+OWN_SCALE = ("8/8*",)
+#: Where a group's paper policies (bars) and baselines (markers) sit, as offsets from the group's centre: the bars
+#: share [BAR_SPAN[0], BAR_SPAN[1]], the markers start at MARK_START, MARK_STEP apart (each wide enough for a
+#: miss's upright text).
+BAR_SPAN, MARK_START, MARK_STEP = (-0.42, 0.10), 0.16, 0.12
+
+
+def lifetime_marks(ax: plt.Axes, xs: np.ndarray, policy: str, y: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                   outcomes: Sequence[SloOutcome | None], width: float, bar: bool) -> None:
+    """One policy's lifetimes at ``xs``: where its rows meet the SLO at every seed (:func:`~lachesis.plotting.slo_outcome`),
+    a bar (``bar``) or its marker at the median ``y`` with a min–max whisker; where one seed misses, no lifetime but
+    :func:`~lachesis.plotting.miss_mark`; where it did not run (None, or no value), nothing."""
+    col = policy_color(policy)
+    for x, v, a, b, out in zip(xs, y, lo, hi, outcomes):
+        if out is None or not np.isfinite(v):
+            continue
+        if not out.met:
+            miss_mark(ax, x, width, out, col)
+            continue
+        if bar:
+            ax.bar([x], [v], width, color=col, label=policy_label(policy))
+            ax.errorbar([x], [v], yerr=[[v - a], [b - v]], fmt="none", ecolor="0.2", elinewidth=0.8, capsize=2)
+        else:
+            mk = policy_marker(policy)
+            ax.errorbar([x], [v], yerr=[[v - a], [b - v]], fmt="none", ecolor=col, elinewidth=0.8, capsize=2)
+            ax.plot([x], [v], mk, color=col, ms=9 if mk == "*" else 5.5, label=policy_label(policy))
+
+
+def _panel_axes(fig: plt.Figure, layout: Sequence[Sequence[Panel]], main: Sequence[str], own: Sequence[str],
+                sharey: Any) -> list[list[tuple[plt.Axes | None, plt.Axes | None]]]:
+    """Per panel, its axes for the ``main`` configurations and for the ``own``-scale ones (None where there are
+    none), sharing y as ``sharey`` says (True: every panel, "row": each row, False: none) within each kind."""
+    n_rows, n_cols = len(layout), max(len(row) for row in layout)
+    outer = fig.add_gridspec(n_rows, n_cols)
+    out = []
+    shared: dict[Any, plt.Axes] = {}
+    for i, row in enumerate(layout):
+        cells = []
+        for j in range(len(row)):
+            parts = [c for c in (main, own) if c]
+            sub = outer[i, j].subgridspec(1, len(parts), wspace=0.0,
+                                          width_ratios=[len(main), len(own) + 0.45] if len(parts) == 2 else [1])
+            axes: list[plt.Axes | None] = []
+            for k, kind in enumerate(("main", "own")):
+                if not (main, own)[k]:
+                    axes.append(None)
+                    continue
+                key = (kind, i if sharey == "row" else 0)
+                ax = fig.add_subplot(sub[0, parts.index((main, own)[k])],
+                                     sharey=shared.get(key) if sharey else None)
+                shared.setdefault(key, ax)
+                axes.append(ax)
+            cells.append((axes[0], axes[1]))
+        out.append(cells)
+    return out
+
+
 def lifetime_figure(df: pd.DataFrame, r: pd.DataFrame, layout: Sequence[Sequence[Panel]], bars: Sequence[str],
-                    paper_years: Sequence[tuple[str, tuple[float, float]]], sharey: Any = True) -> plt.Figure:
-    """HBF lifetime (device-years) at each cell's common load (Figs. 9 and 11).
+                    paper_years: Sequence[tuple[str, tuple[float, float]]], sharey: Any = True,
+                    title: str = "") -> plt.Figure:
+    """HBF lifetime (device-years) at each cell's load (Figs. 9 and 11, ``lachesis evaluate``'s figure).
 
     ``df``: the grid rows; ``r``: :func:`lachesis.evaluation.tables.ratio_table` of them; ``bars``: the paper's
     policies, drawn as bars (the rest of :data:`MARK_POLICIES` that ran as markers); ``paper_years``:
-    (policy, (lo, hi)) the paper gives over 1/7–4/4, drawn as bands in panels with ``paper`` set.  Bars and
-    markers are medians over seeds with min–max whiskers; a hatched bar or an open marker misses the SLO at
-    the seed that sized the load."""
+    (policy, (lo, hi)) the paper gives over 1/7–4/4, drawn as bands behind the bars in panels with ``paper`` set;
+    ``title`` above the panels.  A policy that meets the SLO at every seed is its median with a min–max whisker;
+    one that misses at any seed is a miss (:func:`lifetime_marks`).  :data:`OWN_SCALE` configurations get an axis
+    of their own beside each panel's."""
     pols = [p for p in r.columns if p in set(df["policy"])]
     bound = [tables.BOUND] if tables.BOUND in r else []
     life = tables.seed_table(r, pols + bound)
-    missed = tables.missed_slo(df)
     cfg_order = config_order(df)
+    main = [c for c in cfg_order if c not in OWN_SCALE]
+    own = [c for c in cfg_order if c in OWN_SCALE]
     bars = [p for p in bars if p in pols]
     n_rows, n_cols = len(layout), max(len(row) for row in layout)
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=(4.6 * n_cols, 3.4 * n_rows), squeeze=False, sharey=sharey)
-    bound_key = None
-    paper_keys = {}
-    x = np.arange(len(cfg_order))
+    fig = plt.figure(figsize=((0.95 * len(cfg_order) + 1.1) * n_cols, 2.75 * n_rows + 1.3), layout="constrained")
+    grid_axes = _panel_axes(fig, layout, main, own, sharey)
+    keys: dict[str, Artist] = {}
     for i, row in enumerate(layout):
         for j, panel in enumerate(row):
-            ax = axes[i][j]
-            d = _select(life, panel.where).set_index("memory").reindex(cfg_order)
-            ok = _select(missed, panel.where)
+            d = _select(life, panel.where).set_index("memory")
+            outcomes = slo_outcomes(_select(df, panel.where), ["memory", "policy"])
             marks = [p for p in MARK_POLICIES if p in d and d[p].notna().any()]
-            wd = (0.54 if marks else 0.8) / max(len(bars), 1)  # bars left of each group's centre, markers right
-            for k, p in enumerate(bars + marks):
-                y, lo, hi = d[p].to_numpy(float), d[f"{p}_min"].to_numpy(float), d[f"{p}_max"].to_numpy(float)
-                met = ok[ok.policy == p].set_index("memory")["all_met"].reindex(cfg_order).fillna(True).to_numpy(bool)
-                if p in bars:
-                    xs = x - 0.4 + (k + 0.5) * wd
-                    b = ax.bar(xs, y, wd, color=policy_color(p), label=policy_label(p))
-                    ax.errorbar(xs, y, yerr=[y - lo, hi - y], fmt="none", ecolor="0.2", elinewidth=0.8, capsize=2)
-                    for bb, good in zip(b, met):
-                        if not good:
-                            bb.set_hatch(MISSED_SLO_HATCH)
-                else:
-                    mk, col = policy_marker(p), policy_color(p)
-                    xs = x + 0.2 + 0.09 * (k - len(bars))
-                    ms = 10 if mk == "*" else 6
-                    ax.errorbar(xs, y, yerr=[y - lo, hi - y], fmt="none", ecolor=col, elinewidth=0.8, capsize=2)
-                    ax.plot(xs[met], y[met], mk, color=col, ms=ms, label=policy_label(p))
-                    ax.plot(xs[~met], y[~met], mk, color=col, ms=ms, mfc="white")
-            if bound and d[tables.BOUND].notna().any():
-                bound_key = bound_marks(ax, x, d[tables.BOUND], d[f"{tables.BOUND}_min"],
-                                        d[f"{tables.BOUND}_max"])
-            slots = [k for k, cfg in enumerate(cfg_order) if cfg in PAPER_SPLIT]
-            if panel.paper and slots:
-                for p, (lo_p, hi_p) in paper_years:
-                    if p in pols:
-                        paper_keys[p] = paper_band(ax, lo_p, hi_p, policy_color(p),
-                                                   x=(min(slots) - 0.45, max(slots) + 0.45),
-                                                   label=f"paper: {policy_label(p)}, {lo_p:g}–{hi_p:g} (1/7–4/4)")
-            warranty_line(ax)
-            ax.set_xticks(x, cfg_order)
-            ax.set_xlabel(MEMORY_AXIS, fontsize=8)
-            ax.set_title(panel.title, fontsize=9)
+            wd = (BAR_SPAN[1] - BAR_SPAN[0] if marks else 0.84) / max(len(bars), 1)
+            for ax, cfgs in zip(grid_axes[i][j], (main, own)):
+                if ax is None:
+                    continue
+                dd = d.reindex(cfgs)
+                x = np.arange(len(cfgs))
+                for k, p in enumerate(bars + marks):
+                    if p not in dd:
+                        continue
+                    xs = (x + BAR_SPAN[0] + (k + 0.5) * wd if p in bars
+                          else x + MARK_START + MARK_STEP * (k - len(bars)))
+                    lifetime_marks(ax, xs, p, dd[p].to_numpy(float), dd[f"{p}_min"].to_numpy(float),
+                                   dd[f"{p}_max"].to_numpy(float), [outcomes.get((c, p)) for c in cfgs],
+                                   wd if p in bars else MARK_STEP * 0.8, bar=p in bars)
+                if bound and dd[tables.BOUND].notna().any():
+                    y = dd[tables.BOUND].to_numpy(float)
+                    keys["bound"] = bound_marks(ax, x, y, dd[f"{tables.BOUND}_min"], dd[f"{tables.BOUND}_max"],
+                                                width=0.9)
+                    if np.isinf(y).any():
+                        keys["unbounded"] = unbounded_key()
+                slots = [k for k, cfg in enumerate(cfgs) if cfg in PAPER_SPLIT]
+                if panel.paper and slots:
+                    for p, (lo_p, hi_p) in paper_years:
+                        if p in pols:
+                            keys[f"paper {p}"] = paper_band(
+                                ax, lo_p, hi_p, policy_color(p), x=(min(slots) - 0.48, max(slots) + 0.48),
+                                label=f"paper: {policy_label(p)}, {lo_p:g}–{hi_p:g} (1/7–4/4)")
+                warranty_line(ax)
+                ax.set_xticks(x, cfgs)
+                ax.set_xlim(-0.55, len(cfgs) - 0.45)
+                ax.set_ylim(bottom=0)
+                ax.tick_params(labelsize=8)
+            first = grid_axes[i][j][0] or grid_axes[i][j][1]
+            first.set_title(panel.title, fontsize=9, loc="left")
+            first.set_xlabel(MEMORY_AXIS, fontsize=8)
             if j == 0:
-                ax.set_ylabel(LIFETIME_AXIS)
-    keys = ([policy_key(p) for p in bars] + [policy_key(p, bar=False) for p in MARK_POLICIES if p in pols]
-            + ([bound_key] if bound_key else []) + list(paper_keys.values())
-            + [warranty_key(), *missed_slo_keys(), whisker_key()])
-    if n_cols > 1:  # the keys in rows of four below the panels
-        fig.legend(handles=keys, loc="lower center", ncol=4, fontsize=8, frameon=False)
-        fig.tight_layout(rect=(0, 0.24 * (1 + (len(keys) - 1) // 4) / fig.get_figheight(), 1, 1))
-    else:  # one panel column: the keys beside it
-        fig.tight_layout()
-        fig.legend(handles=keys, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
+                first.set_ylabel(LIFETIME_AXIS, fontsize=8)
+            if grid_axes[i][j][0] is not None and grid_axes[i][j][1] is not None:
+                grid_axes[i][j][1].set_title("own scale", fontsize=7, color="0.3")
+    handles = ([policy_key(p) for p in bars] + [policy_key(p, bar=False) for p in MARK_POLICIES if p in pols]
+               + [keys[k] for k in ("bound", "unbounded") if k in keys]
+               + [keys[f"paper {p}"] for p, _ in paper_years if f"paper {p}" in keys]
+               + [warranty_key(), missed_slo_key(), whisker_key()])
+    if n_cols > 1:
+        fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
+    else:
+        fig.legend(handles=handles, loc="outside right center", fontsize=8, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=10)
     return fig
 
 
 def composition_figure(df: pd.DataFrame, comp: pd.DataFrame, layout: Sequence[Sequence[Panel]],
                        classes: Sequence[str], n_cols: int, figsize: tuple[float, float],
-                       title_size: float = 9) -> plt.Figure:
+                       title_size: float = 9, figure: str = "") -> plt.Figure:
     """KV write bytes by segment class in each tier, % of each run's total, mean over seeds (Figs. 10 and 12).
 
     ``comp``: :func:`lachesis.evaluation.tables.write_composition` rows of the figure's model (and SLO); each panel
     shows ``panel.policy`` on ``panel.where["workload"]``, the offline bound's HBM share of the same cell
     (:func:`lachesis.evaluation.tables.bound_share_pct` over ``df`` restricted as ``comp`` is) and, where
-    ``panel.paper_range`` is set, the paper's HBM share of write bytes."""
+    ``panel.paper_range`` is set, the paper's HBM share of write bytes as a black whisker beside each 1/7–4/4 bar
+    (beside, so it recolours no bar).  A run that misses the SLO at any seed is faded and crossed out
+    (:func:`~lachesis.plotting.miss_overlay`).  ``figure`` ("Fig. 10") opens the title."""
     cfg_order = config_order(df)
     means = tables.composition_means(comp)
-    fig, axes = plt.subplots(len(layout), n_cols, figsize=figsize, squeeze=False, sharey=True)
+    n_keys = 2 * len(classes) + 3
+    fig, axes = plt.subplots(len(layout), n_cols, figsize=(figsize[0], figsize[1] + 0.2 * (n_keys + 1) / 2 + 0.3),
+                             squeeze=False, sharey=True, layout="constrained")
     colors = {k: CLASS_STYLE[k]["color"] for k in classes}
-    bound_key = paper_key = None
+    keys: dict[str, Artist] = {}
     for i, row in enumerate(layout):
         for j in range(n_cols):
             ax = axes[i][j]
@@ -175,40 +251,56 @@ def composition_figure(df: pd.DataFrame, comp: pd.DataFrame, layout: Sequence[Se
             panel = row[j]
             w = panel.where["workload"]
             d = means[(means.workload == w) & (means.policy == panel.policy)]
+            outcomes = slo_outcomes(_select(df, panel.where), ["memory", "policy"])
+            met = np.array([(o := outcomes.get((m, panel.policy))) is None or o.met for m in cfg_order])
             bottom = np.zeros(len(cfg_order))
             for tier, hatch in (("hbm", ""), ("hbf", "//")):
                 for c in classes:
                     y = np.array([d[(d.memory == m) & (d.seg_class == c) & (d.tier == tier)]["pct"].sum()
                                   for m in cfg_order])
-                    ax.bar(cfg_order, y, bottom=bottom, color=colors[c], hatch=hatch, edgecolor="white",
-                           label=f"{CLASS_STYLE[c]['label']} ({tier.upper()}{', hatched' if hatch else ''})")
+                    for faded in (False, True):
+                        sel = met != faded
+                        ax.bar(np.arange(len(cfg_order))[sel], y[sel], bottom=bottom[sel], color=colors[c],
+                               hatch=hatch, edgecolor="white", alpha=0.3 if faded else 1.0,
+                               label="_" if faded else f"{CLASS_STYLE[c]['label']} ({tier.upper()}"
+                                                       f"{', hatched' if hatch else ''})")
                     bottom += y
+            for k, m in enumerate(cfg_order):
+                o = outcomes.get((m, panel.policy))
+                if o is not None and not o.met:
+                    miss_overlay(ax, k, 0.8, bottom[k], o)
+                    keys["miss"] = missed_run_key()
             b = tables.bound_share_pct(df, **{k: v for k, v in panel.where.items() if k != "workload"})
             if w in b.index.get_level_values("workload"):
                 b = b.loc[w].reindex(cfg_order)
-                bound_key = bound_marks(ax, np.arange(len(cfg_order)), b["mean"], b["min"], b["max"])
-            if panel.paper_range is not None:  # the paper's HBM share of write bytes (§5.3)
+                keys["bound"] = bound_marks(ax, np.arange(len(cfg_order)), b["mean"], b["min"], b["max"])
+            slots = [k for k, m in enumerate(cfg_order) if m in PAPER_SPLIT]
+            if panel.paper_range is not None and slots:  # the paper's HBM share of write bytes (§5.3)
                 lo_p, hi_p = panel.paper_range
-                paper_key = paper_band(ax, 100 * lo_p, 100 * hi_p, "k", label="paper: HBM share of write bytes (§5.3)",
-                                       zorder=5)
-            ax.set_xlabel(MEMORY_AXIS, fontsize=7)
+                keys["paper"] = paper_whiskers(ax, np.array(slots) + 0.47, 100 * lo_p, 100 * hi_p,
+                                               label=f"paper: HBM share of write bytes, {100 * lo_p:g}–"
+                                                     f"{100 * hi_p:g}% over 1/7–4/4 (§5.3)")
+            ax.set_xticks(np.arange(len(cfg_order)), cfg_order)
+            ax.set_xlim(-0.6, len(cfg_order) - 0.35)
+            ax.set_xlabel(MEMORY_AXIS if j == 0 else "HBM / HBF stacks", fontsize=7)
             ax.set_title(panel.title, fontsize=title_size)
             if j == 0:
                 ax.set_ylabel("KV write bytes (% of run)")
-    # the classes' keys from the first panel (the last slot of the first row may be empty), beside that row
-    handles = (axes[0][0].get_legend_handles_labels()[0] + ([bound_key] if bound_key else [])
-               + ([paper_key] if paper_key else []))
-    axes[0][-1].legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.suptitle(composition_title(comp), fontsize=title_size + 1)
-    fig.tight_layout()
+    # the classes' keys from the first panel, below the panels
+    first = [h for h, lab in zip(*axes[0][0].get_legend_handles_labels()) if not lab.startswith("_")]
+    handles = first + [keys[k] for k in ("bound", "paper", "miss") if k in keys]
+    fig.legend(handles=handles, fontsize=7.5, loc="outside lower center", ncol=2, frameon=False)
+    fig.suptitle(composition_title(comp, figure), fontsize=title_size + 1)
     return fig
 
 
-def composition_title(comp: pd.DataFrame) -> str:
-    """A write-composition figure's title: the model(s) and SLO(s) its rows are of (a saved image says which)."""
+def composition_title(comp: pd.DataFrame, figure: str = "") -> str:
+    """A write-composition figure's title: the figure's number, then the model(s) and SLO(s) its rows are of (a
+    saved image says which)."""
     names = [", ".join(map(str, dict.fromkeys(comp[c]))) if c in comp and len(comp) else "" for c in ("model", "slo")]
     model, slo = names
-    return "KV write bytes by segment class" + (f": {model}" if model else "") + (f", {slo} SLO" if slo else "")
+    return ((f"{figure} — " if figure else "") + "KV write bytes by segment class" + (f": {model}" if model else "")
+            + (f", {slo} SLO" if slo else ""))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -232,17 +324,18 @@ def _ratio_lines(ax: plt.Axes, d: pd.DataFrame, x: str, marker: str = "o", label
         ax.plot(d.loc[~met, x], d.loc[~met, col], marker, ls="", mfc="white", color=style["color"], ms=5)
 
 
-class TimesFormatter(LogFormatter):
-    """A ratio's log-axis tick as a plain multiple (``2×``, ``10×``), on the ticks matplotlib would label."""
-
-    def __call__(self, x: float, pos: int | None = None) -> str:
-        return f"{x:g}×" if super().__call__(x, pos) else ""
+#: The labelled ticks of a log axis of ratios within each decade (1×, 2×, 3×, 5×, 10×, …).
+TIMES_SUBS = (1.0, 2.0, 3.0, 5.0)
 
 
 def times_axis(axis: Axis) -> None:
-    """Plain ``2×``/``10×`` labels on a log axis of ratios (matplotlib's default prints ``2×10⁰``)."""
-    axis.set_major_formatter(TimesFormatter())
-    axis.set_minor_formatter(TimesFormatter(labelOnlyBase=False))
+    """A log axis of ratios labelled as plain multiples at 1, 2, 3 and 5 of each decade (``0.5×``, ``1×``,
+    ``2×``, ``3×``, ``5×``, ``10×``; matplotlib's default labels only the decades, as ``10⁰``), the other
+    integer multiples as unlabelled minor ticks."""
+    axis.set_major_locator(LogLocator(base=10, subs=TIMES_SUBS))
+    axis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}×"))
+    axis.set_minor_locator(LogLocator(base=10, subs=tuple(s for s in range(2, 10) if s not in TIMES_SUBS)))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def _gain_axes(ax: plt.Axes, xlabel: str, ylabel: bool) -> None:
