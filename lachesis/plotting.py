@@ -239,8 +239,12 @@ def bound_marks(ax: plt.Axes, x: ArrayLike, y: ArrayLike, lo: ArrayLike | None =
 UNBOUNDED_STYLE: dict[str, Any] = dict(marker="$\\infty$", color=BOUND_STYLE["color"], ms=11)
 
 
-def unbounded_key() -> Line2D:
-    """The legend entry of the bound's infinite lifetime (:func:`bound_marks`)."""
+def unbounded_key(policy: bool = False) -> Line2D:
+    """The legend entry of an infinite lifetime: the bound's (:func:`bound_marks`) or, with ``policy``, a policy's
+    that wrote no KV to HBF (drawn in its colour)."""
+    if policy:
+        return Line2D([], [], ls="", label="a policy wrote no KV to HBF: unbounded lifetime (its colour)",
+                      **dict(UNBOUNDED_STYLE, color="0.3", ms=9))
     return Line2D([], [], ls="", label="offline bound: unbounded (HBM takes every byte)", **UNBOUNDED_STYLE)
 
 
@@ -256,6 +260,16 @@ SOURCE_NAMES = {"azure_llm_2023": "Azure LLM inference 2023", "chatdev_warehouse
                 "claude_code_more": "Claude Code sessions", "claude_code_subagents": "Claude Code with subagents",
                 "mooncake_fast25": "Mooncake (FAST '25)", "tau2-qwen3.5-justinchiu": "τ²-bench, Qwen3.5",
                 "tau2-xai-grok-blakeelias": "τ²-bench, Grok", "who_and_when": "Who&When"}
+
+
+def source_name(name: str) -> str:
+    """A public source (its registry id, ``lachesis/data/registry.tsv``) or a corpus workload in words: a figure's
+    panel title, never the id."""
+    if name in SOURCE_NAMES:
+        return SOURCE_NAMES[name]
+    if name in WORKLOAD_LABEL:
+        return f"corpus: {WORKLOAD_LABEL[name]}"
+    return name.replace("_", " ")
 
 
 def source_label(group: str, groups: Iterable[str] = ()) -> str:

@@ -27,6 +27,7 @@ from lachesis.plotting import (
     MEMORY_AXIS,
     NSTAR_STYLE,
     RATIO_STYLE,
+    UNBOUNDED_STYLE,
     SloOutcome,
     bound_marks,
     miss_mark,
@@ -81,6 +82,11 @@ def rows_by_workload(panels: Sequence[Panel], per_row: int) -> list[list[Panel]]
     return rows
 
 
+def in_rows(panels: Sequence[Panel], per_row: int) -> list[list[Panel]]:
+    """``panels`` in rows of at most ``per_row``, in order (a grid, not one long row)."""
+    return [list(panels[i:i + per_row]) for i in range(0, len(panels), per_row)]
+
+
 def config_order(df: pd.DataFrame) -> list[str]:
     """The memory configurations the grid ran, in the paper's order."""
     return [c for c in CONFIG_LABELS if c in set(df["memory"])]
@@ -96,17 +102,26 @@ BAR_SPAN, MARK_START, MARK_STEP = (-0.42, 0.10), 0.16, 0.12
 
 
 def lifetime_marks(ax: plt.Axes, xs: np.ndarray, policy: str, y: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                   outcomes: Sequence[SloOutcome | None], width: float, bar: bool) -> None:
+                   outcomes: Sequence[SloOutcome | None], width: float, bar: bool) -> bool:
     """One policy's lifetimes at ``xs``: where its rows meet the SLO at every seed (:func:`~lachesis.plotting.slo_outcome`),
     a bar (``bar``) or its marker at the median ``y`` with a min–max whisker; where one seed misses, no lifetime but
-    :func:`~lachesis.plotting.miss_mark`; where it did not run (None, or no value), nothing."""
+    :func:`~lachesis.plotting.miss_mark`; where no KV reached HBF (an infinite lifetime), the unbounded mark at the
+    top in its colour (returns whether it drew one); where it did not run (None, or no value), nothing."""
     col = policy_color(policy)
+    unbounded = False
     for x, v, a, b, out in zip(xs, y, lo, hi, outcomes):
-        if out is None or not np.isfinite(v):
+        if out is None or np.isnan(v):
             continue
         if not out.met:
             miss_mark(ax, x, width, out, col)
             continue
+        if np.isinf(v):  # no KV reached HBF: an unbounded lifetime, marked at the top in the policy's colour
+            ax.plot([x], [0.95], ls="", transform=ax.get_xaxis_transform(), zorder=4,
+                    **dict(UNBOUNDED_STYLE, color=col, ms=9))
+            ax.margins(y=0.15)
+            unbounded = True
+            continue
+        a, b = (a if np.isfinite(a) else v), (b if np.isfinite(b) else v)  # an unbounded seed: no whisker past the axes
         if bar:
             ax.bar([x], [v], width, color=col, label=policy_label(policy))
             ax.errorbar([x], [v], yerr=[[v - a], [b - v]], fmt="none", ecolor="0.2", elinewidth=0.8, capsize=2)
@@ -114,6 +129,7 @@ def lifetime_marks(ax: plt.Axes, xs: np.ndarray, policy: str, y: np.ndarray, lo:
             mk = policy_marker(policy)
             ax.errorbar([x], [v], yerr=[[v - a], [b - v]], fmt="none", ecolor=col, elinewidth=0.8, capsize=2)
             ax.plot([x], [v], mk, color=col, ms=9 if mk == "*" else 5.5, label=policy_label(policy))
+    return unbounded
 
 
 def _panel_axes(fig: plt.Figure, layout: Sequence[Sequence[Panel]], main: Sequence[str], own: Sequence[str],
@@ -183,9 +199,10 @@ def lifetime_figure(df: pd.DataFrame, r: pd.DataFrame, layout: Sequence[Sequence
                         continue
                     xs = (x + BAR_SPAN[0] + (k + 0.5) * wd if p in bars
                           else x + MARK_START + MARK_STEP * (k - len(bars)))
-                    lifetime_marks(ax, xs, p, dd[p].to_numpy(float), dd[f"{p}_min"].to_numpy(float),
-                                   dd[f"{p}_max"].to_numpy(float), [outcomes.get((c, p)) for c in cfgs],
-                                   wd if p in bars else MARK_STEP * 0.8, bar=p in bars)
+                    if lifetime_marks(ax, xs, p, dd[p].to_numpy(float), dd[f"{p}_min"].to_numpy(float),
+                                      dd[f"{p}_max"].to_numpy(float), [outcomes.get((c, p)) for c in cfgs],
+                                      wd if p in bars else MARK_STEP * 0.8, bar=p in bars):
+                        keys["policy unbounded"] = unbounded_key(policy=True)
                 if bound and dd[tables.BOUND].notna().any():
                     y = dd[tables.BOUND].to_numpy(float)
                     keys["bound"] = bound_marks(ax, x, y, dd[f"{tables.BOUND}_min"], dd[f"{tables.BOUND}_max"],
@@ -210,9 +227,9 @@ def lifetime_figure(df: pd.DataFrame, r: pd.DataFrame, layout: Sequence[Sequence
             if j == 0:
                 first.set_ylabel(LIFETIME_AXIS, fontsize=8)
             if grid_axes[i][j][0] is not None and grid_axes[i][j][1] is not None:
-                grid_axes[i][j][1].set_title("own scale", fontsize=7, color="0.3")
+                grid_axes[i][j][1].set_xlabel("own y scale", fontsize=7, color="0.3")
     handles = ([policy_key(p) for p in bars] + [policy_key(p, bar=False) for p in MARK_POLICIES if p in pols]
-               + [keys[k] for k in ("bound", "unbounded") if k in keys]
+               + [keys[k] for k in ("bound", "unbounded", "policy unbounded") if k in keys]
                + [keys[f"paper {p}"] for p, _ in paper_years if f"paper {p}" in keys]
                + [warranty_key(), missed_slo_key(), whisker_key()])
     if n_cols > 1:
@@ -416,21 +433,53 @@ def gain_capacity_figure(gains: pd.DataFrame, models: Sequence[str]) -> plt.Figu
 SENSITIVITY_METRICS = (("lachesis/hbm_first", "HBF lifetime ratio, Lachesis / HBM-first (×)", False),
                        ("years_lachesis", "HBF lifetime under Lachesis (device-years, log)", True))
 LOWER, HIGHER, OTHER = "#2166ac", "#b2182b", "#762a83"
-#: Where a value's label may go (points from its marker), tried in turn until it overlaps no other label.
-LABEL_SPOTS = ((0, 5), (0, -10), (0, 14), (0, -19), (0, 23), (0, -28))
+#: Where a value's label may go, in points from its marker: above or below its row (never into a neighbour row),
+#: shifted sideways in turn until it overlaps no other label and stays inside the panel.
+LABEL_DY = (5, -11)
+LABEL_DX = (0, 9, -9, 18, -18, 30, -30, 45, -45, 60, -60)
+#: Values whose markers lie closer than this (points) share one label ("2, 4"), never two labels that touch.
+MERGE_PT = 14.0
 
 
-def _place_labels(fig: plt.Figure, ax: plt.Axes, labels: Sequence[tuple[float, float, str, bool]]) -> None:
-    """Each (x, y, text, below) annotated at the first of :data:`LABEL_SPOTS` (below-first if ``below``)
-    whose box overlaps no label already placed in ``ax``."""
+def _clusters(ax: plt.Axes, points: Sequence[tuple[float, float, str, bool, float]]
+              ) -> list[tuple[float, float, str, bool]]:
+    """A row's (x, y, text, below, sort key) points merged where their markers are within :data:`MERGE_PT` on
+    screen: one (x, y, "a, b", below) per cluster, its values in ``sort key`` order, at the cluster's middle."""
+    to_px = ax.transData.transform
+    pt = ax.figure.dpi / 72.0
+    groups: list[list[tuple[float, float, str, bool, float]]] = []
+    for row in dict.fromkeys(p[1] for p in points):  # one knob's row at a time
+        pts = sorted((p for p in points if p[1] == row), key=lambda p: to_px((p[0], p[1]))[0])
+        groups.append([pts[0]])
+        for p in pts[1:]:
+            if to_px((p[0], p[1]))[0] - to_px((groups[-1][-1][0], p[1]))[0] < MERGE_PT * pt:
+                groups[-1].append(p)
+            else:
+                groups.append([p])
+    out = []
+    for g in groups:
+        xs = [to_px((p[0], p[1]))[0] for p in g]
+        x = ax.transData.inverted().transform(((min(xs) + max(xs)) / 2, to_px((g[0][0], g[0][1]))[1]))[0]
+        text = ", ".join(dict.fromkeys(p[2] for p in sorted(g, key=lambda p: p[4])))
+        out.append((float(x), g[0][1], text, g[0][3]))
+    return out
+
+
+def _place_labels(fig: plt.Figure, ax: plt.Axes, points: Sequence[tuple[float, float, str, bool, float]]) -> None:
+    """Each cluster of :func:`_clusters` annotated at the first spot (:data:`LABEL_DY` × :data:`LABEL_DX`, below
+    first if ``below``) whose box overlaps no label already placed in ``ax`` and lies inside it."""
     renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]  # NOTE: the Agg canvas every figure here has
+    frame = ax.get_window_extent(renderer)
     placed: list[Any] = []
-    for x, y, text, below in labels:
-        spots = sorted(LABEL_SPOTS, key=lambda s: (s[1] > 0) == below)
+    for x, y, text, below in _clusters(ax, points):
+        dys = LABEL_DY[::-1] if below else LABEL_DY
+        spots = [(dx, dy) for dy in dys for dx in LABEL_DX]
         for off in spots:
-            a = ax.annotate(text, (x, y), textcoords="offset points", xytext=off, ha="center", fontsize=6)
+            a = ax.annotate(text, (x, y), textcoords="offset points", xytext=off, ha="center", fontsize=6.5,
+                            bbox=dict(boxstyle="square,pad=0.05", facecolor="white", edgecolor="none", alpha=0.8))
             box = a.get_window_extent(renderer)
-            if not any(box.overlaps(b) for b in placed) or off == spots[-1]:
+            fits = frame.x0 <= box.x0 and box.x1 <= frame.x1 and not any(box.overlaps(b) for b in placed)
+            if fits or off == spots[-1]:
                 placed.append(box)
                 break
             a.remove()
@@ -438,17 +487,16 @@ def _place_labels(fig: plt.Figure, ax: plt.Axes, labels: Sequence[tuple[float, f
 
 def sensitivity_figure(gains: pd.DataFrame, id_cols: Sequence[str], warranty_years: float) -> plt.Figure:
     """One knob at a time around the paper's setting (``gains``: :func:`lachesis.evaluation.sensitivity.gains`): a
-    panel per
-    cell (``id_cols``) and metric, a row per knob, each value a dot labelled in words
-    (:mod:`lachesis.evaluation.knobs`'s name
-    table); filled where every policy meets the SLO."""
+    panel per cell (``id_cols``) and metric, a row per knob, each value a dot labelled in words
+    (:mod:`lachesis.evaluation.knobs`'s name table; values whose dots touch share a label); filled where every
+    policy meets the SLO."""
     from lachesis.evaluation.knobs import KNOBS, knob_label, value_label
     from lachesis.plotting import WARRANTY_STYLE, workload_label
 
     ids = list(gains[list(id_cols)].drop_duplicates().itertuples(index=False))
     order = [k for k in KNOBS if k in set(gains["knob"])]
     n_m = len(SENSITIVITY_METRICS)
-    fig, axes = plt.subplots(n_m, len(ids), figsize=(4.3 * len(ids), 0.42 * len(order) * n_m + 1.6),
+    fig, axes = plt.subplots(n_m, len(ids), figsize=(4.3 * len(ids), 0.5 * len(order) * n_m + 1.6),
                              squeeze=False, sharey=True)
     pending = []
     for j, cid in enumerate(ids):
@@ -456,7 +504,7 @@ def sensitivity_figure(gains: pd.DataFrame, id_cols: Sequence[str], warranty_yea
         base = d[d["knob"].eq("paper")].iloc[0]
         for i, (col, label, log) in enumerate(SENSITIVITY_METRICS):
             ax = axes[i][j]
-            labels = []
+            points = []
             for y, k in enumerate(order):
                 e = d[d["knob"].eq(k)]
                 x = e[col].to_numpy(float)
@@ -465,19 +513,13 @@ def sensitivity_figure(gains: pd.DataFrame, id_cols: Sequence[str], warranty_yea
                 ax.plot([np.nanmin([*x, base[col]]), np.nanmax([*x, base[col]])], [y, y], color="0.85", lw=7,
                         solid_capstyle="butt", zorder=1)
                 dflt = KNOBS[k].default
-                row: list[tuple[float, list[str], bool]] = []  # values landing on one spot share a label
-                for xv, v, met in sorted(zip(x, e["value"], e["all_meet_slo"].astype(bool))):
+                for n, (xv, v, met) in enumerate(zip(x, e["value"], e["all_meet_slo"].astype(bool))):
                     below = not isinstance(dflt, str) and float(v) < dflt
                     c = OTHER if isinstance(dflt, str) else (LOWER if below else HIGHER)
                     ax.plot(xv, y, "o", color=c, mfc=c if met else "white", ms=5, zorder=3)
-                    if row and abs(xv - row[-1][0]) <= 0.004 * abs(xv):
-                        row[-1][1].append(v)
-                    else:
-                        row.append((xv, [v], below))
-                for xv, vs, below in row:
-                    vs = vs if isinstance(dflt, str) else sorted(vs, key=float)
-                    labels.append((xv, y, ", ".join(value_label(v) for v in vs), below))
-            pending.append((ax, labels))
+                    if np.isfinite(xv):
+                        points.append((xv, y, value_label(v), below, n if isinstance(dflt, str) else float(v)))
+            pending.append((ax, points))
             ax.axvline(base[col], color="k", lw=0.9)
             if log:
                 ax.set_xscale("log")
@@ -497,8 +539,8 @@ def sensitivity_figure(gains: pd.DataFrame, id_cols: Sequence[str], warranty_yea
             Line2D([], [], color="0.85", lw=7, label="range over the values tried"), warranty_key(warranty_years)]
     fig.legend(handles=keys, loc="lower center", ncol=4, fontsize=7, frameon=False)
     fig.tight_layout(rect=(0, 0.5 / fig.get_figheight(), 1, 1))
-    for ax, labels in pending:  # after the layout: label boxes are measured where they will be drawn
-        _place_labels(fig, ax, labels)
+    for ax, points in pending:  # after the layout: label boxes are measured where they will be drawn
+        _place_labels(fig, ax, points)
     return fig
 
 
