@@ -132,6 +132,31 @@ def lifetime_marks(ax: plt.Axes, xs: np.ndarray, policy: str, y: np.ndarray, lo:
     return unbounded
 
 
+def policy_bars(ax: plt.Axes, summary: pd.DataFrame, rows: pd.DataFrame, names: Sequence[str],
+                selected: str = "") -> list[Artist]:
+    """One cell's policies side by side (the explorer's figure): ``summary`` one row per policy with
+    ``lifetime_years`` and its ``_min``/``_max`` over seeds (and ``own_n_star`` where searched), ``rows`` the cell's
+    grid rows (one per policy and seed); each policy by :func:`lifetime_marks` under its name in ``names``, the
+    ``selected`` one outlined.  Returns the legend keys of what was drawn beyond the bars."""
+    outcomes = slo_outcomes(rows, ["policy"])
+    unbounded = missed = False
+    for k, r in enumerate(summary.to_dict("records")):
+        out = outcomes.get((r["policy"],))
+        own = r.get("own_n_star", np.nan)
+        if out is not None and out.own_n_star is None and np.isfinite(own):  # the explorer's own search
+            out = SloOutcome(out.seeds, out.misses, (float(own), float(own)))
+        v = float(r["lifetime_years"])
+        unbounded |= lifetime_marks(ax, np.array([k]), r["policy"], np.array([v]),
+                                    np.array([r["lifetime_years_min"]]), np.array([r["lifetime_years_max"]]), [out],
+                                    0.8, bar=True)
+        missed |= out is not None and not out.met
+        if r["policy"] == selected and out is not None and out.met and np.isfinite(v):
+            ax.bar([k], [v], 0.8, fill=False, edgecolor="k", linewidth=1.6, zorder=3)
+    ax.set_xticks(np.arange(len(summary)), list(names))
+    ax.set_xlim(-0.6, len(summary) - 0.4)
+    return ([missed_slo_key()] if missed else []) + ([unbounded_key(policy=True)] if unbounded else [])
+
+
 def _panel_axes(fig: plt.Figure, layout: Sequence[Sequence[Panel]], main: Sequence[str], own: Sequence[str],
                 sharey: Any) -> list[list[tuple[plt.Axes | None, plt.Axes | None]]]:
     """Per panel, its axes for the ``main`` configurations and for the ``own``-scale ones (None where there are
@@ -219,7 +244,6 @@ def lifetime_figure(df: pd.DataFrame, r: pd.DataFrame, layout: Sequence[Sequence
                 warranty_line(ax)
                 ax.set_xticks(x, cfgs)
                 ax.set_xlim(-0.55, len(cfgs) - 0.45)
-                ax.set_ylim(bottom=0)
                 ax.tick_params(labelsize=8)
             first = grid_axes[i][j][0] or grid_axes[i][j][1]
             first.set_title(panel.title, fontsize=9, loc="left")
@@ -228,6 +252,8 @@ def lifetime_figure(df: pd.DataFrame, r: pd.DataFrame, layout: Sequence[Sequence
                 first.set_ylabel(LIFETIME_AXIS, fontsize=8)
             if grid_axes[i][j][0] is not None and grid_axes[i][j][1] is not None:
                 grid_axes[i][j][1].set_xlabel("own y scale", fontsize=7, color="0.3")
+    for ax in fig.axes:  # once every panel is drawn: a shared axis autoscales over all of its panels
+        ax.set_ylim(bottom=0)
     handles = ([policy_key(p) for p in bars] + [policy_key(p, bar=False) for p in MARK_POLICIES if p in pols]
                + [keys[k] for k in ("bound", "unbounded", "policy unbounded") if k in keys]
                + [keys[f"paper {p}"] for p, _ in paper_years if f"paper {p}" in keys]
