@@ -17,6 +17,7 @@ import pandas as pd
 from matplotlib.artist import Artist
 from matplotlib.axis import Axis
 from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from lachesis.evaluation import tables
@@ -205,7 +206,8 @@ def lifetime_figure(df: pd.DataFrame, r: pd.DataFrame, layout: Sequence[Sequence
     own = [c for c in cfg_order if c in OWN_SCALE]
     bars = [p for p in bars if p in pols]
     n_rows, n_cols = len(layout), max(len(row) for row in layout)
-    fig = plt.figure(figsize=((0.95 * len(cfg_order) + 1.1) * n_cols, 2.75 * n_rows + 1.3), layout="constrained")
+    fig = plt.figure(figsize=(max((0.95 * len(cfg_order) + 1.1) * n_cols, 7.0), 2.75 * n_rows + 1.3),
+                     layout="constrained")
     grid_axes = _panel_axes(fig, layout, main, own, sharey)
     keys: dict[str, Artist] = {}
     for i, row in enumerate(layout):
@@ -258,10 +260,8 @@ def lifetime_figure(df: pd.DataFrame, r: pd.DataFrame, layout: Sequence[Sequence
                + [keys[k] for k in ("bound", "unbounded", "policy unbounded") if k in keys]
                + [keys[f"paper {p}"] for p, _ in paper_years if f"paper {p}" in keys]
                + [warranty_key(), missed_slo_key(), whisker_key()])
-    if n_cols > 1:
-        fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
-    else:
-        fig.legend(handles=handles, loc="outside right center", fontsize=8, frameon=False)
+    fig.legend(handles=handles, loc="outside lower center", ncol=3 if fig.get_figwidth() >= 9 else 2, fontsize=8,
+               frameon=False)
     if title:
         fig.suptitle(title, fontsize=10)
     return fig
@@ -304,9 +304,7 @@ def composition_figure(df: pd.DataFrame, comp: pd.DataFrame, layout: Sequence[Se
                     for faded in (False, True):
                         sel = met != faded
                         ax.bar(np.arange(len(cfg_order))[sel], y[sel], bottom=bottom[sel], color=colors[c],
-                               hatch=hatch, edgecolor="white", alpha=0.3 if faded else 1.0,
-                               label="_" if faded else f"{CLASS_STYLE[c]['label']} ({tier.upper()}"
-                                                       f"{', hatched' if hatch else ''})")
+                               hatch=hatch, edgecolor="white", alpha=0.3 if faded else 1.0)
                     bottom += y
             for k, m in enumerate(cfg_order):
                 o = outcomes.get((m, panel.policy))
@@ -329,9 +327,11 @@ def composition_figure(df: pd.DataFrame, comp: pd.DataFrame, layout: Sequence[Se
             ax.set_title(panel.title, fontsize=title_size)
             if j == 0:
                 ax.set_ylabel("KV write bytes (% of run)")
-    # the classes' keys from the first panel, below the panels
-    first = [h for h, lab in zip(*axes[0][0].get_legend_handles_labels()) if not lab.startswith("_")]
-    handles = first + [keys[k] for k in ("bound", "paper", "miss") if k in keys]
+    # the classes' keys, below the panels
+    handles = [Patch(facecolor=colors[c], hatch=hatch, edgecolor="white",
+                     label=f"{CLASS_STYLE[c]['label']} ({tier.upper()}{', hatched' if hatch else ''})")
+               for tier, hatch in (("hbm", ""), ("hbf", "//")) for c in classes]
+    handles += [keys[k] for k in ("bound", "paper", "miss") if k in keys]
     fig.legend(handles=handles, fontsize=7.5, loc="outside lower center", ncol=2, frameon=False)
     fig.suptitle(composition_title(comp, figure), fontsize=title_size + 1)
     return fig
