@@ -5,6 +5,7 @@ import json
 import time
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -343,6 +344,10 @@ def test_gain_figures_label_log_ticks_as_plain_multiples():
             for axis in (ax.yaxis, ax.xaxis) if ax.get_xscale() == "log" else (ax.yaxis,):
                 labels += [t.get_text() for t in axis.get_ticklabels(which="both") if t.get_text()]
         assert labels and all(re.fullmatch(r"\d+(\.\d+)?×", t) for t in labels), labels
+        # between 1× and 10× the axis is read at labelled ticks, not only at the decades
+        y = [t.get_text() for t in fig.axes[0].yaxis.get_ticklabels() if t.get_text()]
+        assert {"1×", "2×", "3×"} <= set(y), y
+        assert_every_mark_in_a_legend(fig)
         plt.close(fig)
 
 
@@ -411,4 +416,119 @@ def test_table3_figure_draws_one_panel_when_total_and_per_session_are_one():
     differ = same.assign(requests_per_session_rel_err=[0.01, -0.02])
     fig = table3_figure(differ, 0.05)
     assert [ax.get_title() for ax in fig.axes] == ["total vs 0.05 × paper", "per session vs paper"]
+    plt.close(fig)
+
+
+def test_sensitivity_labels_of_touching_dots_are_merged_never_overprinted():
+    """The committed chart printed "2" over "per tier" and "2" beside "4" (read "24"): values whose dots touch
+    share one label ("1, 2, 4"), and a label stays in its own row."""
+    from lachesis.evaluation.plots import sensitivity_figure
+
+    rows = [dict(knob="paper", value="paper", r=2.76, y=9.8)]
+    rows += [dict(knob="kv_read_pricing", value="per_tier", r=2.75, y=9.6)]
+    rows += [dict(knob="group_ranks", value=v, r=r, y=y) for v, r, y in (("1", 2.72, 9.7), ("2", 2.74, 9.9),
+                                                                          ("4", 2.70, 9.5))]
+    rows += [dict(knob="hbf_write_bw_scale", value=v, r=r, y=y) for v, r, y in (("0.5", 2.77, 9.9), ("3", 2.765, 9.7))]
+    rows += [dict(knob="pe_cycles", value=v, r=r, y=y) for v, r, y in (("3000", 1.3, 0.3), ("30000", 3.1, 30.0))]
+    g = pd.DataFrame([dict(workload="tau3", model="m", slo="tight", memory="4/4", n_sessions=10, all_meet_slo=True,
+                           knob=r["knob"], value=r["value"], **{"lachesis/hbm_first": r["r"], "years_lachesis": r["y"]})
+                      for r in rows])
+    fig = sensitivity_figure(g, ["workload", "model", "slo", "memory"], 5.0)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        texts = [t for t in ax.texts if t.get_text()]
+        assert "1, 2, 4" in [t.get_text() for t in texts] and "0.5, 3" in [t.get_text() for t in texts]
+        boxes = [t.get_window_extent(renderer) for t in texts]
+        assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+        frame = ax.get_window_extent(renderer)
+        assert all(frame.x0 <= b.x0 and b.x1 <= frame.x1 for b in boxes)  # none cut at the panel's edge
+    plt.close(fig)
+
+
+def test_every_public_source_has_a_name_in_words():
+    from lachesis.plotting import SOURCE_NAMES, source_name
+    from lachesis.traces import datasets
+
+    for name in datasets.names():
+        assert name in SOURCE_NAMES and "_" not in source_name(name), name
+    assert source_name("multi_agent") == "corpus: multi-agent trace"
+
+
+def test_panels_in_rows_make_a_grid():
+    from lachesis.evaluation.plots import Panel, in_rows
+
+    ps = [Panel(dict(workload=str(i)), str(i)) for i in range(5)]
+    assert [[q.title for q in r] for r in in_rows(ps, 2)] == [["0", "1"], ["2", "3"], ["4"]]
+
+
+def test_the_explorer_bars_draw_a_miss_as_a_miss_with_its_own_nstar():
+    """The explorer's HBM-first bar was a lifetime though it missed the SLO: now no bar, the miss and its N*."""
+    from lachesis.evaluation.plots import policy_bars
+
+    rows = pd.DataFrame(dict(policy=["hbm_first"] * 3 + ["lachesis"] * 3, seed=[0, 1, 2] * 2,
+                             slo_met=[True, False, False, True, True, True]))
+    summary = pd.DataFrame(dict(policy=["hbm_first", "lachesis"], lifetime_years=[3.2, 9.6],
+                                lifetime_years_min=[3.1, 8.7], lifetime_years_max=[3.4, 9.7],
+                                own_n_star=[41.0, float("nan")]))
+    fig, ax = plt.subplots()
+    keys = policy_bars(ax, summary, rows, ["HBM-first", "Lachesis"], selected="lachesis")
+    assert [round(b.get_height(), 2) for b in _bars(ax)] == [9.6]
+    assert [t.get_text() for t in ax.texts] == ["miss 2/3 · N* = 41"] and len(_miss_boxes(ax)) == 1
+    assert [k.get_label().split(" (")[0] for k in keys] == ["misses the SLO at the deployment's load"]
+    outlined = [p for p in ax.patches if not p.get_fill() and not p.get_hatch()]
+    assert [round(p.get_height(), 2) for p in outlined] == [9.6]  # the selected policy
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------------------------------------
+# The characterization's figures (lachesis.analysis.plots): drawn by the package, the paper beside ours
+# ------------------------------------------------------------------------------------------------
+
+def _segments(classes, groups, seed=0):
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame([dict(group=g, seg_class=c, t_norm_s=float(t), rho_rw=float(r), tokens_written=int(w))
+                         for g in groups for k, c in enumerate(classes)
+                         for t, r, w in zip(rng.lognormal(4 + k, 1, 40), rng.lognormal(6, 1, 40),
+                                            rng.lognormal(6 + k, 1, 40))])
+
+
+def test_the_characterization_figures_are_titled_and_set_the_paper_beside_ours():
+    from lachesis import paper
+    from lachesis.analysis import plots as P
+
+    groups = ["tau3_airline", "bfcl_base"]
+    seg = _segments(["reasoning_laden", "reasoning_stripped"], groups)
+    fig = P.temporal_figure(seg, pd.DataFrame(dict(group=groups)), seg[["group", "seg_class", "tokens_written"]])
+    assert fig._suptitle.get_text().startswith("Fig. 4")
+    med = paper.FIG4B_TURN_TOKENS["tau3_airline"]["reasoning_laden"][0]
+    assert any(list(ln.get_ydata()) == [med] for ln in fig.axes[len(groups)].get_lines())  # the paper's median
+    assert_every_mark_in_a_legend(fig)
+    plt.close(fig)
+
+    bench = ["appworld", "webarena"]
+    seg = _segments(["lead", "worker", "reviewer"], bench)
+    fig = P.structural_figure(seg, pd.DataFrame(dict(group=bench, lead_over_worker=[4.2, 5.0])))
+    assert fig._suptitle.get_text().startswith("Fig. 5") and "paper 4–6.1×" in fig._suptitle.get_text()
+    assert_every_mark_in_a_legend(fig)
+    plt.close(fig)
+
+    w = _segments(["worker"], bench)
+    table = pd.DataFrame(dict(group=bench, tnorm_p10_s=[30.0, 40.0], tnorm_p90_s=[300.0, 500.0],
+                              tnorm_p90_over_p10=[10.0, 12.5], kendall_tau_tnorm_vs_writes=[0.6, 0.7]))
+    fig = P.worker_heterogeneity_figure(w, table)
+    assert fig._suptitle.get_text().startswith("Fig. 6")
+    assert "paper 0.51–0.72" in fig.axes[1].get_title() and "p90/p10 = 10.0×" in [t.get_text() for t in
+                                                                                   fig.axes[0].texts]
+    plt.close(fig)
+
+    rng = np.random.default_rng(1)
+    oof = pd.DataFrame(dict(ridge=rng.normal(size=80), t_norm_s=rng.lognormal(5, 1, 80)))
+    k = np.linspace(0.05, 0.5, 10)
+    curves = pd.concat([pd.DataFrame(dict(model=m, k_fraction=k, **{c: k for c in (
+        "share_k_shortest", "share_2k_shortest", "avoided_k_longest", "random_k_shortest", "random_2k_shortest",
+        "random_avoided_k_longest")})) for m in ("ridge", "boosted")])
+    fig = P.spawn_prediction_figure(oof, curves, {"ridge": 0.5, "boosted": 0.4})
+    assert fig._suptitle.get_text().startswith("Fig. 7") and "(paper 0.53)" in fig.axes[0].get_title()
+    assert_every_mark_in_a_legend(fig)
     plt.close(fig)
