@@ -228,7 +228,7 @@ def bound_marks(ax: plt.Axes, x: ArrayLike, y: ArrayLike, lo: ArrayLike | None =
         for b in bars:  # a bar's bottom is a sticky edge: a zero-height band at the top would stop the axis there
             b.sticky_edges.y.clear()
     inf = np.isinf(y)
-    if inf.any():  # inside the top of the axes, above the data (a margin), a mark no policy uses (:func:`unbounded_key`)
+    if inf.any():  # inside the top of the axes, above the data (a margin): a mark no policy uses (unbounded_key)
         ax.margins(y=0.15)
         ax.plot(x[inf], np.full(inf.sum(), 0.95), ls="", transform=ax.get_xaxis_transform(), zorder=4,
                 **UNBOUNDED_STYLE)

@@ -18,7 +18,7 @@ from lachesis.plotting import CLASS_STYLE, ecdf, tidy_log_axes
 
 def _name(group: str) -> str:
     """A workload or benchmark group in the paper's words (Table 3's label)."""
-    return paper.TABLE3.get(group, {}).get("label", group)
+    return str(paper.TABLE3.get(group, {}).get("label", group))
 
 
 def temporal_figure(seg: pd.DataFrame, table: pd.DataFrame, turn_writes: pd.DataFrame) -> plt.Figure:

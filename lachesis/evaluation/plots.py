@@ -104,10 +104,11 @@ BAR_SPAN, MARK_START, MARK_STEP = (-0.42, 0.10), 0.16, 0.12
 
 def lifetime_marks(ax: plt.Axes, xs: np.ndarray, policy: str, y: np.ndarray, lo: np.ndarray, hi: np.ndarray,
                    outcomes: Sequence[SloOutcome | None], width: float, bar: bool) -> bool:
-    """One policy's lifetimes at ``xs``: where its rows meet the SLO at every seed (:func:`~lachesis.plotting.slo_outcome`),
-    a bar (``bar``) or its marker at the median ``y`` with a min–max whisker; where one seed misses, no lifetime but
-    :func:`~lachesis.plotting.miss_mark`; where no KV reached HBF (an infinite lifetime), the unbounded mark at the
-    top in its colour (returns whether it drew one); where it did not run (None, or no value), nothing."""
+    """One policy's lifetimes at ``xs``: where its rows meet the SLO at every seed
+    (:func:`~lachesis.plotting.slo_outcome`), a bar (``bar``) or its marker at the median ``y`` with a min–max
+    whisker; where one seed misses, no lifetime but :func:`~lachesis.plotting.miss_mark`; where no KV reached HBF (an
+    infinite lifetime), the unbounded mark at the top in its colour (returns whether it drew one); where it did not
+    run (None, or no value), nothing."""
     col = policy_color(policy)
     unbounded = False
     for x, v, a, b, out in zip(xs, y, lo, hi, outcomes):
@@ -159,30 +160,27 @@ def policy_bars(ax: plt.Axes, summary: pd.DataFrame, rows: pd.DataFrame, names: 
 
 
 def _panel_axes(fig: plt.Figure, layout: Sequence[Sequence[Panel]], main: Sequence[str], own: Sequence[str],
-                sharey: Any) -> list[list[tuple[plt.Axes | None, plt.Axes | None]]]:
-    """Per panel, its axes for the ``main`` configurations and for the ``own``-scale ones (None where there are
-    none), sharing y as ``sharey`` says (True: every panel, "row": each row, False: none) within each kind."""
+                sharey: Any) -> list[list[list[tuple[plt.Axes, list[str]]]]]:
+    """Per panel, its axes and their configurations: one for the ``main`` ones, one beside it for the ``own``-scale
+    ones (where there are both kinds), sharing y as ``sharey`` says (True: every panel, "row": each row, False: none)
+    within each kind."""
     n_rows, n_cols = len(layout), max(len(row) for row in layout)
     outer = fig.add_gridspec(n_rows, n_cols)
+    parts = [(kind, list(cfgs)) for kind, cfgs in (("main", main), ("own", own)) if cfgs]
+    ratios = [len(main), len(own) + 0.45] if len(parts) == 2 else [1]
     out = []
     shared: dict[Any, plt.Axes] = {}
     for i, row in enumerate(layout):
         cells = []
         for j in range(len(row)):
-            parts = [c for c in (main, own) if c]
-            sub = outer[i, j].subgridspec(1, len(parts), wspace=0.0,
-                                          width_ratios=[len(main), len(own) + 0.45] if len(parts) == 2 else [1])
-            axes: list[plt.Axes | None] = []
-            for k, kind in enumerate(("main", "own")):
-                if not (main, own)[k]:
-                    axes.append(None)
-                    continue
+            sub = outer[i, j].subgridspec(1, len(parts), wspace=0.0, width_ratios=ratios)
+            cell = []
+            for k, (kind, cfgs) in enumerate(parts):
                 key = (kind, i if sharey == "row" else 0)
-                ax = fig.add_subplot(sub[0, parts.index((main, own)[k])],
-                                     sharey=shared.get(key) if sharey else None)
+                ax = fig.add_subplot(sub[0, k], sharey=shared.get(key) if sharey else None)
                 shared.setdefault(key, ax)
-                axes.append(ax)
-            cells.append((axes[0], axes[1]))
+                cell.append((ax, cfgs))
+            cells.append(cell)
         out.append(cells)
     return out
 
@@ -216,9 +214,7 @@ def lifetime_figure(df: pd.DataFrame, r: pd.DataFrame, layout: Sequence[Sequence
             outcomes = slo_outcomes(_select(df, panel.where), ["memory", "policy"])
             marks = [p for p in MARK_POLICIES if p in d and d[p].notna().any()]
             wd = (BAR_SPAN[1] - BAR_SPAN[0] if marks else 0.84) / max(len(bars), 1)
-            for ax, cfgs in zip(grid_axes[i][j], (main, own)):
-                if ax is None:
-                    continue
+            for ax, cfgs in grid_axes[i][j]:
                 dd = d.reindex(cfgs)
                 x = np.arange(len(cfgs))
                 for k, p in enumerate(bars + marks):
@@ -247,13 +243,13 @@ def lifetime_figure(df: pd.DataFrame, r: pd.DataFrame, layout: Sequence[Sequence
                 ax.set_xticks(x, cfgs)
                 ax.set_xlim(-0.55, len(cfgs) - 0.45)
                 ax.tick_params(labelsize=8)
-            first = grid_axes[i][j][0] or grid_axes[i][j][1]
+            first = grid_axes[i][j][0][0]
             first.set_title(panel.title, fontsize=9, loc="left")
             first.set_xlabel(MEMORY_AXIS, fontsize=8)
             if j == 0:
                 first.set_ylabel(LIFETIME_AXIS, fontsize=8)
-            if grid_axes[i][j][0] is not None and grid_axes[i][j][1] is not None:
-                grid_axes[i][j][1].set_xlabel("own y scale", fontsize=7, color="0.3")
+            if len(grid_axes[i][j]) == 2:
+                grid_axes[i][j][1][0].set_xlabel("own y scale", fontsize=7, color="0.3")
     for ax in fig.axes:  # once every panel is drawn: a shared axis autoscales over all of its panels
         ax.set_ylim(bottom=0)
     handles = ([policy_key(p) for p in bars] + [policy_key(p, bar=False) for p in MARK_POLICIES if p in pols]
@@ -328,9 +324,9 @@ def composition_figure(df: pd.DataFrame, comp: pd.DataFrame, layout: Sequence[Se
             if j == 0:
                 ax.set_ylabel("KV write bytes (% of run)")
     # the classes' keys, below the panels
-    handles = [Patch(facecolor=colors[c], hatch=hatch, edgecolor="white",
-                     label=f"{CLASS_STYLE[c]['label']} ({tier.upper()}{', hatched' if hatch else ''})")
-               for tier, hatch in (("hbm", ""), ("hbf", "//")) for c in classes]
+    handles: list[Artist] = [Patch(facecolor=colors[c], hatch=hatch, edgecolor="white",
+                                   label=f"{CLASS_STYLE[c]['label']} ({tier.upper()}{', hatched' if hatch else ''})")
+                             for tier, hatch in (("hbm", ""), ("hbf", "//")) for c in classes]
     handles += [keys[k] for k in ("bound", "paper", "miss") if k in keys]
     fig.legend(handles=handles, fontsize=7.5, loc="outside lower center", ncol=2, frameon=False)
     fig.suptitle(composition_title(comp, figure), fontsize=title_size + 1)
