@@ -532,3 +532,20 @@ def test_the_characterization_figures_are_titled_and_set_the_paper_beside_ours()
     assert fig._suptitle.get_text().startswith("Fig. 7") and "(paper 0.53)" in fig.axes[0].get_title()
     assert_every_mark_in_a_legend(fig)
     plt.close(fig)
+
+
+def test_a_figure_without_misses_keys_none_and_an_empty_panel_says_why():
+    from lachesis.evaluation import tables
+    from lachesis.evaluation.plots import Panel, lifetime_figure
+
+    df = _evalplots_grid().assign(slo_met=True)
+    quiet = df[df.workload.eq("multi_agent_no_reviewer")].index
+    df.loc[quiet, ["lifetime_years", "bytes_hbm", "bytes_hbf"]] = [float("nan"), 0.0, 0.0]  # wrote nothing
+    df.loc[quiet, "bound_lifetime_years"] = float("nan")
+    fig = lifetime_figure(df, tables.ratio_table(df), [[Panel(dict(workload=w), w) for w in
+                                                        ("multi_agent", "multi_agent_no_reviewer")]],
+                          bars=("hbm_first", "lachesis"), paper_years=[])
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert not any(x.startswith("misses the SLO") for x in labels)
+    assert [t.get_text().split("\n")[0] for t in fig.axes[1].texts] == ["no lifetime measured"]
+    plt.close(fig)

@@ -208,10 +208,13 @@ def lifetime_figure(df: pd.DataFrame, r: pd.DataFrame, layout: Sequence[Sequence
                      layout="constrained")
     grid_axes = _panel_axes(fig, layout, main, own, sharey)
     keys: dict[str, Artist] = {}
+    any_miss = False
     for i, row in enumerate(layout):
         for j, panel in enumerate(row):
+            rows = _select(df, panel.where)
             d = _select(life, panel.where).set_index("memory")
-            outcomes = slo_outcomes(_select(df, panel.where), ["memory", "policy"])
+            outcomes = slo_outcomes(rows, ["memory", "policy"])
+            any_miss |= any(not o.met for o in outcomes.values())
             marks = [p for p in MARK_POLICIES if p in d and d[p].notna().any()]
             wd = (BAR_SPAN[1] - BAR_SPAN[0] if marks else 0.84) / max(len(bars), 1)
             for ax, cfgs in grid_axes[i][j]:
@@ -239,6 +242,12 @@ def lifetime_figure(df: pd.DataFrame, r: pd.DataFrame, layout: Sequence[Sequence
                             keys[f"paper {p}"] = paper_band(
                                 ax, lo_p, hi_p, policy_color(p), x=(min(slots) - 0.48, max(slots) + 0.48),
                                 label=f"paper: {policy_label(p)}, {lo_p:g}–{hi_p:g} (1/7–4/4)")
+                ran = rows[rows["memory"].isin(cfgs)]
+                if len(ran) and ran["lifetime_years"].isna().all():  # e.g. a trace too short to write any KV
+                    none = {"bytes_hbm", "bytes_hbf"} <= set(ran) and not (ran["bytes_hbm"] + ran["bytes_hbf"]).any()
+                    ax.text(0.5, 0.5, "no lifetime measured" + ("\n(no KV written in the\nmeasured windows)"
+                                                                if none else ""),
+                            transform=ax.transAxes, ha="center", va="center", fontsize=8, color="0.3")
                 warranty_line(ax)
                 ax.set_xticks(x, cfgs)
                 ax.set_xlim(-0.55, len(cfgs) - 0.45)
@@ -255,7 +264,7 @@ def lifetime_figure(df: pd.DataFrame, r: pd.DataFrame, layout: Sequence[Sequence
     handles = ([policy_key(p) for p in bars] + [policy_key(p, bar=False) for p in MARK_POLICIES if p in pols]
                + [keys[k] for k in ("bound", "unbounded", "policy unbounded") if k in keys]
                + [keys[f"paper {p}"] for p, _ in paper_years if f"paper {p}" in keys]
-               + [warranty_key(), missed_slo_key(), whisker_key()])
+               + [warranty_key()] + ([missed_slo_key()] if any_miss else []) + [whisker_key()])
     fig.legend(handles=handles, loc="outside lower center", ncol=3 if fig.get_figwidth() >= 9 else 2, fontsize=8,
                frameon=False)
     if title:
