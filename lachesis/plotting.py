@@ -457,7 +457,7 @@ def missed_slo_key() -> Artist:
                  label="misses the SLO at the deployment's load (seeds that miss; its own N*)")
 
 
-def miss_mark(ax: plt.Axes, x: float, width: float, outcome: SloOutcome, color: str, fontsize: float = 6.5) -> None:
+def miss_mark(ax: plt.Axes, x: float, width: float, outcome: SloOutcome, color: str, fontsize: float = 7.0) -> None:
     """A policy that misses the SLO where its lifetime would be: no bar or marker, an empty hatched box at the
     axis floor (its colour, readable in grayscale by its hatch) and, above it, ``outcome.text()`` upright."""
     from matplotlib.patches import Rectangle

@@ -251,24 +251,24 @@ def lifetime_figure(df: pd.DataFrame, r: pd.DataFrame, layout: Sequence[Sequence
                 warranty_line(ax)
                 ax.set_xticks(x, cfgs)
                 ax.set_xlim(-0.55, len(cfgs) - 0.45)
-                ax.tick_params(labelsize=8)
+                ax.tick_params(labelsize=9)
             first = grid_axes[i][j][0][0]
-            first.set_title(panel.title, fontsize=9, loc="left")
-            first.set_xlabel(MEMORY_AXIS, fontsize=8)
+            first.set_title(panel.title, fontsize=10, loc="left")
+            first.set_xlabel(MEMORY_AXIS, fontsize=9)
             if j == 0:
-                first.set_ylabel(LIFETIME_AXIS, fontsize=8)
+                first.set_ylabel(LIFETIME_AXIS, fontsize=9)
             if len(grid_axes[i][j]) == 2:
-                grid_axes[i][j][1][0].set_xlabel("own y scale", fontsize=7, color="0.3")
+                grid_axes[i][j][1][0].set_xlabel("own y scale", fontsize=8, color="0.3")
     for ax in fig.axes:  # once every panel is drawn: a shared axis autoscales over all of its panels
         ax.set_ylim(bottom=0)
     handles = ([policy_key(p) for p in bars] + [policy_key(p, bar=False) for p in MARK_POLICIES if p in pols]
                + [keys[k] for k in ("bound", "unbounded", "policy unbounded") if k in keys]
                + [keys[f"paper {p}"] for p, _ in paper_years if f"paper {p}" in keys]
                + [warranty_key()] + ([missed_slo_key()] if any_miss else []) + [whisker_key()])
-    fig.legend(handles=handles, loc="outside lower center", ncol=3 if fig.get_figwidth() >= 9 else 2, fontsize=8,
+    fig.legend(handles=handles, loc="outside lower center", ncol=3 if fig.get_figwidth() >= 9 else 2, fontsize=9,
                frameon=False)
     if title:
-        fig.suptitle(title, fontsize=10)
+        fig.suptitle(title, fontsize=11)
     return fig
 
 
