@@ -210,6 +210,8 @@ def warranty_line(ax: plt.Axes, years: float = 5.0) -> None:
 
 BOUND_STYLE: dict[str, Any] = dict(color="#d62728", linewidth=1.6)
 BOUND_LABEL = "offline bound (beyond the paper)"
+#: An infinite lifetime (the bound where HBM could take every byte; a policy that wrote no KV to HBF): ∞.
+UNBOUNDED_STYLE: dict[str, Any] = dict(marker="$\\infty$", color=BOUND_STYLE["color"], ms=11)
 
 
 def bound_marks(ax: plt.Axes, x: ArrayLike, y: ArrayLike, lo: ArrayLike | None = None, hi: ArrayLike | None = None,
@@ -233,10 +235,6 @@ def bound_marks(ax: plt.Axes, x: ArrayLike, y: ArrayLike, lo: ArrayLike | None =
         ax.plot(x[inf], np.full(inf.sum(), 0.95), ls="", transform=ax.get_xaxis_transform(), zorder=4,
                 **UNBOUNDED_STYLE)
     return Line2D([], [], label=BOUND_LABEL, **BOUND_STYLE)
-
-
-#: The offline bound where HBM could take every byte (no HBF wear, an infinite lifetime): an infinity sign.
-UNBOUNDED_STYLE: dict[str, Any] = dict(marker="$\\infty$", color=BOUND_STYLE["color"], ms=11)
 
 
 def unbounded_key(policy: bool = False) -> Line2D:
@@ -409,7 +407,8 @@ class SloOutcome:
 
     @property
     def met(self) -> bool:
-        """Every seed meets the SLO at the load: the only case a lifetime is drawn (issue 36's invariant)."""
+        """Every seed meets the SLO at the load: the only case a lifetime is drawn (every lifetime a figure shows is
+        at a load its SLO admits)."""
         return self.seeds > 0 and self.misses == 0
 
     def text(self) -> str:
@@ -519,7 +518,7 @@ def paper_whiskers(ax: plt.Axes, x: ArrayLike, lo: float, hi: float, color: str 
 
 def miss_overlay(ax: plt.Axes, x: float, width: float, top: float, outcome: SloOutcome, fontsize: float = 6.5) -> None:
     """A write-composition bar whose run misses the SLO at the deployment's load: already drawn faded, now crossed
-    out (the miss hatch) up to ``top``, with ``outcome.text()`` upright in it."""
+    out up to ``top``, with ``outcome.text()`` upright in it."""
     from matplotlib.patches import Rectangle
 
     ax.add_patch(Rectangle((x - width / 2, 0.0), width, top, fill=False, edgecolor="0.35", hatch="xx", lw=0.8,
