@@ -25,7 +25,7 @@ from lachesis import paper
 from lachesis.config import SLOS
 from lachesis.evaluation.grid import CELL, LOAD_POLICY, compared_policies, is_clairvoyant
 from lachesis.evaluation.row import columns
-from lachesis.plotting import compare_table, format_range, span
+from lachesis.plotting import compare_table, format_range, slo_outcomes, span
 
 # ------------------------------------------------------------------------------------------------
 # Lifetime ratios per cell and seed; seed intervals; write composition
@@ -435,9 +435,12 @@ def missed_slo(df: pd.DataFrame) -> pd.DataFrame:
     as N* was) beside the bounds.  A figure draws a policy whose ``all_met`` is False as a miss, never as a
     lifetime at the SLO; none is left out."""
     g = df.groupby(CELL + ["policy"])
-    out = g["slo_met"].all().rename("all_met").to_frame()
-    out["seeds_missed"] = g["slo_met"].apply(lambda m: int((~m.astype(bool)).sum()))
-    out["seeds"] = g["slo_met"].size()
+    outcome = slo_outcomes(df, CELL + ["policy"])  # the figures' own rule
+    out = pd.DataFrame({"all_met": {k: o.misses == 0 for k, o in outcome.items()},
+                        "seeds_missed": {k: o.misses for k, o in outcome.items()},
+                        "seeds": {k: o.seeds for k, o in outcome.items()}})
+    out.index = pd.MultiIndex.from_tuples(out.index, names=CELL + ["policy"])
+    out = out.sort_index()
     for col in ("slo_p99_tpot_s", "slo_p99_ttft_s"):
         if col in df:
             out[col] = g[col].max()
