@@ -100,8 +100,20 @@ def _t(seg: pd.DataFrame, cls: str) -> np.ndarray:
 
 
 def turn_writes(seg: pd.DataFrame) -> pd.DataFrame:
-    """KV tokens each turn writes into each temporal class (one row per group/session/agent/turn/class)."""
+    """KV tokens each turn writes into each temporal class (one row per group/session/agent/turn/class).
+
+    A turn's reasoning-stripped segment is the one its turn end materializes (§4: "At the boundary, the
+    harness discards that segment and materializes the reasoning-stripped context segment that carries
+    into the next turn"; Takeaway 1: the stripped segment "replaces" the turn's laden one).  The next
+    turn's first request writes it, so a stripped segment recovered at write turn w belongs to turn w − 1;
+    the one written in an agent's first turn is the session's opening context (first user message, any
+    unshared prompt), no turn's stripped segment, and the last turn, which has no turn end, has none
+    (docs/design.md §6)."""
     s = seg[seg["seg_class"].isin(TEMPORAL_CLASSES)]
+    stripped = (s["seg_class"] == "reasoning_stripped").to_numpy()
+    first = s.groupby("agent_id")["write_turn"].transform("min").to_numpy()
+    keep = ~stripped | (s["write_turn"].to_numpy() > first)
+    s = s[keep].assign(write_turn=s["write_turn"].to_numpy()[keep] - stripped[keep])
     return (s.groupby(["group", "session_id", "agent_id", "write_turn", "seg_class"], sort=True)["tokens_written"]
             .sum().reset_index())
 
