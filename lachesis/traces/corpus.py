@@ -223,6 +223,8 @@ def _draw_worker(p: StructuralPreset, d: StructuralDerived, key: _SessionKey, rn
     lam = (d.worker_rounds - 1) * spec.rounds_mult * math.exp(p.rounds_sigma * z - p.rounds_sigma ** 2 / 2)
     k = 1 + poisson_ppf(key.q(5, j), lam)
     aid = f"{key.sid}-w{j:02d}"
+    so = p.worker_observation_sigma  # the size of what this worker's tools return
+    f_o = math.exp(so * NORMAL.inv_cdf(key.q(7, j)) - so * so / 2)
     prompt = rng.tok(p.worker_prompt_tokens, 0.1)
     ctx = prompt + n_tokens(spec.instruction) + ctx_tok
     matched = 0
@@ -234,7 +236,7 @@ def _draw_worker(p: StructuralPreset, d: StructuralDerived, key: _SessionKey, rn
             nc = 1 + int(rng.u() < p.multi_call_p)
             names = [spec.tools[rng.pick(spec.tool_cum)] for _ in range(nc)]
             calls = sum(rng.tok(p.call_tokens, sig) for _ in range(nc))
-            obs = sum(rng.tok(d.observation_tokens * tool_catalog[n]["obs"] / d.obs_norm, sig) for n in names)
+            obs = sum(rng.tok(f_o * d.observation_tokens * tool_catalog[n]["obs"] / d.obs_norm, sig) for n in names)
             out = r + calls
             reqs.append((f"{aid}-r{i:02d}", ctx, matched, out, r, names, nc, obs))
             matched = ctx + out
@@ -344,7 +346,7 @@ def _structural_session(p: StructuralPreset, d: StructuralDerived, key: _Session
     """Simulate one lead/worker/reviewer session (waves of concurrent workers, optional reviews)."""
     rng = session_draws(key.seed, key.sid)  # everything but the reviewers
     sig = p.token_sigma
-    n_waves = 1 + poisson_ppf(key.q(0), p.extra_waves)
+    n_waves = 1 + poisson_ppf(key.q(0), p.mean_extra_waves)
     sizes = [1 + poisson_ppf(key.q(1, w), p.extra_wave_size) for w in range(n_waves)]
     lead_prompt = rng.tok(p.lead_prompt_tokens, 0.1)
     task = rng.tok(p.task_tokens, sig)
