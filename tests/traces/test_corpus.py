@@ -231,7 +231,8 @@ def test_fig4b_turn_tokens_match_the_input_medians() -> None:
         seg = recover(tr, seed=0).segments
         tw = C.turn_writes(seg.assign(group=w))
         d = workloads.derive_temporal(workloads.TEMPORAL_PRESETS[w])
-        targets = {"reasoning_laden": d.laden_median, "reasoning_stripped": workloads.FIG4B_INPUT[w]["reasoning_stripped"][0]}
+        targets = {"reasoning_laden": d.laden_median,
+                   "reasoning_stripped": workloads.FIG4B_INPUT[w]["reasoning_stripped"][0]}
         for cls, med in targets.items():
             assert tw.loc[tw.seg_class == cls, "tokens_written"].median() == pytest.approx(med, rel=0.12), (w, cls)
         # and the segments account for every token the trace writes
