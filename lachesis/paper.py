@@ -39,7 +39,10 @@ STRIPPED_OVER_LADEN_MEDIAN_TNORM = (7.6, 17.2)  # median ratio, across domains
 TEMPORAL_SEPARABILITY = (0.96, 0.99)  # P(stripped outlives laden)
 LADEN_SHARE_OF_TURN_WRITES = (0.66, 0.83)
 #: Fig. 4(b): KV tokens a turn writes into each class, (median, mean).  The extracted text of the
-#: figure interleaves labels; this is our reading of it (see the corpus module for how it is used).
+#: figure interleaves labels; this is our reading of it (see the corpus module for how it is used).  Two pairs
+#: are uncertain: base prints "203 103" for its stripped class (read median 103, mean 203, as every other
+#: pair's mean exceeds its median; read literally, the laden share of the means would be 83.4%, §3.3's
+#: upper end), and long-context prints "1,345 1,431" before its means (read laden, stripped, in banking's order).
 FIG4B_TURN_TOKENS: dict[str, dict[str, tuple[int, int]]] = {
     "tau3_airline": {"reasoning_laden": (976, 1519), "reasoning_stripped": (187, 438)},
     "tau3_retail": {"reasoning_laden": (1059, 1537), "reasoning_stripped": (191, 502)},
