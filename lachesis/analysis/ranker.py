@@ -2,8 +2,8 @@
 
 :class:`SpawnRanker` turns a worker's spawn signal into features and fits a ridge regression on log
 T_norm, read only for the order it induces; :func:`oof_predictions` gives the simulator a rank key per
-worker from a model that never saw its session; :func:`compare_rankers` fits a gradient-boosted
-alternative on the same folds.  Features, scoring, the worker-lifetime and context-length assumptions
+worker from the ridge, a model that never saw its session; :func:`compare_rankers` sets a gradient-boosted
+alternative beside it on the same folds (Fig. 7; beyond the paper, never the predictive path's).  Features, scoring, the worker-lifetime and context-length assumptions
 and why ranks are the same on every machine: docs/design.md §4.
 """
 
@@ -260,9 +260,10 @@ def cross_validate(trace: Trace, segments: Segments | pd.DataFrame, n_splits: in
 
 
 def oof_predictions(trace: Trace, segments: Segments | pd.DataFrame, seed: int = 0) -> pd.Series:
-    """Out-of-fold rank key per worker (indexed by agent_id) from the default ranker."""
-    cv = compare_rankers(trace, segments, seed=seed)
-    return cv.oof.set_index("agent_id")[cv.winner].rename("pred")
+    """Out-of-fold rank key per worker (indexed by agent_id) from the paper's ranker, the ridge regression (§3.5:
+    "a linear model over that signal, fitted by ridge regression"), on :func:`compare_rankers`'s folds."""
+    cv = cross_validate(trace, segments, seed=seed)
+    return cv.set_index("agent_id")["pred"]
 
 
 #: the folds of the grouped cross-validation (docs/design.md §4): a trace needs this many sessions with workers
@@ -301,8 +302,8 @@ class RankerComparison:
 
 def compare_rankers(trace: Trace, segments: Segments | pd.DataFrame, n_splits: int = 5,
                     seed: int = 0) -> RankerComparison:
-    """Ridge vs gradient-boosted trees on the same session-grouped folds; the default stays ridge
-    unless the boosted model has the higher out-of-fold Kendall τ."""
+    """Ridge (the paper's ranker, the one the predictive path uses) against gradient-boosted trees (beyond the
+    paper) on the same session-grouped folds; ``winner`` names the one with the higher out-of-fold Kendall τ."""
     table = worker_table(trace, segments)
     folds = session_folds(table["session_id"], n_splits, seed)
     out = table[["agent_id", "session_id", "benchmark", "t_norm_s", "tokens_written"]].copy()

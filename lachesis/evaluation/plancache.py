@@ -65,7 +65,7 @@ def workload_plan(workload: str, scale: float, seed: int, trace: str = "", laden
 def _plan(workload: str, scale: float, seed: int, trace: str, digest: str, laden_close: str,
           overrides: tuple = (), cache_dir: str = "") -> Plan:
     """:func:`workload_plan` with its inputs made hashable (the trace path's content as ``digest``)."""
-    tr = _trace(workload, scale, seed, trace)
+    tr = _trace(workload, scale, seed, trace, digest)
     clk = knobs.apply_clock(clock.clock_for(tr), overrides)
     fitted, replayed, origin = gaps.fill(tr, knobs.trace_overrides(overrides), seed)
     prep = segments.prepare(fitted, scale, seed, clock=clk)
@@ -143,8 +143,10 @@ def _rank_write(path: Path, key: str, keys: pd.Series) -> None:
     atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
-def _trace(workload: str, scale: float, seed: int, trace: str) -> Trace:
-    """The trace of a corpus workload or a trace path (``digest`` keys a path's content in callers' caches)."""
+@lru_cache(maxsize=4)
+def _trace(workload: str, scale: float, seed: int, trace: str, digest: str = "") -> Trace:
+    """The trace of a corpus workload or a trace path (``digest`` keys a path's content in callers' caches), made
+    once per process for a plan and a fingerprint both (no reader changes a trace in place)."""
     return segments.load_trace(trace or workload, scale, seed)
 
 
@@ -163,4 +165,4 @@ def point_fingerprint(point: Point) -> str:
 @lru_cache(maxsize=16)
 def _fingerprint(workload: str, scale: float, seed: int, trace: str, digest: str) -> str:
     """:func:`point_fingerprint` with its inputs made hashable."""
-    return trace_fingerprint(_trace(workload, scale, seed, trace))
+    return trace_fingerprint(_trace(workload, scale, seed, trace, digest))
