@@ -3,8 +3,9 @@
 :class:`SpawnRanker` turns a worker's spawn signal into features and fits a ridge regression on log
 T_norm, read only for the order it induces; :func:`oof_predictions` gives the simulator a rank key per
 worker from the ridge, a model that never saw its session; :func:`compare_rankers` sets a gradient-boosted
-alternative beside it on the same folds (Fig. 7; beyond the paper, never the predictive path's).  Features, scoring, the worker-lifetime and context-length assumptions
-and why ranks are the same on every machine: docs/design.md §4.
+alternative beside it on the same folds (Fig. 7; beyond the paper, never the predictive path's).  Features,
+scoring, the worker-lifetime and context-length assumptions and why ranks are the same on every machine:
+docs/design.md §4.
 """
 
 from __future__ import annotations
