@@ -29,6 +29,7 @@ from lachesis.memory.policies import (
 )
 from lachesis.memory.protocol import MemoryView, Policy, SegmentInfo
 from lachesis.memory.replay import annotate_clairvoyant, replay_events
+from lachesis.registry import POLICY_REGISTRY, policy_entry
 
 
 def table(policy, hbm=10, hbf=100, bt=1) -> SegmentTable:
@@ -404,6 +405,16 @@ class HalfHBMForWorkers:
         if seg.seg_class == "worker":
             return Tier.HBM if 2 * view.free(Tier.HBM) > view.total(Tier.HBM) else Tier.HBF
         return Tier.HBM
+
+
+def test_the_registry_lists_every_builtin_policy_once_in_order():
+    """One entry per built-in policy (lachesis.registry), in POLICIES' order, naming attributes its objects have."""
+    assert list(POLICIES) == [e.name for e in POLICY_REGISTRY]
+    for e in POLICY_REGISTRY:
+        obj = get_policy(e.name)
+        assert obj.name == e.name and all(hasattr(obj, k) for k in e.native_knobs)
+        assert policy_entry(f"{e.name}:x=1") is e
+    assert policy_entry("lru") is None
 
 
 def test_user_policy_and_registry():
