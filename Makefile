@@ -13,7 +13,7 @@ export MPLBACKEND ?= Agg
 .PHONY: reproduce reproduce-ci lint test test-fast lab explore lock browser-check bench clean-build
 
 # The package and its test extras, pinned to the environment that produced figures/ (requirements.lock).
-$(STAMP): pyproject.toml setup.py $(LOCK) $(wildcard lachesis/node/native/*.cpp lachesis/node/native/*.hpp)
+$(STAMP): pyproject.toml setup.py $(LOCK) $(wildcard lachesis/node/native/*/*.cpp lachesis/node/native/*/*.hpp lachesis/node/native/build_record.py)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -c $(LOCK) -e '.[test]'

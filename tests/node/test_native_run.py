@@ -165,12 +165,13 @@ def test_every_rank_ends_with_the_same_free_lists(plans):
     plan = plans["multi"]
     cfg = small_cfg(1e9, 1e10).with_(deployment=PAPER_NODE)
     w = windows(plan, (1.5, 0.3))
-    settings = S.RunSettings()
-    ref = S._Run(plan, cfg, "lachesis", 3, settings, w[0].warmup_s)
-    obs = ref.start(w)
+    setup = S.RunSetup.make(plan, cfg, "lachesis", 3, S.RunSettings(), w)
+    ref = S._Run(setup)
+    obs = ref.start()
     ref.finish_window(0, obs[0])
-    got = S._native_run(plan, cfg, "lachesis", 3, settings, w, w[0].warmup_s)
-    obs = got.start(w)
+    got = S._backend(setup)
+    assert isinstance(got, S._NativeRun)
+    obs = got.start()
     got.finish_window(0, obs[0])
     for (a_h, a_f), (b_h, b_f) in zip(_memories(ref), _memories(got)):
         assert np.array_equal(a_h, b_h) and np.array_equal(a_f, b_f)
@@ -189,14 +190,16 @@ def test_small_random_plans(kind, sessions, scale, n, ranks, policy, hbm, seed, 
 
 
 def test_backend_choice_and_the_reference_fallback(plans, monkeypatch):
-    """A user's own policy and a step function of one's own run on the reference; without the core, "auto"
-    falls back (said once, in one line) and "native" is refused naming why; an unknown backend is refused."""
+    """A step function of one's own runs on the reference (a user's own policy runs natively, called back); without
+    the core, "auto" falls back (said once, in one line) and "native" is refused naming why; an unknown backend is
+    refused."""
     plan, cfg = plans["multi"], small_cfg()
     with pytest.raises(ValueError, match="backend must be one of"):
         S.simulate(plan, cfg, "hbm_first", 2, settings=S.RunSettings(backend="fast"))
     with pytest.raises(ValueError, match="does not cover"):
         S.simulate(plan, cfg, "hbm_first", 2, settings=S.RunSettings(backend="native", step_fn=lambda *a: 0.01))
-    assert S._native_run(plan, cfg, "hbm_first", 2, S.RunSettings(step_fn=lambda *a: 0.01), [S.Window(1, 0)], 0) is None
+    own_step = S.RunSetup.make(plan, cfg, "hbm_first", 2, S.RunSettings(step_fn=lambda *a: 0.01), [S.Window(1, 0)])
+    assert isinstance(S._backend(own_step), S._Run)
     monkeypatch.setattr(native, "core", lambda: None)
     ref = S.simulate(plan, cfg, "hbm_first", 2)
     assert ref.measurement.requests_done > 0
