@@ -321,9 +321,9 @@ class Served:
     largest batch, the seconds stalled on landings, the requests and sessions finished, whether memory ran out,
     and the simulated time."""
 
-    tpot: Sequence[float]
-    tpot_w: Sequence[float]
-    tpot_t: Sequence[float]
+    tpot: Sequence[float] | np.ndarray
+    tpot_w: Sequence[float] | np.ndarray
+    tpot_t: Sequence[float] | np.ndarray
     ttft: list[float]
     ttft_t: list[float]
     max_batch: int
@@ -589,12 +589,12 @@ class _NativeRun:
     a window's result is read from it the way :class:`_Run`'s is.  A policy of one's own runs inside it, called back
     with the native table's view."""
 
-    def __init__(self, setup: RunSetup, step: Any) -> None:
+    def __init__(self, setup: RunSetup, step: native._core.StepModel) -> None:
         self.setup = setup
         plan, settings = setup.plan, setup.settings
         closes = settings.clairvoyance
         clock = None if closes is None else native.clock(closes, plan)
-        self.recorder = native.core().Recorder() if settings.record_closes else None  # type: ignore[union-attr]
+        self.recorder = native.recorder() if settings.record_closes else None
         self.mems = [native.memory(plan, setup.sizes, setup.policy, clock, self.recorder) for _ in range(setup.ranks)]
         if settings.record_events:
             self.mems[0].record_events(True)
@@ -604,8 +604,7 @@ class _NativeRun:
         spec = native.run_spec(setup.cfg, setup.n_sessions, setup.first_warmup, settings.land, setup.order,
                                setup.firsts, setup.phases, [(w.duration_s, w.warmup_s, w.n_samples)
                                                             for w in setup.windows])
-        self.core = native.core().NodeRun(plan=native.plan_requests(plan), step=step, spec=spec,  # type: ignore[union-attr]
-                                          memories=self.mems)
+        self.core = native.node_run(plan, step, spec, self.mems)
         self.records = self.core.decode_records()
 
     def start(self) -> list["_Observer"]:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from own_policies import NATIVE_POLICIES, own_policy
 from sim_fixtures import multi_agent_trace, single_agent_trace
 from test_simulator import small_cfg
 
@@ -27,10 +28,8 @@ core = native.core()
 if core is None:  # pragma: no cover - a machine without a C++ compiler
     pytest.skip("the native core is not built (reference path only)", allow_module_level=True)
 
-#: every policy and knob the native memory implements
-POLICIES = ("hbm_first", "hbm_first_reclaim", "deterministic", "lachesis", "lachesis:size_estimate=mean_floor",
-            "lachesis:size_estimate=spawn", "rho_threshold", "rho_threshold:quantile=0.25,window=8",
-            "rho_threshold:threshold=1.5", "oracle")
+#: every registered policy, knob settings, and each built-in rule as a policy of one's own (called back natively)
+POLICIES = NATIVE_POLICIES
 
 
 def seq_hbm_tokens(py: Memory, inst: int, segs, tokens) -> float:
@@ -51,6 +50,7 @@ class Twin:
 
     def __init__(self, plan, cfg, policy, clock=None, recorder=None, *, native_clock=None, native_recorder=None,
                  check_lists_every: int = 1):
+        policy = own_policy(policy) if isinstance(policy, str) else policy
         self.py = Memory(plan, cfg, policy, clock, recorder)
         self.nat = native.memory(plan, memory_sizes(cfg), policy, native_clock, native_recorder)
         self._session = {s: i for i, s in enumerate(plan.sessions)}
@@ -187,7 +187,7 @@ def run_twin(monkeypatch, plan, cfg, policy, n, *, closes=None, record_closes=Fa
     made: list[Twin] = []
     make, shared = twin_factory(made, closes, plan)
     monkeypatch.setattr(S, "Memory", make)
-    r = S.simulate(plan, cfg, policy, n, **fields,
+    r = S.simulate(plan, cfg, own_policy(policy), n, **fields,
                    settings=S.RunSettings(clairvoyance=closes, record_closes=record_closes, record_events=True,
                                           step_fn=lambda b, *a: 0.004 + 0.0003 * b))
     for t in made:
@@ -227,7 +227,7 @@ def test_simulated_runs_match(plan_name, policy, monkeypatch, request):
     plan = request.getfixturevalue(plan_name)
     cfg = group_cfg(1)
     closes = None
-    if policy == "oracle":
+    if policy.endswith("oracle"):
         base, _ = run_twin(monkeypatch, plan, cfg, "hbm_first", 6, record_closes=True)
         closes = base.closes
     r, made = run_twin(monkeypatch, plan, cfg, policy, 6, closes=closes)

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from own_policies import NATIVE_POLICIES, own_policy
 from sim_fixtures import multi_agent_trace, single_agent_trace
 from test_simulator import small_cfg
 
@@ -23,14 +24,14 @@ from lachesis.analysis.segments import recover
 from lachesis.config import DEFAULT, SLOS, memory_config
 from lachesis.node import native
 from lachesis.node import simulator as S
-from lachesis.node.plan import build_plan
+from lachesis.node.plan import AgentPlan, Plan, build_plan
 
 if native.core() is None:  # pragma: no cover - a machine without a C++ compiler
     pytest.skip("the native core is not built (tests/node/test_native_memory.py says whether it should be)",
                 allow_module_level=True)
 
-POLICIES = ("hbm_first", "hbm_first_reclaim", "deterministic", "lachesis", "lachesis:size_estimate=mean_floor",
-            "lachesis:size_estimate=spawn", "rho_threshold", "rho_threshold:quantile=0.25,window=8", "oracle")
+#: every registered policy, knob settings, and each built-in rule as a policy of one's own (called back natively)
+POLICIES = NATIVE_POLICIES
 PAPER_NODE = replace(DEFAULT.deployment, group_ranks=8, landing="stall", start="aged")
 
 
@@ -85,6 +86,7 @@ def both(plan, cfg, policy, n, windows, **kw) -> tuple[list[S.SimResult], list[S
     as its run goes on, so each is copied then)."""
     ref, got = [], []
     settings = S.RunSettings(**kw)
+    policy = own_policy(policy)
     for a, b in zip(S.simulate_windows(plan, cfg, policy, n, windows, replace(settings, backend="python")),
                     S.simulate_windows(plan, cfg, policy, n, windows, replace(settings, backend="native"))):
         for r, out in ((a, ref), (b, got)):
@@ -229,3 +231,58 @@ def test_the_missing_core_is_said_once_in_one_line(monkeypatch):
         monkeypatch.undo()
         native.core.cache_clear()
     assert native.core() is not None
+
+
+def _far_apart_plan(n_req: int = 3, gap_s: float = 1e6) -> Plan:
+    """One session of one agent whose requests are ``gap_s`` apart (the user's delay), each writing and reading a
+    little of one segment: a run reaches millions of simulated seconds within a few requests."""
+    i = np.arange(n_req)
+    agent = AgentPlan("a", "lead", i, i.tolist())
+    return Plan(n_req=n_req, out_tokens=np.full(n_req, 100), t_tools=np.zeros(n_req), t_obs=np.zeros(n_req),
+                t_user=np.full(n_req, gap_s), w_ptr=np.arange(n_req + 1), w_seg=np.zeros(n_req, np.int64),
+                w_tok=np.full(n_req, 500, np.int64), r_ptr=np.arange(n_req + 1), r_seg=np.zeros(n_req, np.int64),
+                r_tok=500 * (i + 1), ca_ptr=np.zeros(n_req + 1, np.int64), ca_seg=np.zeros(0, np.int64),
+                ce_ptr=np.r_[np.zeros(n_req, np.int64), 1], ce_seg=np.zeros(1, np.int64),
+                seg_ids=np.array(["s:0"], object), seg_class=np.array(["lead"], object),
+                seg_role=np.array(["lead"], object), seg_tokens=np.array([500 * n_req]), seg_reads=np.array([0]),
+                seg_key=np.array([np.nan]), sessions=["s"], roots={"s": [agent]}, fingerprint="far-apart")
+
+
+def test_requests_a_million_seconds_apart_end():
+    """Past ≈4e6 s of simulated time a step's last fraction is below the clock's resolution (now + left * tau ==
+    now): such a decoder finishes at once on both backends (decode.DecodeEngine._finished), where the timer used to
+    land on the same instant forever.  An alarm stops a hang (the native loop checks for signals)."""
+    import signal
+
+    def hung(*_):
+        raise TimeoutError("the run did not end: the decode timer lands on the same instant forever")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)
+    try:
+        ref, got = both(_far_apart_plan(), DEFAULT, "hbm_first", 1, [S.Window(2e7, 0.0, 50)])
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert not (d := differences(ref[0], got[0])), d
+    assert ref[0].point.sim_s == 2e7 and ref[0].measurement.requests_done == 20
+
+
+def test_ctrl_c_stops_a_native_window_promptly(plans):
+    """An interrupt (Ctrl-C) during a native window acts within a few thousand events: KeyboardInterrupt, at once."""
+    import _thread
+    import threading
+    import time
+
+    plan = plans["multi"]
+    long_window = [S.Window(20_000 * plan.mean_session_s, 0.0, 10)]  # minutes of work
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    t0 = time.perf_counter()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            next(S.simulate_windows(plan, small_cfg(1e9, 1e10), "lachesis", 6, long_window,
+                                    S.RunSettings(backend="native")))
+    finally:
+        timer.cancel()
+    assert time.perf_counter() - t0 < 10

@@ -20,8 +20,9 @@ SOURCES = Path(__file__).resolve().parent
 SOURCE_SUFFIXES = (".cpp", ".hpp")
 
 
-def source_digest(root: Path = SOURCES) -> str:
-    """SHA-256 over the native sources' relative paths and contents, in path order (None of them: the empty digest)."""
+def source_digest(root: Path | None = None) -> str:
+    """SHA-256 over the native sources' relative paths and contents, in path order (default: :data:`SOURCES`)."""
+    root = SOURCES if root is None else root
     h = hashlib.sha256()
     for p in sorted(q for q in root.rglob("*") if q.suffix in SOURCE_SUFFIXES):
         h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
@@ -41,7 +42,7 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def write(module: Path, root: Path = SOURCES) -> Path:
+def write(module: Path, root: Path | None = None) -> Path:
     """Record a freshly built module (``setup.py`` calls this after the link)."""
     rec = dict(size=module.stat().st_size, sha256=file_digest(module), interface=INTERFACE, sources=source_digest(root))
     out = record_path(module)
@@ -49,8 +50,9 @@ def write(module: Path, root: Path = SOURCES) -> Path:
     return out
 
 
-def problem(module: Path, root: Path = SOURCES) -> str | None:
+def problem(module: Path, root: Path | None = None) -> str | None:
     """Why the compiled module must not be loaded (damaged, unrecorded, or built for other sources), or None."""
+    root = SOURCES if root is None else root
     rec_path = record_path(module)
     try:
         rec = json.loads(rec_path.read_text(encoding="utf-8"))

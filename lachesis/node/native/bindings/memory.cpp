@@ -5,6 +5,7 @@
 #include <chrono>
 #include <memory>
 #include <numeric>
+#include <optional>
 
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
@@ -82,7 +83,7 @@ std::vector<int> live_rows(const NodeMemory& m, bool workers) {
     return out;
 }
 
-// placement_stats.PlacementStats as a Python policy reads it (view.stats).
+// placement_stats.PlacementStats as a Python policy reads it (protocol.MemoryView.stats).
 struct PyStats : PyMemoryRef {
     double predicted_rho(const std::string& session_id, const std::string& seg_class) const {
         auto m = get();
@@ -116,7 +117,7 @@ struct CallbackPolicy final : Policy {
     bool reads_rho_quantile() const override { return true; }
     bool calls_python() const override { return true; }
     int tier(const SegmentInfo& s, TableView&) override {
-        py::gil_scoped_acquire gil;  // held already in a run that calls Python (NodeRun.calls_python)
+        py::gil_scoped_acquire gil;  // held already in a run that calls Python (NodeRun::calls_python)
         const SegmentRow& r = s.row;
         return decide(r.inst, r.seg, r.n_blocks, r.n_tokens, s.new_blocks, r.reads, r.close_s, r.final_tokens, view)
             .cast<int>();
@@ -377,8 +378,10 @@ void bind_memory(py::module_& m) {
 
     py::class_<NodeMemory, std::shared_ptr<NodeMemory>>(m, "NodeMemory", "node_memory.Memory, natively.")
         .def(py::init([](const MemorySpec& spec, std::shared_ptr<Policy> policy, std::shared_ptr<PyPlanSegments> plan,
-                         std::shared_ptr<Classes> classes, Clock* clock, Recorder* recorder) {
-                 auto mem = std::make_shared<NodeMemory>(spec, policy, plan, classes, clock, recorder);
+                         std::shared_ptr<Classes> classes, std::optional<Clock*> clock,
+                         std::optional<Recorder*> recorder) {
+                 auto mem = std::make_shared<NodeMemory>(spec, policy, plan, classes, clock.value_or(nullptr),
+                                                         recorder.value_or(nullptr));
                  if (auto* cb = dynamic_cast<CallbackPolicy*>(policy.get())) {
                      if (cb->view) throw py::value_error("a policy written in Python serves one node memory");
                      cb->view = py::cast(PyView{{mem}});
@@ -386,7 +389,8 @@ void bind_memory(py::module_& m) {
                  return mem;
              }),
              py::kw_only(), py::arg("spec"), py::arg("policy"), py::arg("plan"), py::arg("classes"),
-             py::arg("clock") = nullptr, py::arg("recorder") = nullptr, py::keep_alive<1, 6>(), py::keep_alive<1, 7>())
+             py::arg("clock") = std::nullopt, py::arg("recorder") = std::nullopt, py::keep_alive<1, 6>(),
+             py::keep_alive<1, 7>())
         .def("aged_chunks", &NodeMemory::aged_chunks)
         .def("age", [](NodeMemory& n, Array<i64> order) {
                  const auto s = span(order, "order");

@@ -118,7 +118,7 @@ void NodeMemory::close(i64 inst, int seg, double now) {
         events_.push_back(MemEvent{now, 2, inst, seg, cls, 0, NaN});
     }
     if (recorder_) recorder_->closed(inst, seg, now);
-    forget(table_.rows()[ri]);  // before the slot can be reused (the reference: after table.close; the same counts)
+    forget(table_.rows()[ri]);  // before the slot can be reused (the reference: after SegmentTable.close; the same counts)
     table_.close(ri, now);
 }
 

@@ -54,7 +54,7 @@ public:
     void age(const i64* order, std::size_t n);
     // Memory.live_tokens(): live tokens per class, in the order classes were first written.
     std::vector<std::pair<int, i64>> live_tokens() const;
-    // Memory.session_start(inst, session, t0): session is its index in plan.sessions.
+    // Memory.session_start(inst, session, t0): session is its index in plan.Plan.sessions.
     void session_start(i64 inst, int session, double t0);
     // Memory.write_request(inst, [(seg, tokens)...], now) -> (HBM, HBF) tokens placed; throws OutOfMemory.
     std::pair<i64, i64> write_request(i64 inst, const int* segs, const i64* tokens, std::size_t n, double now);
@@ -69,7 +69,7 @@ public:
     void mark(int window = 0);  // Memory.mark
     // Memory.bytes_by_class_tier(window): (class, HBM bytes, HBF bytes) in first-open order, plan classes only.
     std::vector<std::tuple<int, double, double>> bytes_by_class_tier(int window = 0) const;
-    WriteTotals totals() const { return table_.totals(spec_.bytes_per_token); }  // Memory.table.totals
+    WriteTotals totals() const { return table_.totals(spec_.bytes_per_token); }  // SegmentTable.totals
     i64 evicted_blocks() const { return table_.cache().evicted; }
     bool frees_at_boundary() const { return table_.policy().options.frees_at_boundary; }
     bool calls_python() const { return table_.policy().calls_python(); }

@@ -35,9 +35,9 @@ struct RunWindow { double duration_s = 0.0, warmup_s = 0.0; int n_samples = 1; }
 struct RunSpec {
     int ranks = 1;
     i64 n_sessions = 1;            // per GPU
-    double bytes_per_token = 0.0;  // float(cfg.model.kv_bytes_per_token)
+    double bytes_per_token = 0.0;  // float(models.ModelSpec.kv_bytes_per_token)
     double first_warmup = 0.0;
-    bool stall = false;            // deployment.landing == "stall"
+    bool stall = false;            // config.Deployment.landing == "stall"
     bool land = true;
     double ttft_ref = 0.0;
     double nominal_tpot = 0.0;     // plan.NOMINAL_TPOT_S (a fast-forwarded decode's pace)
