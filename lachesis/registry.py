@@ -24,7 +24,9 @@ class PolicyEntry:
     label: str  #: its name in a figure's legend
     color: str  #: matplotlib colour, the same in every figure
     marker: str  #: matplotlib marker (the baselines beyond the paper are drawn as markers)
-    native: str  #: the native core's policy class (``lachesis.node._core``) that runs the same rule
+    #: the native core's policy class (``lachesis.node._core.policy_kinds``) that runs the same rule; None: the core
+    #: calls the Python rule back (identical, slower)
+    native: str | None
     native_knobs: tuple[str, ...] = ()  #: the policy object's attributes handed to that class, by name
 
 

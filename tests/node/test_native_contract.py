@@ -202,10 +202,10 @@ def test_what_the_core_is_handed_is_pythons(core):
 
 
 def test_the_native_policy_classes_are_the_registrys(core):
-    assert set(core.policy_kinds()) == {e.native for e in POLICY_REGISTRY}
-    plan = SimpleNamespace(lists=None)
+    assert set(core.policy_kinds()) == {e.native for e in POLICY_REGISTRY if e.native is not None}
+    plan = SimpleNamespace(lists=lambda: SimpleNamespace(seg_class=[], seg_role=[], seg_key=[]))
     for e in POLICY_REGISTRY:
-        assert not native.policy(e.name, plan).calls_python, f"{e.name} must run its native rule"
+        assert native.policy(e.name, plan).calls_python == (e.native is None), e.name
 
 
 def test_the_native_differential_tests_draw_their_policies_from_the_registry():

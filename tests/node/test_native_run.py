@@ -286,3 +286,35 @@ def test_ctrl_c_stops_a_native_window_promptly(plans):
     finally:
         timer.cancel()
     assert time.perf_counter() - t0 < 10
+
+
+@pytest.mark.parametrize("native_class", ["DeterministicOnly", None])
+def test_a_new_builtin_policy_in_its_files(plans, monkeypatch, native_class):
+    """docs/design.md §5, "Adding a built-in policy", done for a toy: its class in policies.POLICIES and its entry
+    in the registry are all the package needs; a spec names it, the figures draw it in its colour, and both
+    backends run it alike, the native one by the class its entry names (a rule it shares) or, with none, by
+    calling it back."""
+    from lachesis import plotting
+    from lachesis.memory import policies
+    from lachesis.registry import POLICY_BY_NAME, PolicyEntry
+
+    class ShortLivedOnly:
+        """The toy: short-lived classes to HBM, the rest to HBF (DeterministicOnly's rule, under its own name)."""
+
+        name = "short_lived_only"
+        frees_at_boundary = True
+
+        def tier(self, seg, view):
+            return policies._deterministic(seg)
+
+    monkeypatch.setitem(policies.POLICIES, ShortLivedOnly.name, ShortLivedOnly)
+    monkeypatch.setitem(POLICY_BY_NAME, ShortLivedOnly.name,
+                        PolicyEntry("short_lived_only", "short-lived only", "short-lived only (toy)", "#123456", "P",
+                                    native_class))
+    assert isinstance(policies.as_policy("short_lived_only"), ShortLivedOnly)
+    assert (plotting.policy_label("short_lived_only"), plotting.policy_color("short_lived_only"),
+            plotting.policy_marker("short_lived_only")) == ("short-lived only (toy)", "#123456", "P")
+    assert native.policy("short_lived_only", plans["multi"]).calls_python == (native_class is None)
+    toy = assert_same(plans["multi"], small_cfg(1e8, 1e10), "short_lived_only", 6)
+    same = assert_same(plans["multi"], small_cfg(1e8, 1e10), "deterministic", 6)
+    assert differences(toy[-1], same[-1]) == ["policy"] and toy[-1].point.policy == "short_lived_only"

@@ -141,7 +141,7 @@ def policy(p: Policy | str, plan: Plan) -> _core.Policy:
     _require()
     p = as_policy(p)
     entry = POLICY_BY_NAME.get(type(p).name) if builtin(p) else None
-    if entry is None:
+    if entry is None or entry.native is None:
         return _core.callback_policy(decide=_decider(p, plan), options=_options(p))
     numbers: dict[str, float] = {}
     words: dict[str, str] = {}
