@@ -12,8 +12,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from own_policies import NATIVE_POLICIES, own_policy
-from sim_fixtures import multi_agent_trace, single_agent_trace
-from test_simulator import small_cfg
+from sim_fixtures import multi_agent_trace, single_agent_trace, small_cfg
 
 from lachesis.analysis.ranker import rank_keys
 from lachesis.analysis.segments import recover
