@@ -93,9 +93,12 @@ def backends(repeats: int) -> list[str]:
                          native_us_per_request=1e6 * nat / req, ratio=py / nat, identical=same))
         print(rows[-1], flush=True)
     df = pd.DataFrame(rows)
+    r = df["ratio"]
     return [f"paper scale, seed 0, the simulator's default windows; CPU seconds (process_time), best of {repeats} "
             "alternated runs per backend; identical: every result field equal",
-            df.to_string(index=False, float_format=lambda v: f"{v:.3g}")]
+            df.to_string(index=False, float_format=lambda v: f"{v:.3g}"),
+            f"The native core's speed-up per request: {r.median():.0f}x (the median of these cells; "
+            f"{r.min():.0f}-{r.max():.0f}x). README and docs/design.md point here for it."]
 
 
 def _own_lachesis():

@@ -208,8 +208,9 @@ class RunSettings:
     clairvoyance: CloseTimes | None = None
     record_events: bool = False  # keep the recorded rank's allocator event stream (``SimResult.events``)
     record_closes: bool = False  # keep every segment close (``SimResult.closes``)
-    #: "auto": the native core (:mod:`lachesis.node.native`) where it is built and the run is one it covers (a
-    #: built-in policy, the model's step), else this module; "native" or "python" to insist (same results)
+    #: "auto": the native core (:mod:`lachesis.node.native`) where it is built and covers the run (the model's own
+    #: step, every tier with bandwidth; any policy: one of one's own is called back), else this module; "native" or
+    #: "python" to insist (same results)
     backend: str = "auto"
 
 
