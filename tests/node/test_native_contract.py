@@ -330,3 +330,21 @@ def test_an_unloadable_core_says_why_once(core, monkeypatch):
         native.core.cache_clear()
     assert len(caught) == 1 and "does not load (undefined symbol" in str(caught[0].message)
     assert native.core() is not None
+
+
+def test_a_truncated_core_does_not_crash_a_fresh_interpreter(core, tmp_path):
+    """The probe itself: a copy of the package whose compiled core was cut in half (loading it would kill the
+    interpreter with SIGBUS) imports, says why in one line, and runs on the reference."""
+    import os
+    import subprocess
+
+    pkg = Path(lachesis.__file__).parent
+    shutil.copytree(pkg, tmp_path / "lachesis", ignore=shutil.ignore_patterns("__pycache__"))
+    so = tmp_path / "lachesis" / "node" / Path(importlib.util.find_spec("lachesis.node._core").origin).name
+    so.write_bytes(so.read_bytes()[: so.stat().st_size // 2])
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", "from lachesis.node import native; print(native.core())"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "None", (out.returncode, out.stderr[-500:])
+    said = [line for line in out.stderr.splitlines() if "lachesis:" in line]
+    assert len(said) == 1 and "damaged" in said[0] and "truncated" in said[0]
