@@ -1,4 +1,4 @@
-"""The native node memory (lachesis/node/native/memory.cpp) against the Python reference (lachesis.node.node_memory):
+"""The native node memory (lachesis/node/native/memory/) against the Python reference (lachesis.node.node_memory):
 both driven by the same calls, every output compared (tiers and tokens per write, the block ids each segment
 holds, snapshots, live tokens, bytes by class and tier, evictions, free lists, out of memory, events, closes)."""
 

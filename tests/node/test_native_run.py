@@ -1,4 +1,4 @@
-"""The native run (lachesis/node/native/node.cpp) against the Python reference (lachesis.node.simulator): the same run
+"""The native run (lachesis/node/native/run/) against the Python reference (lachesis.node.simulator): the same run
 on
 both backends gives the same result in every field (every TPOT and TTFT sample, lifetimes, bytes by class and
 tier, the series, the recorded events and closes, the write totals) and leaves every rank's memory with the same
