@@ -1,5 +1,4 @@
-"""The native run (lachesis/node/native/run/) against the Python reference (lachesis.node.simulator): the same run
-on
+"""The native run (lachesis/node/native/run/) against the Python reference (lachesis.node.simulator): the same run on
 both backends gives the same result in every field (every TPOT and TTFT sample, lifetimes, bytes by class and
 tier, the series, the recorded events and closes, the write totals) and leaves every rank's memory with the same
 free lists, over one GPU and the paper's eight-GPU node, every policy, every knob that changes a run, runs that
