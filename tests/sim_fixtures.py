@@ -12,6 +12,7 @@ import pandas as pd
 from hypothesis import strategies as st
 
 from lachesis.config import DEFAULT, MemoryConfig, StackSpec
+from lachesis.evaluation import grid
 from lachesis.node import block_capacity, capacity
 from lachesis.traces.trace import Trace
 
@@ -126,6 +127,8 @@ def small_cfg(hbm_bytes: float = 2e8, hbf_kv_bytes: float = 2e9):
 
 #: search and measurement windows short enough for a test's capacity search and runs
 TINY = capacity.SearchParams(search_warmup=0.2, search_measure=0.3, warmup=0.2, measure=0.5, n_max=8, n_samples=40)
+#: the deployment sized over the one configuration a test evaluates (its rule covers every configuration otherwise)
+ONE_CONFIG = grid.LoadRule(configs=("1/7",))
 
 
 #: the classes of the random event streams, workers and reviewers weighted up

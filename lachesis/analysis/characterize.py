@@ -100,8 +100,22 @@ def _t(seg: pd.DataFrame, cls: str) -> np.ndarray:
 
 
 def turn_writes(seg: pd.DataFrame) -> pd.DataFrame:
-    """KV tokens each turn writes into each temporal class (one row per group/session/agent/turn/class)."""
+    """KV tokens each turn writes into each temporal class (one row per group/session/agent/turn/class).
+
+    A turn's reasoning-stripped segment is the one its turn end materializes (§4: "At the boundary, the
+    harness discards that segment and materializes the reasoning-stripped context segment that carries
+    into the next turn"; Takeaway 1: the stripped segment "replaces" the turn's laden one).  The next
+    turn's first request writes it, so a stripped segment recovered at a write turn belongs to the agent's
+    turn before it; the one written in an agent's first turn is the session's opening context (first user
+    message, any unshared prompt), no turn's stripped segment, and the last turn, which has no turn end,
+    has none (docs/design.md §6)."""
     s = seg[seg["seg_class"].isin(TEMPORAL_CLASSES)]
+    turns = s[["agent_id", "write_turn"]].drop_duplicates().sort_values(["agent_id", "write_turn"])
+    turns["before"] = turns.groupby("agent_id")["write_turn"].shift(1)
+    s = s[["group", "session_id", "agent_id", "write_turn", "seg_class", "tokens_written"]].merge(
+        turns, on=["agent_id", "write_turn"], how="left")
+    s["write_turn"] = s["write_turn"].where(s["seg_class"] != "reasoning_stripped", s["before"])
+    s = s.dropna(subset=["write_turn"]).astype({"write_turn": "int64"})
     return (s.groupby(["group", "session_id", "agent_id", "write_turn", "seg_class"], sort=True)["tokens_written"]
             .sum().reset_index())
 
@@ -110,9 +124,9 @@ def temporal_table(seg: pd.DataFrame) -> pd.DataFrame:
     """Fig. 4 per group: median T_norm of both classes, their ratio, separability, laden share of
     turn writes, and the median/mean tokens a turn writes into each class.
 
-    Diagnostic beside the separability: the same statistic without the reasoning-stripped segments
-    written in an agent's last turn (they close at the session end, one turn after their write, so
-    they live about as long as that turn's laden segment), and the share of such segments."""
+    Diagnostic beside the separability: the same statistic without the reasoning-stripped segment carried
+    into an agent's last turn (materialized at the turn end before it, it closes at the session end, so it
+    lives as long as the last turn's laden segment: a tie), and the share of such segments."""
     _require(seg, TEMPORAL_CLASSES, "Fig. 4 (single-agent)")
     tw = turn_writes(seg)
     rows = []
@@ -337,7 +351,8 @@ def temporal_comparison(table: pd.DataFrame) -> pd.DataFrame:
         rows += [(f"{r.group}: stripped/laden median T_norm", r.median_ratio_stripped_over_laden,
                   paper.STRIPPED_OVER_LADEN_MEDIAN_TNORM, pair, "segments", ns),
                  (f"{r.group}: separability", r.separability, paper.TEMPORAL_SEPARABILITY, pair, "segments", ns),
-                 (f"{r.group}: (diagnostic) separability w/o last-turn stripped", r.separability_excl_last_turn,
+                 (f"{r.group}: (diagnostic) separability w/o the stripped segment carried into the last turn",
+                  r.separability_excl_last_turn,
                   paper.TEMPORAL_SEPARABILITY, min(r.n_laden, r.n_stripped_not_last), "segments", ns),
                  (f"{r.group}: laden share of turn writes", r.laden_share_of_turn_writes,
                   paper.LADEN_SHARE_OF_TURN_WRITES, r.n_turns, "turns", ns)]
@@ -345,7 +360,8 @@ def temporal_comparison(table: pd.DataFrame) -> pd.DataFrame:
         if ref:
             for cls, short, n in (("reasoning_laden", "laden", r.n_turns_laden),
                                   ("reasoning_stripped", "stripped", r.n_turns_stripped)):
-                rows.append((f"{r.group}: {short} tokens/turn median", getattr(r, f"turn_tokens_{short}_median"),
+                rows.append((f"{r.group}: {short} tokens/turn median (corpus input)",
+                             getattr(r, f"turn_tokens_{short}_median"),
                              ref[cls][0], n, "turns", ns))
             for cls, short, n in (("reasoning_laden", "laden", r.n_turns_laden),
                                   ("reasoning_stripped", "stripped", r.n_turns_stripped)):
@@ -443,18 +459,17 @@ def table3_summary(tab: pd.DataFrame) -> dict[str, object]:
 
 
 def fig4b_check(traces: Mapping[str, Trace], seed: int = 0) -> pd.DataFrame:
-    """Fig. 4(b)'s per-turn means are an input of the corpus: the mean KV tokens a turn writes into each
-    temporal class, from the segments recovered out of each single-agent trace, beside the paper's."""
+    """Fig. 4(b)'s per-turn medians and means are inputs of the corpus: the KV tokens a turn writes into each
+    temporal class (:func:`turn_writes`), from the segments recovered out of each single-agent trace, beside
+    the paper's."""
     rows = []
     for w, tr in traces.items():
-        seg = recover(tr, seed=seed).segments
-        s = seg[seg.seg_class.isin(TEMPORAL_CLASSES)]
-        per_turn = s.pivot_table(index=["session_id", "write_turn"], columns="seg_class", values="tokens_written",
-                                 aggfunc="sum", fill_value=0).mean()
+        tw = turn_writes(recover(tr, seed=seed).segments.assign(group=w))
         for cls in TEMPORAL_CLASSES:
-            rows.append((f"{w}: mean {cls} tokens per turn", round(float(per_turn[cls])),
-                         float(paper.FIG4B_TURN_TOKENS[w][cls][1])))
-    return compare_table(rows, note="Fig. 4(b) mean (an input of the corpus)")
+            x = tw.loc[tw["seg_class"] == cls, "tokens_written"]
+            for stat, ours, ref in zip(("median", "mean"), (x.median(), x.mean()), paper.FIG4B_TURN_TOKENS[w][cls]):
+                rows.append((f"{w}: {stat} {cls} tokens per turn", round(float(ours)), float(ref)))
+    return compare_table(rows, note="Fig. 4(b) (an input of the corpus)")
 
 
 def outside_paper_range(cmp: pd.DataFrame) -> str:

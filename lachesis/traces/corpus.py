@@ -31,6 +31,7 @@ from lachesis.traces.workloads import (
     TABLE3_INPUT,
     TEMPORAL_PRESETS,
     TEMPORAL_WORKLOADS,
+    TURN_DIM,
     WORKLOADS,
     RoundNorms,
     StructuralDerived,
@@ -101,8 +102,29 @@ class _SessionKey:
 # ------------------------------------------------------------------------------------------------
 
 
+def _split(total: float, weights: Sequence[float]) -> list[int]:
+    """``total`` tokens (rounded) in integer parts proportional to ``weights``, each at least 1 (largest
+    remainder; a total below the number of parts is raised to it)."""
+    n = len(weights)
+    tot = max(int(round(total)), n)
+    s = sum(weights)
+    raw = [tot * w / s for w in weights]
+    parts = [int(x) for x in raw]
+    for i in sorted(range(n), key=lambda i: parts[i] - raw[i])[:tot - sum(parts)]:
+        parts[i] += 1
+    for i in range(n):
+        if parts[i] < 1:
+            j = max(range(n), key=parts.__getitem__)
+            parts[j] -= 1 - parts[i]
+            parts[i] = 1
+    return parts
+
+
 def _temporal_session(p: TemporalPreset, d: TemporalDerived, key: _SessionKey, rows: _Rows) -> None:
-    """Simulate one single-agent session (turns of reason-act-observe rounds, reasoning stripped)."""
+    """Simulate one single-agent session (turns of reason-act-observe rounds, reasoning stripped).
+
+    Each turn takes its rounds, stripped content X and reasoning R at one quantile (TemporalDerived.turn);
+    R is split among the rounds, X among the answer, the calls and their observations."""
     sid = key.sid
     rng = session_draws(key.seed, sid)
     names, probs, obsw = tool_table(p.tools)
@@ -118,33 +140,37 @@ def _temporal_session(p: TemporalPreset, d: TemporalDerived, key: _SessionKey, r
     q = 0
     for t in range(n_turns):
         u = rng.tok(p.user_tokens, sig)
-        k = 1 + poisson_ppf(key.q(1, t), d.extra_rounds)
+        k, x_total, r_total = d.turn(key.q(TURN_DIM, t))
+        reasoning = _split(r_total, [rng.ln(1.0, sig) for _ in range(k)])
+        calls = [[rng.pick(cum) for _ in range(1 + int(rng.u() < p.multi_call_p))] for _ in range(k - 1)]
+        flat = [j for cs in calls for j in cs]
+        weights = ([rng.ln(p.answer_tokens, sig)] + [rng.ln(p.call_tokens, sig) for _ in flat]
+                   + [rng.ln(d.observation_tokens * obsw[j], sig) for j in flat])
+        parts = _split(x_total, weights)
+        answer, call_tok, obs_tok = parts[0], parts[1:1 + len(flat)], parts[1 + len(flat):]
         ctx = base + carried + u  # input of the turn's first request
         matched = turn_start_matched
         first_reasoning_at = ctx  # stripping cuts the context here at the next turn
-        stripped = 0
+        at = 0  # position in the turn's flat list of calls
         for i in range(k):
-            r = rng.tok(d.reasoning_tokens, sig)
+            r = reasoning[i]
             if i < k - 1:
-                nc = 1 + int(rng.u() < p.multi_call_p)
-                picks = [rng.pick(cum) for _ in range(nc)]
-                calls = sum(rng.tok(p.call_tokens, sig) for _ in range(nc))
-                obs = sum(rng.tok(d.observation_tokens * obsw[j], sig) for j in picks)
-                out = r + calls
+                nc = len(calls[i])
+                out = r + sum(call_tok[at:at + nc])
+                obs = sum(obs_tok[at:at + nc])
                 rows.add(sid, f"{sid}-r{q:03d}", agent, None, "single", t, ctx, matched, out, r,
-                         [names[j] for j in picks], nc, obs, shared)
-                stripped += calls + obs
+                         [names[j] for j in calls[i]], nc, obs, shared)
+                at += nc
                 matched = ctx + out
                 ctx = ctx + out + obs
             else:
-                a = rng.tok(p.answer_tokens, sig)
-                rows.add(sid, f"{sid}-r{q:03d}", agent, None, "single", t, ctx, matched, r + a, r, [], 0, 0, shared)
-                stripped += a
+                rows.add(sid, f"{sid}-r{q:03d}", agent, None, "single", t, ctx, matched, r + answer, r, [], 0, 0,
+                         shared)
             q += 1
         # turn end: the harness strips this turn's reasoning; the next request re-sends the rest
         base = first_reasoning_at
         turn_start_matched = first_reasoning_at
-        carried = stripped
+        carried = sum(parts)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -197,6 +223,8 @@ def _draw_worker(p: StructuralPreset, d: StructuralDerived, key: _SessionKey, rn
     lam = (d.worker_rounds - 1) * spec.rounds_mult * math.exp(p.rounds_sigma * z - p.rounds_sigma ** 2 / 2)
     k = 1 + poisson_ppf(key.q(5, j), lam)
     aid = f"{key.sid}-w{j:02d}"
+    so = p.worker_observation_sigma  # the size of what this worker's tools return
+    f_o = math.exp(so * NORMAL.inv_cdf(key.q(7, j)) - so * so / 2)
     prompt = rng.tok(p.worker_prompt_tokens, 0.1)
     ctx = prompt + n_tokens(spec.instruction) + ctx_tok
     matched = 0
@@ -208,7 +236,7 @@ def _draw_worker(p: StructuralPreset, d: StructuralDerived, key: _SessionKey, rn
             nc = 1 + int(rng.u() < p.multi_call_p)
             names = [spec.tools[rng.pick(spec.tool_cum)] for _ in range(nc)]
             calls = sum(rng.tok(p.call_tokens, sig) for _ in range(nc))
-            obs = sum(rng.tok(d.observation_tokens * tool_catalog[n]["obs"] / d.obs_norm, sig) for n in names)
+            obs = sum(rng.tok(f_o * d.observation_tokens * tool_catalog[n]["obs"] / d.obs_norm, sig) for n in names)
             out = r + calls
             reqs.append((f"{aid}-r{i:02d}", ctx, matched, out, r, names, nc, obs))
             matched = ctx + out
@@ -318,7 +346,7 @@ def _structural_session(p: StructuralPreset, d: StructuralDerived, key: _Session
     """Simulate one lead/worker/reviewer session (waves of concurrent workers, optional reviews)."""
     rng = session_draws(key.seed, key.sid)  # everything but the reviewers
     sig = p.token_sigma
-    n_waves = 1 + poisson_ppf(key.q(0), p.extra_waves)
+    n_waves = 1 + poisson_ppf(key.q(0), p.mean_extra_waves)
     sizes = [1 + poisson_ppf(key.q(1, w), p.extra_wave_size) for w in range(n_waves)]
     lead_prompt = rng.tok(p.lead_prompt_tokens, 0.1)
     task = rng.tok(p.task_tokens, sig)

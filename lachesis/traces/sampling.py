@@ -87,6 +87,14 @@ def quantile(seed: int, workload: str, dim: int, i: int, j: int = 0) -> float:
     return min(max(v, 1e-9), 1 - 1e-9)
 
 
+def item_quantiles(dim: int, n_items: int, grid: int = 20_000) -> np.ndarray:
+    """The quantiles of items 0..n_items−1 of one session over a uniform grid of session offsets,
+    shape (grid, n_items): item j sits at frac(v + j·b_dim), so expectations over a session's items
+    (which the item step correlates) can be taken exactly over v."""
+    v = (np.arange(grid) + 0.5) / grid
+    return np.mod(v[:, None] + np.arange(n_items)[None, :] * _KRON_B[dim], 1.0)
+
+
 def pick_quantile(q: float, cum: list[float]) -> int:
     return min(bisect.bisect_right(cum, q * cum[-1]), len(cum) - 1)
 

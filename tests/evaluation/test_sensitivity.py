@@ -309,13 +309,15 @@ def test_at_own_load_searches_n_star_again_per_value_and_reports_the_operating_p
 
 @pytest.mark.slow
 def test_an_extreme_write_bandwidth_that_admits_no_load_says_why(tmp_path) -> None:
-    """At 0.01x the HBF write bandwidth the tight SLO admits no load: N* = 0, the gains are NaN, and the row
-    says why instead of a bare NaN; the spread skips it rather than reporting an infinite move."""
+    """At 0.01x the HBF write bandwidth, with landings that stall an aged node, the tight SLO admits no load:
+    N* = 0, the gains are NaN, and the row says why instead of a bare NaN; the spread skips it rather than
+    reporting an infinite move."""
     from sens_fixtures import CI, SCALE
 
     from lachesis.evaluation import grid, sensitivity
 
-    pts = [grid.Point("multi_agent", "1/7", "Llama-4-Maverick", "tight", pol, SCALE, 0)
+    pts = [grid.Point("multi_agent", "1/7", "Llama-4-Maverick", "tight", pol, SCALE, 0,
+                      overrides={"landing": "stall", "node_start": "aged"})
            for pol in ("hbm_first", "deterministic", "lachesis")]
     df = sensitivity.at_own_load([pts], "hbf_write_bw_scale", [0.01, 1.0], CI, tmp_path, n_jobs=1, progress=False)
     r = df.set_index("value")

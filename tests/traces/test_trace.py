@@ -550,9 +550,9 @@ def test_what_cannot_be_seen_is_stated_in_the_contract() -> None:
         assert "cannot" in text and "swap" in text
 
 
-def _swapped_corpus_session(tmp_path: Path) -> tuple[Path, str]:
-    """A single-agent corpus session (no times) written with rows 2 and 3 of one turn swapped, and the moved
-    row's id."""
+def _swapped_corpus_session(tmp_path: Path) -> tuple[Path, str, int]:
+    """A single-agent corpus session (no times) written with rows 2 and 3 of one turn swapped, the moved
+    row's id and its line in the written file."""
     from lachesis.traces import corpus
 
     tr = corpus.generate("tau3", scale=0.05, seed=0)
@@ -566,16 +566,17 @@ def _swapped_corpus_session(tmp_path: Path) -> tuple[Path, str]:
     sess = req.loc[order].reset_index(drop=True)
     sess = sess[sess["session_id"] == req["session_id"].iloc[0]].reset_index(drop=True)
     T.write_trace(T.Trace(sess, tr.spawns.iloc[0:0], tool_class_of=tr.tool_class_of), tmp_path / "t", "jsonl")
-    return tmp_path / "t", str(req.loc[turn.index[2], "request_id"])
+    moved = str(req.loc[turn.index[2], "request_id"])
+    return tmp_path / "t", moved, 1 + int(sess.index[sess["request_id"] == moved][0])
 
 
 def test_a_row_moved_ahead_in_a_trace_without_times_is_refused(tmp_path, capsys) -> None:
-    d, moved = _swapped_corpus_session(tmp_path)
+    d, moved, line = _swapped_corpus_session(tmp_path)
     assert "t_start" not in pd.read_json(d / "requests.jsonl", lines=True)
     assert main(["segments", str(d)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
-    assert f"requests.jsonl: record line 3 (request_id={moved!r}): field 'matched_prefix_tokens'" in err[0], err[0]
+    assert f"requests.jsonl: record line {line} (request_id={moved!r}): field 'matched_prefix_tokens'" in err[0], err[0]
     assert "declared shared_prefix_tokens, and no start times order these rows: rows out of session order" in err[0]
 
 
