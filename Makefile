@@ -10,10 +10,10 @@ LOCK   := requirements.lock
 # Headless plotting in this shell's processes; notebook kernels draw inline whatever this says (lachesis.reproduce).
 export MPLBACKEND ?= Agg
 
-.PHONY: reproduce reproduce-ci lint test test-fast lab explore lock browser-check bench clean-build
+.PHONY: reproduce reproduce-ci lint stubs test test-fast lab explore lock browser-check bench clean-build
 
 # The package and its test extras, pinned to the environment that produced figures/ (requirements.lock).
-$(STAMP): pyproject.toml setup.py $(LOCK) $(wildcard lachesis/node/native/*.cpp lachesis/node/native/*.hpp)
+$(STAMP): pyproject.toml setup.py $(LOCK) $(wildcard lachesis/node/native/*/*.cpp lachesis/node/native/*/*.hpp lachesis/node/native/build_record.py)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -c $(LOCK) -e '.[test]'
@@ -35,6 +35,11 @@ reproduce-ci: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m mypy
+
+## The native core's type stubs (lachesis/node/_core.pyi, what mypy checks the calls into the core against), written
+## from the built module by pybind11-stubgen; run after changing a binding (tests/node/test_native_contract.py checks).
+stubs: $(STAMP)
+	$(PY) scripts/core_stubs.py
 
 ## Unit, property, differential and validation tests, plus every notebook through nbval at a small scale
 ## (each must show an inline figure: notebooks/conftest.py).

@@ -232,17 +232,16 @@ def call_arrays(calls: list, session_index: dict) -> tuple:
 
 def bench_native_memory(out, repeat: int) -> None:
     """µs per write of the recorded calls, Python reference against the native core (best of ``repeat``)."""
-    try:
-        from lachesis.node import _core
-    except ImportError:
-        out("node memory, native: not built (lachesis.node._core missing): skipped")
-        return
+    from lachesis.node import native
     from lachesis.node.clairvoyance import Clock
-    from lachesis.node.node_memory import Memory
+    from lachesis.node.node_memory import Memory, memory_sizes
 
+    if native.core() is None:
+        out("node memory, native: not built or not loadable (lachesis.node.native.core()): skipped")
+        return
     plan, cfg, logs = memory_calls()
     index = {s: i for i, s in enumerate(plan.sessions)}
-    segs = _core.plan_segments(plan)
+    sizes = memory_sizes(cfg)
     out("node memory: the calls of a simulated run replayed (µs per write; writes = write_request's (segment, tokens)"
         " pairs)")
     out("  python: the reference Memory; native: NodeMemory called from Python per call (binding included);")
@@ -257,19 +256,16 @@ def bench_native_memory(out, repeat: int) -> None:
         for _ in range(repeat):
             clock = Clock(closes, plan.sessions, plan.fingerprint) if closes is not None else None
             best_py = min(best_py, replay_memory(Memory(plan, cfg, pol, clock), calls))
-            nclock = _core.Clock(closes, plan) if closes is not None else None
-            py = Memory(plan, cfg, pol)
-            nat = _core.NodeMemory(py.alloc.hbm_blocks, py.alloc.hbf_blocks, py.table.block_tokens, py.bpt,
-                                   _core.policy_spec(pol), segs, nclock)
+            nclock = native.clock(closes, plan) if closes is not None else None
+            nat = native.memory(plan, sizes, pol, nclock)
             best_nat = min(best_nat, replay_memory(nat, calls, index))
-            nclock = _core.Clock(closes, plan) if closes is not None else None
-            nat = _core.NodeMemory(py.alloc.hbm_blocks, py.alloc.hbf_blocks, py.table.block_tokens, py.bpt,
-                                   _core.policy_spec(pol), segs, nclock)
+            nclock = native.clock(closes, plan) if closes is not None else None
+            nat = native.memory(plan, sizes, pol, nclock)
             best_cpp = min(best_cpp, nat.replay_timed(*cols))
             clock = Clock(closes, plan.sessions, plan.fingerprint) if closes is not None else None
             ref = Memory(plan, cfg, pol, clock)
             best_py_w = min(best_py_w, replay_memory(ref, no_reads))
-            if nat.totals() != ref.table.totals.as_dict():
+            if native.write_totals(nat.totals()).as_dict() != ref.table.totals.as_dict():
                 raise AssertionError(f"{pol}: the native replay's totals differ from the reference's")
         out(f"{pol:>18} {n_w:>8} {1e6 * best_py / n_w:>10.2f} {1e6 * best_nat / n_w:>10.2f} {best_py / best_nat:>7.1f}"
             f" {1e6 * best_cpp / n_w:>10.2f} {best_py_w / best_cpp:>7.0f}")

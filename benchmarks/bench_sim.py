@@ -22,6 +22,10 @@ as its section of ``benchmarks/RESULTS.md`` (``--no-record``: print only).
 reference, alternated, the same run each), at one GPU and at the paper's eight-GPU node, checks that every
 result field agrees, and prints CPU µs per request and the native/reference ratio (its own section).
 
+``--own-policy`` runs a policy written in Python (the Lachesis rule as a policy of one's own: a subclass, so the native
+core calls it back) on both backends side by side on the paper-scale multi-agent cell of ``--backends``, checks every
+result field agrees, and times the native run of one Figs. 9-10 cell's run at the grid's windows (its own section).
+
 ``--grid`` times the native core alone on the runs the paper-scale grid makes (its own section): each policy of a
 Figs. 11-12 cell and of a Figs. 9-10 cell at the grid's load (HBM-first's N* at 1/7 on the paper's eight-GPU node),
 through the grid's search and lifetime windows (:data:`lachesis.node.capacity.PAPER`), the oracle at the HBM-first run's
@@ -52,6 +56,7 @@ from lachesis.node.node_memory import Memory  # noqa: E402
 TITLE = "Decode-node simulator (`benchmarks/bench_sim.py`)"
 BACKENDS_TITLE = "Native core against the Python reference (`benchmarks/bench_sim.py --backends`)"
 GRID_TITLE = "Native core on the grid's runs (`benchmarks/bench_sim.py --grid`)"
+OWN_TITLE = "A policy of one's own on the native core (`benchmarks/bench_sim.py --own-policy`)"
 
 #: paper-scale cells (workload, memory configuration, node, sessions per GPU, policy): the loads a sweep
 #: runs there (Maverick; multi-agent at 4/4, τ³-bench at 1/7)
@@ -88,9 +93,78 @@ def backends(repeats: int) -> list[str]:
                          native_us_per_request=1e6 * nat / req, ratio=py / nat, identical=same))
         print(rows[-1], flush=True)
     df = pd.DataFrame(rows)
+    r = df["ratio"]
     return [f"paper scale, seed 0, the simulator's default windows; CPU seconds (process_time), best of {repeats} "
             "alternated runs per backend; identical: every result field equal",
-            df.to_string(index=False, float_format=lambda v: f"{v:.3g}")]
+            df.to_string(index=False, float_format=lambda v: f"{v:.3g}"),
+            f"The native core's speed-up per request: {r.median():.0f}x (the median of these cells; "
+            f"{r.min():.0f}-{r.max():.0f}x). README and docs/design.md point here for it."]
+
+
+def _own_lachesis():
+    """The Lachesis rule as a researcher would bring it: a subclass (not the registered class, so the native core calls
+    its ``tier`` back, with the native table's view), under its own name."""
+    from lachesis.memory.policies import Lachesis
+
+    class MyLachesis(Lachesis):
+        name = "my_lachesis"
+
+    return MyLachesis()
+
+
+def own_policy(repeats: int) -> list[str]:
+    """A Python policy on both backends on the multi-agent paper cell (alternated, best CPU of ``repeats``), and its
+    native run of one Figs. 9-10 cell at the grid's windows."""
+    import pandas as pd
+
+    from lachesis.config import DEFAULT, memory_config
+    from lachesis.evaluation import knobs
+    from lachesis.evaluation.grid import Point
+    from lachesis.node.capacity import PAPER
+
+    workload, mem, node, n, _ = BACKEND_CELLS[0]
+    plan = plancache.workload_plan(workload, 1.0, 0)
+    plan.lists()
+    cfg = knobs.apply(DEFAULT.with_(memory=memory_config(mem)), knobs.node(node))
+    rows = []
+    policies = (("my_lachesis (own, called back)", _own_lachesis), ("lachesis (built-in rule)", lambda: "lachesis"))
+    for label, make in policies:
+        times: dict[str, list[float]] = {"python": [], "native": []}
+        results = {}
+        for _ in range(repeats):
+            for backend in ("python", "native"):
+                t0 = time.process_time()
+                results[backend] = S.simulate(plan, cfg, make(), n, settings=S.RunSettings(seed=0, backend=backend))
+                times[backend].append(time.process_time() - t0)
+        a, b = results["python"], results["native"]
+        same = all(str(getattr(a, k)) == str(getattr(b, k)) for k in a.__dataclass_fields__ if k != "series") \
+            and a.series.equals(b.series)
+        req = a.measurement.requests_done
+        py, nat = min(times["python"]), min(times["native"])
+        rows.append(dict(policy=label, workload=workload, memory=mem, node=node, N=n, requests=req, python_s=py,
+                         native_s=nat, python_us_per_request=1e6 * py / req, native_us_per_request=1e6 * nat / req,
+                         ratio=py / nat, identical=same))
+        print(rows[-1], flush=True)
+    # one Figs. 9-10 cell's run of the policy, as the sweep runs it at the grid's load (search + lifetime windows)
+    gw, gmem, gmodel, gslo, gn = GRID_CELLS[2]
+    gplan = plancache.workload_plan(gw, 1.0, 0)
+    gplan.lists()
+    sw, lw = PAPER.windows(gplan)
+    gcfg = Point(gw, gmem, gmodel, gslo, "hbm_first", overrides=knobs.node("paper")).config()
+    cell = {}
+    for label, make in (("my_lachesis", _own_lachesis), ("lachesis", lambda: "lachesis")):
+        best = float("inf")
+        for _ in range(repeats):
+            t0 = time.process_time()
+            _, long_ = S.simulate_windows(gplan, gcfg, make(), gn, [sw, lw], S.RunSettings(seed=0))
+            best = min(best, time.process_time() - t0)
+        cell[label] = (best, long_.measurement.requests_done)
+    df = pd.DataFrame(rows)
+    return [f"paper scale, seed 0, the simulator's default windows; CPU seconds (process_time), best of {repeats} "
+            "alternated runs per backend; identical: every result field equal",
+            df.to_string(index=False, float_format=lambda v: f"{v:.3g}"),
+            f"one Figs. 9-10 run at the grid's windows ({gw}, {gmem}, {gmodel}, N = {gn}, the paper's node), native: "
+            + ", ".join(f"{k} {t:.2f} s CPU ({1e6 * t / r:.2f} µs per request)" for k, (t, r) in cell.items())]
 
 
 #: the grid's cells at paper scale (workload, memory configuration, model, SLO, sessions per GPU: the load the committed
@@ -199,10 +273,18 @@ def main() -> None:
     ap.add_argument("--no-record", action="store_true", help="do not write benchmarks/RESULTS.md")
     ap.add_argument("--backends", action="store_true", help="native core against the Python reference instead")
     ap.add_argument("--grid", action="store_true", help="the native core alone on the grid's runs instead")
+    ap.add_argument("--own-policy", action="store_true",
+                    help="a policy written in Python on both backends (the native core calling it back) instead")
     ap.add_argument("--repeats", type=int, default=2, help="--backends: alternated runs per backend; --grid: runs")
     a = ap.parse_args()
     import pandas as pd
 
+    if a.own_policy:
+        lines = own_policy(a.repeats)
+        print("\n".join(lines))
+        if not a.no_record:
+            print(f"wrote {record(OWN_TITLE, lines)}")
+        return
     if a.grid:
         lines = grid_runs(a.repeats)
         print("\n".join(lines))

@@ -25,6 +25,7 @@ from numpy.typing import ArrayLike
 
 from lachesis.io import atomic_write, write_json, write_text
 from lachesis.kv import STRUCTURAL_CLASSES, TEMPORAL_CLASSES
+from lachesis.registry import POLICY_BY_NAME, POLICY_REGISTRY
 
 WARRANTY_STYLE: dict[str, Any] = dict(color="0.3", linestyle="--", linewidth=1.0)
 
@@ -337,14 +338,9 @@ def real_traces_figure(out: Mapping[str, Any]) -> plt.Figure:
 # ------------------------------------------------------------------------------------------------
 
 #: Every placement's name in words, colour and marker, the same in every figure (bars use the colour; the
-#: baselines beyond the paper are drawn as markers).
+#: baselines beyond the paper are drawn as markers): the policies' from their registry, and the offline bound's.
 POLICY_STYLE: dict[str, dict[str, str]] = {
-    "hbm_first": dict(label="HBM-first", color="#9e9e9e", marker="s"),
-    "deterministic": dict(label="w/o predictive path", color="#6baed6", marker="v"),
-    "lachesis": dict(label="Lachesis", color="#08519c", marker="o"),
-    "hbm_first_reclaim": dict(label="HBM-first with reclaim", color="#252525", marker="D"),
-    "rho_threshold": dict(label="ρR/W selection", color="#e6550d", marker="^"),
-    "oracle": dict(label="oracle (clairvoyant)", color="#31a354", marker="*"),
+    **{e.name: dict(label=e.label, color=e.color, marker=e.marker) for e in POLICY_REGISTRY},
     "bound": dict(label=BOUND_LABEL, color=BOUND_STYLE["color"], marker="_"),
 }
 #: A lifetime ratio's words and colour: its numerator policy's colour.
@@ -368,16 +364,22 @@ MISSED_SLO_HATCH = "xxxx"
 MISS_HEIGHT = 0.07
 
 
+def _style(p: str) -> dict[str, str]:
+    """A mark's words, colour and marker: a registered policy's entry (read now), else :data:`POLICY_STYLE`'s."""
+    e = POLICY_BY_NAME.get(p)
+    return dict(label=e.label, color=e.color, marker=e.marker) if e is not None else POLICY_STYLE.get(p, {})
+
+
 def policy_label(p: str) -> str:
-    return POLICY_STYLE.get(p, {}).get("label", p.replace("_", " "))
+    return _style(p).get("label", p.replace("_", " "))
 
 
 def policy_color(p: str) -> str:
-    return POLICY_STYLE.get(p, {}).get("color", "0.5")
+    return _style(p).get("color", "0.5")
 
 
 def policy_marker(p: str) -> str:
-    return POLICY_STYLE.get(p, {}).get("marker", "o")
+    return _style(p).get("marker", "o")
 
 
 def policy_key(p: str, bar: bool = True) -> Artist:

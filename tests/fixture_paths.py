@@ -9,3 +9,5 @@ REPO = Path(__file__).resolve().parents[1]
 TESTS = REPO / "tests"
 FIXTURES = TESTS / "fixtures"
 TRACE_FIXTURES = FIXTURES / "traces"
+#: a small public source every writing command reads
+TAU2_SOURCE = TRACE_FIXTURES / "tau2-qwen3.5-justinchiu"

@@ -482,3 +482,26 @@ def reference_replay(events: Iterable[Sequence[Any]], policy: Any, hbm_blocks: i
         else:
             sim.end_session(ev[2], ev[0])
     return sim.totals()
+
+
+def exhausted_or(fn, *args):
+    """``fn(*args)``, or "exhausted" when memory cannot hold the stream (an AllocationError)."""
+    try:
+        return fn(*args)
+    except AllocationError:
+        return "exhausted"
+
+
+def compare_to_reference(events, policy, hbm, hbf, bt):
+    """The fast replay (:func:`lachesis.memory.replay.replay_events`) and this reference on one stream: the same
+    totals, or both exhausted; returns the fast replay's."""
+    from lachesis.memory.policies import get_policy
+    from lachesis.memory.replay import replay_events
+
+    fast = exhausted_or(replay_events, events, get_policy(policy), hbm, hbf, bt)
+    ref = exhausted_or(reference_replay, events, policy, hbm, hbf, bt)
+    if isinstance(fast, str) or isinstance(ref, str):
+        assert fast == ref
+        return fast
+    assert fast.as_dict() == ref.as_dict()
+    return fast

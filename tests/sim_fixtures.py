@@ -1,10 +1,19 @@
-"""Tiny hand-made traces in the trace contract's shape, for the simulator and sweep tests."""
+"""Tiny hand-made traces in the trace contract's shape, and the small node, toy step and search settings the simulator,
+memory and sweep tests run them on; the random event streams the allocator tests replay."""
 
 from __future__ import annotations
 
+import json
+import math
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
+from hypothesis import strategies as st
 
+from lachesis.config import DEFAULT, MemoryConfig, StackSpec
+from lachesis.evaluation import grid
+from lachesis.node import block_capacity, capacity
 from lachesis.traces.trace import Trace
 
 
@@ -82,3 +91,98 @@ def random_worker_events(seed: int, steps: int, p_close: float = 0.3, p_new: flo
         key = float(rng.integers(5)) if integer_keys else float(rng.random())
         events.append((t, "write", sid, cls, tokens, "S", key))
     return events
+
+
+def chain(folder: Path, depth: int) -> Path:
+    """A one-session trace: a lead whose request spawns a worker, which spawns the next, ``depth`` deep."""
+    folder.mkdir(parents=True, exist_ok=True)
+    req, sp = [], []
+    for i in range(depth + 1):
+        aid, parent = ("lead", None) if i == 0 else (f"w{i}", "lead" if i == 1 else f"w{i - 1}")
+        req.append(dict(session_id="s", request_id=f"r{i}", agent_id=aid, parent_agent_id=parent,
+                        role="lead" if i == 0 else "worker", turn=0, input_tokens=100, matched_prefix_tokens=0,
+                        output_tokens=10, reasoning_tokens=0, tool_names=["Task"] if i < depth else [],
+                        n_observations=0))
+        if i:
+            sp.append(dict(session_id="s", agent_id=aid, parent_agent_id=parent, role="worker",
+                           spawn_request_id=f"r{i - 1}", instruction="x", context="", tools=[], model="m",
+                           spawn_index=0))
+    (folder / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in req))
+    (folder / "spawns.jsonl").write_text("".join(json.dumps(r) + "\n" for r in sp))
+    return folder
+
+
+def const_step(b, h, f, fl, hw=0.0):
+    """Toy roofline: a constant 20 ms step, independent of tiers (so timelines match across policies)."""
+    return 0.02
+
+
+def small_cfg(hbm_bytes: float = 2e8, hbf_kv_bytes: float = 2e9):
+    """A tiny per-GPU memory (HBF sized for the weights + ``hbf_kv_bytes``) so the block oracle stays small."""
+    w = block_capacity.weight_storage_bytes_per_gpu(DEFAULT.model, DEFAULT.deployment)
+    mem = MemoryConfig("tiny", 1, 1, hbm=StackSpec("h", hbm_bytes, 1.6e12, 1.6e12),
+                       hbf=StackSpec("f", w + hbf_kv_bytes, 1.6e12, 16e9))
+    return DEFAULT.with_(memory=mem)
+
+
+#: search and measurement windows short enough for a test's capacity search and runs
+TINY = capacity.SearchParams(search_warmup=0.2, search_measure=0.3, warmup=0.2, measure=0.5, n_max=8, n_samples=40)
+#: the deployment sized over the one configuration a test evaluates (its rule covers every configuration otherwise)
+ONE_CONFIG = grid.LoadRule(configs=("1/7",))
+
+
+#: the classes of the random event streams, workers and reviewers weighted up
+STREAM_CLASSES = ["reasoning_laden", "reasoning_stripped", "lead", "worker", "worker", "worker", "reviewer", "reviewer"]
+
+
+@st.composite
+def event_lists(draw, classes=tuple(STREAM_CLASSES),
+                n_ops=("write",) * 5 + ("read", "read", "close", "close", "end")):
+    """Small random traces: segments of random class/session/key and clairvoyant facts (NaN, or any
+    value: the oracle's rule is defined for any); writes, reads, closes and session ends."""
+    n_seg = draw(st.integers(1, 9))
+    facts = st.sampled_from([math.nan, 0.0, 3.0, 5.0, 5.0, 9.0, 20.0, 40.0])
+    segs = [(draw(st.sampled_from(classes)), draw(st.integers(0, 2)),
+             draw(st.sampled_from([0.5, 1.0, 1.0, 2.0, 3.0, math.nan])), draw(facts), draw(facts))
+            for _ in range(n_seg)]
+    gen = [0] * n_seg
+    live = [False] * n_seg
+    events = []
+    for t, (op, i, tok) in enumerate(draw(st.lists(
+            st.tuples(st.sampled_from(n_ops), st.integers(0, n_seg - 1),
+                      st.integers(0, 24)), min_size=1, max_size=50))):
+        cls, sess, key, close_s, final = segs[i]
+        sid = f"s{i}.{gen[i]}"
+        if op == "write":
+            events.append((float(t), "write", sid, cls, tok, f"S{sess}", key, close_s, final))
+            live[i] = True
+        elif op == "read" and live[i]:
+            events.append((float(t), "read", sid, tok * (i + 1)))
+        elif op == "close" and live[i]:
+            events.append((float(t), "close", sid))
+            live[i], gen[i] = False, gen[i] + 1
+        elif op == "end":
+            events.append((float(t), "session_end", f"S{sess}"))
+            for j, (_, s2, *_rest) in enumerate(segs):
+                if s2 == sess and live[j]:
+                    live[j], gen[j] = False, gen[j] + 1
+    return events
+
+
+def two_turn_trace() -> Trace:
+    """One single-agent session of two turns: the turn end strips reasoning and turn 1 rematerializes the stripped
+    output (tests/analysis/test_segments.py works its segments out by hand)."""
+    def req(rid, turn, inp, mp, out, obs=0, rs=0):
+        return dict(session_id="S", request_id=rid, agent_id="A", parent_agent_id=None, role="single", turn=turn,
+                    input_tokens=inp, matched_prefix_tokens=mp, output_tokens=out, reasoning_tokens=rs,
+                    tool_names=[], n_observations=obs)
+
+    return Trace.from_frames(pd.DataFrame([
+        # turn 0, round 1: writes [0,100) prefill (stripped) + [100,150) output (laden); one observation
+        req("r0", 0, 100, 0, 50, obs=1, rs=40),
+        # turn 0, round 2: reuses all 150; writes observation [150,180) + output [180,200) (laden)
+        req("r1", 0, 180, 150, 20, rs=10),
+        # turn 1: the harness strips reasoning; matched prefix 100 (system + user msg 0) -> [100,200) dies.
+        # It rematerializes the stripped turn-0 output + user msg 1 at [100,140) (stripped) and outputs [140,170)
+        req("r2", 1, 140, 100, 30, rs=20),
+    ]))

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from test_io import SRC
+from fixture_paths import TAU2_SOURCE as SRC
 
 from lachesis import cli
 from lachesis.cli import main
@@ -188,7 +188,7 @@ def test_subprocess_exit_code_and_one_stderr_line(tmp_path, argv, words) -> None
 
 
 def test_segments_prints_summary_and_writes_table(tmp_path, capsys) -> None:
-    from test_segments import two_turn_trace
+    from sim_fixtures import two_turn_trace
 
     from lachesis.traces.trace import write_trace
 

@@ -7,12 +7,12 @@ import errno
 import json
 import math
 import os
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from fixture_paths import TRACE_FIXTURES
+from cli_checks import full_disk, snapshot
+from fixture_paths import TAU2_SOURCE as SRC
 
 from lachesis import io
 from lachesis.cli import main
@@ -87,24 +87,6 @@ def test_parallel_columns_are_checked_and_read_by_name_and_kind() -> None:
 
 
 # -- output folders written whole (the helpers the adapter and corpus tests read too) -----------------
-
-
-SRC = TRACE_FIXTURES / "tau2-qwen3.5-justinchiu"  # a small source every writing command reads
-
-
-def snapshot(folder: Path) -> dict[str, bytes]:
-    """Every file under ``folder`` and its bytes."""
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def siblings(folder: Path) -> list[str]:
-    """What lies beside ``folder`` (a temporary folder left behind would)."""
-    return sorted(p.name for p in folder.parent.iterdir() if p.name != folder.name)
-
-
-def full_disk(*a, **k):
-    """A write that fails as a full disk does."""
-    raise OSError(errno.ENOSPC, "No space left on device")
 
 
 def test_a_folder_the_command_did_not_write_is_refused_untouched(tmp_path, capsys) -> None:

@@ -136,3 +136,31 @@ def test_a_wing_package_imports_nothing():
     """A wing's ``__init__`` only names its noun, so importing one module of a wing loads no other."""
     graph = _imports(_modules())
     assert all(not graph[f"lachesis.{w}"] for w in WINGS)
+
+
+def _native_table() -> list[tuple[list[str], str]]:
+    """The native core's rows in docs/design.md §1: (its files, the Python room it mirrors)."""
+    text = DESIGN.read_text(encoding="utf-8")
+    section = text[text.index("## 1. Layout"):text.index("\n## 2.")]
+    m = re.search(r"\| native files \| mirrors \| what \|\n\|---\|---\|---\|\n((?:\|[^\n]*\n)+)", section)
+    assert m, "docs/design.md §1 has no native-files table"
+    rows = []
+    for r in m.group(1).splitlines():
+        files, mirrors = r.split("|")[1:3]
+        rows.append((re.findall(r"`([^`]+)`", files), re.findall(r"`([^`]+)`", mirrors)[0]))
+    return rows
+
+
+def test_every_native_file_pairs_with_the_python_room_it_mirrors():
+    """One row per mirrored room; every C++ file of lachesis/node/native/ listed once; each room one the tables
+    above list (or simpy's event loop, which the reference simulator drives)."""
+    rows = _native_table()
+    listed = [f for files, _ in rows for f in files]
+    native = ROOT / "node" / "native"
+    present = sorted(p.relative_to(native).as_posix() for p in native.rglob("*") if p.suffix in (".cpp", ".hpp"))
+    assert len(listed) == len(set(listed)), "a native file listed twice"
+    assert sorted(listed) == present, (f"listed but absent: {sorted(set(listed) - set(present))}; "
+                                      f"present but not listed: {sorted(set(present) - set(listed))}")
+    rooms = set(_design_order()) | {"simpy"}
+    assert [m for _, m in rows if m not in rooms] == []
+    assert len({m for _, m in rows}) == len(rows), "a room mirrored by two rows"

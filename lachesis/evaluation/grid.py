@@ -17,6 +17,7 @@ import numpy as np
 from lachesis.config import DEFAULT, MEMORY_CONFIGS, MODELS, SLOS, Config, memory_config
 from lachesis.evaluation import knobs
 from lachesis.memory.policies import POLICIES
+from lachesis.registry import POLICY_BY_NAME
 
 #: the placements the paper evaluates (§5.3–§5.5)
 PAPER_MULTI_POLICIES = ("hbm_first", "deterministic", "lachesis")
@@ -26,8 +27,7 @@ BASELINES = ("hbm_first_reclaim", "rho_threshold", "oracle")
 MULTI_POLICIES = PAPER_MULTI_POLICIES + BASELINES
 SINGLE_POLICIES = PAPER_SINGLE_POLICIES + BASELINES
 #: how the text names each grid policy (the paper's names; the baselines as the README introduces them)
-POLICY_NAMES = {"hbm_first": "HBM-first", "deterministic": "w/o predictive path", "lachesis": "Lachesis",
-                "hbm_first_reclaim": "HBM-first with reclaim", "rho_threshold": "ρR/W selection", "oracle": "oracle"}
+POLICY_NAMES = {p: POLICY_BY_NAME[p].words for p in MULTI_POLICIES}
 MULTI_WORKLOADS = ("multi_agent", "multi_agent_no_reviewer")
 SINGLE_WORKLOADS = ("tau3", "bfcl")
 CONFIG_LABELS = tuple(m.label for m in MEMORY_CONFIGS)

@@ -24,11 +24,12 @@ import bisect
 import math
 from collections import deque
 
-__all__ = ["EMA_ALPHA", "RHO_WINDOW", "PlacementStats"]
+__all__ = ["EMA_ALPHA", "RHO_WINDOW", "RESERVE_SLACK", "PlacementStats"]
 
 
 EMA_ALPHA = 0.1  # ASSUMPTION: smoothing of the reviewer-reservation EMAs (docs/design.md §5)
 RHO_WINDOW = 1024  # ASSUMPTION: closed segments whose realized ρ form the threshold distribution
+RESERVE_SLACK = 1e-9  # the reviewer reservation's tolerance: an expected size within it of a whole block rounds down
 
 
 class PlacementStats:
@@ -106,7 +107,7 @@ class PlacementStats:
 
     def reviewer_reserve(self, live_reviewer_hbm_blocks: int) -> int:
         """HBM blocks held back for reviewers before workers are counted (docs/design.md §5, reviewer reservation)."""
-        expected = math.ceil(self.reviewer_blocks_ema * self.live_reviewers_ema - 1e-9)
+        expected = math.ceil(self.reviewer_blocks_ema * self.live_reviewers_ema - RESERVE_SLACK)
         return max(0, expected - int(live_reviewer_hbm_blocks))
 
     def predicted_rho(self, session_id: str, seg_class: str) -> float:

@@ -30,10 +30,14 @@ __all__ = [
     "Oracle",
     "POLICIES",
     "SIZE_ESTIMATES",
+    "BUDGET_SLACK",
     "as_policy",
     "get_policy",
 ]
 
+
+#: the worker budget's tolerance: a sum of sizes within it of the budget still fits (float sums of block counts)
+BUDGET_SLACK = 1e-9
 
 _DETERMINISTIC = {c: Tier.HBM if c in SHORT_LIVED_CLASSES else Tier.HBF for c in SEG_CLASSES}
 
@@ -136,7 +140,7 @@ class Lachesis:
         acc: float = 0
         if size_estimate == "spawn":
             spawns, spawn, hbm_live_workers = view.spawns_ahead(seg.segment_id)
-            limit = _worker_budget(view, hbm_live_workers) + 1e-9
+            limit = _worker_budget(view, hbm_live_workers) + BUDGET_SLACK
             mean = view.stats.mean_worker_blocks
             for s in spawns:
                 acc += _spawn_size(s, mean)
@@ -146,7 +150,7 @@ class Lachesis:
                 spawn = (seg.n_blocks + seg.new_blocks, mean)
             return acc + _spawn_size(spawn, mean) <= limit
         ahead, mine, hbm_live_workers = view.workers_ahead(seg.segment_id)
-        limit = _worker_budget(view, hbm_live_workers) + 1e-9
+        limit = _worker_budget(view, hbm_live_workers) + BUDGET_SLACK
         if size_estimate == "held":
             for b in ahead:
                 acc += b

@@ -14,9 +14,8 @@ from typing import Iterator, NamedTuple, Protocol, runtime_checkable
 import numpy as np
 
 from lachesis.kv import Tier
-from lachesis.memory.placement_stats import PlacementStats
 
-__all__ = ["SegmentInfo", "MemoryView", "Policy"]
+__all__ = ["SegmentInfo", "StatsView", "MemoryView", "Policy"]
 
 
 class SegmentInfo(NamedTuple):
@@ -40,11 +39,43 @@ class SegmentInfo(NamedTuple):
     final_tokens: float = math.nan  # clairvoyant: tokens it will have written when it closes
 
 
+class StatsView(Protocol):
+    """The closed segments' statistics as a policy reads them (:class:`PlacementStats` is one; the native
+    core's view answers the same)."""
+
+    @property
+    def closed_workers(self) -> int: ...
+
+    @property
+    def closed_worker_blocks(self) -> int: ...
+
+    @property
+    def closed_reviewers(self) -> int: ...
+
+    @property
+    def reviewer_blocks_ema(self) -> float: ...
+
+    @property
+    def live_reviewers_ema(self) -> float: ...
+
+    @property
+    def mean_worker_blocks(self) -> float: ...
+
+    def reviewer_reserve(self, live_reviewer_hbm_blocks: int) -> int: ...
+
+    def predicted_rho(self, session_id: str, seg_class: str) -> float: ...
+
+    def rho_quantile(self, q: float) -> float: ...
+
+
 @runtime_checkable
 class MemoryView(Protocol):
     """Read-only memory state a policy may consult, what §4 lets it know."""
 
-    stats: PlacementStats
+    @property
+    def stats(self) -> StatsView:
+        """The closed segments' statistics (:class:`PlacementStats`)."""
+        ...
 
     def total(self, tier: Tier) -> int:
         """Blocks in the tier."""

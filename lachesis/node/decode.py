@@ -15,6 +15,11 @@ from lachesis.node.step_cost import GroupStep
 
 _min_reduce = np.minimum.reduce  # ndarray.min() without the method's Python overhead
 
+#: the decoder slots an engine starts with (it doubles them when full)
+CAPACITY = 256
+#: a decoder with no more tokens left than this has finished (float drift of the steps' sum)
+FINISHED_TOKENS = 1e-7
+
 
 def _priced_by_group(*args: float) -> float:
     raise RuntimeError("DecodeEngine: one rank needs a step_fn (a group prices its step with GroupStep)")
@@ -41,7 +46,7 @@ class DecodeEngine:
     """
 
     def __init__(self, env: simpy.Environment, step_fn: Callable[..., float] | None = None,
-                 record_from: float = 0.0, capacity: int = 256, ranks: int = 1, group: GroupStep | None = None):
+                 record_from: float = 0.0, capacity: int = CAPACITY, ranks: int = 1, group: GroupStep | None = None):
         self.env, self.record_from = env, record_from
         self.step_fn: Callable[..., float] = step_fn if step_fn is not None else _priced_by_group
         self.ranks = int(ranks)
@@ -158,7 +163,7 @@ class DecodeEngine:
         if timer is not self._timer:  # superseded by a later join or finish
             return
         self._advance()
-        done = (self.rem <= 1e-7).nonzero()[0]
+        done = self._finished()
         rows, slot_rank, rank_sums, rank_n, dirty = self.rows, self.slot_rank, self.rank_sums, self.rank_n, self._dirty
         for i in done.tolist():
             self.rem[i] = np.inf
@@ -178,6 +183,17 @@ class DecodeEngine:
             self.free_slots.append(i)
             ev.succeed()
         self._reschedule()
+
+    def _finished(self) -> np.ndarray:
+        """The slots whose decoder has finished, ascending: at most :data:`FINISHED_TOKENS` left, or so few that
+        their decode ends within this instant (``now + left * tau == now``: far into a run the clock's resolution
+        exceeds the last steps' time, and a timer for them would land on this same instant forever)."""
+        rem, now, tau = self.rem, self.env.now, self.tau
+        done = rem <= FINISHED_TOKENS
+        if now + float(_min_reduce(rem)) * tau == now:  # both conditions hold for every decoder up to some size
+            with np.errstate(invalid="ignore"):  # an idle slot's +inf times a zero step: NaN, not finished
+                done |= now + rem * tau == now
+        return done.nonzero()[0]
 
     def stall(self, rank: int, seconds: float) -> float:
         """Land KV on ``rank`` for ``seconds`` of its device: landings on one rank queue, the group decodes

@@ -7,6 +7,7 @@ assumptions are in docs/design.md §5.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -38,9 +39,32 @@ class _SegmentIds(dict[int, str]):
         return sid
 
 
-#: segment classes whose KV dies within a turn or at a sub-agent's return (§3.3–§3.4)
 #: tokens per pseudo-segment of an aged start (its LRU granularity)
 AGED_CHUNK_TOKENS = 1 << 14
+#: the class of an aged start's pseudo-segments (dead context that carried past its boundary)
+AGED_CLASS = "reasoning_stripped"
+
+
+@dataclass(frozen=True)
+class MemorySizes:
+    """One GPU's memory as a replay sizes it: the KV blocks of each tier (HBM whole, HBF less the weights), the
+    tokens per block and the KV bytes per token.  Decided once (:func:`memory_sizes`) for both backends."""
+
+    hbm_blocks: int
+    hbf_blocks: int
+    block_tokens: int
+    bytes_per_token: int
+
+    @property
+    def aged_chunks(self) -> int:
+        """The pseudo-segments of an aged start: every block's tokens in chunks of :data:`AGED_CHUNK_TOKENS`."""
+        return -(-(self.hbm_blocks + self.hbf_blocks) * self.block_tokens // AGED_CHUNK_TOKENS)
+
+
+def memory_sizes(cfg: Config) -> MemorySizes:
+    """The sizes of one GPU's memory on a node (:func:`lachesis.node.block_capacity.kv_blocks`)."""
+    hbm, hbf = block_capacity.kv_blocks(cfg.memory, cfg.model, cfg.deployment)
+    return MemorySizes(int(hbm), int(hbf), int(cfg.deployment.block_tokens), int(cfg.model.kv_bytes_per_token))
 
 
 class Memory:
@@ -53,10 +77,10 @@ class Memory:
                  recorder: Recorder | None = None):
         self.plan = plan
         self.policy = as_policy(policy)
-        self.bpt = int(cfg.model.kv_bytes_per_token)
-        bt = int(cfg.deployment.block_tokens)
-        self.alloc = TieredAllocator(*block_capacity.kv_blocks(cfg.memory, cfg.model, cfg.deployment))
-        self.table = SegmentTable(self.alloc, self.policy, bt, self.bpt)
+        self.sizes = sizes = memory_sizes(cfg)
+        self.bpt = sizes.bytes_per_token
+        self.alloc = TieredAllocator(sizes.hbm_blocks, sizes.hbf_blocks)
+        self.table = SegmentTable(self.alloc, self.policy, sizes.block_tokens, self.bpt)
         self._marks: dict[int, dict[str, np.ndarray]] = {}  # window -> per-class totals at its warm-up end
         lists = plan.lists()  # per-segment class/role/key as Python objects (no numpy scalars per event)
         self._cls, self._role, self._key = lists.seg_class, lists.seg_role, lists.seg_key
@@ -71,19 +95,22 @@ class Memory:
         self._base = (0, 0)  # (HBM, HBF) tokens of an aged start, not part of any window's writes
         self._base_class: dict[str, np.ndarray] = {}
 
-    def age(self, rng: np.random.Generator) -> None:
+    def age(self, order: np.ndarray) -> None:
         """Start as a long-running node's cache does under a boundary-unaware policy: every block holds a
         dead, cached segment, and their LRU order mixes the tiers at random (once HBM-first has turned its
-        cache over, blocks of both tiers pass through one LRU queue alike).  These writes precede every
-        window: they are not KV of the trace, so no measurement counts them."""
+        cache over, blocks of both tiers pass through one LRU queue alike): ``order``, a permutation of
+        :attr:`MemorySizes.aged_chunks` drawn by the run.  These writes precede every window: they are not
+        KV of the trace, so no measurement counts them."""
         table, alloc = self.table, self.alloc
         chunk = AGED_CHUNK_TOKENS
-        n = -(-alloc.n_blocks * table.block_tokens // chunk)
+        n = self.sizes.aged_chunks
+        if len(order) != n:
+            raise ValueError(f"age: order must be a permutation of aged_chunks = {n}, got {len(order)} values")
         for k in range(n):
             left = alloc.free_total() * table.block_tokens
-            table.add_write(f"aged:{k}", min(chunk, left), 0.0, seg_class="reasoning_stripped", session_id="aged")
-        for k, order in enumerate(rng.permutation(n).tolist()):
-            table.close(f"aged:{k}", 0.0, last_use=-1.0 - order)
+            table.add_write(f"aged:{k}", min(chunk, left), 0.0, seg_class=AGED_CLASS, session_id="aged")
+        for k, last in enumerate(np.asarray(order).tolist()):
+            table.close(f"aged:{k}", 0.0, last_use=-1.0 - last)
         self._base = table.tokens_written()
         self._base_class = self._by_class()
 

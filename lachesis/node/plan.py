@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from lachesis.analysis.segments import Segments
+from lachesis.kv import SEG_CLASSES
 from lachesis.traces.trace import Trace
 
 #: the TPOT (s) at which a session's span is the unit of simulated time (:attr:`Plan.mean_session_s`)
@@ -64,6 +65,57 @@ class PlanLists:
     seg_key: list[float]
 
 
+class SegmentColumns(NamedTuple):
+    """A plan's per-segment columns as the native node memory reads them: each segment's class as its index in
+    :data:`lachesis.kv.SEG_CLASSES` (int32), ranker key, final tokens and decode-stage reads."""
+
+    seg_class: np.ndarray
+    seg_key: np.ndarray
+    seg_tokens: np.ndarray
+    seg_reads: np.ndarray
+
+
+def segment_columns(seg_class: np.ndarray, seg_key: np.ndarray, seg_tokens: np.ndarray,
+                    seg_reads: np.ndarray) -> SegmentColumns:
+    """:class:`SegmentColumns` of per-segment columns (classes by name; an unknown one is a ValueError naming it)."""
+    codes = pd.Index(SEG_CLASSES).get_indexer(pd.Index(seg_class, dtype=object))
+    if (codes < 0).any():
+        bad = seg_class[int(np.flatnonzero(codes < 0)[0])]
+        raise ValueError(f"plan: unknown seg_class {bad!r}; expected one of {sorted(SEG_CLASSES)}")
+    return SegmentColumns(codes.astype(np.int32), np.array(seg_key, dtype=np.float64),
+                          np.array(seg_tokens, dtype=np.int64), np.array(seg_reads, dtype=np.int64))
+
+
+class RequestArrays(NamedTuple):
+    """A plan's requests as the native event loop reads them: per request its costs and CSR rows (the plan's
+    own), the read tokens as floats and their exact sum, and the agent tree flattened: per agent (numbered
+    breadth first from the roots, in session order) its requests, per request the agents it spawns, per session
+    its root agents."""
+
+    t_user: np.ndarray
+    t_tools: np.ndarray
+    t_obs: np.ndarray
+    out: np.ndarray
+    w_ptr: np.ndarray
+    w_seg: np.ndarray
+    w_tok: np.ndarray
+    r_ptr: np.ndarray
+    r_seg: np.ndarray
+    r_tok: np.ndarray
+    r_tok_f: np.ndarray
+    r_sum: np.ndarray
+    ca_ptr: np.ndarray
+    ca_seg: np.ndarray
+    ce_ptr: np.ndarray
+    ce_seg: np.ndarray
+    kid_ptr: np.ndarray
+    kid_agent: np.ndarray
+    agent_ptr: np.ndarray
+    agent_req: np.ndarray
+    root_ptr: np.ndarray
+    root_agent: np.ndarray
+
+
 @dataclass
 class AgentPlan:
     """One agent's requests and the sub-agents each of them spawns."""
@@ -107,9 +159,62 @@ class Plan:
     _mean_span: float | None = None
     _lists: PlanLists | None = None
     _spans: dict | None = None
-    #: the native core's forms of this plan (lachesis.node.native.plan_arrays, lachesis.node._core.plan_segments),
-    #: built once
-    _native: dict = field(default_factory=dict, repr=False)
+    _segment_columns: SegmentColumns | None = field(default=None, repr=False)
+    _request_arrays: RequestArrays | None = field(default=None, repr=False)
+
+    def segment_columns(self) -> SegmentColumns:
+        """The per-segment columns the native node memory reads (built once; read-only)."""
+        if self._segment_columns is None:
+            self._segment_columns = _frozen(segment_columns(self.seg_class, self.seg_key, self.seg_tokens,
+                                                            self.seg_reads))
+        return self._segment_columns
+
+    def request_arrays(self) -> RequestArrays:
+        """The requests and the agent tree as the native event loop reads them (built once; read-only)."""
+        if self._request_arrays is None:
+            self._request_arrays = _frozen(self._flatten())
+        return self._request_arrays
+
+    def _flatten(self) -> RequestArrays:
+        agents: list[AgentPlan] = []
+        index: dict[int, int] = {}
+
+        def number(a: AgentPlan) -> int:
+            if id(a) not in index:
+                index[id(a)] = len(agents)
+                agents.append(a)
+            return index[id(a)]
+
+        root_ptr, root_agent = [0], []
+        for s in self.sessions:
+            root_agent += [number(a) for a in self.roots[s]]
+            root_ptr.append(len(root_agent))
+        kids_of: dict[int, list[int]] = {}
+        k = 0
+        while k < len(agents):  # every agent reachable from a root, numbered breadth first
+            for q, kids in agents[k].children.items():
+                kids_of[int(q)] = [number(c) for c in kids]
+            k += 1
+        agent_ptr, agent_req = [0], []
+        for a in agents:
+            agent_req += [int(q) for q in a.requests_list]
+            agent_ptr.append(len(agent_req))
+        kid_ptr, kid_agent = [0], []
+        for q in range(self.n_req):
+            kid_agent += kids_of.get(q, [])
+            kid_ptr.append(len(kid_agent))
+        r_int = self.r_tok.astype(np.int64)
+        cum = np.concatenate([[0], np.cumsum(r_int)])
+        r_sum = (cum[self.r_ptr[1:]] - cum[self.r_ptr[:-1]]).astype(float)  # exact: whole tokens, then one rounding
+        i64, i32, f64 = np.int64, np.int32, np.float64
+        return RequestArrays(
+            t_user=self.t_user.astype(f64), t_tools=self.t_tools.astype(f64), t_obs=self.t_obs.astype(f64),
+            out=self.out_tokens.astype(i64), w_ptr=self.w_ptr.astype(i64), w_seg=self.w_seg.astype(i32),
+            w_tok=self.w_tok.astype(i64), r_ptr=self.r_ptr.astype(i64), r_seg=self.r_seg.astype(i32), r_tok=r_int,
+            r_tok_f=self.r_tok.astype(f64), r_sum=r_sum, ca_ptr=self.ca_ptr.astype(i64),
+            ca_seg=self.ca_seg.astype(i32), ce_ptr=self.ce_ptr.astype(i64), ce_seg=self.ce_seg.astype(i32),
+            kid_ptr=np.array(kid_ptr, i64), kid_agent=np.array(kid_agent, i32), agent_ptr=np.array(agent_ptr, i64),
+            agent_req=np.array(agent_req, i32), root_ptr=np.array(root_ptr, i64), root_agent=np.array(root_agent, i32))
 
     def lists(self) -> PlanLists:
         """Per-request Python records for the event loop (numpy scalar indexing is slow per event)."""
@@ -174,6 +279,13 @@ class Plan:
         if self._mean_span is None:
             self._mean_span = float(np.mean(self.session_spans(NOMINAL_TPOT_S)))
         return self._mean_span
+
+
+def _frozen(t):
+    """A tuple of arrays, each made read-only (a plan's derived forms are shared by every run of it)."""
+    for a in t:
+        a.flags.writeable = False
+    return t
 
 
 def trace_row_hashes(trace: Trace) -> list[bytes]:

@@ -12,7 +12,7 @@ import math
 import numbers
 import zlib
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterator, Sequence, TypedDict, cast
+from typing import Any, Callable, Iterator, Protocol, Sequence, TypedDict, cast
 
 import numpy as np
 import pandas as pd
@@ -21,11 +21,12 @@ import simpy
 from lachesis.config import SLO, Config
 from lachesis.kv import SEG_CLASSES, SHORT_LIVED_CLASSES
 from lachesis.memory.allocator import WriteTotals
+from lachesis.memory.policies import as_policy
 from lachesis.memory.protocol import Policy
-from lachesis.node import block_capacity, endurance, kv_landing, native, step_cost
+from lachesis.node import endurance, kv_landing, native, step_cost
 from lachesis.node.clairvoyance import Clock, CloseTimes, Recorder
 from lachesis.node.decode import DecodeEngine
-from lachesis.node.node_memory import Memory, OutOfMemory
+from lachesis.node.node_memory import Memory, MemorySizes, OutOfMemory, memory_sizes
 from lachesis.node.plan import NOMINAL_TPOT_S, AgentPlan, Plan
 
 SIM_VERSION = "sim-4"
@@ -207,8 +208,9 @@ class RunSettings:
     clairvoyance: CloseTimes | None = None
     record_events: bool = False  # keep the recorded rank's allocator event stream (``SimResult.events``)
     record_closes: bool = False  # keep every segment close (``SimResult.closes``)
-    #: "auto": the native core (:mod:`lachesis.node.native`) where it is built and the run is one it covers (a
-    #: built-in policy, the model's step), else this module; "native" or "python" to insist (same results)
+    #: "auto": the native core (:mod:`lachesis.node.native`) where it is built and covers the run (the model's own
+    #: step, every tier with bandwidth; any policy: one of one's own is called back), else this module; "native" or
+    #: "python" to insist (same results)
     backend: str = "auto"
 
 
@@ -241,10 +243,8 @@ def simulate_windows(plan: Plan, cfg: Config, policy: Policy | str, n_sessions: 
         raise ValueError("simulate_windows: need at least one window, in non-decreasing duration_s")
     for w in windows:
         _check_run_args(n_sessions, settings.seed, w.duration_s, w.warmup_s, w.n_samples)
-    first_warmup = min(w.warmup_s for w in windows)
-    native_run = _native_run(plan, cfg, policy, n_sessions, settings, windows, first_warmup)
-    run = native_run if native_run is not None else _Run(plan, cfg, policy, n_sessions, settings, first_warmup)
-    observers = run.start(windows)
+    run = _backend(RunSetup.make(plan, cfg, policy, n_sessions, settings, windows))
+    observers = run.start()
     for k, obs in enumerate(observers):
         run.finish_window(k, obs)
         yield obs.result(run)
@@ -267,6 +267,110 @@ def _first_sessions(plan: Plan, rng: np.random.Generator, slots: int) -> tuple[n
     return firsts, rng.uniform(0, spans[firsts]).tolist()  # the same draws, in order, as one call per slot
 
 
+@dataclass(frozen=True)
+class RunSetup:
+    """One run as either backend is given it, made once in Python: the node, the policy, the load and the windows,
+    one GPU's memory sizes, and every random draw in the reference's order (the aged start's LRU order per rank,
+    the closed loop's cycle of sessions, each slot's first session and phase)."""
+
+    plan: Plan
+    cfg: Config
+    policy: Policy | str  # as the caller gave it (each rank's memory coerces it, as the reference always has)
+    n_sessions: int
+    settings: RunSettings
+    windows: tuple[Window, ...]
+    sizes: MemorySizes
+    frees_at_boundary: bool
+    aged_orders: tuple[np.ndarray, ...] | None  # per rank (None: the node starts empty)
+    order: np.ndarray
+    firsts: np.ndarray
+    phases: list[float]
+
+    @classmethod
+    def make(cls, plan: Plan, cfg: Config, policy: Policy | str, n_sessions: int, settings: RunSettings,
+             windows: Sequence[Window]) -> "RunSetup":
+        rng, aging = _random_streams(plan, cfg, n_sessions, settings.seed)
+        sizes = memory_sizes(cfg)
+        ranks = cfg.deployment.group_ranks
+        frees = bool(as_policy(policy).frees_at_boundary)
+        aged = None
+        if aging is not None and not frees:
+            aged = tuple(aging.permutation(sizes.aged_chunks) for _ in range(ranks))
+        order = rng.permutation(len(plan.sessions))  # the closed loop's cycle of sessions
+        # Each slot's first session is fast-forwarded (its KV written, no decode, no waiting) to its phase.
+        firsts, phases = _first_sessions(plan, rng, n_sessions * ranks)
+        return cls(plan, cfg, policy, n_sessions, settings, tuple(windows), sizes, frees, aged, order, firsts, phases)
+
+    @property
+    def ranks(self) -> int:
+        return self.cfg.deployment.group_ranks
+
+    @property
+    def policy_name(self) -> str:
+        return getattr(self.policy, "name", str(self.policy))
+
+    @property
+    def first_warmup(self) -> float:
+        """The earliest warm-up end: the decode engine records from there on."""
+        return min(w.warmup_s for w in self.windows)
+
+
+@dataclass(frozen=True)
+class Served:
+    """What a run has served so far, as a window's result reads it: the decode engine's TPOT records (each
+    interval's step, its weight in tokens and its end time), the TTFT samples and their admission times, the
+    largest batch, the seconds stalled on landings, the requests and sessions finished, whether memory ran out,
+    and the simulated time."""
+
+    tpot: Sequence[float] | np.ndarray
+    tpot_w: Sequence[float] | np.ndarray
+    tpot_t: Sequence[float] | np.ndarray
+    ttft: list[float]
+    ttft_t: list[float]
+    max_batch: int
+    stalled_s: float
+    requests: int
+    sessions: int
+    oom: bool
+    now: float
+
+
+class RunBackend(Protocol):
+    """A run on either backend, as :class:`_Observer` reads it: its setup, its windows' observers, what it served,
+    the evictions, the bytes written per rank in a window and what it was asked to record."""
+
+    setup: RunSetup
+
+    def start(self) -> list["_Observer"]: ...
+
+    def finish_window(self, k: int, obs: "_Observer") -> None: ...
+
+    def served(self) -> Served: ...
+
+    def evicted_blocks(self) -> int: ...
+
+    def bytes_by_rank(self, k: int) -> list[dict[str, dict[str, float]]]: ...
+
+    def recorded(self) -> tuple[list | None, WriteTotals, CloseTimes | None]: ...
+
+
+def _backend(setup: RunSetup) -> RunBackend:
+    """The run on the native core when the settings allow it and it covers the run (the model's own step, tiers
+    every input may use; any policy: one of one's own is called back from the core); else the reference."""
+    settings = setup.settings
+    if settings.backend == "python":
+        return _Run(setup)
+    core = native.core()
+    step = None if core is None or settings.step_fn is not None else native.step(setup.cfg)
+    if step is None:
+        if settings.backend == "native":
+            raise ValueError("simulate: backend='native' asked for a run the native core does not cover "
+                             + ("(the core is not built or not loadable: lachesis.node.native.core() said why)"
+                                if core is None else "(a step_fn, or a memory with a tier of zero bandwidth)"))
+        return _Run(setup)
+    return _NativeRun(setup, step)
+
+
 @dataclass
 class _Counts:
     """What a run has done so far (the results read it; the slots and agents advance it)."""
@@ -287,29 +391,28 @@ class _Run:
     another, each through :meth:`agent` processes (one per agent, sub-agents concurrent).
     """
 
-    def __init__(self, plan: Plan, cfg: Config, policy: Policy | str, n_sessions: int, settings: RunSettings,
-                 first_warmup: float) -> None:
-        self.plan, self.cfg, self.n_sessions = plan, cfg, n_sessions
+    def __init__(self, setup: RunSetup) -> None:
+        self.setup = setup
+        plan, cfg, settings = setup.plan, setup.cfg, setup.settings
+        self.plan, self.cfg = plan, cfg
         dep = cfg.deployment
-        self.ranks = dep.group_ranks
-        self.policy_name = getattr(policy, "name", str(policy))
+        self.ranks = setup.ranks
         self.env = simpy.Environment()
         self.bpt = float(cfg.model.kv_bytes_per_token)
         closes = settings.clairvoyance
         clock = None if closes is None else Clock(closes, plan.sessions, plan.fingerprint)
         recorder = Recorder(plan.sessions, plan.fingerprint) if settings.record_closes else None
-        self.mems = [Memory(plan, cfg, policy, clock, recorder) for _ in range(self.ranks)]
+        self.mems = [Memory(plan, cfg, setup.policy, clock, recorder) for _ in range(self.ranks)]
         self.mem = self.mems[0]  # the rank whose event stream is recorded (for the offline bound)
         if settings.record_events:
             self.mem.events = []
-        self.first_warmup = first_warmup
+        self.first_warmup = setup.first_warmup
         self.engine = self._decode_engine(settings.step_fn)
         self.stall = dep.landing == "stall"
-        self.rng, aging = _random_streams(plan, cfg, n_sessions, settings.seed)
-        if aging is not None and not self.mem.policy.frees_at_boundary:
-            for mem in self.mems:
-                mem.age(aging)
-        self.order = self.rng.permutation(len(plan.sessions))  # the closed loop's cycle of sessions
+        if setup.aged_orders is not None:
+            for mem, order in zip(self.mems, setup.aged_orders):
+                mem.age(order)
+        self.order = setup.order
         self.counts = _Counts()
         self.ttft: list[float] = []
         self.ttft_t: list[float] = []  # admission time of each TTFT (windows filter on it)
@@ -329,17 +432,15 @@ class _Run:
             group = None if step_fn is not None else step_cost.group_step(cfg.memory, cfg.model, cfg.deployment)
         return DecodeEngine(self.env, step_fn, record_from=self.first_warmup, ranks=self.ranks, group=group)
 
-    def start(self, windows: Sequence[Window]) -> list["_Observer"]:
+    def start(self) -> list["_Observer"]:
         """Schedule the windows' markers, the slots, the windows' samplers and their ends (in this order)."""
-        env = self.env
+        env, windows = self.env, self.setup.windows
         observers = [_Observer(k, w) for k, w in enumerate(windows)]
         for obs in observers:
             env.process(obs.marker(self))
-        # Each slot's first session is fast-forwarded (its KV written, no decode, no waiting) to its phase.
         # Slot i serves rank i mod G, and a finished session's replacement stays there: a data-parallel
         # router that keeps every rank at the same number of sessions.
-        firsts, phases = _first_sessions(self.plan, self.rng, self.n_sessions * self.ranks)
-        for i, (first, phase) in enumerate(zip(firsts, phases)):
+        for i, (first, phase) in enumerate(zip(self.setup.firsts, self.setup.phases)):
             env.process(self.slot(int(first), phase, i % self.ranks))
         for obs in observers:
             env.process(obs.sampler(self))
@@ -351,14 +452,11 @@ class _Run:
         self.run_until(self.stops[k])
         obs.samples.append(self.sample())
 
-    # What a window's result reads (the native run answers the same)
-    @property
-    def now(self) -> float:
-        return self.env.now
-
-    @property
-    def frees_at_boundary(self) -> bool:
-        return self.mem.policy.frees_at_boundary
+    # What a window's result reads (RunBackend; the native run answers the same)
+    def served(self) -> Served:
+        e, c = self.engine, self.counts
+        return Served(e.tpot, e.tpot_w, e.tpot_t, self.ttft, self.ttft_t, e.max_batch, e.stalled_s, c.requests,
+                      c.sessions, c.oom, self.env.now)
 
     def evicted_blocks(self) -> int:
         """Blocks evicted from the ranks' caches so far."""
@@ -486,79 +584,50 @@ class _Run:
                 yield w
 
 
-def _native_run(plan: Plan, cfg: Config, policy: Policy | str, n_sessions: int, settings: RunSettings,
-                windows: Sequence[Window], first_warmup: float) -> "_NativeRun | None":
-    """The run on the native core when the settings allow it and it covers the run (a built-in policy,
-    the model's own step, tiers every input may use); None for the reference path."""
-    if settings.backend == "python":
-        return None
-    core = native.core()
-    spec = None if core is None or settings.step_fn is not None else core.policy_spec(policy)
-    step = native.step_arrays(cfg) if spec is not None else None
-    if step is None:
-        if settings.backend == "native":
-            raise ValueError("simulate: backend='native' asked for a run the native core does not cover "
-                             + ("(it is not built)" if core is None else
-                                "(a policy of your own, a step_fn, or a memory with a tier of zero bandwidth)"))
-        return None
-    return _NativeRun(core, spec, step, plan, cfg, policy, n_sessions, settings, windows, first_warmup)
-
-
 class _NativeRun:
-    """The same run on the native core (:mod:`lachesis.node.native`, C++): the same random draws, the same
-    order of events and the same float operations as :class:`_Run`, so the same results, bit for bit
-    (tests/node/test_native_run.py); a window's result is read from it the way :class:`_Run`'s is."""
+    """The same run on the native core (:mod:`lachesis.node.native`, C++): the same setup, the same order of events
+    and the same float operations as :class:`_Run`, so the same results, bit for bit (tests/node/test_native_run.py);
+    a window's result is read from it the way :class:`_Run`'s is.  A policy of one's own runs inside it, called back
+    with the native table's view."""
 
-    def __init__(self, core, spec, step: dict, plan: Plan, cfg: Config, policy: Policy | str, n_sessions: int,
-                 settings: RunSettings, windows: Sequence[Window], first_warmup: float) -> None:
-        self.plan, self.cfg, self.n_sessions = plan, cfg, n_sessions
-        dep = cfg.deployment
-        self.ranks = dep.group_ranks
-        self.policy_name = getattr(policy, "name", str(policy))
-        self.frees_at_boundary = bool(spec.frees_at_boundary)
+    def __init__(self, setup: RunSetup, step: native._core.StepModel) -> None:
+        self.setup = setup
+        plan, settings = setup.plan, setup.settings
         closes = settings.clairvoyance
-        clock = None if closes is None else core.Clock(closes, plan)
-        self.recorder = core.Recorder() if settings.record_closes else None
-        segments = native.plan_segments(core, plan)
-        blocks = block_capacity.kv_blocks(cfg.memory, cfg.model, dep)
-        self.mems = [core.NodeMemory(*blocks, int(dep.block_tokens), int(cfg.model.kv_bytes_per_token), spec, segments,
-                                     clock, self.recorder) for _ in range(self.ranks)]
+        clock = None if closes is None else native.clock(closes, plan)
+        self.recorder = native.recorder() if settings.record_closes else None
+        self.mems = [native.memory(plan, setup.sizes, setup.policy, clock, self.recorder) for _ in range(setup.ranks)]
         if settings.record_events:
             self.mems[0].record_events(True)
-        rng, aging = _random_streams(plan, cfg, n_sessions, settings.seed)
-        if aging is not None and not self.frees_at_boundary:
-            for mem in self.mems:
-                mem.age(aging.permutation(mem.aged_chunks()))
-        order = rng.permutation(len(plan.sessions))
-        firsts, phases = _first_sessions(plan, rng, n_sessions * self.ranks)
-        run = native.run_settings(cfg, n_sessions, first_warmup, settings.land, order, firsts, phases,
-                                  [(w.duration_s, w.warmup_s, w.n_samples) for w in windows])
-        self.core = core.NodeRun(native.plan_arrays(plan), step, run, self.mems)
-        self.first_warmup = first_warmup
-        self.counts = _Counts()
+        if setup.aged_orders is not None:
+            for mem, order in zip(self.mems, setup.aged_orders):
+                mem.age(order)
+        spec = native.run_spec(setup.cfg, setup.n_sessions, setup.first_warmup, settings.land, setup.order,
+                               setup.firsts, setup.phases, [(w.duration_s, w.warmup_s, w.n_samples)
+                                                            for w in setup.windows])
+        self.core = native.node_run(plan, step, spec, self.mems)
+        self.records = self.core.decode_records()
 
-    def start(self, windows: Sequence[Window]) -> list["_Observer"]:
-        return [_Observer(k, w) for k, w in enumerate(windows)]
+    def start(self) -> list["_Observer"]:
+        return [_Observer(k, w) for k, w in enumerate(self.setup.windows)]
 
     def finish_window(self, k: int, obs: "_Observer") -> None:
         """Run to window ``k``'s end natively, then copy what the run recorded into the observer and here."""
         c = self.core
         c.run_window(k)
-        samples, int_time, points, present, evicted = c.observed(k)
-        one = self.ranks == 1
+        o = c.observed(k)
+        one = self.setup.ranks == 1
         obs.samples = [(int(t) if whole else t, int(live) if one else live, *rest)
-                       for (t, live, *rest), whole in zip(samples.tolist(), int_time.tolist())]
+                       for (t, live, *rest), whole in zip(o.samples.tolist(), o.sample_int_time.tolist())]
         obs.points = [(p[0], p[1], {SEG_CLASSES[i]: p[2 + i] for i in range(len(SEG_CLASSES)) if bits >> i & 1})
-                      for p, bits in zip(points.tolist(), present.tolist())]
-        obs.evicted_at_warmup = int(evicted)
-        tpot, tpot_w, tpot_t, ttft, ttft_t = c.decode_records()
-        self.engine = _DecodeRecords(tpot, tpot_w, tpot_t, self.first_warmup, int(c.max_batch), float(c.stalled_s))
-        self.ttft, self.ttft_t = ttft.tolist(), ttft_t.tolist()
-        self.counts = _Counts(requests=int(c.requests), sessions=int(c.sessions), oom=bool(c.oom))
+                      for p, bits in zip(o.points.tolist(), o.point_classes.tolist())]
+        obs.evicted_at_warmup = int(o.evicted_at_warmup)
+        self.records = c.decode_records()
 
-    @property
-    def now(self) -> float:
-        return self.core.now
+    def served(self) -> Served:
+        r = self.records
+        return Served(r.tpot, r.tpot_w, r.tpot_t, r.ttft.tolist(), r.ttft_t.tolist(), int(r.max_batch),
+                      float(r.stalled_s), int(r.requests), int(r.sessions), bool(r.oom), float(r.now))
 
     def evicted_blocks(self) -> int:
         return sum(int(m.evicted_blocks) for m in self.mems)
@@ -569,28 +638,8 @@ class _NativeRun:
     def recorded(self) -> tuple[list | None, WriteTotals, CloseTimes | None]:
         mem = self.mems[0]
         events = mem.events() if mem.recording_events() else None
-        tokens, by_class, blocks, evicted, bpt = mem.totals_fields()
-        totals = WriteTotals(tokens=np.array(tokens, dtype=np.int64),
-                             tokens_by_class={c: np.array(v, dtype=np.int64) for c, v in by_class.items()},
-                             blocks=np.array(blocks, dtype=np.int64), evicted_blocks=int(evicted),
-                             bytes_per_token=int(bpt))
-        closes = None
-        if self.recorder is not None:
-            session, occurrence, segment, offset_s = self.recorder.close_times_arrays()
-            closes = CloseTimes(session, occurrence, segment, offset_s, self.plan.fingerprint)
-        return events, totals, closes
-
-
-@dataclass(frozen=True)
-class _DecodeRecords:
-    """What a window's result reads of the decode engine (the native run's copy)."""
-
-    tpot: np.ndarray
-    tpot_w: np.ndarray
-    tpot_t: np.ndarray
-    record_from: float
-    max_batch: int
-    stalled_s: float
+        closes = None if self.recorder is None else native.close_times(self.recorder, self.setup.plan.fingerprint)
+        return events, native.write_totals(mem.totals()), closes
 
 
 SERIES_COLUMNS = ["t_s", "sessions_live", "live_hbm_bytes", "live_hbf_bytes", "cached_hbm_bytes",
@@ -622,7 +671,7 @@ class _Observer:
             self.points.append((run.env.now,) + run.sample_operating_point())
             yield run.env.timeout(dt)
 
-    def operating_point(self, run: _Run | _NativeRun) -> dict[str, Any]:
+    def operating_point(self, run: RunBackend) -> dict[str, Any]:
         """Time-averaged over the measurement window, per GPU: KV bytes one decode step reads, live KV bytes
         of each class and of the short-lived ones (§5.3: what sets the gain is HBM capacity against the
         short-lived KV live at one time), and that ratio."""
@@ -632,57 +681,58 @@ class _Observer:
         live = {c: float(np.mean([p[2].get(c, 0.0) for p in pts])) if pts else float("nan") for c in classes}
         short = sum(v for c, v in live.items() if c in SHORT_LIVED_CLASSES) if pts else float("nan")
         out.update(live_kv_by_class=live, live_short_kv_bytes=short,
-                   hbm_over_live_short=float(run.cfg.memory.hbm_bytes / short) if short and short > 0 else float("nan"))
+                   hbm_over_live_short=float(run.setup.cfg.memory.hbm_bytes / short) if short and short > 0
+                   else float("nan"))
         return out
 
-    def result(self, run: _Run | _NativeRun) -> SimResult:
-        warmup_s, engine, counts = self.window.warmup_s, run.engine, run.counts
+    def result(self, run: RunBackend) -> SimResult:
+        warmup_s, setup, served = self.window.warmup_s, run.setup, run.served()
         ser = pd.DataFrame(self.samples, columns=SERIES_COLUMNS)
-        tp, tw = np.asarray(engine.tpot), np.asarray(engine.tpot_w)
-        ttft = run.ttft
-        if engine.record_from < warmup_s:  # a later window of a multi-window run: its own measurement span
-            keep = np.asarray(engine.tpot_t) > warmup_s
+        tp, tw = np.asarray(served.tpot), np.asarray(served.tpot_w)
+        ttft = served.ttft
+        if setup.first_warmup < warmup_s:  # a later window of a multi-window run: its own measurement span
+            keep = np.asarray(served.tpot_t) > warmup_s
             tp, tw = tp[keep], tw[keep]
-            ttft = [v for v, t in zip(ttft, run.ttft_t) if t > warmup_s]
+            ttft = [v for v, t in zip(ttft, served.ttft_t) if t > warmup_s]
         ser = ser.drop_duplicates("t_s", keep="last").reset_index(drop=True)
         meas = ser[ser["t_s"] >= warmup_s]
         p99_tpot = weighted_quantile(tp, tw, 0.99)
         # No lifetime for a run that ran out of memory or finished no decode step in its window (infeasible).
-        if len(meas) >= 4 and not counts.oom and np.isfinite(p99_tpot):
+        if len(meas) >= 4 and not served.oom and np.isfinite(p99_tpot):
             rate, settled, t_set = endurance.settled_rate(meas["t_s"].to_numpy(), meas["hbf_written_bytes"].to_numpy())
         else:
             rate, settled, t_set = float("nan"), False, float("nan")
-        cfg = run.cfg
+        cfg, ranks = setup.cfg, setup.ranks
         by_rank = run.bytes_by_rank(self.k)
-        by_ct = by_rank[0] if run.ranks == 1 else {
-            c: {t: sum(r.get(c, {}).get(t, 0.0) for r in by_rank) / run.ranks for t in ("hbm", "hbf")}
+        by_ct = by_rank[0] if ranks == 1 else {
+            c: {t: sum(r.get(c, {}).get(t, 0.0) for r in by_rank) / ranks for t in ("hbm", "hbf")}
             for c in sorted({c for r in by_rank for c in r})}
         tiers = {"hbm": sum(v["hbm"] for v in by_ct.values()), "hbf": sum(v["hbf"] for v in by_ct.values())}
         # ASSUMPTION (regime): a boundary-unaware cache has reached its steady state only once it evicts
         # (HBM-first turns HBM over only through LRU eviction); ``in_regime`` says whether the window did.
         evictions = run.evicted_blocks() - self.evicted_at_warmup
-        regime = bool(run.frees_at_boundary or evictions > 0)
+        regime = bool(setup.frees_at_boundary or evictions > 0)
         spread = endurance.rank_spread([sum(v["hbf"] for v in r.values()) for r in by_rank])
         life = (float(endurance.group_lifetime_years(cfg.memory, rate, cfg.endurance, spread)) if np.isfinite(rate)
                 else float("nan"))
         events, totals, closes = run.recorded()
         point = OperatingPoint(
-            n_sessions=run.n_sessions, policy=run.policy_name, sim_s=float(run.now), warmup_s=float(warmup_s),
+            n_sessions=setup.n_sessions, policy=setup.policy_name, sim_s=float(served.now), warmup_s=float(warmup_s),
             live_peak={"hbm": float(ser["live_hbm_bytes"].max()), "hbf": float(ser["live_hbf_bytes"].max())},
             live_mean={"hbm": float(meas["live_hbm_bytes"].mean()) if len(meas) else float("nan"),
                        "hbf": float(meas["live_hbf_bytes"].mean()) if len(meas) else float("nan")},
-            ranks=run.ranks, **self.operating_point(run))
-        served = Measurement(
+            ranks=ranks, **self.operating_point(run))
+        measured = Measurement(
             p99_tpot_s=p99_tpot, mean_tpot_s=float((tp * tw).sum() / tw.sum()) if tw.sum() else float("nan"),
-            p99_ttft_s=float(np.quantile(ttft, 0.99)) if ttft else float("nan"), oom=bool(counts.oom),
-            requests_done=int(counts.requests), sessions_done=int(counts.sessions), max_batch=int(engine.max_batch),
-            stalled_s=float(engine.stalled_s))
+            p99_ttft_s=float(np.quantile(ttft, 0.99)) if ttft else float("nan"), oom=bool(served.oom),
+            requests_done=int(served.requests), sessions_done=int(served.sessions), max_batch=int(served.max_batch),
+            stalled_s=float(served.stalled_s))
         wear = Lifetime(
             hbf_write_rate=float(rate), settled=bool(settled), settled_at_s=float(t_set), lifetime_years=life,
             bytes_by_tier=tiers, bytes_by_class_tier=by_ct, in_regime=regime, evicted_blocks=int(evictions),
             events_bytes_by_tier={t: sum(v[t] for v in by_rank[0].values()) for t in ("hbm", "hbf")},
             hbf_rank_spread=spread)
-        return SimResult(point, served, wear, series=ser, events=events, totals=totals, closes=closes)
+        return SimResult(point, measured, wear, series=ser, events=events, totals=totals, closes=closes)
 
 
 def _stop_at(env: simpy.Environment, t: float) -> simpy.Event:

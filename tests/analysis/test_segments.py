@@ -12,6 +12,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
+from sim_fixtures import two_turn_trace
 
 from lachesis.analysis.segments import SEGMENT_COLUMNS, recover, summarize
 from lachesis.analysis.stats import laden_share
@@ -45,18 +46,6 @@ def by_id(seg, key="segment_id"):
 # ------------------------------------------------------------------------------------------------
 # 1. Two turns, reasoning stripped at the turn end and the stripped part rematerialized
 # ------------------------------------------------------------------------------------------------
-
-def two_turn_trace() -> Trace:
-    return Trace.from_frames(pd.DataFrame([
-        # turn 0, round 1: writes [0,100) prefill (stripped) + [100,150) output (laden); one observation
-        req("r0", 0, 100, 0, 50, obs=1, rs=40),
-        # turn 0, round 2: reuses all 150; writes observation [150,180) + output [180,200) (laden)
-        req("r1", 0, 180, 150, 20, rs=10),
-        # turn 1: the harness strips reasoning; matched prefix 100 (system + user msg 0) -> [100,200) dies.
-        # It rematerializes the stripped turn-0 output + user msg 1 at [100,140) (stripped) and outputs [140,170)
-        req("r2", 1, 140, 100, 30, rs=20),
-    ]))
-
 
 def test_two_turns_reasoning_stripped_and_rematerialized():
     seg = recover(two_turn_trace(), clock=NO_SPREAD, seed=0)

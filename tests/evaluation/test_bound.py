@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings, target
 from hypothesis import strategies as st
 from scipy.optimize import linprog
-from test_sweep import ONE_CONFIG, TINY
+from sim_fixtures import ONE_CONFIG, TINY
 
 from lachesis.evaluation import grid, store, tables
 from lachesis.evaluation import sweep as W

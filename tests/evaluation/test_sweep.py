@@ -13,16 +13,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from sim_fixtures import multi_agent_trace
+from sim_fixtures import ONE_CONFIG, TINY, multi_agent_trace
 
 from lachesis.evaluation import gains, grid, plancache, runner, store, tables
 from lachesis.evaluation import sweep as W
-from lachesis.node import capacity
 from lachesis.node import simulator as S
-
-TINY = capacity.SearchParams(search_warmup=0.2, search_measure=0.3, warmup=0.2, measure=0.5, n_max=8, n_samples=40)
-#: the deployment sized over the one configuration a test evaluates (its rule covers every configuration otherwise)
-ONE_CONFIG = grid.LoadRule(configs=("1/7",))
 
 
 def test_grid_shapes():

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from grid_rows import grid
 
 from lachesis.evaluation import gains, tables
-from tests.grid_rows import grid
 
 
 def test_ratio_columns_keep_the_tables_order_and_only_what_ran():

@@ -9,10 +9,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, example, given, settings, target
 from hypothesis import strategies as st
+from reference_blocksim import compare_to_reference as _compare
+from reference_blocksim import exhausted_or as _run
 from reference_blocksim import reference_replay
-from sim_fixtures import random_worker_events
+from sim_fixtures import STREAM_CLASSES as CLASSES
+from sim_fixtures import event_lists, random_worker_events
 
-from lachesis.kv import AllocationError, Tier
+from lachesis.kv import Tier
 from lachesis.memory.allocator import SegmentTable
 from lachesis.memory.free_lists import TieredAllocator
 from lachesis.memory.placement_stats import PlacementStats
@@ -29,6 +32,7 @@ from lachesis.memory.policies import (
 )
 from lachesis.memory.protocol import MemoryView, Policy, SegmentInfo
 from lachesis.memory.replay import annotate_clairvoyant, replay_events
+from lachesis.registry import POLICY_REGISTRY, policy_entry
 
 
 def table(policy, hbm=10, hbf=100, bt=1) -> SegmentTable:
@@ -406,6 +410,16 @@ class HalfHBMForWorkers:
         return Tier.HBM
 
 
+def test_the_registry_lists_every_builtin_policy_once_in_order():
+    """One entry per built-in policy (lachesis.registry), in POLICIES' order, naming attributes its objects have."""
+    assert list(POLICIES) == [e.name for e in POLICY_REGISTRY]
+    for e in POLICY_REGISTRY:
+        obj = get_policy(e.name)
+        assert obj.name == e.name and all(hasattr(obj, k) for k in e.native_knobs)
+        assert policy_entry(f"{e.name}:x=1") is e
+    assert policy_entry("lru") is None
+
+
 def test_user_policy_and_registry():
     assert isinstance(ReviewersOnlyInHBM(), Policy) and isinstance(Lachesis(), Policy)
     ev = [(0, "write", "r", "reviewer", 5), (1, "write", "w", "worker", 5)]
@@ -416,49 +430,6 @@ def test_user_policy_and_registry():
 
 
 # -- differential: fast replay == per-block reference ----------------------------------------------------
-
-CLASSES = ["reasoning_laden", "reasoning_stripped", "lead", "worker", "worker", "worker", "reviewer", "reviewer"]
-
-
-@st.composite
-def event_lists(draw, classes=tuple(CLASSES), n_ops=("write",) * 5 + ("read", "read", "close", "close", "end")):
-    """Small random traces: segments of random class/session/key and clairvoyant facts (NaN, or any
-    value: the oracle's rule is defined for any); writes, reads, closes and session ends."""
-    n_seg = draw(st.integers(1, 9))
-    facts = st.sampled_from([math.nan, 0.0, 3.0, 5.0, 5.0, 9.0, 20.0, 40.0])
-    segs = [(draw(st.sampled_from(classes)), draw(st.integers(0, 2)),
-             draw(st.sampled_from([0.5, 1.0, 1.0, 2.0, 3.0, math.nan])), draw(facts), draw(facts))
-            for _ in range(n_seg)]
-    gen = [0] * n_seg
-    live = [False] * n_seg
-    events = []
-    for t, (op, i, tok) in enumerate(draw(st.lists(
-            st.tuples(st.sampled_from(n_ops), st.integers(0, n_seg - 1),
-                      st.integers(0, 24)), min_size=1, max_size=50))):
-        cls, sess, key, close_s, final = segs[i]
-        sid = f"s{i}.{gen[i]}"
-        if op == "write":
-            events.append((float(t), "write", sid, cls, tok, f"S{sess}", key, close_s, final))
-            live[i] = True
-        elif op == "read" and live[i]:
-            events.append((float(t), "read", sid, tok * (i + 1)))
-        elif op == "close" and live[i]:
-            events.append((float(t), "close", sid))
-            live[i], gen[i] = False, gen[i] + 1
-        elif op == "end":
-            events.append((float(t), "session_end", f"S{sess}"))
-            for j, (_, s2, *_rest) in enumerate(segs):
-                if s2 == sess and live[j]:
-                    live[j], gen[j] = False, gen[j] + 1
-    return events
-
-
-def _run(fn, *args):
-    try:
-        return fn(*args)
-    except AllocationError:
-        return "exhausted"
-
 
 NEW_POLICIES = ["rho_threshold", "rho_threshold:quantile=0.25", "rho_threshold:quantile=1,window=2",
                 "rho_threshold:threshold=1.5", "oracle"]
@@ -528,16 +499,6 @@ def churn_lists(draw):
                 live.remove(entry)
             t += 1
     return events
-
-
-def _compare(events, policy, hbm, hbf, bt):
-    fast = _run(replay_events, events, get_policy(policy), hbm, hbf, bt)
-    ref = _run(reference_replay, events, policy, hbm, hbf, bt)
-    if isinstance(fast, str) or isinstance(ref, str):
-        assert fast == ref
-        return fast
-    assert fast.as_dict() == ref.as_dict()
-    return fast
 
 
 @pytest.mark.slow

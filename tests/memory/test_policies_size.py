@@ -9,9 +9,9 @@ import math
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reference_blocksim import compare_to_reference as _compare
 from reference_blocksim import reference_replay
-from sim_fixtures import multi_agent_trace, random_worker_events
-from test_policies import _compare, event_lists
+from sim_fixtures import event_lists, multi_agent_trace, random_worker_events, small_cfg
 
 from lachesis.analysis.ranker import rank_keys
 from lachesis.analysis.segments import recover
@@ -157,8 +157,6 @@ def _run(plan, policy, cfg):
 def test_simulated_runs_move_with_the_knob_for_lachesis_only(multi_plan):
     """HBM-first and w/o predictive path run the same whatever the knob (the sweep leaves their spec
     alone); Lachesis's runs differ where the estimates differ."""
-    from test_simulator import small_cfg
-
     cfg = small_cfg(hbm_bytes=2e8)  # about 1000 tokens of HBM: the workers contend for it
     runs = {}
     for est in SIZE_ESTIMATES:

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from test_simulator import const_step, multi_plan, small_cfg  # noqa: F401  (multi_plan: a fixture)
+from sim_fixtures import const_step, small_cfg
 
 from lachesis.memory.policies import Oracle
 from lachesis.node import simulator as S
@@ -14,7 +14,7 @@ from lachesis.node.clairvoyance import Clock, CloseTimes, Recorder, drift
 
 
 @pytest.fixture(scope="module")
-def plan(multi_plan):  # noqa: F811
+def plan(multi_plan):
     return multi_plan
 
 

@@ -7,8 +7,7 @@ from dataclasses import replace
 
 import pytest
 import simpy
-from sim_fixtures import multi_agent_trace
-from test_simulator import small_cfg
+from sim_fixtures import multi_agent_trace, small_cfg
 
 from lachesis.analysis.ranker import rank_keys
 from lachesis.analysis.segments import recover

@@ -1,35 +1,34 @@
-"""The native node memory (lachesis/node/native/memory.cpp) against the Python reference (lachesis.node.node_memory):
+"""The native node memory (lachesis/node/native/memory/) against the Python reference (lachesis.node.node_memory):
 both driven by the same calls, every output compared (tiers and tokens per write, the block ids each segment
 holds, snapshots, live tokens, bytes by class and tier, evictions, free lists, out of memory, events, closes)."""
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from sim_fixtures import multi_agent_trace, single_agent_trace
-from test_simulator import small_cfg
+from own_policies import NATIVE_POLICIES, own_policy
+from sim_fixtures import multi_agent_trace, single_agent_trace, small_cfg
 
 from lachesis.analysis.ranker import rank_keys
 from lachesis.analysis.segments import recover
 from lachesis.kv import SEG_CLASSES
-from lachesis.node import block_capacity
+from lachesis.node import block_capacity, native
 from lachesis.node import simulator as S
 from lachesis.node.clairvoyance import Clock, CloseTimes, Recorder
-from lachesis.node.node_memory import Memory, OutOfMemory
-from lachesis.node.plan import PlanLists, build_plan
+from lachesis.node.node_memory import Memory, OutOfMemory, memory_sizes
+from lachesis.node.plan import PlanLists, build_plan, segment_columns
 
-core = pytest.importorskip("lachesis.node._core", reason="the native core is not built (reference path only)")
+core = native.core()
+if core is None:  # pragma: no cover - a machine without a C++ compiler
+    pytest.skip("the native core is not built (reference path only)", allow_module_level=True)
 
-#: every policy and knob the native memory implements
-POLICIES = ("hbm_first", "hbm_first_reclaim", "deterministic", "lachesis", "lachesis:size_estimate=mean_floor",
-            "lachesis:size_estimate=spawn", "rho_threshold", "rho_threshold:quantile=0.25,window=8",
-            "rho_threshold:threshold=1.5", "oracle")
+#: every registered policy, knob settings, and each built-in rule as a policy of one's own (called back natively)
+POLICIES = NATIVE_POLICIES
 
 
 def seq_hbm_tokens(py: Memory, inst: int, segs, tokens) -> float:
@@ -50,12 +49,9 @@ class Twin:
 
     def __init__(self, plan, cfg, policy, clock=None, recorder=None, *, native_clock=None, native_recorder=None,
                  check_lists_every: int = 1):
+        policy = own_policy(policy) if isinstance(policy, str) else policy
         self.py = Memory(plan, cfg, policy, clock, recorder)
-        spec = core.policy_spec(policy)
-        assert spec is not None
-        hbm, hbf_ = self.py.alloc.hbm_blocks, self.py.alloc.hbf_blocks
-        self.nat = core.NodeMemory(hbm, hbf_, self.py.table.block_tokens, self.py.bpt, spec, core.plan_segments(plan),
-                                   native_clock, native_recorder)
+        self.nat = native.memory(plan, memory_sizes(cfg), policy, native_clock, native_recorder)
         self._session = {s: i for i, s in enumerate(plan.sessions)}
         self._every = check_lists_every
         self._calls = 0
@@ -87,12 +83,10 @@ class Twin:
             for t in (0, 1):
                 np.testing.assert_array_equal(fl[t], py.alloc._free[t][: py.alloc._top[t]])
 
-    def age(self, rng):
-        state = rng.bit_generator.state
-        self.py.age(rng)
-        twin = np.random.Generator(type(rng.bit_generator)())
-        twin.bit_generator.state = state
-        self.nat.age(twin.permutation(self.nat.aged_chunks()).tolist())
+    def age(self, order):
+        assert self.nat.aged_chunks() == self.py.sizes.aged_chunks
+        self.py.age(order)
+        self.nat.age(order)
         self.check_state(full=True)
 
     def session_start(self, inst, session, t0):
@@ -165,7 +159,7 @@ class Twin:
 
     def finish(self) -> None:
         """The end of a run: totals, events and free lists."""
-        assert self.nat.totals() == self.py.table.totals.as_dict()
+        assert native.write_totals(self.nat.totals()).as_dict() == self.py.table.totals.as_dict()
         if self.py.events is not None:
             # repr: exact floats, NaN equal; simpy's clock starts at the int 0, the native one at 0.0
             assert repr(self.nat.events()) == repr([(float(e[0]),) + e[1:] for e in self.py.events])
@@ -178,7 +172,7 @@ def twin_factory(made: list, closes: CloseTimes | None, plan):
 
     def make(plan_, cfg, policy, clock=None, recorder=None):
         if "clock" not in shared:
-            shared["clock"] = core.Clock(closes, plan) if clock is not None else None
+            shared["clock"] = native.clock(closes, plan) if clock is not None else None
             shared["recorder"] = core.Recorder() if recorder is not None else None
         t = Twin(plan_, cfg, policy, clock, recorder, native_clock=shared["clock"],
                  native_recorder=shared["recorder"], check_lists_every=7)
@@ -192,13 +186,13 @@ def run_twin(monkeypatch, plan, cfg, policy, n, *, closes=None, record_closes=Fa
     made: list[Twin] = []
     make, shared = twin_factory(made, closes, plan)
     monkeypatch.setattr(S, "Memory", make)
-    r = S.simulate(plan, cfg, policy, n, **fields,
+    r = S.simulate(plan, cfg, own_policy(policy), n, **fields,
                    settings=S.RunSettings(clairvoyance=closes, record_closes=record_closes, record_events=True,
                                           step_fn=lambda b, *a: 0.004 + 0.0003 * b))
     for t in made:
         t.finish()
     if record_closes:
-        nat = shared["recorder"].close_times_arrays()
+        nat = shared["recorder"].close_times()
         ref = r.closes
         for a, b in zip(nat, (ref.session, ref.occurrence, ref.segment, ref.offset_s)):
             np.testing.assert_array_equal(a, b)
@@ -232,12 +226,12 @@ def test_simulated_runs_match(plan_name, policy, monkeypatch, request):
     plan = request.getfixturevalue(plan_name)
     cfg = group_cfg(1)
     closes = None
-    if policy == "oracle":
+    if policy.endswith("oracle"):
         base, _ = run_twin(monkeypatch, plan, cfg, "hbm_first", 6, record_closes=True)
         closes = base.closes
     r, made = run_twin(monkeypatch, plan, cfg, policy, 6, closes=closes)
     assert not r.measurement.oom and r.measurement.requests_done > 0
-    assert sum(t.nat.totals()["hbf_tokens"] + t.nat.totals()["hbm_tokens"] for t in made) > 0
+    assert sum(sum(t.nat.totals().tokens) for t in made) > 0
 
 
 @pytest.mark.parametrize("policy", ["hbm_first", "hbm_first_reclaim", "lachesis", "lachesis:size_estimate=spawn",
@@ -308,6 +302,7 @@ def random_plan(rng: np.random.Generator, n_sessions: int, segs_per: int):
     plan.lists = lambda: PlanLists(requests=[], seg_class=[str(c) for c in cls], seg_role=[str(c) for c in cls],
                                    seg_key=[float(k) for k in key])
     plan.segs_of = lambda i: list(range(i * segs_per, (i + 1) * segs_per))
+    plan.segment_columns = lambda: segment_columns(cls, key, tokens, reads)
     return plan
 
 
@@ -325,10 +320,10 @@ def random_stream(seed: int, policy: str, hbm: int, hbf_: int, bt: int, aged: bo
         mp.setattr(block_capacity, "kv_blocks", lambda *a: (hbm, hbf_))
         clock, rec = Clock(times, plan.sessions, "random"), Recorder(plan.sessions, "random")
         nrec = core.Recorder()
-        t = Twin(plan, cfg, policy, clock, rec, native_clock=core.Clock(times, plan), native_recorder=nrec)
+        t = Twin(plan, cfg, policy, clock, rec, native_clock=native.clock(times, plan), native_recorder=nrec)
     t.events = []
     if aged:
-        t.age(np.random.default_rng(seed + 1))
+        t.age(np.random.default_rng(seed + 1).permutation(t.py.sizes.aged_chunks))
     live: dict[int, list[int]] = {}  # instance -> segments it may still write
     live_segs: dict[int, list[int]] = {}  # instance -> all its segments
     inst, now = 0, 0.0
@@ -371,7 +366,7 @@ def random_stream(seed: int, policy: str, hbm: int, hbf_: int, bt: int, aged: bo
             t.bytes_by_class_tier(1 - w)
     t.finish()
     ref = rec.close_times()  # the recorder the reference run filled, column by column
-    for a, b in zip(nrec.close_times_arrays(), (ref.session, ref.occurrence, ref.segment, ref.offset_s)):
+    for a, b in zip(nrec.close_times(), (ref.session, ref.occurrence, ref.segment, ref.offset_s)):
         np.testing.assert_array_equal(a, b)
 
 
@@ -386,18 +381,24 @@ def test_random_streams_match(seed, policy, hbm, hbf_, bt, aged):
     random_stream(seed, policy, hbm, hbf_, bt, aged)
 
 
-def test_policy_spec_only_for_builtin_policies():
-    """A user's own policy (or a subclass) has no native form: it runs on the reference path."""
+def test_a_builtin_policy_runs_its_native_rule_and_any_other_policy_its_own(multi_plan):
+    """A built-in policy (its registered class exactly) runs the native rule its registry entry names; a user's own
+    policy, a subclass included, is called back (the same results: test_simulated_runs_match); the table's options
+    are read off the policy object."""
     from lachesis.memory.policies import HBMFirst
 
     class Mine(HBMFirst):
         name = "mine"
 
-    assert core.policy_spec(Mine()) is None
-    assert core.policy_spec("hbm_first").frees_at_boundary is False
-    assert core.policy_spec("oracle").frees_at_boundary is True
-    assert core.policy_spec("rho_threshold:window=8").rho_window == 8
-    assert math.isnan(core.policy_spec("rho_threshold").threshold)
+    assert native.policy(Mine(), multi_plan).calls_python
+    assert not native.policy("hbm_first", multi_plan).calls_python
+    assert native.policy("hbm_first", multi_plan).options.frees_at_boundary is False
+    assert native.policy("hbm_first_reclaim", multi_plan).options.reclaims_cached_hbm is True
+    assert native.policy("oracle", multi_plan).options.frees_at_boundary is True
+    assert native.policy("rho_threshold:window=8", multi_plan).options.rho_window == 8
+    with pytest.raises(ValueError, match="no knob 'quantile'"):
+        core.make_policy(kind="Lachesis", numbers={"quantile": 0.5}, words={},
+                         options=native.policy("lachesis", multi_plan).options, classes=native.classes())
 
 
 def test_the_core_is_built_where_a_compiler_is():

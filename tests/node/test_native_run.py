@@ -1,5 +1,4 @@
-"""The native run (lachesis/node/native/node.cpp) against the Python reference (lachesis.node.simulator): the same run
-on
+"""The native run (lachesis/node/native/run/) against the Python reference (lachesis.node.simulator): the same run on
 both backends gives the same result in every field (every TPOT and TTFT sample, lifetimes, bytes by class and
 tier, the series, the recorded events and closes, the write totals) and leaves every rank's memory with the same
 free lists, over one GPU and the paper's eight-GPU node, every policy, every knob that changes a run, runs that
@@ -15,22 +14,22 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from sim_fixtures import multi_agent_trace, single_agent_trace
-from test_simulator import small_cfg
+from own_policies import NATIVE_POLICIES, own_policy
+from sim_fixtures import multi_agent_trace, single_agent_trace, small_cfg
 
 from lachesis.analysis.ranker import rank_keys
 from lachesis.analysis.segments import recover
 from lachesis.config import DEFAULT, SLOS, memory_config
 from lachesis.node import native
 from lachesis.node import simulator as S
-from lachesis.node.plan import build_plan
+from lachesis.node.plan import AgentPlan, Plan, build_plan
 
 if native.core() is None:  # pragma: no cover - a machine without a C++ compiler
     pytest.skip("the native core is not built (tests/node/test_native_memory.py says whether it should be)",
                 allow_module_level=True)
 
-POLICIES = ("hbm_first", "hbm_first_reclaim", "deterministic", "lachesis", "lachesis:size_estimate=mean_floor",
-            "lachesis:size_estimate=spawn", "rho_threshold", "rho_threshold:quantile=0.25,window=8", "oracle")
+#: every registered policy, knob settings, and each built-in rule as a policy of one's own (called back natively)
+POLICIES = NATIVE_POLICIES
 PAPER_NODE = replace(DEFAULT.deployment, group_ranks=8, landing="stall", start="aged")
 
 
@@ -85,6 +84,7 @@ def both(plan, cfg, policy, n, windows, **kw) -> tuple[list[S.SimResult], list[S
     as its run goes on, so each is copied then)."""
     ref, got = [], []
     settings = S.RunSettings(**kw)
+    policy = own_policy(policy)
     for a, b in zip(S.simulate_windows(plan, cfg, policy, n, windows, replace(settings, backend="python")),
                     S.simulate_windows(plan, cfg, policy, n, windows, replace(settings, backend="native"))):
         for r, out in ((a, ref), (b, got)):
@@ -165,12 +165,13 @@ def test_every_rank_ends_with_the_same_free_lists(plans):
     plan = plans["multi"]
     cfg = small_cfg(1e9, 1e10).with_(deployment=PAPER_NODE)
     w = windows(plan, (1.5, 0.3))
-    settings = S.RunSettings()
-    ref = S._Run(plan, cfg, "lachesis", 3, settings, w[0].warmup_s)
-    obs = ref.start(w)
+    setup = S.RunSetup.make(plan, cfg, "lachesis", 3, S.RunSettings(), w)
+    ref = S._Run(setup)
+    obs = ref.start()
     ref.finish_window(0, obs[0])
-    got = S._native_run(plan, cfg, "lachesis", 3, settings, w, w[0].warmup_s)
-    obs = got.start(w)
+    got = S._backend(setup)
+    assert isinstance(got, S._NativeRun)
+    obs = got.start()
     got.finish_window(0, obs[0])
     for (a_h, a_f), (b_h, b_f) in zip(_memories(ref), _memories(got)):
         assert np.array_equal(a_h, b_h) and np.array_equal(a_f, b_f)
@@ -189,14 +190,16 @@ def test_small_random_plans(kind, sessions, scale, n, ranks, policy, hbm, seed, 
 
 
 def test_backend_choice_and_the_reference_fallback(plans, monkeypatch):
-    """A user's own policy and a step function of one's own run on the reference; without the core, "auto"
-    falls back (said once, in one line) and "native" is refused naming why; an unknown backend is refused."""
+    """A step function of one's own runs on the reference (a user's own policy runs natively, called back); without
+    the core, "auto" falls back (said once, in one line) and "native" is refused naming why; an unknown backend is
+    refused."""
     plan, cfg = plans["multi"], small_cfg()
     with pytest.raises(ValueError, match="backend must be one of"):
         S.simulate(plan, cfg, "hbm_first", 2, settings=S.RunSettings(backend="fast"))
     with pytest.raises(ValueError, match="does not cover"):
         S.simulate(plan, cfg, "hbm_first", 2, settings=S.RunSettings(backend="native", step_fn=lambda *a: 0.01))
-    assert S._native_run(plan, cfg, "hbm_first", 2, S.RunSettings(step_fn=lambda *a: 0.01), [S.Window(1, 0)], 0) is None
+    own_step = S.RunSetup.make(plan, cfg, "hbm_first", 2, S.RunSettings(step_fn=lambda *a: 0.01), [S.Window(1, 0)])
+    assert isinstance(S._backend(own_step), S._Run)
     monkeypatch.setattr(native, "core", lambda: None)
     ref = S.simulate(plan, cfg, "hbm_first", 2)
     assert ref.measurement.requests_done > 0
@@ -226,3 +229,90 @@ def test_the_missing_core_is_said_once_in_one_line(monkeypatch):
         monkeypatch.undo()
         native.core.cache_clear()
     assert native.core() is not None
+
+
+def _far_apart_plan(n_req: int = 3, gap_s: float = 1e6) -> Plan:
+    """One session of one agent whose requests are ``gap_s`` apart (the user's delay), each writing and reading a
+    little of one segment: a run reaches millions of simulated seconds within a few requests."""
+    i = np.arange(n_req)
+    agent = AgentPlan("a", "lead", i, i.tolist())
+    return Plan(n_req=n_req, out_tokens=np.full(n_req, 100), t_tools=np.zeros(n_req), t_obs=np.zeros(n_req),
+                t_user=np.full(n_req, gap_s), w_ptr=np.arange(n_req + 1), w_seg=np.zeros(n_req, np.int64),
+                w_tok=np.full(n_req, 500, np.int64), r_ptr=np.arange(n_req + 1), r_seg=np.zeros(n_req, np.int64),
+                r_tok=500 * (i + 1), ca_ptr=np.zeros(n_req + 1, np.int64), ca_seg=np.zeros(0, np.int64),
+                ce_ptr=np.r_[np.zeros(n_req, np.int64), 1], ce_seg=np.zeros(1, np.int64),
+                seg_ids=np.array(["s:0"], object), seg_class=np.array(["lead"], object),
+                seg_role=np.array(["lead"], object), seg_tokens=np.array([500 * n_req]), seg_reads=np.array([0]),
+                seg_key=np.array([np.nan]), sessions=["s"], roots={"s": [agent]}, fingerprint="far-apart")
+
+
+def test_requests_a_million_seconds_apart_end():
+    """Past ≈4e6 s of simulated time a step's last fraction is below the clock's resolution (now + left * tau ==
+    now): such a decoder finishes at once on both backends (decode.DecodeEngine._finished), where the timer used to
+    land on the same instant forever.  An alarm stops a hang (the native loop checks for signals)."""
+    import signal
+
+    def hung(*_):
+        raise TimeoutError("the run did not end: the decode timer lands on the same instant forever")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)
+    try:
+        ref, got = both(_far_apart_plan(), DEFAULT, "hbm_first", 1, [S.Window(2e7, 0.0, 50)])
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert not (d := differences(ref[0], got[0])), d
+    assert ref[0].point.sim_s == 2e7 and ref[0].measurement.requests_done == 20
+
+
+def test_ctrl_c_stops_a_native_window_promptly(plans):
+    """An interrupt (Ctrl-C) during a native window acts within a few thousand events: KeyboardInterrupt, at once."""
+    import _thread
+    import threading
+    import time
+
+    plan = plans["multi"]
+    long_window = [S.Window(20_000 * plan.mean_session_s, 0.0, 10)]  # minutes of work
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    t0 = time.perf_counter()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            next(S.simulate_windows(plan, small_cfg(1e9, 1e10), "lachesis", 6, long_window,
+                                    S.RunSettings(backend="native")))
+    finally:
+        timer.cancel()
+    assert time.perf_counter() - t0 < 10
+
+
+@pytest.mark.parametrize("native_class", ["DeterministicOnly", None])
+def test_a_new_builtin_policy_in_its_files(plans, monkeypatch, native_class):
+    """docs/design.md §5, "Adding a built-in policy", done for a toy: its class in policies.POLICIES and its entry
+    in the registry are all the package needs; a spec names it, the figures draw it in its colour, and both
+    backends run it alike, the native one by the class its entry names (a rule it shares) or, with none, by
+    calling it back."""
+    from lachesis import plotting
+    from lachesis.memory import policies
+    from lachesis.registry import POLICY_BY_NAME, PolicyEntry
+
+    class ShortLivedOnly:
+        """The toy: short-lived classes to HBM, the rest to HBF (DeterministicOnly's rule, under its own name)."""
+
+        name = "short_lived_only"
+        frees_at_boundary = True
+
+        def tier(self, seg, view):
+            return policies._deterministic(seg)
+
+    monkeypatch.setitem(policies.POLICIES, ShortLivedOnly.name, ShortLivedOnly)
+    monkeypatch.setitem(POLICY_BY_NAME, ShortLivedOnly.name,
+                        PolicyEntry("short_lived_only", "short-lived only", "short-lived only (toy)", "#123456", "P",
+                                    native_class))
+    assert isinstance(policies.as_policy("short_lived_only"), ShortLivedOnly)
+    assert (plotting.policy_label("short_lived_only"), plotting.policy_color("short_lived_only"),
+            plotting.policy_marker("short_lived_only")) == ("short-lived only (toy)", "#123456", "P")
+    assert native.policy("short_lived_only", plans["multi"]).calls_python == (native_class is None)
+    toy = assert_same(plans["multi"], small_cfg(1e8, 1e10), "short_lived_only", 6)
+    same = assert_same(plans["multi"], small_cfg(1e8, 1e10), "deterministic", 6)
+    assert differences(toy[-1], same[-1]) == ["policy"] and toy[-1].point.policy == "short_lived_only"

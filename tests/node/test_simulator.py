@@ -9,12 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from reference_blocksim import reference_replay
-from sim_fixtures import multi_agent_trace, single_agent_trace
+from sim_fixtures import const_step, multi_agent_trace, single_agent_trace, small_cfg
 
-from lachesis.analysis.ranker import rank_keys
 from lachesis.analysis.segments import recover
 from lachesis.config import DEFAULT, MemoryConfig, StackSpec
-from lachesis.node import block_capacity, endurance
+from lachesis.node import endurance
 from lachesis.node import simulator as S
 from lachesis.node.decode import DecodeEngine
 from lachesis.node.node_memory import Memory
@@ -23,31 +22,11 @@ from lachesis.node.plan import build_plan
 POLICIES = ("hbm_first", "deterministic", "lachesis")
 
 
-def const_step(b, h, f, fl, hw=0.0):
-    """Toy roofline: a constant 20 ms step, independent of tiers (so timelines match across policies)."""
-    return 0.02
-
-
-@pytest.fixture(scope="module")
-def multi_plan():
-    tr = multi_agent_trace()
-    seg = recover(tr, seed=0)
-    return build_plan(tr, seg, rank_keys(tr, seg))
-
-
 @pytest.fixture(scope="module")
 def single_plan():
     tr = single_agent_trace(6)
     seg = recover(tr, seed=0)
     return build_plan(tr, seg)
-
-
-def small_cfg(hbm_bytes: float = 2e8, hbf_kv_bytes: float = 2e9):
-    """A tiny per-GPU memory (HBF sized for the weights + ``hbf_kv_bytes``) so the block oracle stays small."""
-    w = block_capacity.weight_storage_bytes_per_gpu(DEFAULT.model, DEFAULT.deployment)
-    mem = MemoryConfig("tiny", 1, 1, hbm=StackSpec("h", hbm_bytes, 1.6e12, 1.6e12),
-                       hbf=StackSpec("f", w + hbf_kv_bytes, 1.6e12, 16e9))
-    return DEFAULT.with_(memory=mem)
 
 
 def test_closed_loop_keeps_n_sessions_live(multi_plan):

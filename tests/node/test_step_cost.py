@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from test_models import DEEPSEEK_V3
+from model_configs import DEEPSEEK_V3
 
 from lachesis import config as C
 from lachesis.node import step_cost

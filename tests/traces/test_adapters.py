@@ -16,8 +16,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from cli_checks import full_disk, siblings, snapshot
+from cli_checks import one_line as _one_line
+from fixture_paths import TAU2_SOURCE as SRC
 from fixture_paths import TRACE_FIXTURES as FIX  # the committed excerpts, named once
-from test_io import SRC, full_disk, siblings, snapshot
 
 from lachesis import io, read_trace
 from lachesis.cli import main
@@ -765,13 +767,6 @@ def test_claude_spawn_with_empty_usage_and_no_totals_is_skipped(tmp_path):
 
 
 ADAPTERS = ["azure", "mooncake", "tau2", "who_and_when"]
-
-
-def _one_line(capsys) -> str:
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1, err
-    assert "internal error" not in err[0] and "Traceback" not in err[0], err[0]
-    return err[0]
 
 
 def _adapt(capsys, tmp_path: Path, adapter: str, name: str, data: bytes) -> str:

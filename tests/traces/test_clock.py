@@ -7,13 +7,12 @@ latencies zero, no user delay).
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from sim_fixtures import chain
 
 from lachesis.analysis.segments import recover
 from lachesis.cli import main
@@ -100,25 +99,6 @@ def test_corpus_leads_count_only_their_own_tool_results():
 
 
 # -- a 500-deep sub-agent chain, replayed on an explicit stack ----------------------------------------
-
-
-def chain(folder: Path, depth: int) -> Path:
-    """A one-session trace: a lead whose request spawns a worker, which spawns the next, ``depth`` deep."""
-    folder.mkdir(parents=True, exist_ok=True)
-    req, sp = [], []
-    for i in range(depth + 1):
-        aid, parent = ("lead", None) if i == 0 else (f"w{i}", "lead" if i == 1 else f"w{i - 1}")
-        req.append(dict(session_id="s", request_id=f"r{i}", agent_id=aid, parent_agent_id=parent,
-                        role="lead" if i == 0 else "worker", turn=0, input_tokens=100, matched_prefix_tokens=0,
-                        output_tokens=10, reasoning_tokens=0, tool_names=["Task"] if i < depth else [],
-                        n_observations=0))
-        if i:
-            sp.append(dict(session_id="s", agent_id=aid, parent_agent_id=parent, role="worker",
-                           spawn_request_id=f"r{i - 1}", instruction="x", context="", tools=[], model="m",
-                           spawn_index=0))
-    (folder / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in req))
-    (folder / "spawns.jsonl").write_text("".join(json.dumps(r) + "\n" for r in sp))
-    return folder
 
 
 def test_a_500_deep_sub_agent_chain_is_replayed(tmp_path, capsys) -> None:

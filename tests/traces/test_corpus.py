@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
-from test_io import full_disk, siblings, snapshot
+from cli_checks import full_disk, siblings, snapshot
 
 from lachesis.config import TOOL_CLASSES
 from lachesis.traces import corpus, workloads

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from cli_checks import one_line as _one_line
 from fixture_paths import REPO
-from test_adapters import _one_line
-from test_clock import chain
+from sim_fixtures import chain
 
 from lachesis.cli import main
 from lachesis.traces import schema
