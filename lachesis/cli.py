@@ -525,7 +525,9 @@ def _reproduce(sub: argparse._SubParsersAction) -> None:
                         "NBVAL_CHECK_OUTPUT cell in the source (what make test compares)")
 
     def run(a: argparse.Namespace) -> int:
-        from lachesis.reproduce import check_cells, plan, refresh_check_output, run_notebooks, summary
+        from lachesis.kernel import check_cells, refresh_check_output
+        from lachesis.parameters import plan
+        from lachesis.reproduce import run_notebooks, summary
 
         if a.refresh_checks:
             import nbformat
