@@ -69,6 +69,12 @@ def parameters_table(params: dict[str, Any]) -> str:
     return "\n".join(["**Parameters of this run**", "", "| parameter | value |", "|---|---|", *rows])
 
 
+def short(title: str, width: int = 48) -> str:
+    """A title as a link names it: up to its first dash or colon (``Figures 9–10``), at most ``width`` characters."""
+    head = re.split(r" — |: ", title, maxsplit=1)[0]
+    return head if len(head) <= width else head[: width - 1].rstrip() + "…"
+
+
 def nav(name: str, order: Sequence[Link], ext: str) -> str:
     """HTML: links to the previous page, the index and the next page (in the run's order), as ``NAME.<ext>``."""
     names = [p.name for p in order]
@@ -76,10 +82,10 @@ def nav(name: str, order: Sequence[Link], ext: str) -> str:
     index = "README.md" if ext == "ipynb" else f"{INDEX}.html"
     parts = []
     if i > 0:
-        parts.append(f'<a href="{order[i - 1].name}.{ext}">← {html.escape(order[i - 1].title)}</a>')
+        parts.append(f'<a href="{order[i - 1].name}.{ext}">← {html.escape(short(order[i - 1].title))}</a>')
     parts.append(f'<a href="{index}">all pages</a>')
     if 0 <= i < len(order) - 1:
-        parts.append(f'<a href="{order[i + 1].name}.{ext}">{html.escape(order[i + 1].title)} →</a>')
+        parts.append(f'<a href="{order[i + 1].name}.{ext}">{html.escape(short(order[i + 1].title))} →</a>')
     return '<nav class="lachesis-nav">' + " ".join(parts) + "</nav>"
 
 

@@ -377,7 +377,9 @@ class _Run:
             except (OSError, ValueError) as e:  # the summary still prints; the run fails
                 self.result.failed.append((REAL_TRACES, f"its list of missing sources: {_last_line(e)}"))
         if self.result.ran:
-            figures = self.root / self.common_out
+            ran = {name for name, _ in self.result.ran}
+            outs = {self.out_dir(params) for _, name, _, params in jobs if name in ran}  # -p out_dir moves them all
+            figures = outs.pop() if len(outs) == 1 else self.root / self.common_out
             pages.write_index(figures / pages.FOLDER, self.links)
             self.result.glance = glance.write(figures)
             if self.only is None:  # a complete run: record what produced these figures

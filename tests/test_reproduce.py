@@ -413,6 +413,48 @@ def test_a_real_notebook_at_ci_scale_becomes_a_readable_page(tmp_path) -> None:
     assert pages.problems(nb) == [] and any("NBVAL_CHECK_OUTPUT" in c.source for c in nb.cells)
 
 
+def test_a_second_run_in_the_same_clone_is_refused_in_one_line(tmp_path, capsys, monkeypatch) -> None:
+    """Two runs at once would share build/notebooks and the figures: the second is refused before it runs anything,
+    naming the lock and the process holding it; the lock ends with its holder."""
+    import papermill
+
+    p = _lanes_project(tmp_path, [])
+    monkeypatch.setattr(papermill, "execute_notebook", lambda *a, **k: pytest.fail("a notebook ran"))
+    with reproduce.one_run(tmp_path):
+        assert main(["reproduce", "--params", str(p), "--no-fetch"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("lachesis reproduce: error: build/reproduce.lock: another lachesis "
+                                               f"reproduce (pid {__import__('os').getpid()}) is running"), err
+    with reproduce.one_run(tmp_path):  # released: taken again
+        pass
+
+
+def test_a_stopped_runs_temporaries_are_removed_at_the_start_and_at_the_end(tmp_path, monkeypatch, no_pages) -> None:
+    """A kernel ended in the middle of an atomic write (a second Ctrl-C) leaves ``.NAME….tmp`` beside the figures:
+    the next run removes it before any notebook starts, and a run removes those of its own on the way out."""
+    import papermill
+
+    p = _lanes_project(tmp_path, [])
+    out = tmp_path / "out"
+    out.mkdir()
+    stale = out / ".fig04_temporal.pdfk3j_x8.tmp"
+    stale.write_text("half a pdf")
+    seen = []
+
+    def execute(src, dest, **kw):
+        seen.append(stale.exists())
+        if Path(src).stem == "grid_b":
+            (out / ".grid_b.pngq1w2e3.tmp").write_text("half a png")  # the kernel ends mid-write
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(papermill, "execute_notebook", execute)
+    log = io.StringIO()
+    with pytest.raises(KeyboardInterrupt):
+        reproduce.run_notebooks(p, log=log, fetch=False, serial=True)
+    assert seen == [False, False] and not list(out.glob(".*.tmp"))
+    assert "[reproduce] removed 1 temporary file(s) a stopped run left: .fig04_temporal.pdfk3j_x8.tmp" in log.getvalue()
+
+
 # -- an interrupted run: announced, and named by the provenance check ---------------------------------
 
 
