@@ -77,11 +77,16 @@ explore: $(STAMP)
 	$(VENV)/bin/papermill notebooks/explorer.ipynb build/explorer_paper.ipynb --prepare-only -y "$(PAPER_EXPLORER)"
 	MPLBACKEND=module://matplotlib_inline.backend_inline $(VENV)/bin/jupyter lab --notebook-dir=. $(LAB_ARGS) build/explorer_paper.ipynb
 
-## Rewrite requirements.lock from .venv (after changing dependencies; commit it with the figures it produced).
+## Rewrite requirements.lock from .venv with every extra installed (test, dask, browser), then the build requirements
+## pyproject.toml pins (after changing dependencies; commit it with the figures it produced).
+BUILD_REQUIRES = $(PY) -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['build-system']['requires'], sep='\n')"
 lock: $(STAMP)
-	{ echo "# The environment that produced figures/ (make lock: pip freeze of .venv, editable lachesis excluded)."; \
-	  echo "# make installs with it as constraints: pip install -c requirements.lock -e '.[test]'."; \
-	  $(PY) -m pip freeze --exclude-editable; } > $(LOCK).tmp && mv $(LOCK).tmp $(LOCK)
+	$(PY) -m pip install --quiet -e '.[test,browser]'
+	{ echo "# The environment that produced figures/ (make lock: pip freeze of .venv with every extra, editable lachesis"; \
+	  echo "# excluded). make installs with it as constraints: pip install -c requirements.lock -e '.[test]'."; \
+	  $(PY) -m pip freeze --exclude-editable; \
+	  echo "# The build requirements ([build-system] requires in pyproject.toml, pinned there: pip builds in isolation)."; \
+	  $(BUILD_REQUIRES); } > $(LOCK).tmp && mv $(LOCK).tmp $(LOCK)
 
 ## JupyterLab in headless chromium: open and run the explorer, change a dropdown, screenshots in build/browser/.
 ## Needs chromium + chromedriver (apt-get install chromium chromium-driver) and the [browser] extra (selenium).
