@@ -131,24 +131,25 @@ def git_state(root: Path) -> dict[str, Any]:
     return {"commit": commit, "dirty": source_digest_at(root, commit) != source_digest(root)}
 
 
+#: Suffixes of the text files :func:`figure_digests` reads with LF line endings.
+TEXT_SUFFIXES = (".csv", ".md", ".json", ".html", ".ipynb", ".txt")
+
+
 def figure_digests(folder: Path) -> dict[str, str]:
-    """sha256 of every file under ``folder`` (relative ``/`` paths, sorted), but ``ENVIRONMENT.json`` itself and
-    hidden files (a run's markers and temporaries).  Text files are read with ``\n`` line endings, so a
-    checkout that rewrites them (``core.autocrlf``) keeps their digests."""
+    """sha256 of every file under ``folder`` (relative ``/`` paths, sorted), but ``ENVIRONMENT.json`` itself, a
+    run's markers (:data:`IN_PROGRESS`) and hidden files (temporaries).  Text files are read with LF line
+    endings, so a checkout that rewrites them (``core.autocrlf``) keeps their digests."""
     folder = Path(folder)
     out = {}
     for p in sorted(folder.rglob("*"), key=lambda q: q.relative_to(folder).parts):
         rel = p.relative_to(folder)
-        if p.is_file() and rel.as_posix() != ENVIRONMENT_FILE and not any(s.startswith(".") for s in rel.parts):
+        if p.is_file() and rel.as_posix() != ENVIRONMENT_FILE and not p.name.endswith(IN_PROGRESS) \
+                and not any(s.startswith(".") for s in rel.parts):
             data = p.read_bytes()
             if p.suffix in TEXT_SUFFIXES:
                 data = data.replace(b"\r\n", b"\n")
             out[rel.as_posix()] = hashlib.sha256(data).hexdigest()
     return out
-
-
-#: Suffixes of the text files :func:`figure_digests` reads with ``\n`` line endings.
-TEXT_SUFFIXES = (".csv", ".md", ".json", ".html", ".ipynb", ".txt")
 
 
 def _elf_comments(path: Path) -> list[str]:
