@@ -68,7 +68,7 @@ LAB_COPIES := $(patsubst notebooks/%,$(LAB_DIR)/%,$(wildcard notebooks/*.ipynb))
 $(LAB_DIR)/%.ipynb: notebooks/%.ipynb
 	@mkdir -p $(@D) && cp $< $@
 lab: $(STAMP) $(LAB_COPIES)
-	MPLBACKEND=module://matplotlib_inline.backend_inline $(VENV)/bin/jupyter lab --notebook-dir=build/lab $(LAB_ARGS) notebooks/explorer.ipynb
+	MPLBACKEND=module://matplotlib_inline.backend_inline $(VENV)/bin/jupyter lab --notebook-dir=build/lab $(LAB_ARGS) $(LAB_DIR)/explorer.ipynb
 
 ## The explorer on the paper-scale results (the cache `make reproduce` fills) in JupyterLab: a copy with the paper's
 ## parameters in build/ (never the source notebook); Run > Run All Cells, then the dropdowns move over the grid.

@@ -52,9 +52,55 @@ def test_make_lab_opens_copies_in_build_never_the_sources() -> None:
     dry = _make("-n", "-B", "-o", STAMP, "lab")
     lab = [ln for ln in dry.splitlines() if "jupyter lab" in ln]
     assert len(lab) == 1 and "--notebook-dir=build/lab " in lab[0] and lab[0].rstrip().endswith(
-        "notebooks/explorer.ipynb"), lab
+        " build/lab/notebooks/explorer.ipynb"), lab
     copies = re.findall(r"cp notebooks/(\S+) build/lab/notebooks/(\S+)", dry)
     assert {a for a, b in copies if a == b} == {p.name for p in (REPO / "notebooks").glob("*.ipynb")}
+
+
+@pytest.mark.slow
+def test_make_lab_serves_the_copies(tmp_path) -> None:
+    """JupyterLab started by `make lab` answers and serves the explorer's copy (its file to open lies under its root)."""
+    import json
+    import os
+    import secrets
+    import signal
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token = secrets.token_hex(8)
+    log = (tmp_path / "lab.log").open("w")
+    lab = subprocess.Popen(["make", "-o", STAMP, "lab", f"ARGS=--no-browser --port={port} --ip=127.0.0.1 "
+                            f"--IdentityProvider.token={token}"],
+                           cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                           env={**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "config")})
+    try:
+        url = f"http://127.0.0.1:{port}/api/contents/notebooks/explorer.ipynb?token={token}&content=0"
+        deadline, served = time.monotonic() + 90, None
+        while time.monotonic() < deadline and lab.poll() is None and served is None:
+            try:
+                with urllib.request.urlopen(url, timeout=2) as r:
+                    served = json.load(r)
+            except OSError:
+                time.sleep(0.5)
+        assert served is not None, (tmp_path / "lab.log").read_text()[-2000:]
+        assert served["path"] == "notebooks/explorer.ipynb" and served["type"] == "notebook"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/contents/?token={token}", timeout=5) as r:
+            top = {e["name"] for e in json.load(r)["content"]}
+        assert "notebooks" in top and not {"lachesis", "figures", "pyproject.toml"} & top, top  # its root: build/lab
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(lab.pid, sig)
+                lab.wait(timeout=20)
+                break
+            except ProcessLookupError:
+                break
+            except subprocess.TimeoutExpired:
+                continue
 
 
 def test_ci_reproduces_before_it_tests_and_checks_the_tree_is_clean() -> None:
