@@ -59,7 +59,7 @@ def test_make_lab_opens_copies_in_build_never_the_sources() -> None:
 
 @pytest.mark.slow
 def test_make_lab_serves_the_copies(tmp_path) -> None:
-    """JupyterLab started by `make lab` answers and serves the explorer's copy (its file to open lies under its root)."""
+    """`make lab` serves the explorer's copy from its root, build/lab (the file to open lies under it)."""
     import json
     import os
     import secrets
