@@ -33,11 +33,13 @@ $(STAMP): pyproject.toml setup.py $(LOCK) $(wildcard lachesis/node/native/*.cpp 
 
 ## Regenerate every table and figure in figures/ at paper scale (papermill, notebooks/params/paper.yaml), fetching
 ## the public real traces it needs (checksummed); offline, everything else, naming what it could not fetch.
-## STRICT=1: a source that could not be fetched is an error.  Writes figures/ENVIRONMENT.json.
+## STRICT=1: a source that could not be fetched is an error.  Each notebook also becomes two pages in
+## figures/notebooks/ (NAME.html, opening on its figure, and NAME.ipynb, which GitHub renders; index.html lists them);
+## progress goes to build/logs/NAME.log; figures/ENVIRONMENT.json records the sources and every figure's sha256.
 reproduce: $(STAMP)
 	$(VENV)/bin/lachesis reproduce --params notebooks/params/paper.yaml $(if $(STRICT),--strict)
 
-## The same notebooks at CI scale, into build/figures (a few minutes).
+## The same notebooks at CI scale, into build/figures (pages in build/figures/notebooks; a few minutes).
 reproduce-ci: $(STAMP)
 	$(VENV)/bin/lachesis reproduce --params notebooks/params/ci.yaml
 

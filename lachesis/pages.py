@@ -35,7 +35,7 @@ KEPT_METADATA = ("kernelspec", "language_info")
 STYLE = """<style>
 .lachesis-nav { font: 14px/1.6 system-ui, sans-serif; padding: 6px 0; border-bottom: 1px solid #ddd; }
 .lachesis-nav a { text-decoration: none; margin-right: 1.2em; }
-.lachesis-figure img { max-width: 100%; max-height: 640px; }
+.lachesis-figure img { max-width: 100%; max-height: 580px; }
 .jp-OutputArea-output, .jp-RenderedHTMLCommon { overflow-x: auto; }
 .jp-RenderedHTMLCommon table { font-size: 12px; }
 </style>
