@@ -203,7 +203,8 @@ def write_index(folder: Path, order: Sequence[Link], heading: str = "Executed no
     items = "\n".join(f'<li><a href="{p.name}.html">{html.escape(p.title)}</a> '
                       f'(<a href="{p.name}.ipynb">notebook</a>)</li>' for p in order)
     page = (f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{heading}</title>\n"
-            f"{STYLE}</head>\n<body>\n<h1>{heading}</h1>\n<p>Each page opens on its figure; the code is in the "
+            f"<style>body {{ font: 16px/1.7 system-ui, sans-serif; max-width: 60em; margin: 2em auto; }}"
+            f"</style>\n</head>\n<body>\n<h1>{heading}</h1>\n<p>Each page opens on its figure; the code is in the "
             f"notebook beside it.</p>\n<ol>\n{items}\n</ol>\n</body>\n</html>\n")
     md = "\n".join([f"# {heading}", "", "Each notebook as executed by `lachesis reproduce`: the `.ipynb` (rendered "
                     "here, code and outputs) and the `.html` report beside it (code hidden; download to read).", "",
