@@ -246,17 +246,17 @@ def write_environment(figures: Path, root: Path, params_file: Path) -> Path:
     return write_json(figures / ENVIRONMENT_FILE, environment(root, params_file, figures), indent=2, sort_keys=True)
 
 
-def write_run_record(root: Path, figures: Path, started: float) -> Path:
+def write_run_record(path: Path, root: Path, figures: Path, started: float) -> Path:
     """The facts of this run that change with every run (the commit, whether the sources differ from it, when
-    it ran) in ``build/logs/reproduce.json``: never committed, so ``ENVIRONMENT.json`` stays the same."""
+    it ran) as JSON at ``path`` (``build/logs/reproduce.json``): never committed, so ``ENVIRONMENT.json`` stays
+    the same."""
     fmt = "%Y-%m-%dT%H:%M:%S%z"
     try:
         shown = Path(figures).resolve().relative_to(Path(root).resolve()).as_posix()
     except ValueError:
         shown = str(figures)
-    return write_json(Path(root) / "build" / "logs" / "reproduce.json",
-                      {"figures": shown, **git_state(root), "started": time.strftime(fmt, time.localtime(started)),
-                       "finished": time.strftime(fmt)}, indent=2)
+    when = {"started": time.strftime(fmt, time.localtime(started)), "finished": time.strftime(fmt)}
+    return write_json(path, {"figures": shown, **git_state(root), **when}, indent=2)
 
 
 def read_environment(path: Path) -> dict[str, Any]:

@@ -384,7 +384,7 @@ class _Run:
             self.result.glance = glance.write(figures)
             if self.only is None:  # a complete run: record what produced these figures
                 self.result.environment = provenance.write_environment(figures, self.root, self.params_file)
-                provenance.write_run_record(self.root, figures, self.started)
+                provenance.write_run_record(self.root / LOG_DIR / "reproduce.json", self.root, figures, self.started)
 
     def run(self) -> Outcome:
         folders = [self.out_dir(p) for _, _, p in self.todo]

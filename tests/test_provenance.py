@@ -189,7 +189,8 @@ def test_the_runs_commit_goes_to_build_not_to_the_record(tmp_path) -> None:
     assert provenance.git_state(root) == {"commit": made, "dirty": False}
     assert provenance.source_digest_at(root, made) == provenance.source_digest(root)
     first = _record(root)
-    record = json.loads(provenance.write_run_record(root, root / "figures", 0.0).read_text())
+    record = json.loads(provenance.write_run_record(root / "build" / "run.json", root, root / "figures", 0.0)
+                        .read_text())
     assert record["commit"] == made and record["dirty"] is False and record["figures"] == "figures"
     (root / "lachesis" / "a.py").write_text("x = 2\n")
     assert provenance.git_state(root)["dirty"] is True
