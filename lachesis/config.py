@@ -265,8 +265,10 @@ class Deployment:
     #: GPUs of the expert-parallel group the simulator steps in lockstep (§5.2); 1 simulates one GPU
     #: and takes the other ranks as its copies (docs/design.md §5, "Decode node")
     group_ranks: int = 1
-    #: "stall": landing a prompt's KV occupies its GPU, so the group's step waits (the cited HBF
-    #: simulator adds the KV write to the device time, §5.1 [23, 41]); "overlap": it delays only its request
+    #: "overlap": a prompt's KV lands beside the decode steps and delays only its own request (§5.1: the engine,
+    #: Frontier [11], moves prefilled KV as a transfer event apart from the decode step, and HBF's write bandwidth
+    #: prices the step's own flush); "stall": the landing occupies its GPU, so the lockstep group's step waits (Son et
+    #: al.'s simulator [41] adds the prompt's KV write to the device time); docs/design.md §5, "Decode node"
     landing: Landing = "overlap"
     #: "aged": a boundary-unaware cache starts full of dead blocks whose LRU order mixes the tiers, as a
     #: long-running node's does; "empty": free lists start empty of cached blocks

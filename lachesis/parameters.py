@@ -153,7 +153,8 @@ def check_parameters(namespace: dict[str, Any]) -> None:
 FOLDER_PARAMETERS = ("out_dir", "cache_dir", "figures")
 #: Notebook parameters naming an input, empty for the notebook's default: a given one resolved to a ``str`` and
 #: required to exist (a missing input is an error naming the parameter, never a silent skip).
-INPUT_PARAMETERS = ("trace", "data", "table", "model_config", "gain_vs_load_paper")
+INPUT_PARAMETERS = ("trace", "data", "table", "model_config", "gain_vs_load_paper", "fig09_grid", "fig11_grid",
+                    "fig10_composition")
 
 
 def notebook_setup(namespace: dict[str, Any]) -> dict[str, Any]:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -209,6 +210,8 @@ def warranty_line(ax: plt.Axes, years: float = 5.0) -> None:
 
 BOUND_STYLE: dict[str, Any] = dict(color="#d62728", linewidth=1.6)
 BOUND_LABEL = "offline bound (beyond the paper)"
+#: An infinite lifetime (the bound where HBM could take every byte; a policy that wrote no KV to HBF): ∞.
+UNBOUNDED_STYLE: dict[str, Any] = dict(marker="$\\infty$", color=BOUND_STYLE["color"], ms=11)
 
 
 def bound_marks(ax: plt.Axes, x: ArrayLike, y: ArrayLike, lo: ArrayLike | None = None, hi: ArrayLike | None = None,
@@ -227,10 +230,20 @@ def bound_marks(ax: plt.Axes, x: ArrayLike, y: ArrayLike, lo: ArrayLike | None =
         for b in bars:  # a bar's bottom is a sticky edge: a zero-height band at the top would stop the axis there
             b.sticky_edges.y.clear()
     inf = np.isinf(y)
-    if inf.any():
-        ax.plot(x[inf], np.ones(inf.sum()), "^", color=BOUND_STYLE["color"], transform=ax.get_xaxis_transform(),
-                clip_on=False, zorder=4)
+    if inf.any():  # inside the top of the axes, above the data (a margin): a mark no policy uses (unbounded_key)
+        ax.margins(y=0.15)
+        ax.plot(x[inf], np.full(inf.sum(), 0.95), ls="", transform=ax.get_xaxis_transform(), zorder=4,
+                **UNBOUNDED_STYLE)
     return Line2D([], [], label=BOUND_LABEL, **BOUND_STYLE)
+
+
+def unbounded_key(policy: bool = False) -> Line2D:
+    """The legend entry of an infinite lifetime: the bound's (:func:`bound_marks`) or, with ``policy``, a policy's
+    that wrote no KV to HBF (drawn in its colour)."""
+    if policy:
+        return Line2D([], [], ls="", label="a policy wrote no KV to HBF: unbounded lifetime (its colour)",
+                      **dict(UNBOUNDED_STYLE, color="0.3", ms=9))
+    return Line2D([], [], ls="", label="offline bound: unbounded (HBM takes every byte)", **UNBOUNDED_STYLE)
 
 
 def tidy_log_axes(fig: plt.Figure) -> None:
@@ -245,6 +258,16 @@ SOURCE_NAMES = {"azure_llm_2023": "Azure LLM inference 2023", "chatdev_warehouse
                 "claude_code_more": "Claude Code sessions", "claude_code_subagents": "Claude Code with subagents",
                 "mooncake_fast25": "Mooncake (FAST '25)", "tau2-qwen3.5-justinchiu": "τ²-bench, Qwen3.5",
                 "tau2-xai-grok-blakeelias": "τ²-bench, Grok", "who_and_when": "Who&When"}
+
+
+def source_name(name: str) -> str:
+    """A public source (its registry id, ``lachesis/data/registry.tsv``) or a corpus workload in words: a figure's
+    panel title, never the id."""
+    if name in SOURCE_NAMES:
+        return SOURCE_NAMES[name]
+    if name in WORKLOAD_LABEL:
+        return f"corpus: {WORKLOAD_LABEL[name]}"
+    return name.replace("_", " ")
 
 
 def source_label(group: str, groups: Iterable[str] = ()) -> str:
@@ -340,7 +363,9 @@ CLASS_STYLE: dict[str, dict[str, str]] = {
 #: The x axis of the Figs. 9–12 panels.
 MEMORY_AXIS = "GPU memory (HBM stacks / HBF stacks)"
 LIFETIME_AXIS = "HBF lifetime (device-years)"
-MISSED_SLO_HATCH = "xx"
+MISSED_SLO_HATCH = "xxxx"
+#: A miss's box (:func:`miss_mark`), as a fraction of the axes' height.
+MISS_HEIGHT = 0.07
 
 
 def policy_label(p: str) -> str:
@@ -370,12 +395,78 @@ def warranty_key(years: float = 5.0) -> Line2D:
     return Line2D([], [], label=f"{years:g}-year warranty", **WARRANTY_STYLE)
 
 
-def missed_slo_keys() -> list[Artist]:
-    """Legend entries for a run that misses the SLO at its load: a hatched bar, an open marker."""
+@dataclass(frozen=True)
+class SloOutcome:
+    """Whether one cell's policy is drawn as a lifetime: its rows (one per seed, at the deployment's load) and
+    how many of them miss the SLO there; the policy's own N* (sessions per GPU) as ``(lo, hi)`` over the rows
+    that carry it, None where none does."""
+
+    seeds: int
+    misses: int
+    own_n_star: tuple[float, float] | None = None
+
+    @property
+    def met(self) -> bool:
+        """Every seed meets the SLO at the load: the only case a lifetime is drawn (every lifetime a figure shows is
+        at a load its SLO admits)."""
+        return self.seeds > 0 and self.misses == 0
+
+    def text(self) -> str:
+        """What a figure writes beside a miss: ``miss 2/3 · N* = 41`` (the N* when known)."""
+        out = f"miss {self.misses}/{self.seeds}"
+        if self.own_n_star is not None:
+            lo, hi = self.own_n_star
+            out += f" · N* = {lo:.0f}" + (f"–{hi:.0f}" if f"{hi:.0f}" != f"{lo:.0f}" else "")
+        return out
+
+
+def _met(v: Any) -> bool:
+    """One row's ``slo_met`` as read from a frame or a CSV: True only when it says so (a blank is not a pass)."""
+    if isinstance(v, str):
+        return v.strip().lower() in ("true", "1")
+    return bool(v) if v is not None and not (isinstance(v, float) and np.isnan(v)) else False
+
+
+def slo_outcome(rows: pd.DataFrame) -> SloOutcome:
+    """The :class:`SloOutcome` of one cell's policy from its grid rows (``slo_met`` per seed; ``own_n_star``, the
+    policy's own N* where it misses, when the rows carry it): the one rule every figure draws a bar or a miss by."""
+    if "slo_met" not in rows:
+        raise ValueError("grid rows without an 'slo_met' column: a figure cannot tell a lifetime at the SLO from a "
+                         "miss")
+    met = [_met(v) for v in rows["slo_met"]]
+    own = None
+    if "own_n_star" in rows:
+        n = pd.to_numeric(rows["own_n_star"], errors="coerce").to_numpy(float)
+        n = n[np.isfinite(n)]
+        own = (float(n.min()), float(n.max())) if len(n) else None
+    return SloOutcome(seeds=len(met), misses=len(met) - sum(met), own_n_star=own)
+
+
+def slo_outcomes(df: pd.DataFrame, by: Sequence[str]) -> dict[tuple, SloOutcome]:
+    """:func:`slo_outcome` per group of ``by`` (e.g. the cell's columns and ``policy``), keyed by the group's
+    values as a tuple."""
+    return {(k if isinstance(k, tuple) else (k,)): slo_outcome(g) for k, g in df.groupby(list(by), sort=False)}
+
+
+def missed_slo_key() -> Artist:
+    """The legend entry of a miss (:func:`miss_mark`)."""
     from matplotlib.patches import Patch
 
-    return [Patch(facecolor="white", edgecolor="0.3", hatch=MISSED_SLO_HATCH, label="misses the SLO (bar)"),
-            Line2D([], [], ls="", marker="o", mfc="white", color="0.3", label="misses the SLO (marker)")]
+    return Patch(fill=False, edgecolor="0.25", hatch=MISSED_SLO_HATCH, lw=1.0,
+                 label="misses the SLO at the deployment's load (seeds that miss; its own N*)")
+
+
+def miss_mark(ax: plt.Axes, x: float, width: float, outcome: SloOutcome, color: str, fontsize: float = 7.0) -> None:
+    """A policy that misses the SLO where its lifetime would be: no bar or marker, an empty hatched box at the
+    axis floor (its colour, readable in grayscale by its hatch) and, above it, ``outcome.text()`` upright."""
+    from matplotlib.patches import Rectangle
+
+    floor = ax.get_xaxis_transform()  # x in data, y in axes fractions: the same height on any scale
+    ax.add_patch(Rectangle((x - width / 2, 0.0), width, MISS_HEIGHT, transform=floor, fill=False, edgecolor=color,
+                           hatch=MISSED_SLO_HATCH, lw=1.0, zorder=4, clip_on=False))
+    ax.text(x, MISS_HEIGHT + 0.015, outcome.text(), transform=floor, rotation=90, ha="center", va="bottom",
+            fontsize=fontsize, color="0.1", zorder=4.5,  # over the bands and lines behind it, on a white ground
+            bbox=dict(boxstyle="square,pad=0.08", facecolor="white", edgecolor="none", alpha=0.85))
 
 
 def whisker_key(what: str = "min–max over seeds") -> Line2D:
@@ -413,6 +504,35 @@ def paper_band(ax: plt.Axes, lo: float, hi: float, color: str, x: tuple[float, f
     else:
         ax.hlines(lo, *x, **kw)
     return Line2D([], [], label=label or f"paper: {lo:g}", **kw)
+
+
+def paper_whiskers(ax: plt.Axes, x: ArrayLike, lo: float, hi: float, color: str = "k", label: str = "") -> Artist:
+    """The paper's range ``lo``–``hi`` as a capped whisker at each of ``x`` (beside the bars it compares with, so it
+    recolours none of them); one value is a short bar.  Returns its legend entry."""
+    x = np.asarray(x, dtype=float)
+    mid, half = (lo + hi) / 2, (hi - lo) / 2
+    ax.errorbar(x, np.full(len(x), mid), yerr=half, fmt="none", ecolor=color, elinewidth=1.4, capsize=3, capthick=1.4,
+                zorder=5)
+    return Line2D([], [], color=color, lw=1.4, marker="_", ms=7, mew=1.4, label=label or f"paper: {lo:g}–{hi:g}")
+
+
+def miss_overlay(ax: plt.Axes, x: float, width: float, top: float, outcome: SloOutcome, fontsize: float = 6.5) -> None:
+    """A write-composition bar whose run misses the SLO at the deployment's load: already drawn faded, now crossed
+    out up to ``top``, with ``outcome.text()`` upright in it."""
+    from matplotlib.patches import Rectangle
+
+    ax.add_patch(Rectangle((x - width / 2, 0.0), width, top, fill=False, edgecolor="0.35", hatch="xx", lw=0.8,
+                           zorder=4))
+    ax.text(x, top / 2, outcome.text(), rotation=90, ha="center", va="center", fontsize=fontsize, color="0.1",
+            zorder=4.5, bbox=dict(boxstyle="square,pad=0.1", facecolor="white", edgecolor="none", alpha=0.9))
+
+
+def missed_run_key() -> Artist:
+    """The legend entry of :func:`miss_overlay`."""
+    from matplotlib.patches import Patch
+
+    return Patch(facecolor="0.85", edgecolor="0.35", hatch="xx", lw=0.8,
+                 label="misses the SLO at the deployment's load (faded, crossed; seeds that miss; its own N*)")
 
 
 #: The evaluation's workloads in words.

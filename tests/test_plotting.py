@@ -5,6 +5,7 @@ import json
 import time
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -115,31 +116,141 @@ def test_rows_by_workload_splits_each_workload_into_rows():
     assert [[q.title for q in r] for r in rows] == [["a0", "a1", "a2"], ["a3"], ["b0", "b1"]]
 
 
-def test_lifetime_figure_draws_medians_whiskers_misses_and_the_paper():
+def _bars(ax):
+    """The filled bars of a lifetime axis (not the miss boxes, not the bound's band)."""
     from matplotlib.patches import Rectangle
 
+    return [p for p in ax.patches if isinstance(p, Rectangle) and p.get_fill() and p.get_alpha() is None]
+
+
+def _miss_boxes(ax):
+    from lachesis.plotting import MISSED_SLO_HATCH
+
+    return [p for p in ax.patches if not p.get_fill() and p.get_hatch() == MISSED_SLO_HATCH]
+
+
+def test_lifetime_figure_draws_medians_whiskers_misses_and_the_paper():
     from lachesis.evaluation import tables
     from lachesis.evaluation.plots import Panel, lifetime_figure
-    from lachesis.plotting import MISSED_SLO_HATCH
 
     df = _evalplots_grid()
     r = tables.ratio_table(df)
     layout = [[Panel(dict(workload=w), w, paper=w == "multi_agent")
                for w in ("multi_agent", "multi_agent_no_reviewer")]]
     fig = lifetime_figure(df, r, layout, bars=("hbm_first", "deterministic", "lachesis"), paper_years=[
-        ("lachesis", (3.3, 9.3)), ("deterministic", (1.0, 2.0))])
+        ("lachesis", (3.3, 9.3)), ("deterministic", (1.0, 2.0))], title="Fig. 9 — t")
     ax = fig.axes[0]
-    bars = [p for p in ax.patches if isinstance(p, Rectangle) and p.get_width() < 0.5]
-    # HBM-first's and Lachesis's bars (w/o predictive path did not run): medians over the two seeds
-    assert sorted(round(b.get_height(), 3) for b in bars) == [1.25, 2.0, 2.75, 4.25]
-    hatched = [b for b in bars if b.get_hatch() == MISSED_SLO_HATCH]
-    assert [round(b.get_height(), 3) for b in hatched] == [4.25]  # Lachesis at 4/4 missed at the sizing seed
+    # HBM-first meets the SLO at both seeds: its medians; Lachesis misses at one seed of each cell: no bar at all
+    assert sorted(round(b.get_height(), 3) for b in _bars(ax)) == [1.25, 2.0]
+    assert len(_miss_boxes(ax)) == 2
+    assert sorted(t.get_text() for t in ax.texts) == ["miss 1/2", "miss 1/2"]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1/7", "4/4"]
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels[:3] == ["HBM-first", "Lachesis", "oracle (clairvoyant)"]
     assert "paper: Lachesis, 3.3–9.3 (1/7–4/4)" in labels
+    assert any(x.startswith("misses the SLO at the deployment's load") for x in labels)
     assert not any("w/o predictive path" in x for x in labels)  # neither a bar nor a band for what did not run
     assert ax.get_ylabel() and ax.get_xlabel() and not fig.axes[1].get_ylabel()
+    assert fig._suptitle.get_text() == "Fig. 9 — t"
+    plt.close(fig)
+
+
+def test_slo_outcome_meets_only_when_every_seed_meets():
+    from lachesis.plotting import slo_outcome, slo_outcomes
+
+    ok = slo_outcome(pd.DataFrame(dict(slo_met=[True, True, True])))
+    assert ok.met and ok.misses == 0 and ok.text() == "miss 0/3"
+    one = slo_outcome(pd.DataFrame(dict(slo_met=[True, False, True], own_n_star=[float("nan"), 41.0, float("nan")])))
+    assert not one.met and (one.misses, one.seeds) == (1, 3) and one.text() == "miss 1/3 · N* = 41"
+    two = slo_outcome(pd.DataFrame(dict(slo_met=[False, False], own_n_star=[38.0, 41.0])))
+    assert two.text() == "miss 2/2 · N* = 38–41"
+    # as read back from a CSV: text, and a blank is not a pass
+    assert slo_outcome(pd.DataFrame(dict(slo_met=["True", "True"]))).met
+    assert not slo_outcome(pd.DataFrame(dict(slo_met=["True", float("nan")]))).met
+    assert slo_outcome(pd.DataFrame(dict(slo_met=[True], own_n_star=[float("nan")]))).own_n_star is None
+    with pytest.raises(ValueError, match="slo_met"):
+        slo_outcome(pd.DataFrame(dict(lifetime_years=[1.0])))
+    df = _evalplots_grid()
+    out = slo_outcomes(df[df.workload.eq("multi_agent")], ["memory", "policy"])
+    assert out[("1/7", "hbm_first")].met and not out[("1/7", "lachesis")].met and not out[("4/4", "lachesis")].met
+
+
+def test_a_miss_group_draws_no_bar_and_the_daisy_chain_has_its_own_axis():
+    """8/8* lasts an order of magnitude longer: on a shared axis it flattens 1/7–4/4; on its own it does not."""
+    from lachesis.evaluation import tables
+    from lachesis.evaluation.plots import Panel, lifetime_figure
+
+    df = _evalplots_grid()
+    df = df[df.workload.eq("multi_agent")]
+    daisy = df[df.memory.eq("4/4")].assign(memory="8/8*", lifetime_years=lambda d: 50 * d.lifetime_years,
+                                          bound_lifetime_years=lambda d: d.bound_lifetime_years * 40)
+    df = pd.concat([df, daisy], ignore_index=True)
+    fig = lifetime_figure(df, tables.ratio_table(df), [[Panel(dict(workload="multi_agent"), "m")]],
+                          bars=("hbm_first", "lachesis"), paper_years=[])
+    fig.canvas.draw()
+    main, own = fig.axes[:2]
+    assert [t.get_text() for t in main.get_xticklabels()] == ["1/7", "4/4"]
+    assert [t.get_text() for t in own.get_xticklabels()] == ["8/8*"]
+    assert main.get_ylim()[1] < 10 < 300 < own.get_ylim()[1]  # 1/7–4/4 not flattened by 8/8*'s bound (320 y)
+    heights = sorted(round(b.get_height(), 2) for b in _bars(own))
+    assert heights == [62.5]  # HBM-first's median; Lachesis missed at a seed: a miss, not a bar
+    assert len(_miss_boxes(own)) == 1
+    plt.close(fig)
+
+
+def _drawn_markers(fig) -> set:
+    """Every marker symbol drawn in the figure's axes (errorbar caps excluded)."""
+    caps = {id(c) for ax in fig.axes for cont in ax.containers for part in cont if isinstance(part, tuple)
+            for c in part}
+    return {str(ln.get_marker()) for ax in fig.axes for ln in ax.get_lines()
+            if id(ln) not in caps and ln.get_marker() not in (None, "", "None", " ") and len(ln.get_xdata())}
+
+
+def _legends(fig):
+    from matplotlib.patches import Patch
+
+    legends = list(fig.legends) + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+    handles = [h for lg in legends for h in lg.legend_handles]
+    texts = {t.get_text() for lg in legends for t in lg.get_texts()}
+    markers = {str(h.get_marker()) for h in handles if isinstance(h, Line2D)}
+    hatches = {h.get_hatch() for h in handles if isinstance(h, Patch)}
+    return texts, markers, hatches
+
+
+def _labelled(fig) -> set:
+    artists = [a for ax in fig.axes for a in (*ax.get_lines(), *ax.patches, *ax.collections, *ax.containers)]
+    return {a.get_label() for a in artists if a.get_label() and not a.get_label().startswith("_")}
+
+
+def assert_every_mark_in_a_legend(fig) -> None:
+    """Every labelled artist's label, every marker symbol and every hatch drawn is in one of the figure's legends."""
+    texts, markers, hatches = _legends(fig)
+    assert _labelled(fig) <= texts, _labelled(fig) - texts
+    assert _drawn_markers(fig) <= markers, _drawn_markers(fig) - markers
+    drawn_hatches = {p.get_hatch() for ax in fig.axes for p in ax.patches if p.get_hatch()}
+    assert drawn_hatches <= hatches, drawn_hatches - hatches
+
+
+Line2D = __import__("matplotlib.lines", fromlist=["Line2D"]).Line2D
+
+
+def test_every_marker_of_the_lifetime_figure_is_in_its_legend_the_unbounded_bound_too():
+    from lachesis.evaluation import tables
+    from lachesis.evaluation.plots import Panel, lifetime_figure
+    from lachesis.plotting import UNBOUNDED_STYLE
+
+    df = _evalplots_grid()
+    df.loc[df.memory.eq("4/4") & df.bound_lifetime_years.notna(), "bound_lifetime_years"] = float("inf")
+    df.loc[df.memory.eq("1/7") & df.policy.eq("oracle"), "lifetime_years"] = float("inf")  # no HBF writes
+    fig = lifetime_figure(df, tables.ratio_table(df), [[Panel(dict(workload=w), w, paper=True) for w in
+                                                        ("multi_agent", "multi_agent_no_reviewer")]],
+                          bars=("hbm_first", "lachesis"), paper_years=[("lachesis", (3.3, 9.3))])
+    assert UNBOUNDED_STYLE["marker"] in _drawn_markers(fig)
+    assert "^" not in {str(ln.get_marker()) for ln in fig.axes[0].get_lines() if ln.get_color() == "#d62728"}
+    assert_every_mark_in_a_legend(fig)
+    texts, _, _ = _legends(fig)
+    assert "offline bound: unbounded (HBM takes every byte)" in texts
+    assert any("unbounded lifetime" in t for t in texts)
     plt.close(fig)
 
 
@@ -161,9 +272,17 @@ def test_composition_figure_stacks_each_run_to_its_whole_and_marks_the_bound():
             tops[x] = max(tops.get(x, 0), p.get_y() + p.get_height())
     assert tops == {0: pytest.approx(100.0), 1: pytest.approx(100.0)}  # each run's bytes in full
     assert not fig.axes[2].axison  # an empty slot
-    # beside the first row, though its slot is empty
-    labels = [t.get_text() for t in fig.axes[2].get_legend().get_texts()]
-    assert labels[0] == "lead (HBM)" and BOUND_LABEL in labels and "paper: HBM share of write bytes (§5.3)" in labels
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels[0] == "lead (HBM)" and BOUND_LABEL in labels
+    assert "paper: HBM share of write bytes, 30–50% over 1/7–4/4 (§5.3)" in labels
+    # the paper's share is a whisker beside each bar, never a band over it (it would recolour the bars)
+    assert not [c for c in ax.collections if type(c).__name__ == "FillBetweenPolyCollection"]
+    whiskers = [seg for c in ax.collections for seg in c.get_segments() if len(seg) == 2 and seg[0][0] == seg[1][0]]
+    assert sorted((round(s[0][0], 2), round(s[0][1]), round(s[1][1])) for s in whiskers) == [(0.47, 30, 50),
+                                                                                            (1.47, 30, 50)]
+    # Lachesis misses the SLO at a seed of each cell: its stacks are faded and crossed out, the miss written in them
+    assert sorted(t.get_text() for t in ax.texts) == ["miss 1/2", "miss 1/2"]
+    assert_every_mark_in_a_legend(fig)
     plt.close(fig)
 
 
@@ -225,6 +344,10 @@ def test_gain_figures_label_log_ticks_as_plain_multiples():
             for axis in (ax.yaxis, ax.xaxis) if ax.get_xscale() == "log" else (ax.yaxis,):
                 labels += [t.get_text() for t in axis.get_ticklabels(which="both") if t.get_text()]
         assert labels and all(re.fullmatch(r"\d+(\.\d+)?×", t) for t in labels), labels
+        # between 1× and 10× the axis is read at labelled ticks, not only at the decades
+        y = [t.get_text() for t in fig.axes[0].yaxis.get_ticklabels() if t.get_text()]
+        assert {"1×", "2×", "3×"} <= set(y), y
+        assert_every_mark_in_a_legend(fig)
         plt.close(fig)
 
 
@@ -247,9 +370,9 @@ def test_sensitivity_chart_labels_in_words_never_overlap():
     renderer = fig.canvas.get_renderer()
     for ax in fig.axes:
         texts = [t for t in ax.texts if t.get_text()]
-        words = {t.get_text() for t in texts}
-        assert {VALUE_WORDS["mean_floor"], VALUE_WORDS["spawn"], VALUE_WORDS["arrival"]} <= words
-        assert not any("_" in w for w in words)
+        words = " ".join(t.get_text() for t in texts)
+        assert all(VALUE_WORDS[v] in words for v in ("mean_floor", "spawn", "arrival"))
+        assert "_" not in words
         boxes = [t.get_window_extent(renderer) for t in texts]
         assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
         assert not any("_" in t.get_text() for t in ax.get_yticklabels())
@@ -293,4 +416,136 @@ def test_table3_figure_draws_one_panel_when_total_and_per_session_are_one():
     differ = same.assign(requests_per_session_rel_err=[0.01, -0.02])
     fig = table3_figure(differ, 0.05)
     assert [ax.get_title() for ax in fig.axes] == ["total vs 0.05 × paper", "per session vs paper"]
+    plt.close(fig)
+
+
+def test_sensitivity_labels_of_touching_dots_are_merged_never_overprinted():
+    """The committed chart printed "2" over "per tier" and "2" beside "4" (read "24"): values whose dots touch
+    share one label ("1, 2, 4"), and a label stays in its own row."""
+    from lachesis.evaluation.plots import sensitivity_figure
+
+    rows = [dict(knob="paper", value="paper", r=2.76, y=9.8)]
+    rows += [dict(knob="kv_read_pricing", value="per_tier", r=2.75, y=9.6)]
+    rows += [dict(knob="group_ranks", value=v, r=r, y=y) for v, r, y in (("1", 2.72, 9.7), ("2", 2.74, 9.9),
+                                                                          ("4", 2.70, 9.5))]
+    rows += [dict(knob="hbf_write_bw_scale", value=v, r=r, y=y) for v, r, y in (("0.5", 2.77, 9.9), ("3", 2.765, 9.7))]
+    rows += [dict(knob="pe_cycles", value=v, r=r, y=y) for v, r, y in (("3000", 1.3, 0.3), ("30000", 3.1, 30.0))]
+    g = pd.DataFrame([dict(workload="tau3", model="m", slo="tight", memory="4/4", n_sessions=10, all_meet_slo=True,
+                           knob=r["knob"], value=r["value"], **{"lachesis/hbm_first": r["r"], "years_lachesis": r["y"]})
+                      for r in rows])
+    fig = sensitivity_figure(g, ["workload", "model", "slo", "memory"], 5.0)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        texts = [t for t in ax.texts if t.get_text()]
+        assert "1, 2, 4" in [t.get_text() for t in texts] and "0.5, 3" in [t.get_text() for t in texts]
+        boxes = [t.get_window_extent(renderer) for t in texts]
+        assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+        frame = ax.get_window_extent(renderer)
+        assert all(frame.x0 <= b.x0 and b.x1 <= frame.x1 for b in boxes)  # none cut at the panel's edge
+    plt.close(fig)
+
+
+def test_every_public_source_has_a_name_in_words():
+    from lachesis.plotting import SOURCE_NAMES, source_name
+    from lachesis.traces import datasets
+
+    for name in datasets.names():
+        assert name in SOURCE_NAMES and "_" not in source_name(name), name
+    assert source_name("multi_agent") == "corpus: multi-agent trace"
+
+
+def test_panels_in_rows_make_a_grid():
+    from lachesis.evaluation.plots import Panel, in_rows
+
+    ps = [Panel(dict(workload=str(i)), str(i)) for i in range(5)]
+    assert [[q.title for q in r] for r in in_rows(ps, 2)] == [["0", "1"], ["2", "3"], ["4"]]
+
+
+def test_the_explorer_bars_draw_a_miss_as_a_miss_with_its_own_nstar():
+    """The explorer's HBM-first bar was a lifetime though it missed the SLO: now no bar, the miss and its N*."""
+    from lachesis.evaluation.plots import policy_bars
+
+    rows = pd.DataFrame(dict(policy=["hbm_first"] * 3 + ["lachesis"] * 3, seed=[0, 1, 2] * 2,
+                             slo_met=[True, False, False, True, True, True]))
+    summary = pd.DataFrame(dict(policy=["hbm_first", "lachesis"], lifetime_years=[3.2, 9.6],
+                                lifetime_years_min=[3.1, 8.7], lifetime_years_max=[3.4, 9.7],
+                                own_n_star=[41.0, float("nan")]))
+    fig, ax = plt.subplots()
+    keys = policy_bars(ax, summary, rows, ["HBM-first", "Lachesis"], selected="lachesis")
+    assert [round(b.get_height(), 2) for b in _bars(ax)] == [9.6]
+    assert [t.get_text() for t in ax.texts] == ["miss 2/3 · N* = 41"] and len(_miss_boxes(ax)) == 1
+    assert [k.get_label().split(" (")[0] for k in keys] == ["misses the SLO at the deployment's load"]
+    outlined = [p for p in ax.patches if not p.get_fill() and not p.get_hatch()]
+    assert [round(p.get_height(), 2) for p in outlined] == [9.6]  # the selected policy
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------------------------------------
+# The characterization's figures (lachesis.analysis.plots): drawn by the package, the paper beside ours
+# ------------------------------------------------------------------------------------------------
+
+def _segments(classes, groups, seed=0):
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame([dict(group=g, seg_class=c, t_norm_s=float(t), rho_rw=float(r), tokens_written=int(w))
+                         for g in groups for k, c in enumerate(classes)
+                         for t, r, w in zip(rng.lognormal(4 + k, 1, 40), rng.lognormal(6, 1, 40),
+                                            rng.lognormal(6 + k, 1, 40))])
+
+
+def test_the_characterization_figures_are_titled_and_set_the_paper_beside_ours():
+    from lachesis import paper
+    from lachesis.analysis import plots as P
+
+    groups = ["tau3_airline", "bfcl_base"]
+    seg = _segments(["reasoning_laden", "reasoning_stripped"], groups)
+    fig = P.temporal_figure(seg, pd.DataFrame(dict(group=groups)), seg[["group", "seg_class", "tokens_written"]])
+    assert fig._suptitle.get_text().startswith("Fig. 4")
+    med = paper.FIG4B_TURN_TOKENS["tau3_airline"]["reasoning_laden"][0]
+    assert any(list(ln.get_ydata()) == [med] for ln in fig.axes[len(groups)].get_lines())  # the paper's median
+    assert_every_mark_in_a_legend(fig)
+    plt.close(fig)
+
+    bench = ["appworld", "webarena"]
+    seg = _segments(["lead", "worker", "reviewer"], bench)
+    fig = P.structural_figure(seg, pd.DataFrame(dict(group=bench, lead_over_worker=[4.2, 5.0])))
+    assert fig._suptitle.get_text().startswith("Fig. 5") and "paper 4–6.1×" in fig._suptitle.get_text()
+    assert_every_mark_in_a_legend(fig)
+    plt.close(fig)
+
+    w = _segments(["worker"], bench)
+    table = pd.DataFrame(dict(group=bench, tnorm_p10_s=[30.0, 40.0], tnorm_p90_s=[300.0, 500.0],
+                              tnorm_p90_over_p10=[10.0, 12.5], kendall_tau_tnorm_vs_writes=[0.6, 0.7]))
+    fig = P.worker_heterogeneity_figure(w, table)
+    assert fig._suptitle.get_text().startswith("Fig. 6")
+    assert "paper 0.51–0.72" in fig.axes[1].get_title() and "p90/p10 = 10.0×" in [t.get_text() for t in
+                                                                                   fig.axes[0].texts]
+    plt.close(fig)
+
+    rng = np.random.default_rng(1)
+    oof = pd.DataFrame(dict(ridge=rng.normal(size=80), t_norm_s=rng.lognormal(5, 1, 80)))
+    k = np.linspace(0.05, 0.5, 10)
+    curves = pd.concat([pd.DataFrame(dict(model=m, k_fraction=k, **{c: k for c in (
+        "share_k_shortest", "share_2k_shortest", "avoided_k_longest", "random_k_shortest", "random_2k_shortest",
+        "random_avoided_k_longest")})) for m in ("ridge", "boosted")])
+    fig = P.spawn_prediction_figure(oof, curves, {"ridge": 0.5, "boosted": 0.4})
+    assert fig._suptitle.get_text().startswith("Fig. 7") and "(paper 0.53)" in fig.axes[0].get_title()
+    assert_every_mark_in_a_legend(fig)
+    plt.close(fig)
+
+
+def test_a_figure_without_misses_keys_none_and_an_empty_panel_says_why():
+    from lachesis.evaluation import tables
+    from lachesis.evaluation.plots import Panel, lifetime_figure
+
+    df = _evalplots_grid().assign(slo_met=True)
+    quiet = df[df.workload.eq("multi_agent_no_reviewer")].index
+    df.loc[quiet, ["lifetime_years", "bytes_hbm", "bytes_hbf"]] = [float("nan"), 0.0, 0.0]  # wrote nothing
+    df.loc[quiet, "bound_lifetime_years"] = float("nan")
+    fig = lifetime_figure(df, tables.ratio_table(df), [[Panel(dict(workload=w), w) for w in
+                                                        ("multi_agent", "multi_agent_no_reviewer")]],
+                          bars=("hbm_first", "lachesis"), paper_years=[])
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert not any(x.startswith("misses the SLO") for x in labels)
+    assert [t.get_text().split("\n")[0] for t in fig.axes[1].texts] == ["no lifetime measured"]
     plt.close(fig)

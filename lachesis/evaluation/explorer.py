@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from lachesis.config import SLOS, Endurance
-from lachesis.evaluation import sensitivity, sweep, tables
+from lachesis.evaluation import plots, sensitivity, sweep, tables
 from lachesis.evaluation.gains import load_gains
 from lachesis.evaluation.grid import (
     CELL,
@@ -668,14 +668,11 @@ def figure(v: View) -> Figure | None:
     if curve:
         ax.append(fig.add_subplot(grid_[1, :]))
     names = [label("policy", p) for p in s["policy"]]
-    colors = [policy_color(p) for p in s["policy"]]
-    err = np.vstack([s["lifetime_years"] - s["lifetime_years_min"], s["lifetime_years_max"] - s["lifetime_years"]])
-    bars = ax[0].bar(names, s["lifetime_years"], color=colors, yerr=np.nan_to_num(err), capsize=3, ecolor="0.3")
-    for b, chosen in zip(bars, s["selected"]):  # the selected policy: outlined
-        b.set_edgecolor("k" if chosen else "none")
-        b.set_linewidth(1.6 if chosen else 0)
+    # a policy that misses the SLO at any seed is drawn as a miss, not a lifetime; the selected one outlined
+    keys = plots.policy_bars(ax[0], s, v.grid, names, v.selection.policy)
     warranty_line(ax[0], Endurance().warranty_years)
-    ax[0].legend(handles=[warranty_key(Endurance().warranty_years)], fontsize=7, loc="upper right")
+    ax[0].margins(y=0.1 + 0.08 * len(keys))  # headroom: the legend above the bars
+    ax[0].legend(handles=[warranty_key(Endurance().warranty_years), *keys], fontsize=6.5, loc="upper right")
     ax[0].set_ylabel(LIFETIME_AXIS, fontsize=8)
     seeds = v.selection.seeds
     ax[0].set_title(f"at {int(s['n_sessions'].iloc[0])} sessions/GPU"

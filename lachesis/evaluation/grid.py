@@ -36,8 +36,14 @@ MODEL_NAMES = tuple(MODELS)
 LOAD_POLICY = "hbm_first"
 #: the rules a cell's load follows (``load``: docs/design.md §5, "Load"); the first is the default
 LOADS = ("per_deployment", "per_cell", "min", "own")
-#: the memory configuration whose N* a deployment's load is (``load_base``; 4/4 is its sensitivity)
+#: the memory configuration whose first-seed N* starts a deployment's sizing, and is its load under
+#: ``load_sizing="base"`` (``load_base``)
 LOAD_BASE = str(knobs.KNOBS["load_base"].default)
+#: how a deployment's load is sized (``load_sizing``: docs/design.md §5, "Load"): "compared", the largest load at
+#: which every placement the paper compares on the workload meets the SLO at every held configuration and seed of
+#: the grid; "load_policy", the same for the load policy alone; "base", the load policy's N* at ``load_base`` for
+#: the first seed alone (the offered-load view: other configurations, seeds and policies may miss the SLO there)
+LOAD_SIZINGS = tuple(knobs.KNOBS["load_sizing"].allowed)
 #: whether the daisy chain (8/8*) holds the deployment's load or is sized on its own (``daisy_chain_load``)
 DAISY_CHAIN_LOADS = ("shared", "own")
 #: the policy that runs with the load policy's recorded close times (docs/design.md §5, "Oracle clairvoyance")
@@ -51,19 +57,32 @@ CELL = ["workload", "model", "slo", "memory"]
 @dataclass(frozen=True)
 class LoadRule:
     """How a grid's load is chosen (docs/design.md §5, "Load"): the rule, and under ``per_deployment`` the
-    memory configuration whose HBM-first N* is held (``base``) and whether 8/8* shares it (``daisy_chain``)."""
+    configuration whose first-seed N* starts the sizing (``base``), whether 8/8* shares the load (``daisy_chain``),
+    how the load is sized (``sizing``) and over which configurations and seeds (empty: the grid's own)."""
 
     rule: str = LOADS[0]
     base: str = LOAD_BASE
     daisy_chain: str = DAISY_CHAIN_LOADS[0]
+    sizing: str = LOAD_SIZINGS[0]
+    #: the held configurations and seeds a joint sizing covers; empty: every configuration of §5.2 the rule
+    #: holds, and the grid's seeds
+    configs: tuple[str, ...] = ()
+    seeds: tuple[int, ...] = ()
+    #: the policies a "compared" sizing covers; empty: the paper's compared policies of the workload
+    policies: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name, val, known in (("load", self.rule, LOADS), ("load_base", self.base, CONFIG_LABELS),
-                                 ("daisy_chain_load", self.daisy_chain, DAISY_CHAIN_LOADS)):
+                                 ("daisy_chain_load", self.daisy_chain, DAISY_CHAIN_LOADS),
+                                 ("load_sizing", self.sizing, LOAD_SIZINGS)):
             if val not in known:
                 raise ValueError(f"{name} must be one of {list(known)}, got {val!r}")
         if memory_config(self.base).daisy_chain:
             raise ValueError(f"load_base must split the eight slots (not the daisy chain), got {self.base!r}")
+        object.__setattr__(self, "configs", tuple(dict.fromkeys(self.configs)))
+        object.__setattr__(self, "seeds", tuple(seed_list("load_seeds", list(self.seeds))) if self.seeds else ())
+        if bad := [c for c in self.configs if c not in CONFIG_LABELS]:
+            raise ValueError(f"load_configs: unknown {bad[0]!r}; expected one of {list(CONFIG_LABELS)}")
 
     @classmethod
     def of(cls, load: "str | LoadRule") -> "LoadRule":
@@ -80,13 +99,36 @@ class LoadRule:
         return self.rule if self.rule != "per_deployment" or self.held(memory) else "per_cell"
 
     def base_point(self, p: "Point") -> "Point":
-        """The point whose capacity search sizes the deployment ``p`` belongs to (its first seed's)."""
+        """The point whose capacity search starts sizing the deployment ``p`` belongs to (at ``base``)."""
         return replace(p, memory=self.base, policy=LOAD_POLICY)
+
+    def joint(self) -> bool:
+        """Whether a held deployment's load is sized jointly over its configurations and seeds."""
+        return self.rule == "per_deployment" and self.sizing != "base"
+
+    def sizing_policies(self, workload: str) -> tuple[str, ...]:
+        """The policies whose runs must meet the SLO at a jointly sized deployment of ``workload``."""
+        if self.sizing == "load_policy":
+            return (LOAD_POLICY,)
+        return tuple(dict.fromkeys((LOAD_POLICY,) + (self.policies or compared_policies(workload))))
+
+    def over(self, points: Sequence["Point"]) -> "LoadRule":
+        """This rule with the configurations and seeds it leaves empty filled in: every configuration it holds
+        (so a grid of fewer configurations, the explorer's cell or the sensitivity study's, holds the same load
+        as the figures' grid), and the seeds of ``points``."""
+        configs = self.configs or tuple(c for c in CONFIG_LABELS if self.held(c))
+        seeds = self.seeds or tuple(sorted({p.seed for p in points}))
+        return replace(self, configs=configs, seeds=seeds)
+
+    def deployment(self, p: "Point") -> "Point":
+        """The point that names the deployment ``p`` belongs to: its load policy at ``base``, first seed."""
+        return replace(p, memory=self.base, policy=LOAD_POLICY, seed=min(self.seeds) if self.seeds else p.seed)
 
     def tags(self, memory: str) -> dict:
         """The row fields naming the load a cell of this configuration ran at."""
-        return dict(load=self.cell_rule(memory), load_base=self.base if self.held(memory) else memory,
-                    daisy_chain_load=self.daisy_chain)
+        held = self.held(memory)
+        return dict(load=self.cell_rule(memory), load_base=self.base if held else memory,
+                    daisy_chain_load=self.daisy_chain, load_sizing=self.sizing if held else "cell")
 
 
 @dataclass(frozen=True)
@@ -134,6 +176,12 @@ class Point:
     def label(self) -> str:
         return f"{self.workload} {self.model} {self.slo} {self.memory}" + (
             f" [{knobs.describe(self.overrides)}]" if self.overrides else "")
+
+
+def compared_policies(workload: str) -> tuple[str, ...]:
+    """The placements the paper compares on a workload (§5.3–§5.5): the ablation's three on a multi-agent trace,
+    HBM-first and Lachesis on a single-agent one and on a trace the paper does not name."""
+    return PAPER_MULTI_POLICIES if workload in MULTI_WORKLOADS else PAPER_SINGLE_POLICIES
 
 
 def is_clairvoyant(policy: str) -> bool:

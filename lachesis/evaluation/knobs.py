@@ -89,8 +89,14 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "ASSUMPTION (sweep: one load per cell): sessions per GPU, as a multiple of HBM-first's N* of the cell",
          (0.0, 10.0, False)),
     Knob("load_base", "", "1/7", "load", ("4/4",),
-         "ASSUMPTION (grid.LoadRule.base): the configuration whose HBM-first N* the deployment's load holds",
+         "ASSUMPTION (grid.LoadRule.base): the configuration whose first-seed HBM-first N* starts the deployment's "
+         "sizing (under load_sizing=base: is its load)",
          tuple(m.label for m in MEMORY_CONFIGS if not m.daisy_chain)),
+    Knob("load_sizing", "", "compared", "load", ("load_policy", "base"),
+         "ASSUMPTION (grid.LoadRule.sizing): §5.2 runs every configuration at the SLO; compared = the largest load "
+         "every compared placement meets at every held configuration and seed; load_policy = HBM-first's alone; "
+         "base = HBM-first's N* at load_base, first seed (offered load)",
+         ("compared", "load_policy", "base")),
     Knob("user_delay_median_s", "s", _CLOCK.user_delay_median_s, "clock", (30.0, 600.0),
          "§5.2 [12, 49, 54]: user delay ~ log-normal with median 120 s", (1.0, 3600.0, True)),
     Knob("user_delay_sigma", "log-normal σ", _CLOCK.user_delay_sigma, "clock", (0.5, 1.5),
@@ -113,7 +119,8 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "§5.2: eight GPUs, experts expert-parallel, so they step in lockstep; 1 = one GPU and its copies",
          (1.0, float(_DEPLOYMENT.n_gpus), True)),
     Knob("landing", "", _DEPLOYMENT.landing, "deployment", ("stall",),
-         "§5.1 [23, 41]: the cited HBF simulator adds a prompt's KV write to the device time (stall)",
+         "ASSUMPTION (config.Deployment.landing): §5.1's engine moves prefilled KV apart from the decode step "
+         "(overlap); Son et al.'s simulator [41] adds its write to the device time (stall)",
          LANDINGS),
     Knob("node_start", "", _DEPLOYMENT.start, "deployment", ("aged",),
          "ASSUMPTION (node_memory.Memory.age): a long-running node's boundary-unaware cache is full of dead blocks",
@@ -138,20 +145,21 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
 #: The knobs a ``Point.overrides`` pair may name.
 OVERRIDES = tuple(k for k, v in KNOBS.items() if v.acts_on in ("clock", "memory", "endurance", "deployment",
                                                                 "policy", "trace"))
-#: The knobs the one-at-a-time sensitivity study moves at a cell's fixed load.  The group's size is moved at
-#: the deployment's held load (how much of the gain the lockstep and the shared landing stalls make); the
-#: landing and the cache's start change what load the SLO admits, so they are compared at each node's own
-#: N* instead (``benchmarks/group_node.py``).  The trace knobs fill what a real trace lacks (``lachesis evaluate``,
+#: The knobs the one-at-a-time sensitivity study moves at a cell's fixed load.  The group's size and the landing
+#: are moved at the deployment's held load (a row that misses the SLO there says so); each node's own N* per
+#: configuration is ``benchmarks/node_assumptions.py``'s.  The cache's start is left to ``benchmarks/group_node.py``.
+#: The trace knobs fill what a real trace lacks (``lachesis evaluate``,
 #: :mod:`lachesis.evaluation.verdict`); the corpus records all of it, so the study of the corpus leaves them out.
-STUDY = tuple(k for k, v in KNOBS.items() if (v.acts_on != "deployment" or k == "group_ranks") and v.acts_on != "trace")
+STUDY = tuple(k for k, v in KNOBS.items() if (v.acts_on != "deployment" or k in ("group_ranks", "landing"))
+              and v.acts_on != "trace" and k != "load_base")
 
 
 #: The decode nodes a grid runs on, by name (docs/design.md §5, "Decode node"): ``paper`` is §5.2's eight-GPU
-#: expert-parallel group with the cited simulator's stalling landings and a long-running node's aged cache
-#: (the size estimate is the default ``held``); ``one_gpu`` is one GPU with overlapping landings and an empty
-#: cache, the node the committed figures are made on (notebooks/params/paper.yaml).
+#: expert-parallel group in lockstep with a long-running node's aged cache (landings overlap decoding and the size
+#: estimate is ``held``: both defaults), the node the committed figures are made on (notebooks/params/paper.yaml);
+#: ``one_gpu`` is one GPU with an empty cache, the CI parameters' node.
 NODES: dict[str, dict[str, Any]] = {
-    "paper": {"group_ranks": 8, "landing": "stall", "node_start": "aged"},
+    "paper": {"group_ranks": 8, "node_start": "aged"},
     "one_gpu": {},
 }
 
@@ -285,7 +293,8 @@ KNOB_WORDS = {"load": "load on the node", "user_delay_median_s": "user think tim
               "group_ranks": "expert-parallel group size", "landing": "KV landing on HBF",
               "node_start": "node start state", "size_estimate": "ranked worker's size estimate",
               "laden_close": "reasoning-laden KV freed at",
-              "load_base": "configuration the held load is sized at", "sessions": "sessions drawn from the trace",
+              "load_base": "configuration the held load is sized at",
+              "load_sizing": "how the deployment's load is sized", "sessions": "sessions drawn from the trace",
               "think_time": "tool and user delays", "reasoning_per_output": "reasoning added where none is recorded",
               "lifetime_over_ranks": "lifetime over ranks",
               "paper": "the paper's setting"}
@@ -293,7 +302,8 @@ VALUE_WORDS = {"aggregate": "all stacks", "per_tier": "per tier", "stall": "stal
                "aged": "aged", "empty": "empty", "held": "KV held", "mean_floor": "class mean (floor)",
                "spawn": "size at spawn", "last_read": "last read", "arrival": "next user message",
                "mean": "mean rank", "worst": "worst rank", "reference": "reference clock",
-               "trace": "trace timestamps"}
+               "trace": "trace timestamps", "compared": "every compared policy, configuration and seed",
+               "load_policy": "HBM-first at every configuration and seed", "base": "1/7, first seed (offered)"}
 
 
 def knob_label(name: str) -> str:

@@ -17,7 +17,8 @@ import pandas as pd
 from matplotlib.artist import Artist
 from matplotlib.axis import Axis
 from matplotlib.lines import Line2D
-from matplotlib.ticker import LogFormatter, NullFormatter
+from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from lachesis.evaluation import tables
 from lachesis.evaluation.grid import BASELINES, CONFIG_LABELS
@@ -25,17 +26,24 @@ from lachesis.plotting import (
     CLASS_STYLE,
     LIFETIME_AXIS,
     MEMORY_AXIS,
-    MISSED_SLO_HATCH,
     NSTAR_STYLE,
     RATIO_STYLE,
+    UNBOUNDED_STYLE,
+    SloOutcome,
     bound_marks,
-    missed_slo_keys,
+    miss_mark,
+    miss_overlay,
+    missed_run_key,
+    missed_slo_key,
     nstar_key,
     paper_band,
+    paper_whiskers,
     policy_color,
     policy_key,
     policy_label,
     policy_marker,
+    slo_outcomes,
+    unbounded_key,
     warranty_key,
     warranty_line,
     whisker_key,
@@ -75,97 +83,213 @@ def rows_by_workload(panels: Sequence[Panel], per_row: int) -> list[list[Panel]]
     return rows
 
 
+def in_rows(panels: Sequence[Panel], per_row: int) -> list[list[Panel]]:
+    """``panels`` in rows of at most ``per_row``, in order (a grid, not one long row)."""
+    return [list(panels[i:i + per_row]) for i in range(0, len(panels), per_row)]
+
+
 def config_order(df: pd.DataFrame) -> list[str]:
     """The memory configurations the grid ran, in the paper's order."""
     return [c for c in CONFIG_LABELS if c in set(df["memory"])]
 
 
+#: Configurations drawn beside the others on a y scale of their own: the daisy-chained 8/8* (and its offline bound)
+#: lasts an order of magnitude longer than the split configurations, whose bars it would flatten.
+OWN_SCALE = ("8/8*",)
+#: Where a group's paper policies (bars) and baselines (markers) sit, as offsets from the group's centre: the bars
+#: share [BAR_SPAN[0], BAR_SPAN[1]], the markers start at MARK_START, MARK_STEP apart (each wide enough for a
+#: miss's upright text).
+BAR_SPAN, MARK_START, MARK_STEP = (-0.42, 0.10), 0.16, 0.12
+
+
+def lifetime_marks(ax: plt.Axes, xs: np.ndarray, policy: str, y: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                   outcomes: Sequence[SloOutcome | None], width: float, bar: bool) -> bool:
+    """One policy's lifetimes at ``xs``: where its rows meet the SLO at every seed
+    (:func:`~lachesis.plotting.slo_outcome`), a bar (``bar``) or its marker at the median ``y`` with a min–max
+    whisker; where one seed misses, no lifetime but :func:`~lachesis.plotting.miss_mark`; where no KV reached HBF (an
+    infinite lifetime), the unbounded mark at the top in its colour (returns whether it drew one); where it did not
+    run (None, or no value), nothing."""
+    col = policy_color(policy)
+    unbounded = False
+    for x, v, a, b, out in zip(xs, y, lo, hi, outcomes):
+        if out is None or np.isnan(v):
+            continue
+        if not out.met:
+            miss_mark(ax, x, width, out, col)
+            continue
+        if np.isinf(v):  # no KV reached HBF: an unbounded lifetime, marked at the top in the policy's colour
+            ax.plot([x], [0.95], ls="", transform=ax.get_xaxis_transform(), zorder=4,
+                    **dict(UNBOUNDED_STYLE, color=col, ms=9))
+            ax.margins(y=0.15)
+            unbounded = True
+            continue
+        a, b = (a if np.isfinite(a) else v), (b if np.isfinite(b) else v)  # an unbounded seed: no whisker past the axes
+        if bar:
+            ax.bar([x], [v], width, color=col, label=policy_label(policy))
+            ax.errorbar([x], [v], yerr=[[v - a], [b - v]], fmt="none", ecolor="0.2", elinewidth=0.8, capsize=2)
+        else:
+            mk = policy_marker(policy)
+            ax.errorbar([x], [v], yerr=[[v - a], [b - v]], fmt="none", ecolor=col, elinewidth=0.8, capsize=2)
+            ax.plot([x], [v], mk, color=col, ms=9 if mk == "*" else 5.5, label=policy_label(policy))
+    return unbounded
+
+
+def policy_bars(ax: plt.Axes, summary: pd.DataFrame, rows: pd.DataFrame, names: Sequence[str],
+                selected: str = "") -> list[Artist]:
+    """One cell's policies side by side (the explorer's figure): ``summary`` one row per policy with
+    ``lifetime_years`` and its ``_min``/``_max`` over seeds (and ``own_n_star`` where searched), ``rows`` the cell's
+    grid rows (one per policy and seed); each policy by :func:`lifetime_marks` under its name in ``names``, the
+    ``selected`` one outlined.  Returns the legend keys of what was drawn beyond the bars."""
+    outcomes = slo_outcomes(rows, ["policy"])
+    unbounded = missed = False
+    for k, r in enumerate(summary.to_dict("records")):
+        out = outcomes.get((r["policy"],))
+        own = r.get("own_n_star", np.nan)
+        if out is not None and out.own_n_star is None and np.isfinite(own):  # the explorer's own search
+            out = SloOutcome(out.seeds, out.misses, (float(own), float(own)))
+        v = float(r["lifetime_years"])
+        unbounded |= lifetime_marks(ax, np.array([k]), r["policy"], np.array([v]),
+                                    np.array([r["lifetime_years_min"]]), np.array([r["lifetime_years_max"]]), [out],
+                                    0.8, bar=True)
+        missed |= out is not None and not out.met
+        if r["policy"] == selected and out is not None and out.met and np.isfinite(v):
+            ax.bar([k], [v], 0.8, fill=False, edgecolor="k", linewidth=1.6, zorder=3)
+    ax.set_xticks(np.arange(len(summary)), list(names))
+    ax.set_xlim(-0.6, len(summary) - 0.4)
+    return ([missed_slo_key()] if missed else []) + ([unbounded_key(policy=True)] if unbounded else [])
+
+
+def _panel_axes(fig: plt.Figure, layout: Sequence[Sequence[Panel]], main: Sequence[str], own: Sequence[str],
+                sharey: Any) -> list[list[list[tuple[plt.Axes, list[str]]]]]:
+    """Per panel, its axes and their configurations: one for the ``main`` ones, one beside it for the ``own``-scale
+    ones (where there are both kinds), sharing y as ``sharey`` says (True: every panel, "row": each row, False: none)
+    within each kind."""
+    n_rows, n_cols = len(layout), max(len(row) for row in layout)
+    outer = fig.add_gridspec(n_rows, n_cols)
+    parts = [(kind, list(cfgs)) for kind, cfgs in (("main", main), ("own", own)) if cfgs]
+    ratios = [len(main), len(own) + 0.45] if len(parts) == 2 else [1]
+    out = []
+    shared: dict[Any, plt.Axes] = {}
+    for i, row in enumerate(layout):
+        cells = []
+        for j in range(len(row)):
+            sub = outer[i, j].subgridspec(1, len(parts), wspace=0.0, width_ratios=ratios)
+            cell = []
+            for k, (kind, cfgs) in enumerate(parts):
+                key = (kind, i if sharey == "row" else 0)
+                ax = fig.add_subplot(sub[0, k], sharey=shared.get(key) if sharey else None)
+                shared.setdefault(key, ax)
+                cell.append((ax, cfgs))
+            cells.append(cell)
+        out.append(cells)
+    return out
+
+
 def lifetime_figure(df: pd.DataFrame, r: pd.DataFrame, layout: Sequence[Sequence[Panel]], bars: Sequence[str],
-                    paper_years: Sequence[tuple[str, tuple[float, float]]], sharey: Any = True) -> plt.Figure:
-    """HBF lifetime (device-years) at each cell's common load (Figs. 9 and 11).
+                    paper_years: Sequence[tuple[str, tuple[float, float]]], sharey: Any = True,
+                    title: str = "") -> plt.Figure:
+    """HBF lifetime (device-years) at each cell's load (Figs. 9 and 11, ``lachesis evaluate``'s figure).
 
     ``df``: the grid rows; ``r``: :func:`lachesis.evaluation.tables.ratio_table` of them; ``bars``: the paper's
     policies, drawn as bars (the rest of :data:`MARK_POLICIES` that ran as markers); ``paper_years``:
-    (policy, (lo, hi)) the paper gives over 1/7–4/4, drawn as bands in panels with ``paper`` set.  Bars and
-    markers are medians over seeds with min–max whiskers; a hatched bar or an open marker misses the SLO at
-    the seed that sized the load."""
+    (policy, (lo, hi)) the paper gives over 1/7–4/4, drawn as bands behind the bars in panels with ``paper`` set;
+    ``title`` above the panels.  A policy that meets the SLO at every seed is its median with a min–max whisker;
+    one that misses at any seed is a miss (:func:`lifetime_marks`).  :data:`OWN_SCALE` configurations get an axis
+    of their own beside each panel's."""
     pols = [p for p in r.columns if p in set(df["policy"])]
     bound = [tables.BOUND] if tables.BOUND in r else []
     life = tables.seed_table(r, pols + bound)
-    missed = tables.missed_slo(df)
     cfg_order = config_order(df)
+    main = [c for c in cfg_order if c not in OWN_SCALE]
+    own = [c for c in cfg_order if c in OWN_SCALE]
     bars = [p for p in bars if p in pols]
     n_rows, n_cols = len(layout), max(len(row) for row in layout)
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=(4.6 * n_cols, 3.4 * n_rows), squeeze=False, sharey=sharey)
-    bound_key = None
-    paper_keys = {}
-    x = np.arange(len(cfg_order))
+    fig = plt.figure(figsize=(max((0.95 * len(cfg_order) + 1.1) * n_cols, 7.0), 2.75 * n_rows + 1.3),
+                     layout="constrained")
+    grid_axes = _panel_axes(fig, layout, main, own, sharey)
+    keys: dict[str, Artist] = {}
+    any_miss = False
     for i, row in enumerate(layout):
         for j, panel in enumerate(row):
-            ax = axes[i][j]
-            d = _select(life, panel.where).set_index("memory").reindex(cfg_order)
-            ok = _select(missed, panel.where)
+            rows = _select(df, panel.where)
+            d = _select(life, panel.where).set_index("memory")
+            outcomes = slo_outcomes(rows, ["memory", "policy"])
+            any_miss |= any(not o.met for o in outcomes.values())
             marks = [p for p in MARK_POLICIES if p in d and d[p].notna().any()]
-            wd = (0.54 if marks else 0.8) / max(len(bars), 1)  # bars left of each group's centre, markers right
-            for k, p in enumerate(bars + marks):
-                y, lo, hi = d[p].to_numpy(float), d[f"{p}_min"].to_numpy(float), d[f"{p}_max"].to_numpy(float)
-                met = ok[ok.policy == p].set_index("memory")["all_met"].reindex(cfg_order).fillna(True).to_numpy(bool)
-                if p in bars:
-                    xs = x - 0.4 + (k + 0.5) * wd
-                    b = ax.bar(xs, y, wd, color=policy_color(p), label=policy_label(p))
-                    ax.errorbar(xs, y, yerr=[y - lo, hi - y], fmt="none", ecolor="0.2", elinewidth=0.8, capsize=2)
-                    for bb, good in zip(b, met):
-                        if not good:
-                            bb.set_hatch(MISSED_SLO_HATCH)
-                else:
-                    mk, col = policy_marker(p), policy_color(p)
-                    xs = x + 0.2 + 0.09 * (k - len(bars))
-                    ms = 10 if mk == "*" else 6
-                    ax.errorbar(xs, y, yerr=[y - lo, hi - y], fmt="none", ecolor=col, elinewidth=0.8, capsize=2)
-                    ax.plot(xs[met], y[met], mk, color=col, ms=ms, label=policy_label(p))
-                    ax.plot(xs[~met], y[~met], mk, color=col, ms=ms, mfc="white")
-            if bound and d[tables.BOUND].notna().any():
-                bound_key = bound_marks(ax, x, d[tables.BOUND], d[f"{tables.BOUND}_min"],
-                                        d[f"{tables.BOUND}_max"])
-            slots = [k for k, cfg in enumerate(cfg_order) if cfg in PAPER_SPLIT]
-            if panel.paper and slots:
-                for p, (lo_p, hi_p) in paper_years:
-                    if p in pols:
-                        paper_keys[p] = paper_band(ax, lo_p, hi_p, policy_color(p),
-                                                   x=(min(slots) - 0.45, max(slots) + 0.45),
-                                                   label=f"paper: {policy_label(p)}, {lo_p:g}–{hi_p:g} (1/7–4/4)")
-            warranty_line(ax)
-            ax.set_xticks(x, cfg_order)
-            ax.set_xlabel(MEMORY_AXIS, fontsize=8)
-            ax.set_title(panel.title, fontsize=9)
+            wd = (BAR_SPAN[1] - BAR_SPAN[0] if marks else 0.84) / max(len(bars), 1)
+            for ax, cfgs in grid_axes[i][j]:
+                dd = d.reindex(cfgs)
+                x = np.arange(len(cfgs))
+                for k, p in enumerate(bars + marks):
+                    if p not in dd:
+                        continue
+                    xs = (x + BAR_SPAN[0] + (k + 0.5) * wd if p in bars
+                          else x + MARK_START + MARK_STEP * (k - len(bars)))
+                    if lifetime_marks(ax, xs, p, dd[p].to_numpy(float), dd[f"{p}_min"].to_numpy(float),
+                                      dd[f"{p}_max"].to_numpy(float), [outcomes.get((c, p)) for c in cfgs],
+                                      wd if p in bars else MARK_STEP * 0.8, bar=p in bars):
+                        keys["policy unbounded"] = unbounded_key(policy=True)
+                if bound and dd[tables.BOUND].notna().any():
+                    y = dd[tables.BOUND].to_numpy(float)
+                    keys["bound"] = bound_marks(ax, x, y, dd[f"{tables.BOUND}_min"], dd[f"{tables.BOUND}_max"],
+                                                width=0.9)
+                    if np.isinf(y).any():
+                        keys["unbounded"] = unbounded_key()
+                slots = [k for k, cfg in enumerate(cfgs) if cfg in PAPER_SPLIT]
+                if panel.paper and slots:
+                    for p, (lo_p, hi_p) in paper_years:
+                        if p in pols:
+                            keys[f"paper {p}"] = paper_band(
+                                ax, lo_p, hi_p, policy_color(p), x=(min(slots) - 0.48, max(slots) + 0.48),
+                                label=f"paper: {policy_label(p)}, {lo_p:g}–{hi_p:g} (1/7–4/4)")
+                ran = rows[rows["memory"].isin(cfgs)]
+                if len(ran) and ran["lifetime_years"].isna().all():  # e.g. a trace too short to write any KV
+                    none = {"bytes_hbm", "bytes_hbf"} <= set(ran) and not (ran["bytes_hbm"] + ran["bytes_hbf"]).any()
+                    ax.text(0.5, 0.5, "no lifetime measured" + ("\n(no KV written in the\nmeasured windows)"
+                                                                if none else ""),
+                            transform=ax.transAxes, ha="center", va="center", fontsize=8, color="0.3")
+                warranty_line(ax)
+                ax.set_xticks(x, cfgs)
+                ax.set_xlim(-0.55, len(cfgs) - 0.45)
+                ax.tick_params(labelsize=9)
+            first = grid_axes[i][j][0][0]
+            first.set_title(panel.title, fontsize=10, loc="left")
+            first.set_xlabel(MEMORY_AXIS, fontsize=9)
             if j == 0:
-                ax.set_ylabel(LIFETIME_AXIS)
-    keys = ([policy_key(p) for p in bars] + [policy_key(p, bar=False) for p in MARK_POLICIES if p in pols]
-            + ([bound_key] if bound_key else []) + list(paper_keys.values())
-            + [warranty_key(), *missed_slo_keys(), whisker_key()])
-    if n_cols > 1:  # the keys in rows of four below the panels
-        fig.legend(handles=keys, loc="lower center", ncol=4, fontsize=8, frameon=False)
-        fig.tight_layout(rect=(0, 0.24 * (1 + (len(keys) - 1) // 4) / fig.get_figheight(), 1, 1))
-    else:  # one panel column: the keys beside it
-        fig.tight_layout()
-        fig.legend(handles=keys, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
+                first.set_ylabel(LIFETIME_AXIS, fontsize=9)
+            if len(grid_axes[i][j]) == 2:
+                grid_axes[i][j][1][0].set_xlabel("own y scale", fontsize=8, color="0.3")
+    for ax in fig.axes:  # once every panel is drawn: a shared axis autoscales over all of its panels
+        ax.set_ylim(bottom=0)
+    handles = ([policy_key(p) for p in bars] + [policy_key(p, bar=False) for p in MARK_POLICIES if p in pols]
+               + [keys[k] for k in ("bound", "unbounded", "policy unbounded") if k in keys]
+               + [keys[f"paper {p}"] for p, _ in paper_years if f"paper {p}" in keys]
+               + [warranty_key()] + ([missed_slo_key()] if any_miss else []) + [whisker_key()])
+    fig.legend(handles=handles, loc="outside lower center", ncol=3 if fig.get_figwidth() >= 9 else 2, fontsize=9,
+               frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=11)
     return fig
 
 
 def composition_figure(df: pd.DataFrame, comp: pd.DataFrame, layout: Sequence[Sequence[Panel]],
                        classes: Sequence[str], n_cols: int, figsize: tuple[float, float],
-                       title_size: float = 9) -> plt.Figure:
+                       title_size: float = 9, figure: str = "") -> plt.Figure:
     """KV write bytes by segment class in each tier, % of each run's total, mean over seeds (Figs. 10 and 12).
 
     ``comp``: :func:`lachesis.evaluation.tables.write_composition` rows of the figure's model (and SLO); each panel
     shows ``panel.policy`` on ``panel.where["workload"]``, the offline bound's HBM share of the same cell
     (:func:`lachesis.evaluation.tables.bound_share_pct` over ``df`` restricted as ``comp`` is) and, where
-    ``panel.paper_range`` is set, the paper's HBM share of write bytes."""
+    ``panel.paper_range`` is set, the paper's HBM share of write bytes as a black whisker beside each 1/7–4/4 bar
+    (beside, so it recolours no bar).  A run that misses the SLO at any seed is faded and crossed out
+    (:func:`~lachesis.plotting.miss_overlay`).  ``figure`` ("Fig. 10") opens the title."""
     cfg_order = config_order(df)
     means = tables.composition_means(comp)
-    fig, axes = plt.subplots(len(layout), n_cols, figsize=figsize, squeeze=False, sharey=True)
+    n_keys = 2 * len(classes) + 3
+    fig, axes = plt.subplots(len(layout), n_cols, figsize=(figsize[0], figsize[1] + 0.2 * (n_keys + 1) / 2 + 0.3),
+                             squeeze=False, sharey=True, layout="constrained")
     colors = {k: CLASS_STYLE[k]["color"] for k in classes}
-    bound_key = paper_key = None
+    keys: dict[str, Artist] = {}
     for i, row in enumerate(layout):
         for j in range(n_cols):
             ax = axes[i][j]
@@ -175,40 +299,56 @@ def composition_figure(df: pd.DataFrame, comp: pd.DataFrame, layout: Sequence[Se
             panel = row[j]
             w = panel.where["workload"]
             d = means[(means.workload == w) & (means.policy == panel.policy)]
+            outcomes = slo_outcomes(_select(df, panel.where), ["memory", "policy"])
+            met = np.array([(o := outcomes.get((m, panel.policy))) is None or o.met for m in cfg_order])
             bottom = np.zeros(len(cfg_order))
             for tier, hatch in (("hbm", ""), ("hbf", "//")):
                 for c in classes:
                     y = np.array([d[(d.memory == m) & (d.seg_class == c) & (d.tier == tier)]["pct"].sum()
                                   for m in cfg_order])
-                    ax.bar(cfg_order, y, bottom=bottom, color=colors[c], hatch=hatch, edgecolor="white",
-                           label=f"{CLASS_STYLE[c]['label']} ({tier.upper()}{', hatched' if hatch else ''})")
+                    for faded in (False, True):
+                        sel = met != faded
+                        ax.bar(np.arange(len(cfg_order))[sel], y[sel], bottom=bottom[sel], color=colors[c],
+                               hatch=hatch, edgecolor="white", alpha=0.3 if faded else 1.0)
                     bottom += y
+            for k, m in enumerate(cfg_order):
+                o = outcomes.get((m, panel.policy))
+                if o is not None and not o.met:
+                    miss_overlay(ax, k, 0.8, bottom[k], o)
+                    keys["miss"] = missed_run_key()
             b = tables.bound_share_pct(df, **{k: v for k, v in panel.where.items() if k != "workload"})
             if w in b.index.get_level_values("workload"):
                 b = b.loc[w].reindex(cfg_order)
-                bound_key = bound_marks(ax, np.arange(len(cfg_order)), b["mean"], b["min"], b["max"])
-            if panel.paper_range is not None:  # the paper's HBM share of write bytes (§5.3)
+                keys["bound"] = bound_marks(ax, np.arange(len(cfg_order)), b["mean"], b["min"], b["max"])
+            slots = [k for k, m in enumerate(cfg_order) if m in PAPER_SPLIT]
+            if panel.paper_range is not None and slots:  # the paper's HBM share of write bytes (§5.3)
                 lo_p, hi_p = panel.paper_range
-                paper_key = paper_band(ax, 100 * lo_p, 100 * hi_p, "k", label="paper: HBM share of write bytes (§5.3)",
-                                       zorder=5)
-            ax.set_xlabel(MEMORY_AXIS, fontsize=7)
+                keys["paper"] = paper_whiskers(ax, np.array(slots) + 0.47, 100 * lo_p, 100 * hi_p,
+                                               label=f"paper: HBM share of write bytes, {100 * lo_p:g}–"
+                                                     f"{100 * hi_p:g}% over 1/7–4/4 (§5.3)")
+            ax.set_xticks(np.arange(len(cfg_order)), cfg_order)
+            ax.set_xlim(-0.6, len(cfg_order) - 0.35)
+            ax.set_xlabel(MEMORY_AXIS if j == 0 else "HBM / HBF stacks", fontsize=7)
             ax.set_title(panel.title, fontsize=title_size)
             if j == 0:
                 ax.set_ylabel("KV write bytes (% of run)")
-    # the classes' keys from the first panel (the last slot of the first row may be empty), beside that row
-    handles = (axes[0][0].get_legend_handles_labels()[0] + ([bound_key] if bound_key else [])
-               + ([paper_key] if paper_key else []))
-    axes[0][-1].legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.suptitle(composition_title(comp), fontsize=title_size + 1)
-    fig.tight_layout()
+    # the classes' keys, below the panels
+    handles: list[Artist] = [Patch(facecolor=colors[c], hatch=hatch, edgecolor="white",
+                                   label=f"{CLASS_STYLE[c]['label']} ({tier.upper()}{', hatched' if hatch else ''})")
+                             for tier, hatch in (("hbm", ""), ("hbf", "//")) for c in classes]
+    handles += [keys[k] for k in ("bound", "paper", "miss") if k in keys]
+    fig.legend(handles=handles, fontsize=7.5, loc="outside lower center", ncol=2, frameon=False)
+    fig.suptitle(composition_title(comp, figure), fontsize=title_size + 1)
     return fig
 
 
-def composition_title(comp: pd.DataFrame) -> str:
-    """A write-composition figure's title: the model(s) and SLO(s) its rows are of (a saved image says which)."""
+def composition_title(comp: pd.DataFrame, figure: str = "") -> str:
+    """A write-composition figure's title: the figure's number, then the model(s) and SLO(s) its rows are of (a
+    saved image says which)."""
     names = [", ".join(map(str, dict.fromkeys(comp[c]))) if c in comp and len(comp) else "" for c in ("model", "slo")]
     model, slo = names
-    return "KV write bytes by segment class" + (f": {model}" if model else "") + (f", {slo} SLO" if slo else "")
+    return ((f"{figure} — " if figure else "") + "KV write bytes by segment class" + (f": {model}" if model else "")
+            + (f", {slo} SLO" if slo else ""))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -232,17 +372,18 @@ def _ratio_lines(ax: plt.Axes, d: pd.DataFrame, x: str, marker: str = "o", label
         ax.plot(d.loc[~met, x], d.loc[~met, col], marker, ls="", mfc="white", color=style["color"], ms=5)
 
 
-class TimesFormatter(LogFormatter):
-    """A ratio's log-axis tick as a plain multiple (``2×``, ``10×``), on the ticks matplotlib would label."""
-
-    def __call__(self, x: float, pos: int | None = None) -> str:
-        return f"{x:g}×" if super().__call__(x, pos) else ""
+#: The labelled ticks of a log axis of ratios within each decade (1×, 2×, 3×, 5×, 10×, …).
+TIMES_SUBS = (1.0, 2.0, 3.0, 5.0)
 
 
 def times_axis(axis: Axis) -> None:
-    """Plain ``2×``/``10×`` labels on a log axis of ratios (matplotlib's default prints ``2×10⁰``)."""
-    axis.set_major_formatter(TimesFormatter())
-    axis.set_minor_formatter(TimesFormatter(labelOnlyBase=False))
+    """A log axis of ratios labelled as plain multiples at 1, 2, 3 and 5 of each decade (``0.5×``, ``1×``,
+    ``2×``, ``3×``, ``5×``, ``10×``; matplotlib's default labels only the decades, as ``10⁰``), the other
+    integer multiples as unlabelled minor ticks."""
+    axis.set_major_locator(LogLocator(base=10, subs=TIMES_SUBS))
+    axis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}×"))
+    axis.set_minor_locator(LogLocator(base=10, subs=tuple(s for s in range(2, 10) if s not in TIMES_SUBS)))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def _gain_axes(ax: plt.Axes, xlabel: str, ylabel: bool) -> None:
@@ -323,21 +464,53 @@ def gain_capacity_figure(gains: pd.DataFrame, models: Sequence[str]) -> plt.Figu
 SENSITIVITY_METRICS = (("lachesis/hbm_first", "HBF lifetime ratio, Lachesis / HBM-first (×)", False),
                        ("years_lachesis", "HBF lifetime under Lachesis (device-years, log)", True))
 LOWER, HIGHER, OTHER = "#2166ac", "#b2182b", "#762a83"
-#: Where a value's label may go (points from its marker), tried in turn until it overlaps no other label.
-LABEL_SPOTS = ((0, 5), (0, -10), (0, 14), (0, -19), (0, 23), (0, -28))
+#: Where a value's label may go, in points from its marker: above or below its row (never into a neighbour row),
+#: shifted sideways in turn until it overlaps no other label and stays inside the panel.
+LABEL_DY = (5, -11)
+LABEL_DX = (0, 9, -9, 18, -18, 30, -30, 45, -45, 60, -60)
+#: Values whose markers lie closer than this (points) share one label ("2, 4"), never two labels that touch.
+MERGE_PT = 14.0
 
 
-def _place_labels(fig: plt.Figure, ax: plt.Axes, labels: Sequence[tuple[float, float, str, bool]]) -> None:
-    """Each (x, y, text, below) annotated at the first of :data:`LABEL_SPOTS` (below-first if ``below``)
-    whose box overlaps no label already placed in ``ax``."""
+def _clusters(ax: plt.Axes, points: Sequence[tuple[float, float, str, bool, float]]
+              ) -> list[tuple[float, float, str, bool]]:
+    """A row's (x, y, text, below, sort key) points merged where their markers are within :data:`MERGE_PT` on
+    screen: one (x, y, "a, b", below) per cluster, its values in ``sort key`` order, at the cluster's middle."""
+    to_px = ax.transData.transform
+    pt = ax.figure.dpi / 72.0
+    groups: list[list[tuple[float, float, str, bool, float]]] = []
+    for row in dict.fromkeys(p[1] for p in points):  # one knob's row at a time
+        pts = sorted((p for p in points if p[1] == row), key=lambda p: to_px((p[0], p[1]))[0])
+        groups.append([pts[0]])
+        for p in pts[1:]:
+            if to_px((p[0], p[1]))[0] - to_px((groups[-1][-1][0], p[1]))[0] < MERGE_PT * pt:
+                groups[-1].append(p)
+            else:
+                groups.append([p])
+    out = []
+    for g in groups:
+        xs = [to_px((p[0], p[1]))[0] for p in g]
+        x = ax.transData.inverted().transform(((min(xs) + max(xs)) / 2, to_px((g[0][0], g[0][1]))[1]))[0]
+        text = ", ".join(dict.fromkeys(p[2] for p in sorted(g, key=lambda p: p[4])))
+        out.append((float(x), g[0][1], text, g[0][3]))
+    return out
+
+
+def _place_labels(fig: plt.Figure, ax: plt.Axes, points: Sequence[tuple[float, float, str, bool, float]]) -> None:
+    """Each cluster of :func:`_clusters` annotated at the first spot (:data:`LABEL_DY` × :data:`LABEL_DX`, below
+    first if ``below``) whose box overlaps no label already placed in ``ax`` and lies inside it."""
     renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]  # NOTE: the Agg canvas every figure here has
+    frame = ax.get_window_extent(renderer)
     placed: list[Any] = []
-    for x, y, text, below in labels:
-        spots = sorted(LABEL_SPOTS, key=lambda s: (s[1] > 0) == below)
+    for x, y, text, below in _clusters(ax, points):
+        dys = LABEL_DY[::-1] if below else LABEL_DY
+        spots = [(dx, dy) for dy in dys for dx in LABEL_DX]
         for off in spots:
-            a = ax.annotate(text, (x, y), textcoords="offset points", xytext=off, ha="center", fontsize=6)
+            a = ax.annotate(text, (x, y), textcoords="offset points", xytext=off, ha="center", fontsize=6.5,
+                            bbox=dict(boxstyle="square,pad=0.05", facecolor="white", edgecolor="none", alpha=0.8))
             box = a.get_window_extent(renderer)
-            if not any(box.overlaps(b) for b in placed) or off == spots[-1]:
+            fits = frame.x0 <= box.x0 and box.x1 <= frame.x1 and not any(box.overlaps(b) for b in placed)
+            if fits or off == spots[-1]:
                 placed.append(box)
                 break
             a.remove()
@@ -345,17 +518,16 @@ def _place_labels(fig: plt.Figure, ax: plt.Axes, labels: Sequence[tuple[float, f
 
 def sensitivity_figure(gains: pd.DataFrame, id_cols: Sequence[str], warranty_years: float) -> plt.Figure:
     """One knob at a time around the paper's setting (``gains``: :func:`lachesis.evaluation.sensitivity.gains`): a
-    panel per
-    cell (``id_cols``) and metric, a row per knob, each value a dot labelled in words
-    (:mod:`lachesis.evaluation.knobs`'s name
-    table); filled where every policy meets the SLO."""
+    panel per cell (``id_cols``) and metric, a row per knob, each value a dot labelled in words
+    (:mod:`lachesis.evaluation.knobs`'s name table; values whose dots touch share a label); filled where every
+    policy meets the SLO."""
     from lachesis.evaluation.knobs import KNOBS, knob_label, value_label
     from lachesis.plotting import WARRANTY_STYLE, workload_label
 
     ids = list(gains[list(id_cols)].drop_duplicates().itertuples(index=False))
     order = [k for k in KNOBS if k in set(gains["knob"])]
     n_m = len(SENSITIVITY_METRICS)
-    fig, axes = plt.subplots(n_m, len(ids), figsize=(4.3 * len(ids), 0.42 * len(order) * n_m + 1.6),
+    fig, axes = plt.subplots(n_m, len(ids), figsize=(4.3 * len(ids), 0.5 * len(order) * n_m + 1.6),
                              squeeze=False, sharey=True)
     pending = []
     for j, cid in enumerate(ids):
@@ -363,7 +535,7 @@ def sensitivity_figure(gains: pd.DataFrame, id_cols: Sequence[str], warranty_yea
         base = d[d["knob"].eq("paper")].iloc[0]
         for i, (col, label, log) in enumerate(SENSITIVITY_METRICS):
             ax = axes[i][j]
-            labels = []
+            points = []
             for y, k in enumerate(order):
                 e = d[d["knob"].eq(k)]
                 x = e[col].to_numpy(float)
@@ -372,19 +544,13 @@ def sensitivity_figure(gains: pd.DataFrame, id_cols: Sequence[str], warranty_yea
                 ax.plot([np.nanmin([*x, base[col]]), np.nanmax([*x, base[col]])], [y, y], color="0.85", lw=7,
                         solid_capstyle="butt", zorder=1)
                 dflt = KNOBS[k].default
-                row: list[tuple[float, list[str], bool]] = []  # values landing on one spot share a label
-                for xv, v, met in sorted(zip(x, e["value"], e["all_meet_slo"].astype(bool))):
+                for n, (xv, v, met) in enumerate(zip(x, e["value"], e["all_meet_slo"].astype(bool))):
                     below = not isinstance(dflt, str) and float(v) < dflt
                     c = OTHER if isinstance(dflt, str) else (LOWER if below else HIGHER)
                     ax.plot(xv, y, "o", color=c, mfc=c if met else "white", ms=5, zorder=3)
-                    if row and abs(xv - row[-1][0]) <= 0.004 * abs(xv):
-                        row[-1][1].append(v)
-                    else:
-                        row.append((xv, [v], below))
-                for xv, vs, below in row:
-                    vs = vs if isinstance(dflt, str) else sorted(vs, key=float)
-                    labels.append((xv, y, ", ".join(value_label(v) for v in vs), below))
-            pending.append((ax, labels))
+                    if np.isfinite(xv):
+                        points.append((xv, y, value_label(v), below, n if isinstance(dflt, str) else float(v)))
+            pending.append((ax, points))
             ax.axvline(base[col], color="k", lw=0.9)
             if log:
                 ax.set_xscale("log")
@@ -404,8 +570,8 @@ def sensitivity_figure(gains: pd.DataFrame, id_cols: Sequence[str], warranty_yea
             Line2D([], [], color="0.85", lw=7, label="range over the values tried"), warranty_key(warranty_years)]
     fig.legend(handles=keys, loc="lower center", ncol=4, fontsize=7, frameon=False)
     fig.tight_layout(rect=(0, 0.5 / fig.get_figheight(), 1, 1))
-    for ax, labels in pending:  # after the layout: label boxes are measured where they will be drawn
-        _place_labels(fig, ax, labels)
+    for ax, points in pending:  # after the layout: label boxes are measured where they will be drawn
+        _place_labels(fig, ax, points)
     return fig
 
 
@@ -435,5 +601,30 @@ def user_delay_figure(own: pd.DataFrame, id_cols: Sequence[str]) -> plt.Figure:
         ax.set_ylabel(label)
         ax.set_ylim(bottom=0)
     axes[0][0].legend(fontsize=7, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+#: The claim ledger's verdict colours (lachesis.evaluation.claims.VERDICTS).
+VERDICT_COLORS = {"reproduced": "#4c9a2a", "close": "#e0b000", "off": "#c0392b", "not evaluable": "0.75"}
+
+
+def tally_figure(tally: pd.DataFrame) -> plt.Figure:
+    """The claim ledger's verdicts per section (``tally``: :func:`lachesis.evaluation.claims.tally`), one stacked bar
+    each, "all" last."""
+    fig, ax = plt.subplots(figsize=(6.5, 0.45 * len(tally) + 0.9))
+    y = np.arange(len(tally))[::-1]
+    left = np.zeros(len(tally))
+    for verdict, color in VERDICT_COLORS.items():
+        n = tally[verdict].to_numpy(float) if verdict in tally else np.zeros(len(tally))
+        ax.barh(y, n, left=left, color=color, label=verdict, height=0.7)
+        for yi, li, ni in zip(y, left, n):
+            if ni:
+                ax.text(li + ni / 2, yi, f"{int(ni)}", ha="center", va="center", fontsize=8)
+        left += n
+    ax.set_yticks(y, [str(s) for s in tally.index])
+    ax.set_xlabel("statements")
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.legend(ncols=len(VERDICT_COLORS), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False, fontsize=8)
     fig.tight_layout()
     return fig

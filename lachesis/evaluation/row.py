@@ -34,6 +34,11 @@ class GridRow(RunRecord, total=False):
     daisy_chain_load: str
     load_policy: str
     load_seed: int
+    load_sizing: str
+    #: the (configuration, seed) whose SLO margin bound a jointly sized deployment's load
+    load_binding: str
+    #: a policy that misses the SLO at its row's load: its own N* at that cell and seed (NaN: not searched)
+    own_n_star: float
     fraction: float
     search: list[dict[str, Any]]
     duration_s: float

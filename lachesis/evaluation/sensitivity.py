@@ -68,7 +68,7 @@ class Variant:
 
     def load(self, n_star: int) -> int:
         """Sessions per GPU: the cell's N*, or a multiple of it for the load knob (at least 1)."""
-        if not self.is_paper and KNOBS[self.knob].acts_on == "load":
+        if not self.is_paper and self.knob == "load":
             return load_at(float(self.value), n_star)
         return int(n_star)
 
@@ -199,7 +199,7 @@ def _study(cells: Sequence[Sequence[Point]], names: Sequence[str], values: dict[
         if ns <= 0:  # the SLO admits no load at the paper's setting: nothing to hold fixed
             continue
         for v in vs:
-            if v.is_paper or not KNOBS[v.knob].simulated or v.knob == "load_base":
+            if v.is_paper or not KNOBS[v.knob].simulated or v.knob in ("load_base", "load_sizing"):
                 continue
             pts, n = [v.point(p) for p in c], v.load(ns)
             hits = [sweep.cached_entry(p, cache, params, n) for p in pts]
@@ -218,10 +218,11 @@ def _study(cells: Sequence[Sequence[Point]], names: Sequence[str], values: dict[
         for g, out in zip(groups, res):
             for (_, _, v, ns), rs in zip(g, out):
                 rows += [_tag(r, v, ns) for r in rs]
-    for v in (v for v in vs if v.knob == "load_base" and rule.rule == "per_deployment"):
-        got, lack = _at_base(base_pts, replace(rule, base=v.value), params, cache, how)
+    for v in (v for v in vs if v.knob in ("load_base", "load_sizing") and rule.rule == "per_deployment"):
+        other = replace(rule, base=v.value) if v.knob == "load_base" else replace(rule, sizing=v.value)
+        got, lack = _at_base(base_pts, other, params, cache, how)
         rows += [_tag(r, v, int(r["n_star"])) for r in got.to_dict("records")]
-        lacking += [f"{p.label()}: load_base = {v.value}" for p in lack]
+        lacking += [f"{p.label()}: {v.knob} = {v.value}" for p in lack]
     if not rows:
         return pd.DataFrame(columns=ID + ["policy", "knob", "value", "simulated", "lifetime_years"]), lacking
     df = sweep.results_frame(rows)
@@ -231,8 +232,8 @@ def _study(cells: Sequence[Sequence[Point]], names: Sequence[str], values: dict[
 
 def _at_base(points: list[Point], rule: LoadRule, params: SearchParams, cache: str | None,
              how: dict[str, Any] | None) -> tuple[pd.DataFrame, list[Point]]:
-    """The study's cells held at another base configuration's load (the ``load_base`` variant): the rows
-    the grid gives under that rule, from the cache, or run when ``how`` is given."""
+    """The study's cells at the load another sizing of the deployment gives (the ``load_sizing`` and
+    ``load_base`` variants): the rows the grid gives under that rule, from the cache, or run when ``how`` is given."""
     got, lack = sweep.cached_results(points, cache, params, rule)
     if lack and how is not None:
         return sweep.run_grid(points, params, cache, load=rule, **how), []

@@ -20,7 +20,7 @@ import warnings
 import zipfile
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -59,6 +59,15 @@ def point_key(point: Point, plan_fingerprint: str, params: SearchParams, n: int 
         del pt["overrides"]
     blob = json.dumps(dict(point=pt, trace=plan_fingerprint, config=canonical(asdict(point.config())),
                            params=asdict(params), load=n, code=CODE_VERSION), sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def deployment_key(base_keys: Sequence[str], configs: Sequence[str], sizing: str, policies: Sequence[str]) -> str:
+    """Cache key of a deployment's joint load sizing: its base searches' keys (one per seed, each naming its
+    seed's trace, the configuration, the search settings and the code), the configurations and policies it
+    covers, the rule."""
+    blob = json.dumps(dict(deployment=list(base_keys), configs=list(configs), sizing=sizing, policies=list(policies),
+                           code=CODE_VERSION), sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 

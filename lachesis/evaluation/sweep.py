@@ -307,26 +307,109 @@ def _point_fields(p: Point) -> dict:
                 slo_ttft_bound_s=slo.ttft_s)
 
 
-def _tag_cell(points: Sequence[Point], rows: Sequence[_R], at: dict[str, tuple[int, str]], rule: LoadRule) -> list[_R]:
+def _tag_cell(points: Sequence[Point], rows: Sequence[_R], at: dict[str, tuple[int, str]], rule: LoadRule,
+              binding: str = "") -> list[_R]:
     """A cell's rows with the load they ran at: the rule and its base, N*, the policy it is N* of, the seed
-    that sized it; and the point's node and SLO bounds."""
+    that sized it, the (configuration, seed) that bound a joint sizing; and the point's node and SLO bounds."""
     return [None if r is None else grid_row(dict(r, **rule.tags(p.memory), n_star=at[p.policy][0],
-                                                 load_policy=at[p.policy][1], load_seed=p.seed, **_point_fields(p)))
+                                                 load_policy=at[p.policy][1], load_seed=p.seed, load_binding=binding,
+                                                 **_point_fields(p)))
             for p, r in zip(points, rows)]
+
+
+def _own_n_star(points: Sequence[Point], rows: list[GridRow], params: SearchParams, cache_dir: str | None,
+                plan: Plan | None = None) -> list[GridRow]:
+    """``rows`` with ``own_n_star`` on each row that misses the SLO at its load: that policy's own N* at its cell
+    and seed (a capacity search, cached), so a miss is shown with the load its policy does admit.  The oracle
+    is never searched (docs/design.md §5, "Oracle clairvoyance"): NaN."""
+    out = []
+    for p, r in zip(points, rows):
+        if r is not None and not r.get("slo_met", True) and int(r.get("n_sessions", 0)) > 0:
+            own = float("nan") if is_clairvoyant(p.policy) else float(
+                evaluate_point(p, params, cache_dir, plan, hint=int(r["n_sessions"]))["n_star"])
+            r = grid_row(dict(r, own_n_star=own))
+        out.append(r)
+    return out
 
 
 def deployment_search(point: Point, rule: LoadRule, params: SearchParams, cache_dir: str | None,
                       plan: Plan | None = None) -> GridRow:
     """HBM-first's capacity search at the deployment's base configuration (``rule.base``) for the point's
-    model, SLO, trace and seed: the load held at every configuration (docs/design.md §5, "Load")."""
+    model, SLO, trace and seed: the start of a joint sizing, and the load itself under ``sizing="base"``."""
     return evaluate_point(rule.base_point(point), params, cache_dir, plan)
+
+
+def _deployment_key(rule: LoadRule, base: Point, params: SearchParams) -> str:
+    """The joint sizing's cache key (:func:`lachesis.evaluation.store.deployment_key`)."""
+    keys = []
+    for s in rule.seeds:
+        b = replace(base, seed=s)
+        keys.append(store.point_key(b, plancache.point_fingerprint(b), params))
+    return store.deployment_key(keys, rule.configs, rule.sizing, rule.sizing_policies(base.workload))
+
+
+def size_deployment(point: Point, rule: LoadRule, params: SearchParams, cache_dir: str | None) -> GridRow:
+    """The deployment's load under a joint sizing (docs/design.md §5, "Load"): the largest N, to the search's
+    resolution, at which every sizing policy (:meth:`LoadRule.sizing_policies`) meets the SLO at every
+    configuration and seed of ``rule``; cached.
+
+    It starts at the load policy's first-seed N* at ``rule.base`` (:func:`deployment_search`, cached: the offered
+    load) and steps down until every (policy, configuration, seed)'s run meets the SLO there, by the search's
+    resolution or to N ÷ the missing run's SLO margin when that is further.  Those runs are the grid's own rows at
+    that load (:func:`run_at_load`, cached), so every held row of a sizing policy meets it."""
+    if not (rule.joint() and rule.configs and rule.seeds):
+        raise ValueError(f"size_deployment: a joint rule with its configurations and seeds set, got {rule!r}")
+    base = rule.deployment(point)
+    key = _deployment_key(rule, base, params)
+    path = store.entry_path(cache_dir, key)
+    if (hit := _read(path, key)) is not None:
+        return hit
+    first, slo = rule.seeds[0], SLOS[base.slo]
+    plans = {s: plancache.point_plan(replace(base, seed=s), cache_dir) for s in rule.seeds}
+    n = int(deployment_search(base, rule, params, cache_dir, plans[first])["n_star"])
+    # the load policy before the others, then the seeds and configurations the start's search did not run
+    policies = rule.sizing_policies(base.workload)
+    combos = sorted(((p, c, s) for p in policies for s in rule.seeds for c in rule.configs),
+                    key=lambda x: (policies.index(x[0]), (x[1], x[2]) == (rule.base, first)))
+    tried: list[dict[str, Any]] = []
+    while n > 0:
+        at_n = []
+        for pol, c, s in combos:
+            r = run_at_load(replace(base, policy=pol, memory=c, seed=s), n, params, cache_dir, plans[s],
+                            bound=pol == LOAD_POLICY and s == first)
+            rec = dict(n=n, policy=pol, memory=c, seed=s, p99_tpot_s=r.get("slo_p99_tpot_s", np.nan),
+                       p99_ttft_s=r.get("slo_p99_ttft_s", np.nan), oom=False, feasible=bool(r["slo_met"]))
+            tried.append(rec)
+            at_n.append(rec)
+            if not rec["feasible"]:
+                break
+        if at_n[-1]["feasible"]:
+            break
+        miss = at_n[-1]
+        combos.sort(key=lambda x: x != (miss["policy"], miss["memory"], miss["seed"]))  # it goes first next time
+        m = capacity.margin(miss, slo)
+        down = n - max(1, int(params.rel_tol * n))
+        n = max(0, min(down, int(n / m)) if m is not None and m > 1 else down)
+    worst = max((r for r in tried if r["n"] == n), key=lambda r: capacity.margin(r, slo) or 0.0, default=None)
+    out: dict[str, Any] = dict(asdict(base), n_star=n, n_sessions=n, load="per_deployment", load_sizing=rule.sizing,
+                               search=tried, load_binding="" if worst is None else
+                               f"{worst['policy']} {worst['memory']} seed {worst['seed']}")
+    return _write(path, key, out)
+
+
+def deployment_load(point: Point, rule: LoadRule, params: SearchParams, cache_dir: str | None,
+                    plan: Plan | None = None) -> GridRow:
+    """The entry whose ``n_star`` is the held load of the deployment ``point`` belongs to, under ``rule``."""
+    if rule.joint():
+        return size_deployment(point, rule, params, cache_dir)
+    return deployment_search(point, rule, params, cache_dir, plan)
 
 
 def _held(points: Sequence[Point], rule: LoadRule,
           base: GridRow) -> tuple[dict[str, GridRow], dict[str, tuple[int, str]]]:
-    """(the searches a cell reuses, each policy's load) at the deployment's held load: the base cell
-    reuses its own search run, every other cell runs at that N*."""
-    searched = {LOAD_POLICY: base} if points[0].memory == rule.base else {}
+    """(the searches a cell reuses, each policy's load) at the deployment's held load: under ``sizing="base"``
+    the base cell reuses its own search run; every other cell runs at that load."""
+    searched = {LOAD_POLICY: base} if points[0].memory == rule.base and not rule.joint() else {}
     return searched, {p.policy: (int(base["n_star"]), LOAD_POLICY) for p in points}
 
 
@@ -336,10 +419,13 @@ def evaluate_cell(points: Sequence[Point], params: SearchParams, cache_dir: str 
     "per_deployment", "per_cell", "min" or "own"; docs/design.md §5, "Load").
 
     The oracle is not searched: it runs at the cell's load (under "own", at the load policy's N*)."""
-    rule = LoadRule.of(load)
+    rule = LoadRule.of(load).over(points)
     plan = plancache.point_plan(points[0], cache_dir)
+    binding = ""
     if rule.held(points[0].memory):
-        searched, at = _held(points, rule, deployment_search(points[0], rule, params, cache_dir, plan))
+        dep = deployment_load(points[0], rule, params, cache_dir, plan)
+        searched, at = _held(points, rule, dep)
+        binding = str(dep.get("load_binding", ""))
     else:
         cr = rule.cell_rule(points[0].memory)
         searched = search_cell(points, _searched_policies(points, cr), params, cache_dir, plan)
@@ -347,11 +433,12 @@ def evaluate_cell(points: Sequence[Point], params: SearchParams, cache_dir: str 
     # the bound is solved on the run that sized the load: the search's, or at a held cell the load policy's run there
     rows = _at_loads(points, {pol: n for pol, (n, _) in at.items()}, params, cache_dir, searched, plan,
                      bound=rule.held(points[0].memory))
-    return _tag_cell(points, rows, at, rule)
+    return _tag_cell(points, _own_n_star(points, rows, params, cache_dir, plan), at, rule, binding)
 
 
 #: the fields a seed's replica takes from its first seed's row (the load it ran at)
-_LOAD_FIELDS = fields("load", "load_base", "daisy_chain_load", "n_star", "load_policy", "load_seed")
+_LOAD_FIELDS = fields("load", "load_base", "daisy_chain_load", "n_star", "load_policy", "load_seed", "load_sizing",
+                      "load_binding")
 
 
 def _load_of(first: Mapping[str, Any]) -> dict[str, Any]:
@@ -373,8 +460,8 @@ def replicate_cell(points: Sequence[Point], leader: Sequence[GridRow], params: S
     if missing:
         raise ValueError(f"replicate_cell: the first seed's cell has no row for policy {missing[0]!r}")
     loads = {pol: int(r["n_sessions"]) for pol, r in first.items()}
-    return [grid_row(dict(r, **_load_of(first[p.policy]), **_point_fields(p)))
-            for p, r in zip(points, _at_loads(points, loads, params, cache_dir))]
+    rows = _own_n_star(points, _at_loads(points, loads, params, cache_dir), params, cache_dir)
+    return [grid_row(dict(r, **_load_of(first[p.policy]), **_point_fields(p))) for p, r in zip(points, rows)]
 
 
 
@@ -391,16 +478,28 @@ def cached_entry(point: Point, cache_dir: str | os.PathLike | None, params: Sear
     return _read(store.entry_path(cache_dir, key), key)
 
 
+def cached_deployment(point: Point, rule: LoadRule, cache_dir: str | os.PathLike | None,
+                      params: SearchParams = SearchParams()) -> GridRow | None:
+    """The cache's entry of the held load of the deployment ``point`` belongs to under ``rule`` (its
+    configurations and seeds set); None when absent.  Never simulates."""
+    if not rule.joint():
+        return cached_entry(rule.base_point(point), cache_dir, params)
+    key = _deployment_key(rule, rule.deployment(point), params)
+    return _read(store.entry_path(cache_dir, key), key)
+
+
 def _cached_cell(points: Sequence[Point], cache_dir: str | os.PathLike | None, params: SearchParams,
                  load: str | LoadRule) -> list[GridRow | None] | None:
     """:func:`evaluate_cell`'s rows as far as the cache holds them (None per missing point); None when a
     search the ``load`` rule needs is missing."""
-    rule = LoadRule.of(load)
+    rule = LoadRule.of(load).over(points)
+    binding = ""
     if rule.held(points[0].memory):
-        base = cached_entry(rule.base_point(points[0]), cache_dir, params)
+        base = cached_deployment(points[0], rule, cache_dir, params)
         if base is None:
             return None
         searched, at = _held(points, rule, base)
+        binding = str(base.get("load_binding", ""))
     else:
         cr = rule.cell_rule(points[0].memory)
         got = {pol: cached_entry(replace(points[0], policy=pol), cache_dir, params)
@@ -411,7 +510,10 @@ def _cached_cell(points: Sequence[Point], cache_dir: str | os.PathLike | None, p
         at = _cell_loads(points, searched, cr)
     rows = _rows_at(points, {pol: n for pol, (n, _) in at.items()}, searched,
                     lambda p, n: cached_entry(p, cache_dir, params, n))
-    return _tag_cell(points, rows, at, rule)
+    rows = [r if r is None or r.get("slo_met", True) or is_clairvoyant(p.policy)
+            else grid_row(dict(r, own_n_star=float((cached_entry(p, cache_dir, params) or {}).get("n_star", np.nan))))
+            for p, r in zip(points, rows)]
+    return _tag_cell(points, rows, at, rule, binding)
 
 
 def cached_results(points: Sequence[Point], cache_dir: str | os.PathLike | None,
@@ -427,6 +529,7 @@ def cached_results(points: Sequence[Point], cache_dir: str | os.PathLike | None,
     points = list(points)
     if points:
         _check_points(points, load, seed_load)
+    load = _grid_rule(points, load, seed_load)
     cells = _cells(points)
     groups = _replicas(points, cells) if seed_load == "fixed" else [[c] for c in range(len(cells))]
     rows: list[GridRow | None] = [None] * len(points)
@@ -473,6 +576,14 @@ def _check_points(points: Sequence[Point], load: str | LoadRule = "per_deploymen
         block_capacity.kv_blocks(cfg.memory, cfg.model, cfg.deployment)  # KV fits beside the weights, or a ValueError
 
 
+def _grid_rule(points: Sequence[Point], load: str | LoadRule, seed_load: str) -> LoadRule:
+    """The grid's load rule with the configurations and seeds its deployments are sized over: every held
+    configuration of the grid, and its seeds together (``seed_load="fixed"``) or each seed alone ("search":
+    the seed's cells are a deployment of their own, filled in per cell by :func:`evaluate_cell`)."""
+    rule = LoadRule.of(load).over(points)
+    return replace(rule, seeds=()) if seed_load == "search" and not LoadRule.of(load).seeds else rule
+
+
 def _cells(points: Sequence[Point]) -> list[list[int]]:
     """The points' indices grouped by cell."""
     groups: dict[tuple, list[int]] = {}
@@ -500,24 +611,28 @@ def run_grid(points: Sequence[Point], params: SearchParams = PAPER, cache_dir: s
     Under ``per_deployment`` the deployments' base searches run first, so no two cells search one."""
     points = list(points)
     _check_points(points, load, seed_load)
-    rule = LoadRule.of(load)
+    rule = _grid_rule(points, load, seed_load)
     cache = str(cache_dir) if cache_dir else None
     cells = _cells(points)
     # a grid the cache holds whole is read without a plan or a process (a cold cache costs one trace here)
-    if cache is not None and points and _cached_cell([points[i] for i in cells[0]], cache, params, load) is not None:
-        got, lacking = cached_results(points, cache, params, load, seed_load)
+    if cache is not None and points and _cached_cell([points[i] for i in cells[0]], cache, params, rule) is not None:
+        got, lacking = cached_results(points, cache, params, rule, seed_load)
         if not lacking:
             if progress:
                 runner.progress_line(f"[sweep] all {len(points)} points read from the cache {cache}")
             return got
     groups = _replicas(points, cells) if seed_load == "fixed" else [[c] for c in range(len(cells))]
     leaders = [g[0] for g in groups]
-    bases = list(dict.fromkeys(rule.base_point(points[cells[c][0]]) for c in leaders
-                               if rule.held(points[cells[c][0]].memory)))
-    if bases:
-        runner.run_tasks(deployment_search, [(b, rule, params, cache) for b in bases],
-                         [f"{b.label()} seed {b.seed}" for b in bases], n_jobs, scheduler, progress,
-                         desc="deployment load: N*")
+    # the deployments' loads first (each sized once, a joint sizing running the load policy's held rows)
+    deployments: dict[tuple[Point, LoadRule], None] = {}
+    for c in leaders:
+        if rule.held(points[cells[c][0]].memory):
+            r = rule.over([points[i] for i in cells[c]])
+            deployments[((r.deployment if r.joint() else r.base_point)(points[cells[c][0]]), r)] = None
+    if deployments:
+        runner.run_tasks(deployment_load, [(b, r, params, cache) for b, r in deployments],
+                         [f"{b.workload} {b.model} {b.slo} seed {b.seed}" + (f" [{b.overrides}]" if b.overrides else "")
+                          for b, _ in deployments], n_jobs, scheduler, progress, desc="deployment load")
     followers = {g[0]: g[1:] for g in groups}
     label = {c: f"{points[cells[c][0]].label()} seed {points[cells[c][0]].seed}" for c in range(len(cells))}
     pts = {c: [points[i] for i in cells[c]] for c in range(len(cells))}

@@ -233,13 +233,16 @@ def evaluate(trace_dir: str | os.PathLike, out_dir: str | os.PathLike | None = N
     pts = points(trace_dir, trace, list(models), slos, list(configs), node, grid.seed_list("evaluate", list(seeds)),
                  policies, overrides, name)
     plan = plancache.point_plan(pts[0], cache_dir)  # the plan once here: a refusal is one line before any run
-    params, rule, drawn = capacity.SEARCH_PRESETS[search], grid.LoadRule.of(load), int(overrides.get("sessions", 0))
+    params, drawn = capacity.SEARCH_PRESETS[search], int(overrides.get("sessions", 0))
+    # the deployment's load covers the placements the paper compares on a trace of this kind (docs/design.md §5)
+    rule = replace(grid.LoadRule.of(load), policies=grid.PAPER_MULTI_POLICIES if kind == "multi"
+                   else grid.PAPER_SINGLE_POLICIES).over(pts)
     if not drawn:  # the deployment's load first, so a load the trace cannot reach is refused before the grid runs
-        bases = {rule.base_point(p) for p in pts if p.seed == pts[0].seed}
-        searched = [sweep.deployment_search(b, rule, params, str(cache_dir) if cache_dir else None, plan)
-                    for b in sorted(bases, key=lambda b: b.label())]
+        bases = sorted({(rule.deployment if rule.joint() else rule.base_point)(p) for p in pts
+                        if rule.held(p.memory)}, key=lambda b: b.label())
+        searched = [sweep.deployment_load(b, rule, params, str(cache_dir) if cache_dir else None, plan) for b in bases]
         check_reach(trace, pd.DataFrame([dict(n_sessions=e["n_star"], group_ranks=b.config().deployment.group_ranks)
-                                         for b, e in zip(sorted(bases, key=lambda b: b.label()), searched)]), drawn)
+                                         for b, e in zip(bases, searched)]), drawn)
     df = sweep.run_grid(pts, params, cache_dir, n_jobs=n_jobs, progress=progress, load=rule)
     check_reach(trace, df.assign(group_ranks=df.get("group_ranks", 1)), drawn)
     for r in df[(df.policy == LOAD_POLICY) & (df.n_sessions <= 0)].to_dict("records"):

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings, target
 from hypothesis import strategies as st
 from scipy.optimize import linprog
-from test_sweep import TINY
+from test_sweep import ONE_CONFIG, TINY
 
 from lachesis.evaluation import grid, store, tables
 from lachesis.evaluation import sweep as W
@@ -301,7 +301,7 @@ def _cell(policies=("hbm_first", "lachesis", "oracle"), memory="1/7"):
 @pytest.mark.parametrize("memory", ["1/7", "4/4"])
 def test_the_baseline_row_carries_the_bound_of_its_own_run(fixture_plan, tmp_path, monkeypatch, memory):
     pts = _cell(memory=memory)
-    rows = W.evaluate_cell(pts, TINY, str(tmp_path))
+    rows = W.evaluate_cell(pts, TINY, str(tmp_path), load=ONE_CONFIG)
     base, n = rows[0], rows[0]["n_sessions"]
     assert base["bound_status"] in ("optimal", "trivial") and base["bound_n_writes"] > 0
     # the same window and timeline as the run's own bytes: exact
@@ -345,7 +345,7 @@ def test_the_bound_holds_for_every_policy_replayed_on_a_simulated_run(fixture_pl
 @pytest.mark.parametrize("damage", ["truncated", "edited"])
 def test_a_bad_timeline_is_reported_and_the_baseline_rerun(fixture_plan, tmp_path, damage):
     pts = _cell(("hbm_first", "lachesis"))
-    rows = W.evaluate_cell(pts, TINY, str(tmp_path))
+    rows = W.evaluate_cell(pts, TINY, str(tmp_path), load=ONE_CONFIG)
     n = rows[0]["n_sessions"]
     (path,) = tmp_path.glob("*.timeline.npz")
     good = W.baseline_timeline(pts[1], n, TINY, str(tmp_path), fixture_plan)
@@ -390,7 +390,7 @@ def test_ratio_table_and_hbm_share_read_the_bound_off_the_baseline_rows():
 def test_only_the_run_that_sized_the_load_carries_the_bound(fixture_plan, tmp_path):
     """seed_load="fixed": the first seed's searched run solves the bound; a replica at its load does not,
     and the tables then hold the bound for that seed alone."""
-    lead = W.evaluate_cell(_cell(("hbm_first", "lachesis")), TINY, str(tmp_path))
+    lead = W.evaluate_cell(_cell(("hbm_first", "lachesis")), TINY, str(tmp_path), load=ONE_CONFIG)
     other = [grid.Point("fixture", "1/7", "Llama-4-Maverick", "tight", p, 1.0, 1) for p in ("hbm_first", "lachesis")]
     rows = W.replicate_cell(other, lead, TINY, str(tmp_path))
     assert "bound_hbm_bytes" in lead[0] and not any(k.startswith("bound_") for r in rows for k in r)

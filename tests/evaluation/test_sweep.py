@@ -21,6 +21,8 @@ from lachesis.node import capacity
 from lachesis.node import simulator as S
 
 TINY = capacity.SearchParams(search_warmup=0.2, search_measure=0.3, warmup=0.2, measure=0.5, n_max=8, n_samples=40)
+#: the deployment sized over the one configuration a test evaluates (its rule covers every configuration otherwise)
+ONE_CONFIG = grid.LoadRule(configs=("1/7",))
 
 
 def test_grid_shapes():
@@ -78,19 +80,20 @@ def test_run_grid_on_dask_localcluster(tmp_path):
     distributed = pytest.importorskip("dask.distributed")
     pts = [grid.Point("multi_agent", "4/4", "Qwen3-235B-A22B", "loose", p, scale=0.02, seed=k)
            for k in (0, 1) for p in ("hbm_first", "oracle")]
+    rule = grid.LoadRule(configs=("4/4",), sizing="load_policy")  # the deployment: HBM-first at 4/4, both seeds
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cl, \
             distributed.Client(cl) as client:
-        df = W.run_grid(pts, TINY, tmp_path, scheduler=client, progress=False)
-    local = W.run_grid(pts, TINY, tmp_path / "local", n_jobs=2, progress=False)  # computed again, not read back
+        df = W.run_grid(pts, TINY, tmp_path, scheduler=client, progress=False, load=rule)
+    local = W.run_grid(pts, TINY, tmp_path / "local", n_jobs=2, progress=False, load=rule)  # computed again
     assert len(list((tmp_path / "local").glob("*.json"))) == len(list(tmp_path.glob("*.json")))
     timing = [c for c in df.columns if c.endswith("solve_s")]  # wall-clock seconds, not results
     pd.testing.assert_frame_equal(df.drop(columns=timing), local.drop(columns=timing))
     assert df["n_sessions"].nunique() == 1 and set(df["load_seed"]) == {0}
-    # the deployment's search at 1/7 (the default rule holds its N*); at 4/4, each seed's baseline and oracle runs
-    # at that load; a close record beside every baseline run (the search's N* run and the two at 4/4)
+    # the search at 4/4 that starts the sizing, the sizing's own entry, each seed's baseline and oracle run at the
+    # load it found; a close record beside each seed's baseline run at that load (seed 0's is its search's N* run)
     entries = [f for f in tmp_path.glob("*.json") if not f.name.endswith(".rank.json")]
-    assert len(entries) == 5 and len(list(tmp_path.glob("*.closes.npz"))) == 3
-    assert set(df["load_base"]) == {"1/7"} and set(df["load"]) == {"per_deployment"}
+    assert len(entries) == 6 and len(list(tmp_path.glob("*.closes.npz"))) == 2
+    assert set(df["load_sizing"]) == {"load_policy"} and set(df["load"]) == {"per_deployment"}
     assert len(list(tmp_path.glob("*.rank.json"))) == 2  # the ranker fitted once per seed's trace, for every worker
 
 
@@ -401,7 +404,7 @@ def test_oracle_runs_at_the_cells_load_with_the_baselines_close_record(fixture_p
 @pytest.mark.parametrize("damage", ["truncated", "edited", "foreign"])
 def test_a_bad_close_record_is_reported_and_the_baseline_rerun(fixture_plan, tmp_path, damage):
     pts = _cell(("hbm_first", "oracle"))
-    W.evaluate_cell(pts, TINY, str(tmp_path))
+    W.evaluate_cell(pts, TINY, str(tmp_path), load=ONE_CONFIG)
     (path,) = tmp_path.glob("*.closes.npz")
     n = W.evaluate_point(pts[0], TINY, tmp_path, plan=fixture_plan)["n_star"]
     good = W.baseline_closes(pts[1], n, TINY, str(tmp_path), fixture_plan)
