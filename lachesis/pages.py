@@ -116,6 +116,18 @@ def _clean_output(o: Any, root: str) -> Any | None:
     return o
 
 
+def _coalesced(outputs: list[Any]) -> list[Any]:
+    """Consecutive stream outputs of one stream as one: how the kernel happened to chunk a cell's printing (one
+    message or two) is not part of the page."""
+    out: list[Any] = []
+    for o in outputs:
+        if out and o.output_type == "stream" and out[-1].output_type == "stream" and out[-1].name == o.name:
+            out[-1].text += o.text
+        else:
+            out.append(o)
+    return out
+
+
 def page_notebook(executed: Any, name: str, params: dict[str, Any], order: Sequence[Link], ext: str,
                   root: Path | None = None) -> Any:
     """The executed notebook as its page: the same bytes from the same run.
@@ -137,7 +149,7 @@ def page_notebook(executed: Any, name: str, params: dict[str, Any], order: Seque
             continue
         c.metadata = nbformat.NotebookNode({k: v for k, v in c.metadata.items() if k == "tags"})
         if c.cell_type == "code":
-            outs = [o for o in (_clean_output(o, str(root or "")) for o in c.outputs) if o is not None]
+            outs = _coalesced([o for o in (_clean_output(o, str(root or "")) for o in c.outputs) if o is not None])
             count += 1
             c.execution_count = count
             c.outputs = outs
