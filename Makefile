@@ -1,4 +1,5 @@
-# Entry points (README): `make reproduce`, `make test`, `make lab`.  All create and reuse .venv.
+# Entry points (README): `make reproduce`, `make test`, `make lab`.  All create and reuse .venv; `make` alone lists
+# every target (make help).
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -10,7 +11,17 @@ LOCK   := requirements.lock
 # Headless plotting in this shell's processes; notebook kernels draw inline whatever this says (lachesis.reproduce).
 export MPLBACKEND ?= Agg
 
-.PHONY: reproduce reproduce-ci lint stubs test test-fast lab explore lock browser-check bench clean-build
+.PHONY: help reproduce reproduce-ci lint stubs test test-fast lab explore lock browser-check bench clean-build
+.DEFAULT_GOAL := help
+
+## List every target with what it does (the comment above it); `make` alone prints this.
+help:
+	@awk 'function show(t, s,  n, w, i, line) { n = split(s, w, " "); line = sprintf("  make %-14s", t); \
+	        for (i = 1; i <= n; i++) { if (length(line) + length(w[i]) > 118) { print line; line = sprintf("%21s", "") } \
+	                                   line = line " " w[i] } print line } \
+	      /^## /{text = text " " substr($$0, 4); next} \
+	      /^[a-z][a-z-]*:/{if (text) {split($$0, t, ":"); show(t[1], text)}; text = ""; next} \
+	      /^$$/{text = ""}' $(MAKEFILE_LIST)
 
 # The package and its test extras, pinned to the environment that produced figures/ (requirements.lock).
 $(STAMP): pyproject.toml setup.py $(LOCK) $(wildcard lachesis/node/native/*/*.cpp lachesis/node/native/*/*.hpp lachesis/node/native/build_record.py)
@@ -22,11 +33,13 @@ $(STAMP): pyproject.toml setup.py $(LOCK) $(wildcard lachesis/node/native/*/*.cp
 
 ## Regenerate every table and figure in figures/ at paper scale (papermill, notebooks/params/paper.yaml), fetching
 ## the public real traces it needs (checksummed); offline, everything else, naming what it could not fetch.
-## STRICT=1: a source that could not be fetched is an error.  Writes figures/ENVIRONMENT.json.
+## STRICT=1: a source that could not be fetched is an error.  Each notebook also becomes two pages in
+## figures/notebooks/ (NAME.html, opening on its figure, and NAME.ipynb, which GitHub renders; index.html lists them);
+## progress goes to build/logs/NAME.log; figures/ENVIRONMENT.json records the sources and every figure's sha256.
 reproduce: $(STAMP)
 	$(VENV)/bin/lachesis reproduce --params notebooks/params/paper.yaml $(if $(STRICT),--strict)
 
-## The same notebooks at CI scale, into build/figures (a few minutes).
+## The same notebooks at CI scale, into build/figures (pages in build/figures/notebooks; a few minutes).
 reproduce-ci: $(STAMP)
 	$(VENV)/bin/lachesis reproduce --params notebooks/params/ci.yaml
 
@@ -52,11 +65,17 @@ test: $(STAMP) lint
 test-fast: $(STAMP) lint
 	$(PY) -m pytest -q tests -m "not slow" -p no:cacheprovider
 
-## JupyterLab on the notebooks with the package's kernel ("Python 3 (lachesis)"); figures show inline.
-## ARGS passes options to JupyterLab (e.g. make lab ARGS="--port 8890 --no-browser"); as root, --allow-root is added.
+## JupyterLab on copies of the notebooks in build/lab/notebooks/ (the package's kernel; figures inline; paths still
+## resolve from the repository root), so running and saving them never touches the sources in notebooks/.  A copy is
+## made when missing or older than its source (delete it for a fresh one).  ARGS passes options to JupyterLab (e.g.
+## make lab ARGS="--port 8890 --no-browser"); as root, --allow-root is added.
 LAB_ARGS = $(if $(filter 0,$(shell id -u)),--allow-root) $(ARGS)
-lab: $(STAMP)
-	MPLBACKEND=module://matplotlib_inline.backend_inline $(VENV)/bin/jupyter lab --notebook-dir=. $(LAB_ARGS) notebooks/explorer.ipynb
+LAB_DIR := build/lab/notebooks
+LAB_COPIES := $(patsubst notebooks/%,$(LAB_DIR)/%,$(wildcard notebooks/*.ipynb))
+$(LAB_DIR)/%.ipynb: notebooks/%.ipynb
+	@mkdir -p $(@D) && cp $< $@
+lab: $(STAMP) $(LAB_COPIES)
+	MPLBACKEND=module://matplotlib_inline.backend_inline $(VENV)/bin/jupyter lab --notebook-dir=build/lab $(LAB_ARGS) $(LAB_DIR)/explorer.ipynb
 
 ## The explorer on the paper-scale results (the cache `make reproduce` fills) in JupyterLab: a copy with the paper's
 ## parameters in build/ (never the source notebook); Run > Run All Cells, then the dropdowns move over the grid.
@@ -65,11 +84,16 @@ explore: $(STAMP)
 	$(VENV)/bin/papermill notebooks/explorer.ipynb build/explorer_paper.ipynb --prepare-only -y "$(PAPER_EXPLORER)"
 	MPLBACKEND=module://matplotlib_inline.backend_inline $(VENV)/bin/jupyter lab --notebook-dir=. $(LAB_ARGS) build/explorer_paper.ipynb
 
-## Rewrite requirements.lock from .venv (after changing dependencies; commit it with the figures it produced).
+## Rewrite requirements.lock from .venv with every extra installed (test, dask, browser), then the build requirements
+## pyproject.toml pins (after changing dependencies; commit it with the figures it produced).
+BUILD_REQUIRES = $(PY) -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['build-system']['requires'], sep='\n')"
 lock: $(STAMP)
-	{ echo "# The environment that produced figures/ (make lock: pip freeze of .venv, editable lachesis excluded)."; \
-	  echo "# make installs with it as constraints: pip install -c requirements.lock -e '.[test]'."; \
-	  $(PY) -m pip freeze --exclude-editable; } > $(LOCK).tmp && mv $(LOCK).tmp $(LOCK)
+	$(PY) -m pip install --quiet -e '.[test,browser]'
+	{ echo "# The environment that produced figures/ (make lock: pip freeze of .venv with every extra, editable lachesis"; \
+	  echo "# excluded). make installs with it as constraints: pip install -c requirements.lock -e '.[test]'."; \
+	  $(PY) -m pip freeze --exclude-editable; \
+	  echo "# The build requirements ([build-system] requires in pyproject.toml, pinned there: pip builds in isolation)."; \
+	  $(BUILD_REQUIRES); } > $(LOCK).tmp && mv $(LOCK).tmp $(LOCK)
 
 ## JupyterLab in headless chromium: open and run the explorer, change a dropdown, screenshots in build/browser/.
 ## Needs chromium + chromedriver (apt-get install chromium chromium-driver) and the [browser] extra (selenium).
@@ -81,5 +105,6 @@ browser-check: $(STAMP)
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(PY) $$b; done
 
+## Remove build/ (the CI-scale figures, the sweep caches, the lab copies, the logs).
 clean-build:
 	rm -rf build

@@ -37,12 +37,31 @@ Typical use:
   lachesis reproduce --params notebooks/params/paper.yaml   # every paper figure into figures/
 """
 
+#: The choices of --node, --load and --search, named here so ``lachesis --help`` imports no package module;
+#: tests/test_cli.py checks them against lachesis.evaluation.knobs.NODES, grid.LOADS and capacity.SEARCH_PRESETS.
+NODES = ("paper", "one_gpu")
+LOADS = ("per_deployment", "per_cell", "min", "own")
+SEARCHES = ("paper", "ci")
 #: Seconds to wait for a Dask scheduler to accept a connection before giving up.
 SCHEDULER_PROBE_S = 5.0
 
 
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
+    """argparse's own help, each option's default shown (``(default: 1.0)``) where it has one to show."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False or action.default == [] or not action.help:
+            return action.help
+        return super()._get_help_string(action)
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (``lachesis corpus: error: argument --scale: ...``)."""
+    """argparse, but a usage error is one line (``lachesis corpus: error: argument --scale: ...``); every
+    subcommand's help shows its defaults (:class:`_Formatter`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
@@ -232,12 +251,13 @@ def scheduler(text: str) -> str:
 
 
 def _corpus(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("corpus", help="generate the embedded synthetic corpus (one trace per workload)")
-    p.add_argument("--scale", type=positive_float, default=1.0,
-                   help="fraction of the paper's session counts (default 1.0)")
+    p = sub.add_parser("corpus", help="generate the embedded synthetic corpus (one trace per workload)",
+                       description="Write the synthetic agent-trace corpus (Table 3's eleven workloads, seeded): one "
+                                   "trace folder per workload, in the trace contract (docs/design.md §2).")
+    p.add_argument("--scale", type=positive_float, default=1.0, help="fraction of the paper's session counts")
     p.add_argument("--seed", type=seed, default=0, help="random seed (same seed, same corpus)")
     p.add_argument("--out", type=out_folder, required=True, help="output folder; one sub-folder per workload trace")
-    p.add_argument("--format", choices=("parquet", "jsonl"), default="parquet")
+    p.add_argument("--format", choices=("parquet", "jsonl"), default="parquet", help="the trace files' format")
     p.add_argument("--workloads", nargs="*", type=workload, default=None,
                    help="subset of workload names (default: all)")
 
@@ -254,7 +274,9 @@ def _corpus(sub: argparse._SubParsersAction) -> None:
 
 
 def _segments(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("segments", help="recover context segments of a trace and summarize them per class")
+    p = sub.add_parser("segments", help="recover context segments of a trace and summarize them per class",
+                       description="Recover a trace's context segments (§3.2: each with its class, size, open and "
+                                   "close time on the reference clock) and print their lifetimes per class.")
     p.add_argument("trace", type=trace_path, help="trace folder or requests file (JSONL/Parquet)")
     p.add_argument("--seed", type=seed, default=0, help="seed of the reference clock's tool/user draws")
     p.add_argument("--out", type=out_table, default=None,
@@ -264,8 +286,11 @@ def _segments(sub: argparse._SubParsersAction) -> None:
 
 
 def _datasets(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("datasets", help="list, fetch or verify the real public traces (checksummed, cached)")
-    p.add_argument("action", choices=("list", "fetch", "verify"))
+    p = sub.add_parser("datasets", help="list, fetch or verify the real public traces (checksummed, cached)",
+                       description="The registry of real public agent traces: list them with their cache state, "
+                                   "fetch the missing ones (sha256-checked, into the download cache), or verify "
+                                   "what is there.")
+    p.add_argument("action", choices=("list", "fetch", "verify"), help="what to do")
     p.add_argument("names", nargs="*", type=dataset, help="dataset names (default: all)")
     p.add_argument("--local", type=existing_folder, default=None,
                    help="offline override: a folder holding the files, laid out like the download cache")
@@ -275,14 +300,16 @@ def _datasets(sub: argparse._SubParsersAction) -> None:
 
 def _adapt(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("adapt", help="convert a file or folder of a public trace format (registered or not) "
-                                     "into the trace contract")
+                                     "into the trace contract",
+                       description="Read a file or folder of a public trace format with its adapter and write it in "
+                                   "the trace contract (docs/design.md §2), with a report of what was kept and why.")
     p.add_argument("dataset", help="its format: a registered dataset name (lachesis datasets list) or an adapter "
                                    "(tau2, claude_code, who_and_when, chatdev, mooncake, azure)")
     p.add_argument("path", help="a file, or a folder searched recursively")
     p.add_argument("--out", type=out_folder, required=True,
                    help="output folder, replaced whole: requests/spawns (or the source's tables) "
                                                 "+ adapt_report.json")
-    p.add_argument("--format", choices=("parquet", "jsonl"), default="parquet")
+    p.add_argument("--format", choices=("parquet", "jsonl"), default="parquet", help="the trace files' format")
     p.add_argument("--stripping", choices=("turn_end", "every_call"), default=None,
                    help="tau2 only: when reasoning leaves the context (default turn_end)")
 
@@ -297,13 +324,16 @@ def _adapt(sub: argparse._SubParsersAction) -> None:
 
 
 def _sweep(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("sweep", help="run the evaluation grid (Figs. 9-12) with caching")
-    p.add_argument("--scale", type=positive_float, default=1.0)
-    p.add_argument("--seed", type=seed, default=0)
+    p = sub.add_parser("sweep", help="run the evaluation grid (Figs. 9-12) with caching",
+                       description="Run the evaluation grid of one workload (every memory configuration, model, SLO "
+                                   "and policy at the paper's search preset) and write one row per point; points are "
+                                   "cached beside the output, so a rerun recomputes nothing.")
+    p.add_argument("--scale", type=positive_float, default=1.0, help="fraction of the paper's session counts")
+    p.add_argument("--seed", type=seed, default=0, help="random seed")
     p.add_argument("--trace", default="multi_agent", help="workload name or trace path")
     p.add_argument("--scheduler", type=scheduler, default=None,
                    help="Dask scheduler address (default: local processes)")
-    p.add_argument("--out", type=out_file, default=Path("build/sweep.csv"))
+    p.add_argument("--out", type=out_file, default=Path("build/sweep.csv"), help="the rows (CSV)")
 
     def run(a: argparse.Namespace) -> int:
         from lachesis.evaluation import grid, sweep
@@ -324,29 +354,32 @@ def _sweep(sub: argparse._SubParsersAction) -> None:
 
 def _evaluate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("evaluate", help="will Lachesis help on this trace? The Figs. 9/11 protocol on a trace folder: "
-                                        "HBF lifetime per policy at the SLO's load, one table and one figure")
+                                        "HBF lifetime per policy at the SLO's load, one table and one figure",
+                       description="The Figs. 9/11 protocol on your trace: HBM-first's load searched for the SLO, "
+                                   "every policy run at that load, HBF lifetime and where the KV writes land; what "
+                                   "the trace lacks is filled by named assumptions (docs/design.md §7).")
     p.add_argument("trace", type=trace_path,
                    help="trace folder or requests file (the trace contract, docs/design.md §2)")
     p.add_argument("--out", type=out_folder, default=Path("build/evaluate"),
-                   help="where <name>.csv, <name>.png and <name>.pdf go (default build/evaluate)")
+                   help="where <name>.csv, <name>.png and <name>.pdf go")
     p.add_argument("--name", default=None, help="the files' stem and the rows' trace name (default: the folder's name)")
     p.add_argument("--models", type=names, default=None, help="comma-separated (default: both of the paper's)")
     p.add_argument("--slos", type=names, default=None,
                    help="tight, loose (default: both multi-agent, tight single-agent)")
     p.add_argument("--configs", type=names, default=None, help="memory configurations (default: 1/7,2/6,3/5,4/4,8/8*)")
-    p.add_argument("--node", default="paper", help="the decode node: paper (8 GPUs in lockstep, default) or one_gpu")
-    p.add_argument("--load", default="per_deployment",
-                   help="the load rule: per_deployment (default), per_cell, min, own")
+    p.add_argument("--node", default="paper", choices=NODES,
+                   help="the decode node: paper (8 GPUs in lockstep) or one_gpu")
+    p.add_argument("--load", default="per_deployment", choices=LOADS, help="the load rule (docs/design.md §5, 'Load')")
     p.add_argument("--policies", type=names, default=None,
                    help="default: the paper's and the baselines for the trace's kind")
-    p.add_argument("--seeds", type=seeds, default=(0,), help="comma-separated; each draws its own sessions (default 0)")
+    p.add_argument("--seeds", type=seeds, default="0", help="comma-separated; each draws its own sessions")
     p.add_argument("--sessions", type=int, default=None,
                    help="sessions drawn with replacement (default: max(the trace's, 512)); 0: the trace's own")
     p.add_argument("--think-time", choices=("auto", "trace", "reference"), default="auto",
                    help="tool and user delays: the trace's timestamps (auto: where it has them) or the reference clock")
     p.add_argument("--reasoning-per-output", type=float, default=0.0,
-                   help="reasoning tokens per output token added where a single agent records none (default 0)")
-    p.add_argument("--search", choices=("paper", "ci"), default="paper", help="search and measurement windows")
+                   help="reasoning tokens per output token added where a single agent records none")
+    p.add_argument("--search", choices=SEARCHES, default="paper", help="search and measurement windows")
     p.add_argument("--cache-dir", type=out_folder, default=None, help="evaluation cache (default <out>/cache)")
     p.add_argument("--jobs", type=jobs, default=None, help="worker processes (default: the CPU count)")
     p.add_argument("--sensitivity", action="store_true",
@@ -385,15 +418,17 @@ def _evaluate(sub: argparse._SubParsersAction) -> None:
 
 def _explore(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("explore", help="compute what the explorer lacks for one selection into a sweep cache "
-                                       "(the grid cell over seeds, the load curve, the sensitivity study)")
+                                       "(the grid cell over seeds, the load curve, the sensitivity study)",
+                       description="Compute, into a sweep cache, what the explorer notebook lacks for one selection "
+                                   "(workload, model, SLO, memory, policy), then print what the cache holds for it.")
     p.add_argument("--cache-dir", type=out_folder, required=True, help="the sweep cache the notebooks read")
     for k in ("workload", "model", "slo", "memory", "policy"):
         p.add_argument(f"--{k}", default=None, help="default: lachesis.evaluation.explorer.Selection's")
-    p.add_argument("--search", default=None, help="search preset: paper (default) or ci")
+    p.add_argument("--search", default=None, choices=SEARCHES, help="search preset (default: paper)")
     p.add_argument("--scale", type=positive_float, default=None, help="corpus scale (default 1)")
     p.add_argument("--seeds", type=seeds, default=None, help="comma-separated (default 0); the lowest sizes the load")
-    p.add_argument("--node", default=None, help="the decode node: paper (default: eight GPUs) or one_gpu")
-    p.add_argument("--load", default=None, help="the load rule: per_deployment (default), per_cell, min or own")
+    p.add_argument("--node", default=None, choices=NODES, help="the decode node (default: paper, eight GPUs)")
+    p.add_argument("--load", default=None, choices=LOADS, help="the load rule (default: per_deployment)")
     p.add_argument("--parts", type=names, default=None, help="some of grid,load,sensitivity (default: all)")
     p.add_argument("--fractions", type=fractions, default=[], help="of N*, for the load curve (e.g. 0.25,0.5)")
     p.add_argument("--knobs", type=names, default=None, help="of the sensitivity study (default: every knob of "
@@ -508,8 +543,13 @@ def probe_scheduler(url: str, timeout_s: float = SCHEDULER_PROBE_S) -> None:
 
 
 def _reproduce(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("reproduce", help="run every notebook through papermill with a params file")
-    p.add_argument("--params", type=params_file, default=Path("notebooks/params/paper.yaml"))
+    p = sub.add_parser("reproduce", help="run every notebook through papermill with a params file",
+                       description="Run every notebook with a params file (papermill): its figures and tables into "
+                                   "the file's out_dir, each executed notebook as a page beside them (NAME.html, "
+                                   "opening on its figure, and NAME.ipynb), progress in build/logs/NAME.log, and for a "
+                                   "complete run ENVIRONMENT.json.  One run at a time per clone.")
+    p.add_argument("--params", type=params_file, default=Path("notebooks/params/paper.yaml"),
+                   help="the params file (paper scale; notebooks/params/ci.yaml: CI scale into build/figures)")
     p.add_argument("--only", nargs="*", default=None, help="notebook names to run (default: all)")
     p.add_argument("--strict", action="store_true",
                    help="fail (exit 1) when a real-trace source could not be fetched (default: name it and go on)")
@@ -525,7 +565,9 @@ def _reproduce(sub: argparse._SubParsersAction) -> None:
                         "NBVAL_CHECK_OUTPUT cell in the source (what make test compares)")
 
     def run(a: argparse.Namespace) -> int:
-        from lachesis.reproduce import check_cells, plan, refresh_check_output, run_notebooks, summary
+        from lachesis.kernel import check_cells, refresh_check_output
+        from lachesis.parameters import plan
+        from lachesis.reproduce import run_notebooks, summary
 
         if a.refresh_checks:
             import nbformat

@@ -1,7 +1,7 @@
 """nbval on the notebooks (``make test``): kernels draw inline, and every notebook must show a figure.
 
 The run that ``make test`` already makes is reused: nbval executes each notebook's cells at its CI-sized
-defaults in a kernel started with the inline backend (:func:`lachesis.reproduce.kernel_env`; the shell's
+defaults in a kernel started with the inline backend (:func:`lachesis.kernel.kernel_env`; the shell's
 ``MPLBACKEND=Agg`` is for in-process plotting only), and one more test per notebook, ``<nb>::inline_figure``,
 runs after its last cell and fails unless some cell produced an ``image/png`` output — what a reader sees in
 JupyterLab.
@@ -13,7 +13,7 @@ from collections import defaultdict
 
 import pytest
 
-from lachesis.reproduce import kernel_env
+from lachesis.kernel import kernel_env
 
 _IMAGES: dict[str, int] = defaultdict(int)
 

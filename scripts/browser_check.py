@@ -84,12 +84,14 @@ def _signal_groups(pids: list[int], sig: int) -> None:
 
 
 class Started:
-    """Every process the check starts, each in a process group (a session) of its own.  Leaving the block, by
-    any path (success, an error, Ctrl-C, SIGTERM or SIGHUP, a timeout), ends each of them with every process
-    it started: SIGTERM to the groups and the descendants found, then SIGKILL to what is left after ``grace``."""
+    """Every process the check starts, each in a process group (a session) of its own, and every temporary
+    folder it makes.  Leaving the block, by any path (success, an error, Ctrl-C, SIGTERM or SIGHUP, a timeout),
+    ends each process with every process it started: SIGTERM to the groups and the descendants found, then
+    SIGKILL to what is left after ``grace``; then removes the folders (chromium's profile, 10 MB a run)."""
 
     def __init__(self, grace: float = 10.0) -> None:
         self.procs: list[subprocess.Popen] = []
+        self.folders: list[Path] = []
         self.grace = grace
         self._old: dict[int, object] = {}
 
@@ -106,6 +108,12 @@ class Started:
         proc = subprocess.Popen(cmd, start_new_session=True, **kw)  # type: ignore[call-overload]
         self.procs.append(proc)
         return proc
+
+    def folder(self, prefix: str) -> Path:
+        """A new temporary folder, removed when the block is left (after every process has ended)."""
+        path = Path(tempfile.mkdtemp(prefix=prefix))
+        self.folders.append(path)
+        return path
 
     def stop(self) -> None:
         """End every started process, its group and its descendants; wait for them."""
@@ -128,6 +136,8 @@ class Started:
         try:
             self.stop()
         finally:
+            for path in self.folders:
+                shutil.rmtree(path, ignore_errors=True)
             for sig, old in self._old.items():
                 signal.signal(sig, old)  # type: ignore[arg-type]
 
@@ -210,7 +220,7 @@ def _check(a: argparse.Namespace, started: Started, out: Path, rel: str, webdriv
     opts = webdriver.ChromeOptions()
     opts.binary_location = which("chromium", "chromium-browser")
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1500,1100",
-                f"--user-data-dir={tempfile.mkdtemp(prefix='lachesis-chromium-')}"):
+                f"--user-data-dir={started.folder('lachesis-chromium-')}"):
         opts.add_argument(arg)
     driver = webdriver.Remote(command_executor=start_driver(started, out / "chromedriver.log"), options=opts)
     shots: list[Path] = []

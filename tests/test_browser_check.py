@@ -1,5 +1,6 @@
 """scripts/browser_check.py ends everything it started (JupyterLab, chromedriver, their children and a kernel in
-a session of its own) on every way out: an error, a timeout, Ctrl-C and SIGTERM."""
+a session of its own) and removes the folders it made (chromium's profile) on every way out: an error, a timeout,
+Ctrl-C and SIGTERM."""
 
 from __future__ import annotations
 
@@ -59,8 +60,12 @@ def test_the_browser_check_ends_what_it_started_on_an_error_and_a_timeout(tmp_pa
         with bc.Started(grace=1) as started:
             p = started.start([sys.executable, "-c", HANG], stdout=subprocess.PIPE, text=True)
             pids = [int(x) for x in p.stdout.readline().split()]
+            profile = started.folder("lachesis-chromium-")
+            (profile / "Default").mkdir()
+            (profile / "Default" / "Cookies").write_bytes(b"\0" * 1024)
             raise RuntimeError("a step of the check failed")
     assert len(pids) == 3 and _gone(pids), [pid for pid in pids if _alive(pid)]
+    assert not profile.exists()  # chromium's profile goes with it
     with pytest.raises(SystemExit, match="did not answer within 1 s"):  # JupyterLab that never answers
         with bc.Started(grace=1) as started:
             bc.start_lab(started, bc.free_port(), "t", tmp_path / "lab.log", cmd=[sys.executable, "-c", HANG],
@@ -83,13 +88,16 @@ def test_the_browser_check_ends_what_it_started_on_ctrl_c_and_sigterm(tmp_path, 
         "try:\n"
         "    with bc.Started(grace=1) as started:\n"
         f"        p = started.start([sys.executable, '-c', {HANG!r}], stdout=subprocess.PIPE, text=True)\n"
-        "        print(p.stdout.readline().strip(), flush=True)\n"
+        "        profile = started.folder('lachesis-chromium-'); (profile / 'Local State').write_text('{}')\n"
+        "        print(p.stdout.readline().strip(), profile, flush=True)\n"
         "        time.sleep(600)\n"
         "except KeyboardInterrupt:\n"
         "    sys.exit(130)\n")
     check = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
-    pids = [int(x) for x in check.stdout.readline().split()]
-    assert len(pids) == 3 and all(map(_alive, pids))
+    *first, profile = check.stdout.readline().split()
+    pids = [int(x) for x in first]
+    assert len(pids) == 3 and all(map(_alive, pids)) and Path(profile).is_dir()
     check.send_signal(getattr(signal, sig))
     assert check.wait(timeout=30) == (130 if sig == "SIGINT" else 128 + signal.SIGTERM)
     assert _gone(pids), [pid for pid in pids if _alive(pid)]
+    assert not Path(profile).exists()

@@ -11,7 +11,7 @@ import papermill as pm
 import pytest
 import yaml
 
-from lachesis.reproduce import CHECK_MARK, check_cells
+from lachesis.kernel import CHECK_MARK, check_cells
 
 NB_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(NB_DIR.glob("*.ipynb"))

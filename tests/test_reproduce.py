@@ -15,7 +15,7 @@ import pytest
 import yaml
 from fixture_paths import REPO
 
-from lachesis import reproduce
+from lachesis import pages, parameters, provenance, reproduce
 from lachesis.cli import main
 
 
@@ -124,7 +124,7 @@ def test_prefixed_stream_marks_every_line() -> None:
 def test_an_order_runs_its_names_first_and_never_skips_the_rest(project) -> None:
     p = project / "notebooks" / "params" / "ordered.yaml"
     p.write_text(yaml.safe_dump({"order": ["real_traces", "b_fails"]}))
-    assert [name for name, _, _ in reproduce.plan(p)] == ["real_traces", "b_fails", "a_ok"]
+    assert [name for name, _, _ in parameters.plan(p)] == ["real_traces", "b_fails", "a_ok"]
 
 
 def _lanes_project(tmp_path: Path, beside: list[str]) -> Path:
@@ -140,9 +140,11 @@ def _lanes_project(tmp_path: Path, beside: list[str]) -> Path:
 
 @pytest.fixture()
 def no_pages(monkeypatch) -> None:
-    monkeypatch.setattr(reproduce, "write_html", lambda executed, dest: dest)
+    monkeypatch.setattr(reproduce._Run, "write_pages", lambda self, name, params: None)
+    monkeypatch.setattr(pages, "write_index", lambda *a: [])
     monkeypatch.setattr(reproduce.glance, "write", lambda figures: None)
-    monkeypatch.setattr(reproduce, "write_environment", lambda *a: None)
+    monkeypatch.setattr(provenance, "write_environment", lambda *a: None)
+    monkeypatch.setattr(provenance, "write_run_record", lambda *a: None)
 
 
 def test_the_notebooks_beside_run_in_a_second_lane_at_the_same_time(tmp_path, monkeypatch, no_pages) -> None:
@@ -198,7 +200,7 @@ def test_an_interrupt_stops_the_second_lane_after_its_notebook(tmp_path, monkeyp
         reproduce.run_notebooks(p, log=log, fetch=False)
     assert sorted(ran) == ["grid_a", "plot_c"]
     assert "[reproduce 3/4] plot_c done in " in log.getvalue()
-    assert reproduce.interrupted(tmp_path / "out") == ["grid_a"]
+    assert provenance.interrupted(tmp_path / "out") == ["grid_a"]
 
 
 def test_a_main_lane_that_ends_first_waits_for_every_notebook_beside(tmp_path, monkeypatch, no_pages) -> None:
@@ -261,14 +263,14 @@ def test_an_interrupt_while_waiting_for_the_lane_beside_ends_it_after_its_notebo
 def test_beside_naming_an_unknown_notebook_is_refused(tmp_path) -> None:
     p = _lanes_project(tmp_path, ["plot_c", "plot_z"])
     with pytest.raises(ValueError, match=r"beside: names no notebook 'plot_z'; valid names: grid_a"):
-        reproduce.plan(p)
+        parameters.plan(p)
     p.write_text(yaml.safe_dump({"beside": "plot_c"}))
     with pytest.raises(ValueError, match=r"p.yaml: beside: expected a list of notebook names, got 'plot_c'"):
-        reproduce.plan(p)
+        parameters.plan(p)
 
 
 def test_the_paper_params_run_the_gain_table_before_the_grid_that_reads_it() -> None:
-    names = [name for name, _, _ in reproduce.plan(Path(__file__).parents[1] / "notebooks/params/paper.yaml")]
+    names = [name for name, _, _ in parameters.plan(Path(__file__).parents[1] / "notebooks/params/paper.yaml")]
     assert sorted(names) == sorted(p.stem for p in (Path(__file__).parents[1] / "notebooks").glob("*.ipynb"))
     assert names.index("gain_vs_load") < names.index("fig09_fig10_multi_agent") < names.index("explorer")
 
@@ -325,7 +327,7 @@ def test_offline_reproduce_keeps_the_real_trace_figures_names_the_fetch_command_
     assert f"lachesis datasets fetch {' '.join(public)}" in out
     assert "kept    real_traces: not run" in out and "ran     a_ok" in out
     assert (offline_project / "figs/real_traces/real_traces.png").read_text() == "committed"
-    assert (offline_project / "figs" / reproduce.ENVIRONMENT_FILE).is_file()  # a complete run records its environment
+    assert (offline_project / "figs" / provenance.ENVIRONMENT_FILE).is_file()  # a complete run records its environment
     assert set(public) < set(datasets.registry()["dataset"])  # the local-only source is not in the default set
 
 
@@ -336,31 +338,65 @@ def test_strict_makes_a_missing_source_an_error(offline_project, capsys) -> None
 
 def test_environment_records_versions_sources_and_params_but_nothing_of_the_machine(tmp_path) -> None:
     root = Path(__file__).resolve().parents[1]
-    env = reproduce.environment(root, root / "notebooks/params/paper.yaml")
+    env = provenance.environment(root, root / "notebooks/params/paper.yaml")
     assert env["packages"]["numpy"] and env["python"] and env["blas"]
     assert env["params_file"]["path"] == "notebooks/params/paper.yaml"
-    assert env == reproduce.environment(root, root / "notebooks/params/paper.yaml")  # deterministic
+    assert env == provenance.environment(root, root / "notebooks/params/paper.yaml")  # deterministic
     text = json.dumps(env)
     import socket
 
     assert socket.gethostname() not in text and "num_threads" not in text
 
 
-def test_each_executed_notebook_is_written_as_static_html_beside_its_figures(tmp_path) -> None:
+def _drawn_project(tmp_path: Path) -> Path:
+    """A project of one notebook that draws a figure, prints a number, and runs two tasks with progress lines."""
     nbs = tmp_path / "notebooks"
     (nbs / "params").mkdir(parents=True)
-    _notebook(nbs / "drawn.ipynb", "import matplotlib.pyplot as plt\nplt.plot([0, 1], [1, 0])\nplt.title('a line')\n"
-                                   "plt.show()\nprint('key number', 42)")
-    (nbs / "params" / "p.yaml").write_text(yaml.safe_dump({"common": {"out_dir": "figs"}}))
-    old = tmp_path / "figs" / reproduce.HTML_DIR / "drawn.html"
-    old.parent.mkdir(parents=True)
-    old.write_text("a page of an earlier run")
-    assert main(["reproduce", "--params", str(nbs / "params" / "p.yaml"), "--only", "drawn"]) == 0
-    html = old.read_text(encoding="utf-8")
-    assert "key number 42" in html  # the executed notebook's output, not the source
-    assert html.count('src="data:image/png;base64,') == 1  # the figure inline: no file beside the page
-    assert 'src="drawn_files' not in html and "<img src=\"figs" not in html
-    assert not list(old.parent.glob(".*"))  # written atomically: no temporary file left
+    _notebook(nbs / "drawn.ipynb", "import math\nimport matplotlib.pyplot as plt\n"
+                                   "from lachesis.evaluation import runner\n"
+                                   "r = runner.run_tasks(math.sqrt, [(1.0,), (4.0,)], ['t0', 't1'], n_jobs=1, "
+                                   "desc='demo')\n"
+                                   "plt.plot([0, 1], [1, 0])\nplt.title('a line')\nplt.show()\nprint('key number', 42)")
+    nb = nbformat.read(nbs / "drawn.ipynb", as_version=4)
+    nb.cells[0].source = "# Fig. 1 — a line\n\nWhat the line shows."
+    nbformat.write(nb, nbs / "drawn.ipynb")
+    (nbs / "params" / "p.yaml").write_text(yaml.safe_dump({"common": {"out_dir": "figs", "seed": 3}}))
+    return nbs / "params" / "p.yaml"
+
+
+@pytest.mark.slow
+def test_each_executed_notebook_becomes_a_report_page_and_a_notebook_that_open_on_its_figure(tmp_path) -> None:
+    """The HTML page: titled after the heading, links, the figure first, the injected parameters as a table, the
+    code hidden, every image embedded; the .ipynb beside it keeps code and outputs; an index lists both.  The
+    progress lines go to build/logs/drawn.log and the terminal, never into a page.  A rerun writes the same
+    bytes (pages and ENVIRONMENT.json)."""
+    params = _drawn_project(tmp_path)
+    pages_dir = tmp_path / "figs" / pages.FOLDER
+    pages_dir.mkdir(parents=True)
+    (pages_dir / "drawn.html").write_text("a page of an earlier run")
+    log = io.StringIO()
+    assert reproduce.run_notebooks(params, log=log, fetch=False).ok
+    html = (pages_dir / "drawn.html").read_text(encoding="utf-8")
+    assert "<title>Fig. 1 — a line</title>" in html and "key number 42" in html
+    assert "plt.plot" not in html and 'class="jp-CodeMirrorEditor' not in html and "In&nbsp;[" not in html  # no code
+    assert 'alt="Fig. 1 — a line: figure 1"' in html
+    first_image, body = html.index('src="data:image/png;base64,'), html.index("What the line shows")
+    assert html.index("<h1") < first_image < html.index("Parameters of this run") < body  # the figure opens it
+    assert "<code>seed</code>" in html and "<code>3</code>" in html and 'seed: int = 0' not in html
+    assert 'href="index.html"' in html and "drawn_files" not in html
+    ran = nbformat.read(pages_dir / "drawn.ipynb", as_version=4)
+    assert any("plt.plot" in c.source for c in ran.cells) and pages.problems(ran) == []
+    assert "papermill" not in ran.metadata and all("papermill" not in c.metadata and "execution" not in c.metadata
+                                                    for c in ran.cells)
+    for text in (html, (pages_dir / "drawn.ipynb").read_text()):
+        assert "[demo]" not in text and str(tmp_path) not in text  # no progress, no machine path
+    assert "[demo] 2/2 t1" in (tmp_path / "build" / "logs" / "drawn.log").read_text()
+    assert [ln for ln in log.getvalue().splitlines() if "[demo] 2/2 t1" in ln][0].startswith("  [drawn] [demo]")
+    assert {p.name for p in pages_dir.iterdir()} == {"drawn.html", "drawn.ipynb", "index.html", "README.md"}
+    before = {p: p.read_bytes() for p in (tmp_path / "figs").rglob("*") if p.is_file()}
+    assert reproduce.run_notebooks(params, log=io.StringIO(), fetch=False).ok
+    after = {p: p.read_bytes() for p in (tmp_path / "figs").rglob("*") if p.is_file()}
+    assert [p.name for p in before if before[p] != after.get(p)] == [] and set(after) == set(before)
 
 
 @pytest.mark.slow
@@ -369,37 +405,54 @@ def test_a_real_notebook_at_ci_scale_becomes_a_readable_page(tmp_path) -> None:
     out = tmp_path / "figures"
     assert main(["reproduce", "--params", str(root / "notebooks/params/ci.yaml"), "--only", "table3_corpus",
                  "-p", "out_dir", str(out)]) == 0
-    html = (out / reproduce.HTML_DIR / "table3_corpus.html").read_text(encoding="utf-8")
-    assert "Table 3" in html and 'src="data:image/png;base64,' in html
-    assert "NBVAL_CHECK_OUTPUT" in html  # the code is shown with its outputs
+    html = (out / pages.FOLDER / "table3_corpus.html").read_text(encoding="utf-8")
+    assert "<title>Table 3 — corpus scale per workload (Appendix A)</title>" in html
+    assert html.index('src="data:image/png;base64,') < html.index("<table")  # the figure before any table
+    assert "NBVAL_CHECK_OUTPUT" not in html  # the code is hidden
+    nb = nbformat.read(out / pages.FOLDER / "table3_corpus.ipynb", as_version=4)
+    assert pages.problems(nb) == [] and any("NBVAL_CHECK_OUTPUT" in c.source for c in nb.cells)
 
 
-def test_a_progress_line_reaches_the_reproduce_log_once(tmp_path) -> None:
-    """A notebook's task progress is one line per task in what ``make reproduce`` prints (its terminal: the
-    streamed log and the kernel's inherited stderr together), not one from each."""
-    import subprocess
-    import sys
+def test_a_second_run_in_the_same_clone_is_refused_in_one_line(tmp_path, capsys, monkeypatch) -> None:
+    """Two runs at once would share build/notebooks and the figures: the second is refused before it runs anything,
+    naming the lock and the process holding it; the lock ends with its holder."""
+    import papermill
 
-    import nbformat
+    p = _lanes_project(tmp_path, [])
+    monkeypatch.setattr(papermill, "execute_notebook", lambda *a, **k: pytest.fail("a notebook ran"))
+    with reproduce.one_run(tmp_path):
+        assert main(["reproduce", "--params", str(p), "--no-fetch"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("lachesis reproduce: error: build/reproduce.lock: another lachesis "
+                                               f"reproduce (pid {__import__('os').getpid()}) is running"), err
+    with reproduce.one_run(tmp_path):  # released: taken again
+        pass
 
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(
-        "import math\nfrom lachesis.evaluation import runner\n"
-        "r = runner.run_tasks(math.sqrt, [(1.0,), (4.0,)], ['t0', 't1'], n_jobs=1, progress=True, desc='demo')")]
-    nbformat.write(nb, tmp_path / "demo.ipynb")
-    script = (
-        "import sys, papermill as pm\n"
-        "from lachesis.reproduce import _Prefixed, KERNEL_ARGUMENTS, kernel_env\n"
-        "with kernel_env():\n"
-        f"    pm.execute_notebook({str(tmp_path / 'demo.ipynb')!r}, {str(tmp_path / 'out.ipynb')!r}, "
-        "progress_bar=False,\n        kernel_name='python3', stdout_file=_Prefixed(sys.stdout, '  [demo] '),\n"
-        "        stderr_file=_Prefixed(sys.stdout, '  [demo] '), extra_arguments=KERNEL_ARGUMENTS)\n")
-    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
-    assert p.returncode == 0, p.stderr[-2000:]
-    both = (p.stdout + p.stderr).splitlines()
-    for event in ("[demo] 1/2 t0", "[demo] 2/2 t1"):  # once, and through the notebook's named stream
-        hits = [line for line in both if event in line]
-        assert len(hits) == 1 and hits[0].startswith("  [demo] "), both
+
+def test_a_stopped_runs_temporaries_are_removed_at_the_start_and_at_the_end(tmp_path, monkeypatch, no_pages) -> None:
+    """A kernel ended in the middle of an atomic write (a second Ctrl-C) leaves ``.NAME….tmp`` beside the figures:
+    the next run removes it before any notebook starts, and a run removes those of its own on the way out."""
+    import papermill
+
+    p = _lanes_project(tmp_path, [])
+    out = tmp_path / "out"
+    out.mkdir()
+    stale = out / ".fig04_temporal.pdfk3j_x8.tmp"
+    stale.write_text("half a pdf")
+    seen = []
+
+    def execute(src, dest, **kw):
+        seen.append(stale.exists())
+        if Path(src).stem == "grid_b":
+            (out / ".grid_b.pngq1w2e3.tmp").write_text("half a png")  # the kernel ends mid-write
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(papermill, "execute_notebook", execute)
+    log = io.StringIO()
+    with pytest.raises(KeyboardInterrupt):
+        reproduce.run_notebooks(p, log=log, fetch=False, serial=True)
+    assert seen == [False, False] and not list(out.glob(".*.tmp"))
+    assert "[reproduce] removed 1 temporary file(s) a stopped run left: .fig04_temporal.pdfk3j_x8.tmp" in log.getvalue()
 
 
 # -- an interrupted run: announced, and named by the provenance check ---------------------------------
@@ -439,20 +492,22 @@ def test_an_interrupted_reproduce_is_announced_and_named_by_the_provenance_check
     monkeypatch.setattr(papermill, "execute_notebook", stopped)
     with pytest.raises(KeyboardInterrupt):
         reproduce.run_notebooks(params, log=stdio.StringIO())
-    assert reproduce.interrupted(figs) == ["fig01"]
-    problem = reproduce.provenance_problem(tmp_path)
+    assert provenance.interrupted(figs) == ["fig01"]
+    problem = provenance.provenance_problem(tmp_path)
     assert problem.startswith("figures/fig01.in-progress: a run of fig01 stopped while writing its figures"), problem
 
     monkeypatch.setattr(papermill, "execute_notebook", lambda src, dest, **kw: (figs / "fig01.csv").write_text("new"))
-    monkeypatch.setattr(reproduce, "write_html", lambda executed, dest: dest)
+    monkeypatch.setattr(reproduce._Run, "write_pages", lambda self, name, params: None)
+    monkeypatch.setattr(pages, "write_index", lambda *a: [])
     monkeypatch.setattr(reproduce.glance, "write", lambda figures: None)
-    monkeypatch.setattr(reproduce, "write_environment", lambda *a: None)
+    monkeypatch.setattr(provenance, "write_environment", lambda *a: None)
+    monkeypatch.setattr(provenance, "write_run_record", lambda *a: None)
     log = stdio.StringIO()
     with contextlib.redirect_stdout(stdio.StringIO()):
         result = reproduce.run_notebooks(params, log=log, fetch=False)
     assert result.ran and not result.failed
     assert "[reproduce] fig01: an earlier run stopped while writing its figures" in log.getvalue()
-    assert reproduce.interrupted(figs) == [] and not (figs / "fig01.in-progress").exists()
+    assert provenance.interrupted(figs) == [] and not (figs / "fig01.in-progress").exists()
 
 
 # -- parameters checked by name, type and choice before anything runs ---------------------------------
@@ -521,14 +576,14 @@ def test_p_overrides_refused_by_name_and_type(params_project, capsys, monkeypatc
 def test_valid_params_and_p_overrides_typed_by_the_declaration(params_project) -> None:
     p = params_project / "notebooks" / "params" / "ok.yaml"
     p.write_text(yaml.safe_dump({"common": {"scale": 1}, "notebooks": {"grid": {"seeds": "0,1,2"}}}))
-    got = dict((n, v) for n, _, v in reproduce.plan(p, overrides=[("seeds", "0"), ("n_jobs", "1"), ("fast", "false")]))
+    got = dict((n, v) for n, _, v in parameters.plan(p, overrides=[("seeds", "0"), ("n_jobs", "1"), ("fast", "false")]))
     assert got == {"grid": {"scale": 1, "seeds": "0", "n_jobs": 1, "fast": False}, "table": {"scale": 1}}
 
 
 def test_the_paper_and_ci_params_pass_the_check() -> None:
     notebooks = {p.stem for p in (REPO / "notebooks").glob("*.ipynb")}
     for name in ("paper", "ci"):  # every notebook, each once
-        planned = [n for n, _, _ in reproduce.plan(REPO / "notebooks" / "params" / f"{name}.yaml")]
+        planned = [n for n, _, _ in parameters.plan(REPO / "notebooks" / "params" / f"{name}.yaml")]
         assert sorted(planned) == sorted(notebooks)
 
 
@@ -552,21 +607,21 @@ def test_notebook_setup_resolves_path_parameters_from_the_repository(tmp_path, m
     given = {"out_dir": "build/figures", "trace": "tests/fixtures/traces", "table": "", "seed": 0}
     ns = {"__annotations__": {"out_dir": "str", "trace": "str", "table": "str", "seed": "int"}, **given,
           "data": "not/a/parameter"}
-    assert reproduce.notebook_setup(ns) == given
+    assert parameters.notebook_setup(ns) == given
     assert ns["out_dir"] == REPO / "build" / "figures" and ns["trace"] == str(REPO / "tests" / "fixtures" / "traces")
     assert ns["table"] == "" and ns["seed"] == 0 and ns["data"] == "not/a/parameter"  # only declared names move
     with pytest.raises(FileNotFoundError, match=r"^trace: .*no_such_trace does not exist"):
-        reproduce.notebook_setup({"__annotations__": {"trace": "str"}, "trace": "no_such_trace"})
+        parameters.notebook_setup({"__annotations__": {"trace": "str"}, "trace": "no_such_trace"})
     with pytest.raises(TypeError, match="parameter out_dir: expected str, got int 3"):
-        reproduce.notebook_setup({"__annotations__": {"out_dir": "str"}, "out_dir": 3})
+        parameters.notebook_setup({"__annotations__": {"out_dir": "str"}, "out_dir": 3})
 
 
 def test_check_parameters_names_the_parameter_and_type() -> None:
     ns = {"__annotations__": {"seeds": "str", "scale": float, "n": "int"}, "seeds": 0, "scale": 1, "n": 3}
     with pytest.raises(TypeError, match=r"parameter seeds: expected str, got int 0 .*-r"):
-        reproduce.check_parameters(ns)
+        parameters.check_parameters(ns)
     ns["seeds"] = "0"
-    reproduce.check_parameters(ns)  # an int fits a float
+    parameters.check_parameters(ns)  # an int fits a float
 
 
 def test_papermill_p_with_the_wrong_type_stops_at_the_check(tmp_path) -> None:
@@ -593,19 +648,20 @@ GRID_NOTEBOOKS = ("fig09_fig10_multi_agent", "fig11_fig12_single_agent", "gain_v
 ])
 def test_an_unknown_choice_is_refused_naming_the_parameter(key, value, words) -> None:
     with pytest.raises(ValueError, match=words):
-        reproduce.check_parameters({"__annotations__": {key: "str"}, key: value})
+        parameters.check_parameters({"__annotations__": {key: "str"}, key: value})
 
 
 def test_choices_are_refused_before_anything_runs_and_defaults_pass() -> None:
     for name in GRID_NOTEBOOKS:  # every grid notebook's declared defaults are valid choices
-        params = reproduce.notebook_parameters(REPO / "notebooks" / f"{name}.ipynb")
+        params = parameters.notebook_parameters(REPO / "notebooks" / f"{name}.ipynb")
         assert {"node", "search"} <= set(params), name
     with pytest.raises(ValueError, match=r"-p search: unknown choice 'bogus'.*\(notebook "):
-        reproduce.plan(REPO / "notebooks" / "params" / "ci.yaml", only=["gain_vs_load"],
+        parameters.plan(REPO / "notebooks" / "params" / "ci.yaml", only=["gain_vs_load"],
                        overrides=[("search", "bogus")])
-    ok = reproduce.plan(REPO / "notebooks" / "params" / "ci.yaml", only=["gain_vs_load"], overrides=[("node", "paper")])
+    ok = parameters.plan(REPO / "notebooks" / "params" / "ci.yaml", only=["gain_vs_load"],
+                         overrides=[("node", "paper")])
     assert ok[0][2]["node"] == "paper"
-    reproduce.check_parameters({"__annotations__": {"configs": "str", "knobs": "str"}, "configs": "", "knobs": ""})
+    parameters.check_parameters({"__annotations__": {"configs": "str", "knobs": "str"}, "configs": "", "knobs": ""})
 
 
 def test_every_grid_parameter_has_a_help_comment() -> None:
@@ -614,15 +670,15 @@ def test_every_grid_parameter_has_a_help_comment() -> None:
     for name in GRID_NOTEBOOKS:
         for key, info in pm.inspect_notebook(str(REPO / "notebooks" / f"{name}.ipynb")).items():
             assert info["help"].strip(), f"{name}: parameter {key} has no help comment"
-            if key in reproduce.parameter_choices():
-                choices, _ = reproduce.parameter_choices()[key]
+            if key in parameters.parameter_choices():
+                choices, _ = parameters.parameter_choices()[key]
                 assert any(c in info["help"] for c in choices) or "lachesis." in info["help"], (name, key)
 
 
 @pytest.mark.parametrize("key, value", [("seed", -1), ("scale", 0.0), ("scale", -0.5)])
 def test_a_numeric_parameter_out_of_range_is_named(key, value):
     """`papermill -p seed -1` is refused naming the parameter, before the grid runs."""
-    from lachesis.reproduce import check_parameters
+    from lachesis.parameters import check_parameters
 
     ann = "int" if key == "seed" else "float"
     with pytest.raises(ValueError, match=f"parameter {key}: must be"):

@@ -1,5 +1,5 @@
 """Where the evaluation's tasks run: local worker processes that exit with their parent, a Dask cluster, or
-in-process; one progress line per finished task (stderr, or a notebook's stdout), beside a tqdm bar.
+in-process; one progress line per finished task (:mod:`lachesis.logs`), beside a tqdm bar.
 
 :func:`run_tasks` also takes follow-up tasks from a finished one (a seed's replica starts as soon as its
 first seed's cell has finished), on the same workers.
@@ -8,12 +8,13 @@ first seed's cell has finished), on the same workers.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from lachesis import logs
 
 if TYPE_CHECKING:
     from dask.distributed import Client, Future
@@ -35,13 +36,9 @@ def worker_pool(n_jobs: int) -> ProcessPoolExecutor:
 
 
 def progress_line(text: str) -> None:
-    """One line per event: on stderr in a terminal; in a Jupyter kernel on the notebook's stdout (not a pink
-    stderr block; papermill streams it to ``make reproduce``'s log once).  Never on ``sys.__stderr__``: a kernel
-    captures that descriptor into the notebook *and* echoes it to the terminal, so each line came twice."""
-    from tqdm.auto import tqdm
-
-    in_kernel = type(sys.stdout).__module__.startswith("ipykernel")
-    tqdm.write(text, file=sys.stdout if in_kernel else sys.stderr)
+    """One line per event, through the ``lachesis`` logger (:func:`lachesis.logs.line`): on stderr in a terminal,
+    in ``build/logs/<notebook>.log`` under ``lachesis reproduce``, never on a notebook's page."""
+    logs.line(text)
 
 
 def _timed(fn: Callable, args: tuple) -> tuple[Any, float]:
@@ -65,14 +62,16 @@ class _Tasks:
         self.tasks, self.progress, self.desc, self.follow = tasks, progress, desc, follow
         self.out: list[Any] = [None] * len(tasks)
         self.t0 = time.perf_counter()
-        self.bar = tqdm(total=len(tasks), disable=not progress, desc=desc)
+        self.done = 0
+        self.bar = tqdm(total=len(tasks), disable=not progress or not logs.bars(), desc=desc)
 
     def put(self, k: int, res: tuple[Any, float]) -> list[int]:
         """Record task k's result; the indices of the tasks it adds."""
         self.out[k] = res[0]
         self.bar.update(1)
+        self.done += 1  # the bar counts nothing when it is not drawn
         if self.progress:
-            progress_line(f"[{self.desc}] {self.bar.n}/{len(self.tasks)} {self.tasks[k][2]}: {res[1]:.1f} s "
+            progress_line(f"[{self.desc}] {self.done}/{len(self.tasks)} {self.tasks[k][2]}: {res[1]:.1f} s "
                           f"(elapsed {time.perf_counter() - self.t0:.0f} s)")
         more = list(self.follow(k, res[0])) if self.follow is not None else []
         self.tasks.extend(more)
