@@ -8,6 +8,7 @@ import shlex
 import shutil
 from dataclasses import replace
 from functools import lru_cache
+from pathlib import Path
 
 import nbformat
 import numpy as np
@@ -18,6 +19,7 @@ from sens_fixtures import KNOBS, SCALE, tiny_study
 
 from lachesis import cli
 from lachesis.evaluation import explorer, grid, plancache, sweep
+from lachesis.evaluation.explorer.figure_files import _setting
 from lachesis.node import simulator as S
 
 #: the tiny study's cells: one GPU, each cell at its own N* (sens_fixtures.tiny_study)
@@ -276,11 +278,11 @@ def test_a_selection_runs_on_its_node_and_reads_rows_made_there(tmp_path):
         explorer.Selection(node="tpu")
     env = {"params_file": {"contents": {"common": {"scale": 1.0, "node": "paper"},
                                         "notebooks": {"fig09_fig10_multi_agent": {"search": "paper", "seeds": "0,1"}}}}}
-    st = explorer._setting(env, "fig09_fig10_multi_agent")
+    st = _setting(env, "fig09_fig10_multi_agent")
     assert (st.node, st.load) == ("paper", "per_deployment") and st.holds(replace(paper, seeds=(0, 1)))
     assert not st.holds(replace(paper, node="one_gpu")) and not st.holds(replace(paper, load="per_cell"))
     env["params_file"]["contents"]["notebooks"]["fig09_fig10_multi_agent"]["load"] = "baseline"
-    assert explorer._setting(env, "fig09_fig10_multi_agent").load == "per_cell"
+    assert _setting(env, "fig09_fig10_multi_agent").load == "per_cell"
 
 
 # -- an empty cache, a missing policy, a knob that changes the node: one clear line -------------------
@@ -344,3 +346,19 @@ def test_a_knob_that_changes_the_node_is_refused_not_run_at_another_nodes_load(t
     assert len(err) == 1 and "knob 'group_ranks' changes the decode node" in err[0], err
     assert "--knobs" in explorer.command(sel, tmp_path, ["sensitivity"]) and "group_ranks" not in explorer.command(
         sel, tmp_path, ["sensitivity"])
+
+
+def test_the_explorer_is_split_by_job_into_short_modules() -> None:
+    """Each module of the explorer package holds one job: at most 500 lines, no function over 80."""
+    import ast
+
+    folder = Path(explorer.__file__).parent
+    mods = sorted(folder.glob("*.py"))
+    assert len(mods) > 1, "the explorer is one module again"
+    for p in mods:
+        text = p.read_text(encoding="utf-8")
+        assert len(text.splitlines()) <= 500, f"{p.name}: {len(text.splitlines())} lines"
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                assert n <= 80, f"{p.name}: {node.name} is {n} lines"
