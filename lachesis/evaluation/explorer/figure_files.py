@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from lachesis.evaluation import sensitivity
+from lachesis.evaluation import row, sensitivity
 from lachesis.evaluation.explorer.selection import Selection
 from lachesis.evaluation.grid import CELL, LOAD_POLICY, Point, split_csv
 
@@ -95,15 +95,63 @@ def _setting(env: dict[str, Any], notebook: str) -> Setting | None:
                    str(params.get("node", "one_gpu")), load)
 
 
-def _read(path: Path) -> pd.DataFrame:
-    """A committed table; extra columns are kept (a newer grid may carry more), a file that is not there is
-    empty, one without the cell's columns is an error naming it."""
+#: The columns each committed file must carry (what the explorer reads of it; a grid's are fields of
+#: :class:`lachesis.evaluation.row.GridRow`), and which of them hold whole numbers and numbers (NaN allowed: a
+#: cell the SLO admits no load at, a run with no lifetime).  Extra columns are kept: a newer grid may carry more.
+GRID_COLUMNS = row.columns(*CELL, "policy", "seed", "n_sessions", "lifetime_years")
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "grid": GRID_COLUMNS,
+    "composition": (*CELL, "policy", "seed", "seg_class", "tier", "pct"),
+    "curve": (*CELL, "policy", "n_sessions", "n_star", "lifetime_years"),
+    "sensitivity": (*CELL, "knob", "value"),
+}
+WHOLE = ("seed", "n_sessions", "n_star")
+NUMBERS = ("lifetime_years", "pct")
+
+
+def _read(path: Path, part: str) -> pd.DataFrame:
+    """A committed table of ``part`` (:data:`REQUIRED`), checked: a file that is not there is empty; an empty
+    file, one cut mid-line, a missing column or a value of the wrong kind is a one-line error naming the file,
+    the line and the column."""
     if not path.is_file():
         return pd.DataFrame()
-    df = pd.read_csv(path)
-    if lacking := [c for c in CELL if c not in df]:
-        raise ValueError(f"explorer: {path}: no column {lacking[0]!r}; expected the cell's {', '.join(CELL)}")
+    need = REQUIRED[part]
+    try:
+        raw = path.read_bytes()
+        df = pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"explorer: {path}: empty file (no header line); expected a {part} table with columns "
+                         f"{', '.join(need)}") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise ValueError(f"explorer: {path}: not a readable CSV table ({' '.join(str(e).split())})") from None
+    if not raw.endswith(b"\n"):
+        last = raw.count(b"\n") + 1
+        raise ValueError(f"explorer: {path}: line {last} ends without a newline: the file is cut "
+                         "short (restore it, e.g. git checkout -- figures/)")
+    if lacking := [c for c in need if c not in df]:
+        raise ValueError(f"explorer: {path}: no column {lacking[0]!r}; a {part} table needs {', '.join(need)}")
+    for c in need:
+        bad = _bad_values(df[c], c)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            kind = ("a whole number >= 0" if c in WHOLE else "a number" if c in NUMBERS else "a value")
+            raise ValueError(f"explorer: {path}: line {i + 2}: column {c!r}: expected {kind}, got "
+                             f"{df[c].iloc[i]!r}")
     return df
+
+
+def _bad_values(col: pd.Series, name: str) -> np.ndarray:
+    """Where a required column's value is missing or of the wrong kind (:data:`WHOLE`, :data:`NUMBERS`)."""
+    if name in NUMBERS:
+        if pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col):
+            return np.zeros(len(col), bool)
+        return (pd.to_numeric(col, errors="coerce").isna() & col.notna()).to_numpy(bool) | col.map(
+            lambda x: isinstance(x, bool)).to_numpy(bool)
+    if name in WHOLE:
+        v = pd.to_numeric(col, errors="coerce").to_numpy(float)
+        with np.errstate(invalid="ignore"):
+            return ~(np.isfinite(v) & (v >= 0) & (v == np.floor(v)))
+    return col.isna().to_numpy(bool)
 
 
 def committed(folder: str | Path) -> Committed | None:
@@ -113,23 +161,28 @@ def committed(folder: str | Path) -> Committed | None:
     env_file = folder / "ENVIRONMENT.json"
     if not env_file.is_file():
         return None
-    env = json.loads(env_file.read_text(encoding="utf-8"))
+    try:
+        env = json.loads(env_file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"explorer: {env_file}: not readable JSON ({e}); restore it (git checkout -- figures/)") \
+            from None
 
-    def part(files: dict[str, str]) -> list[tuple[Setting, pd.DataFrame]]:
+    def part(files: dict[str, str], part_name: str) -> list[tuple[Setting, pd.DataFrame]]:
         out = []
         for name, notebook in files.items():
-            setting, df = _setting(env, notebook), _read(folder / name)
+            setting, df = _setting(env, notebook), _read(folder / name, part_name)
             if setting is not None and not df.empty:
                 out.append((setting, df))
         return out
 
-    curve, sens = part({CURVE_FILE: CURVE_NOTEBOOK}), part({SENSITIVITY_FILE: SENSITIVITY_NOTEBOOK})
-    grid = part(GRID_FILES)
+    curve = part({CURVE_FILE: CURVE_NOTEBOOK}, "curve")
+    sens = part({SENSITIVITY_FILE: SENSITIVITY_NOTEBOOK}, "sensitivity")
+    grid = part(GRID_FILES, "grid")
     # the load curve and the study run at the first seed of the grid they share a cache with
     first = grid[0][0].seeds[:1] if grid else (0,)
     curve = [(replace(st, seeds=first), df) for st, df in curve]
     sens = [(replace(st, seeds=first), df) for st, df in sens]
-    return Committed(folder, grid, part(COMPOSITION_FILES), curve, sens)
+    return Committed(folder, grid, part(COMPOSITION_FILES, "composition"), curve, sens)
 
 
 def _grid_from_figures(sel: Selection, store: Committed) -> tuple[pd.DataFrame, list[Point]]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Sequence
 
 from lachesis.evaluation import sensitivity, sweep
-from lachesis.evaluation.explorer.selection import PARTS, STUDY, Selection, View, study_knobs
+from lachesis.evaluation.explorer.selection import PARTS, STUDY, Selection, View, cache_folder, study_knobs
 
 
 def command(sel: Selection, cache_dir: str | Path, parts: Sequence[str], fractions: Sequence[float] = (),
@@ -34,7 +34,7 @@ def compute(sel: Selection, cache_dir: str | Path, parts: Sequence[str] = PARTS,
     if bad:
         raise ValueError(f"explorer: unknown part {bad[0]!r}; expected some of {list(PARTS)}")
     knobs = study_knobs(knobs) if "sensitivity" in parts else knobs
-    cache = str(cache_dir)
+    cache = cache_folder(cache_dir)
     if "grid" in parts:
         sweep.run_grid(sel.points(), sel.params, cache, n_jobs, load=sel.load, progress=progress)
     if "load" in parts and len(fractions):
@@ -68,7 +68,8 @@ def require_cell(v: View | None, sel: Selection, cache_dir: str | Path) -> View:
     seeds = ",".join(map(str, sel.seeds))
     what = f"{sel.workload}, {sel.model}, {sel.slo} SLO, {sel.memory}, {sel.policy}, seeds {seeds}"
     if v is None:
-        raise ValueError(f"explorer: {what}: the cache {cache_dir} could not be read (the reason is printed above)")
+        raise ValueError(f"explorer: {what}: could not be read from the cache {cache_dir} or the committed figures "
+                         "(the reason is printed above)")
     if v.grid.empty or not v.grid["policy"].eq(sel.policy).any():
         held = "nothing" if v.grid.empty else f"no {sel.policy} row (only {', '.join(sorted(set(v.grid['policy'])))})"
         raise ValueError(f"explorer: {what}: the cache {cache_dir} holds {held} for this cell, so there is nothing "

@@ -13,7 +13,7 @@ from lachesis.evaluation.explorer.drawing import FIGURE_WIDTH_PX, figure
 from lachesis.evaluation.explorer.figure_files import GRID_FILES, Committed, committed
 from lachesis.evaluation.explorer.missing import missing_text
 from lachesis.evaluation.explorer.reading import view
-from lachesis.evaluation.explorer.selection import STUDY, Selection, View, choices, label
+from lachesis.evaluation.explorer.selection import STUDY, Selection, View, choices, label, study_knobs
 from lachesis.evaluation.explorer.summaries import (
     _labelled,
     composition,
@@ -37,6 +37,7 @@ def show(sel: Selection, cache_dir: str | Path, fractions: Sequence[float] = (),
     figures' words, the other tables folded, then where it was read and what is missing."""
     from IPython.display import HTML, Image, Markdown, display
 
+    knobs = study_knobs(knobs)  # a knob the explorer cannot run is the notebook's parameter, not the cache: raised
     sel_txt = (f"{label('workload', sel.workload)}, {sel.model}, {label('slo', sel.slo)} SLO, {sel.memory}, "
                f"{label('policy', sel.policy)}")
     try:
@@ -120,11 +121,22 @@ def widget(initial: Selection, show: Callable[[Selection], View | None],
     return box
 
 
+#: The explorer notebook's defaults for the setting ``source: cache`` reads (notebooks/explorer.ipynb's parameters
+#: cell; tests/evaluation/test_explorer.py checks they agree).  ``source: figures`` reads the setting
+#: ENVIRONMENT.json records instead, so a value given other than these (and other than the recorded one) is refused,
+#: not ignored; a ``cache_dir`` given is honoured (read first, the committed files for what it lacks).
+NOTEBOOK_SETTING: dict[str, Any] = dict(scale=0.05, seeds=(0,), search="ci", node="one_gpu", load="per_deployment")
+NOTEBOOK_CACHE = "build/sweep_cache"
+
+
 def start(source: str, figures: str | Path, cache_dir: str | Path, scale: float, seeds: Sequence[int], search: str,
           node: str = "paper", load: str = "per_deployment", **cell: str) -> tuple[Selection, Path, Committed | None]:
     """The notebook's selection, sweep cache and committed results: ``source`` "figures" explores the paper-scale
-    results committed in ``figures`` (at the scale, search, seeds, cache, node and load rule ENVIRONMENT.json records
-    for them; the other arguments unused), "cache" the cache at the given setting alone."""
+    results committed in ``figures`` (at the scale, search, seeds, node and load rule ENVIRONMENT.json records for
+    them: another value given is refused, :data:`NOTEBOOK_SETTING`; the cache it records, or ``cache_dir`` when one
+    other than the notebook's default is given), "cache" the cache at the given setting alone."""
+    from lachesis.paths import repo_path
+
     if source not in ("figures", "cache"):
         raise ValueError(f"explorer: source must be 'figures' or 'cache', got {source!r}")
     if source == "cache":
@@ -135,7 +147,15 @@ def start(source: str, figures: str | Path, cache_dir: str | Path, scale: float,
         raise ValueError(f"explorer: {figures}: no ENVIRONMENT.json recording the grid's setting, or no grid file "
                          f"({', '.join(GRID_FILES)}); run with source: cache")
     st = store.setting
-    from lachesis.paths import repo_path
-
-    return Selection(scale=st.scale, seeds=st.seeds, search=st.search, node=st.node, load=st.load, **cell), \
-        repo_path(st.cache_dir or cache_dir), store
+    recorded: dict[str, Any] = dict(scale=st.scale, seeds=st.seeds, search=st.search, node=st.node, load=st.load)
+    given: dict[str, Any] = dict(scale=float(scale), seeds=tuple(seeds), search=search, node=node, load=load)
+    for k, v in given.items():
+        if v != NOTEBOOK_SETTING[k] and v != recorded[k]:
+            shown = ", ".join(f"{n} {','.join(map(str, x)) if n == 'seeds' else f'{x:g}' if n == 'scale' else x}"
+                              for n, x in recorded.items())
+            raise ValueError(f"explorer: source figures reads {figures} at the setting its ENVIRONMENT.json records "
+                             f"({shown}), so {k} {v!r} would be ignored: set source: cache to explore the sweep cache "
+                             f"at {k} {v!r}")
+    own = Path(cache_dir).resolve() != repo_path(NOTEBOOK_CACHE).resolve()
+    sel = Selection(scale=st.scale, seeds=st.seeds, search=st.search, node=st.node, load=st.load, **cell)
+    return sel, Path(cache_dir) if own else repo_path(st.cache_dir or cache_dir), store

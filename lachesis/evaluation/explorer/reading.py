@@ -11,7 +11,7 @@ import pandas as pd
 
 from lachesis.evaluation import sensitivity, sweep, tables
 from lachesis.evaluation.explorer.figure_files import Committed, _grid_from_figures, _setting_note, _study_from_figures
-from lachesis.evaluation.explorer.selection import STUDY, Selection, View, study_knobs
+from lachesis.evaluation.explorer.selection import STUDY, Selection, View, cache_folder, study_knobs
 from lachesis.evaluation.grid import CELL, LOAD_POLICY, Point, is_clairvoyant, load_at
 from lachesis.node.capacity import SearchParams
 
@@ -21,7 +21,7 @@ def view(sel: Selection, cache_dir: str | Path, fractions: Sequence[float] = (),
     """Read a selection from the cache and, for what it lacks, from the committed results ``store``
     (``fractions`` of N* for the load curve, ``knobs`` of the study, :func:`study_knobs`); nothing is simulated."""
     knobs = study_knobs(knobs)
-    pts, cache = sel.points(), str(cache_dir)
+    pts, cache = sel.points(), cache_folder(cache_dir)
     grid, miss = sweep.cached_results(pts, cache, sel.params, load=sel.load)
     sources = {"grid": f"the sweep cache {cache}"}
     composition = tables.write_composition(grid) if not grid.empty else pd.DataFrame()

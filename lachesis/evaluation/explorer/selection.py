@@ -3,7 +3,10 @@ read for it, the parts a view has, the dropdowns' values and the figures' words 
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 import pandas as pd
@@ -90,6 +93,9 @@ class Selection:
     node: str = "paper"
 
     def __post_init__(self) -> None:
+        if isinstance(self.scale, bool) or not isinstance(self.scale, numbers.Real) or not 0 < self.scale < math.inf:
+            raise ValueError(f"explorer: scale must be a finite number > 0 (the corpus's fraction of the paper's "
+                             f"sessions), got {self.scale!r}")
         if self.load not in LOADS:
             raise ValueError(f"explorer: load must be one of {list(LOADS)}, got {self.load!r}")
         if self.node not in NODES:
@@ -148,3 +154,10 @@ def choices() -> dict[str, tuple[str, ...]]:
     return dict(workload=MULTI_WORKLOADS + SINGLE_WORKLOADS, model=MODEL_NAMES, slo=tuple(SLOS),
                 memory=CONFIG_LABELS, policy=tuple(POLICIES))
 
+
+def cache_folder(cache_dir: str | Path) -> str:
+    """``cache_dir`` as the sweep cache's folder: one that exists as a file is refused in one line (it would read
+    as an empty cache); a folder not yet made is an empty cache."""
+    if Path(cache_dir).exists() and not Path(cache_dir).is_dir():
+        raise ValueError(f"explorer: cache_dir {str(cache_dir)!r} is a file, not the sweep cache's folder")
+    return str(cache_dir)

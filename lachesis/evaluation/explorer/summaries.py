@@ -90,19 +90,23 @@ def headline(v: View) -> str:
     if row.empty:
         return f"{sel.policy} at this cell is not in the cache."
     r = row.iloc[0]
-    if not r["n_sessions"] or not np.isfinite(r["lifetime_years"]):
+    if not r["n_sessions"]:
         return f"The SLO admits no load at this cell (N* = {int(r['n_star'])}): no lifetime."
     name = sensitivity.pol_name
+    seeds = f"seed {sel.seeds[0]}" if len(sel.seeds) == 1 else \
+        f"the median over seeds {', '.join(map(str, sel.seeds))} (min–max in brackets)"
+    at = f"At {int(r['n_sessions'])} sessions per GPU (N* of {name(LOAD_POLICY)} at seed {sel.seeds[0]}), "
+    met = (f"it meets the SLO there at {int(r['slo_met_seeds'])} of {int(r['seeds'])} seeds"
+           if np.isfinite(r["slo_met_seeds"]) else "its rows do not say whether it meets the SLO there")
+    if not np.isfinite(r["lifetime_years"]):  # the run ran, but no settled HBF write rate: say so, not "no load"
+        return (at + f"{name(sel.policy)} has no lifetime ({seeds}): its run ran out of memory or finished no decode "
+                f"step in its measurement window; {met}.")
     over = s.set_index("policy")
     gains = ", ".join(f"{_interval(o, 'selected_over', unit='×')} {name(p)}" for p, o in over.iterrows()
                       if p != sel.policy and "selected_over" in o and np.isfinite(o["selected_over"]))
-    seeds = f"seed {sel.seeds[0]}" if len(sel.seeds) == 1 else \
-        f"the median over seeds {', '.join(map(str, sel.seeds))} (min–max in brackets)"
     own = f"; its own N* is {int(r['own_n_star'])}" if "own_n_star" in r and np.isfinite(r["own_n_star"]) else ""
-    return (f"At {int(r['n_sessions'])} sessions per GPU (N* of {name(LOAD_POLICY)} at seed {sel.seeds[0]}), "
-            f"{name(sel.policy)} lasts {_interval(r, 'lifetime_years')} device-years"
-            + (f", {gains}" if gains else "") + f" ({seeds}); it meets the SLO there at {int(r['slo_met_seeds'])} "
-            f"of {int(r['seeds'])} seeds{own}; its median "
+    return (at + f"{name(sel.policy)} lasts {_interval(r, 'lifetime_years')} device-years"
+            + (f", {gains}" if gains else "") + f" ({seeds}); {met}{own}; its median "
             f"{'outlasts' if r['outlasts_warranty'] else 'does not outlast'} the "
             f"{Endurance().warranty_years:g}-year warranty.")
 
