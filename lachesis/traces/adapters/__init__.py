@@ -24,7 +24,7 @@ import pandas as pd
 from lachesis.io import atomic_write, replace_folder, stranger, write_json
 from lachesis.traces import datasets
 from lachesis.traces.schema import MAX_COUNT, SUBAGENT_ROLES, TraceError
-from lachesis.traces.trace import Trace, write_trace
+from lachesis.traces.trace import Trace, decode_utf8, write_trace
 
 T = TypeVar("T")
 
@@ -131,10 +131,9 @@ def read_bytes(path: Path) -> bytes:
 
 
 def read_text(path: Path) -> str:
-    try:
-        return read_bytes(path).decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise TraceError(str(path), f"byte {e.start}", "(utf-8)", "not valid UTF-8") from None
+    """A file's (decompressed) text; a byte that is not UTF-8 names the file, its line and offset."""
+    return decode_utf8(read_bytes(path), str(path),
+                       "of the decompressed text" if str(path).endswith(".gz") else "of the file")
 
 
 #: Why a JSON document nested past Python's reader is refused (no source nests more than a few dozen levels).

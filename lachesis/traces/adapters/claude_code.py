@@ -39,6 +39,7 @@ from lachesis.traces.adapters import (
     need,
     need_count,
     read_each,
+    read_text,
     require_data,
     stem,
 )
@@ -71,11 +72,17 @@ class Sniff:
 def sniff(path: Path, part: AdapterResult | None = None) -> Sniff:
     """Recognise a transcript by its first records (streamed: large files are not read whole here)."""
     size = path.stat().st_size
+    gz = path.name.endswith(".gz")
     try:
-        fh = gzip.open(path, "rt", encoding="utf-8") if path.name.endswith(".gz") else open(path, encoding="utf-8")
+        fh = gzip.open(path, "rt", encoding="utf-8") if gz else open(path, encoding="utf-8")
         with fh:
             return _sniff_records(json_records(fh, str(path)), path, size)
-    except (OSError, EOFError, zlib.error) as e:
+    except UnicodeDecodeError:
+        read_text(path)  # raises the TraceError naming the line and offset of the byte
+        raise
+    except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+        if not gz:
+            raise
         raise TraceError(str(path), "(file)", "(gzip)", f"truncated or corrupt gzip: {e}") from None
 
 
