@@ -941,3 +941,17 @@ def test_a_full_disk_at_the_swap_restores_the_old_folder(tmp_path, capsys, monke
         return real(src, dst)
 
     _adapt_fails(tmp_path, capsys, monkeypatch, lambda m: m.setattr(io.os, "replace", swap_fails))
+
+
+def test_an_option_the_adapter_does_not_take_names_the_adapters_that_do(tmp_path, capsys) -> None:
+    """``adapt --stripping`` on a non-tau2 source, and a Claude Code tolerance given to another adapter: one line
+    naming the option and who takes it, not a TypeError."""
+    f = FIX / "mooncake_fast25"
+    assert main(["adapt", "mooncake", str(f), "--out", str(tmp_path / "o"), "--stripping", "every_call"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["lachesis adapt: error: option 'stripping': the mooncake adapter does not take it; tau2 does"]
+    with pytest.raises(ValueError, match="option 'cache_tolerance_tokens': the tau2 adapter does not take it; "
+                                         "claude_code does"):
+        adapters.read("tau2", f, cache_tolerance_tokens=4)
+    assert adapters.options("tau2") == ("stripping",) and adapters.options("azure") == ()
+    assert not (tmp_path / "o").exists()

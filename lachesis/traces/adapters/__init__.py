@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import importlib
+import inspect
 import json
 import os
 import zlib
@@ -338,8 +339,23 @@ def adapter_module(source: str):
     return importlib.import_module(f"{__name__}.{mod}")
 
 
+def options(source: str) -> tuple[str, ...]:
+    """The options ``source``'s adapter takes (its ``load``'s keyword parameters: ``stripping`` for tau2,
+    ``cache_tolerance_tokens`` for Claude Code)."""
+    params = list(inspect.signature(adapter_module(source).load).parameters.values())[1:]
+    return tuple(p.name for p in params)
+
+
 def read(source: str, path: str | os.PathLike[str], **kwargs: Any) -> AdapterResult:
-    """Run ``source``'s adapter on any file or folder in its format (no registry check)."""
+    """Run ``source``'s adapter on any file or folder in its format (no registry check); an option it does not take
+    is refused in one line naming the adapters that do."""
+    takes = options(source)
+    for key in kwargs:
+        if key not in takes:
+            takers = [m for m in ADAPTER_MODULES if key in options(m)]
+            adapter = adapter_module(source).__name__.rsplit(".", 1)[-1]
+            raise ValueError(f"option {key!r}: the {adapter} adapter does not take it; "
+                             f"{' and '.join(takers) or 'no adapter'} {'does' if len(takers) == 1 else 'do'}")
     res = adapter_module(source).load(Path(path), **kwargs)
     res.dataset = source
     return res
