@@ -46,6 +46,12 @@ def test_group_node_refuses_an_unknown_cell_in_one_line(argv, words, capsys) -> 
     assert mod.main([*argv, "--no-record"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("group_node.py: error: grid point: ") and words in err[0], err
+    for jobs in ("0", "-1", "two"):  # no worker at all is refused, not run
+        with pytest.raises(SystemExit) as e:
+            mod.main(["--jobs", jobs, "--no-record"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert e.value.code == 2 and err == ["group_node.py: error: argument --jobs: " + (
+            f"must be >= 1, got {jobs!r}" if jobs != "two" else "expected a whole number >= 1, got 'two'")], err
 
 
 def test_a_run_on_a_trace_may_carry_a_name_of_its_own_and_a_spec_may_not_contradict_its_overrides(tmp_path) -> None:
