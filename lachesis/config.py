@@ -138,6 +138,10 @@ HBF_STACK_KYUNG = StackSpec("HBF-Kyung", 512 * GB, 1.6 * TB, 48 * GB, t_read_s=3
 HBM_B200_KYUNG = StackSpec("HBM-B200-Kyung", 256 * GB, 8 * TB, 8 * TB)
 
 
+#: How a group's lifetime reads its ranks' HBF write rates (``Endurance.lifetime_over_ranks``)
+LIFETIME_OVER_RANKS = ("mean", "worst")
+
+
 @dataclass(frozen=True)
 class Endurance:
     """Flash wear constants (§5.2)."""
@@ -155,8 +159,8 @@ class Endurance:
         # the flash writes at least the bytes it is given: an amplification below 1 is not a device
         check_number("endurance", "write_amplification", self.write_amplification, "×", low=1.0, inclusive=True)
         check_number("endurance", "warranty_years", self.warranty_years, "years")
-        if self.lifetime_over_ranks not in ("mean", "worst"):
-            raise ValueError("endurance: lifetime_over_ranks must be 'mean' or 'worst', got "
+        if self.lifetime_over_ranks not in LIFETIME_OVER_RANKS:
+            raise ValueError(f"endurance: lifetime_over_ranks must be one of {list(LIFETIME_OVER_RANKS)}, got "
                              f"{self.lifetime_over_ranks!r}")
 
 
