@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from results import record  # noqa: E402
 
+from lachesis.cli import jobs  # noqa: E402
 from lachesis.evaluation import grid, knobs, sweep  # noqa: E402
 from lachesis.node import capacity  # noqa: E402
 
@@ -78,9 +79,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default="Llama-4-Maverick")
     ap.add_argument("--slos", default="tight")
     ap.add_argument("--configs", default="1/7,4/4,8/8*")
-    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--jobs", type=jobs, default=2, help="worker processes, a whole number >= 1 (default 2)")
     ap.add_argument("--cache-dir", default=str(ROOT / "build" / "sweep_cache_group"))
     ap.add_argument("--no-record", action="store_true")
+    ap.error = lambda message: ap.exit(2, f"group_node.py: error: {message}\n")  # type: ignore[method-assign]
     a = ap.parse_args(argv)
     kinds = ["multi", "single"] if a.cells == "both" else [a.cells]
     try:  # every cell checked before anything runs: a bad name is one line, not a traceback

@@ -20,6 +20,7 @@ import time
 
 import pandas as pd
 
+from lachesis.cli import jobs
 from lachesis.evaluation import grid, sweep, tables
 from lachesis.node import capacity
 
@@ -33,7 +34,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--cache", default="build/sweep_cache_paper")
     ap.add_argument("--which", nargs="+", default=["multi", "single"], choices=["multi", "single"])
-    ap.add_argument("--n-jobs", type=int, default=2)
+    ap.add_argument("--n-jobs", type=jobs, default=2, help="worker processes, a whole number >= 1 (default 2)")
     a = ap.parse_args()
     pd.set_option("display.width", 200)
     for which in a.which:

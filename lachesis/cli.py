@@ -254,7 +254,8 @@ def _corpus(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("corpus", help="generate the embedded synthetic corpus (one trace per workload)",
                        description="Write the synthetic agent-trace corpus (Table 3's eleven workloads, seeded): one "
                                    "trace folder per workload, in the trace contract (docs/design.md §2).")
-    p.add_argument("--scale", type=positive_float, default=1.0, help="fraction of the paper's session counts")
+    p.add_argument("--scale", type=positive_float, default=1.0,
+                   help="multiple of the paper's session counts (at most corpus.MAX_SCALE)")
     p.add_argument("--seed", type=seed, default=0, help="random seed (same seed, same corpus)")
     p.add_argument("--out", type=out_folder, required=True, help="output folder; one sub-folder per workload trace")
     p.add_argument("--format", choices=("parquet", "jsonl"), default="parquet", help="the trace files' format")
@@ -262,8 +263,10 @@ def _corpus(sub: argparse._SubParsersAction) -> None:
                    help="subset of workload names (default: all)")
 
     def run(a: argparse.Namespace) -> int:
-        from lachesis.traces.corpus import write_all
+        from lachesis.traces.corpus import check_scale, cost, write_all
 
+        if check_scale(a.scale) >= 8:  # above corpus.MAX_SCALE refused; a large one says what it will take
+            print(f"scale {a.scale:g}: about {cost(a.scale)}", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
         for name, tr in write_all(a.out, a.scale, a.seed, a.format, a.workloads or None).items():
             print(f"{name:26s} sessions={tr.requests['session_id'].nunique():5d} requests={len(tr.requests):6d} "

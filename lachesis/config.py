@@ -11,6 +11,8 @@ Models live in :mod:`lachesis.models` (re-exported here): users add one from its
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Mapping
 
@@ -24,6 +26,16 @@ from lachesis.models import (  # noqa: F401
     model_from_dict,
     model_from_hf_config,
 )
+
+
+def check_number(owner: str, name: str, value: object, unit: str, low: float = 0.0, inclusive: bool = False) -> None:
+    """A finite number above ``low`` (at least ``low`` when ``inclusive``), else a one-line ValueError naming the
+    dataclass, the field, its value and its unit: a NaN, an infinity or a negative value never reaches the model."""
+    v = float(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) else math.nan
+    if not (math.isfinite(v) and (v >= low if inclusive else v > low)):
+        raise ValueError(f"{owner}: {name} must be a finite number {'>=' if inclusive else '>'} {low:g} ({unit}), "
+                         f"got {value!r}")
+
 
 GB = 1e9  # decimal gigabyte (docs/design.md §5: HBM/HBF capacities are decimal)
 TB = 1e12
@@ -110,6 +122,12 @@ class StackSpec:
     t_read_s: float = 0.0
     t_prog_s: float = 0.0
 
+    def __post_init__(self) -> None:
+        for f, unit in (("capacity_bytes", "bytes"), ("read_bw", "bytes/s"), ("write_bw", "bytes/s")):
+            check_number(f"stack {self.name!r}", f, getattr(self, f), unit)
+        for f in ("t_read_s", "t_prog_s"):
+            check_number(f"stack {self.name!r}", f, getattr(self, f), "s", inclusive=True)
+
 
 HBM4_STACK = StackSpec("HBM4", 36 * GB, 1.6 * TB, 1.6 * TB)  # [41] Table I
 HBF_STACK = StackSpec("HBF", 512 * GB, 1.6 * TB, 16 * GB, t_read_s=1e-6, t_prog_s=100e-6)  # [41], [38]
@@ -118,6 +136,10 @@ HBF_STACK_KYUNG = StackSpec("HBF-Kyung", 512 * GB, 1.6 * TB, 48 * GB, t_read_s=3
 #: Alternate preset, Kyung et al. [23]: a B200-class GPU's whole HBM (256 GB at 8 TB/s) as one
 #: aggregate "stack".  A knob for the Kyung validation (lachesis.node.step_cost), not a default.
 HBM_B200_KYUNG = StackSpec("HBM-B200-Kyung", 256 * GB, 8 * TB, 8 * TB)
+
+
+#: How a group's lifetime reads its ranks' HBF write rates (``Endurance.lifetime_over_ranks``)
+LIFETIME_OVER_RANKS = ("mean", "worst")
 
 
 @dataclass(frozen=True)
@@ -131,6 +153,15 @@ class Endurance:
     #: at the ranks' mean HBF write rate (§5.2: "the mean rate at which KV is written to it"); "worst" at the
     #: most-written rank's, as the cited LLMSimulator_HBF [41] takes its worst device
     lifetime_over_ranks: str = "mean"
+
+    def __post_init__(self) -> None:
+        check_number("endurance", "pe_cycles", self.pe_cycles, "P/E cycles")
+        # the flash writes at least the bytes it is given: an amplification below 1 is not a device
+        check_number("endurance", "write_amplification", self.write_amplification, "×", low=1.0, inclusive=True)
+        check_number("endurance", "warranty_years", self.warranty_years, "years")
+        if self.lifetime_over_ranks not in LIFETIME_OVER_RANKS:
+            raise ValueError(f"endurance: lifetime_over_ranks must be one of {list(LIFETIME_OVER_RANKS)}, got "
+                             f"{self.lifetime_over_ranks!r}")
 
 
 ReadPricing = Literal["aggregate", "per_tier"]
@@ -163,8 +194,10 @@ class MemoryConfig:
         if self.read_pricing not in ("aggregate", "per_tier"):
             raise ValueError(f"memory {self.label!r}: read_pricing must be 'aggregate' or 'per_tier', "
                              f"got {self.read_pricing!r}")
-        if self.hbm_stacks < 0 or self.hbf_stacks < 0:
-            raise ValueError(f"memory {self.label!r}: stack counts must be >= 0")
+        for f in ("hbm_stacks", "hbf_stacks"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
+                raise ValueError(f"memory {self.label!r}: {f} must be a whole number >= 0, got {v!r}")
 
     @property
     def hbm_bytes(self) -> float:
@@ -240,6 +273,11 @@ class GPUSpec:
     link_bw: float = 900e9
     link_latency_s: float = 0.8e-6
 
+    def __post_init__(self) -> None:
+        check_number(f"gpu {self.name!r}", "flops", self.flops, "FLOP/s")
+        check_number(f"gpu {self.name!r}", "link_bw", self.link_bw, "bytes/s")
+        check_number(f"gpu {self.name!r}", "link_latency_s", self.link_latency_s, "s", inclusive=True)
+
 
 AttentionKernel = Literal["fused", "unfused"]
 Landing = Literal["stall", "overlap"]
@@ -300,6 +338,10 @@ class SLO:
     name: str
     ttft_s: float = 2.0  # [42, 50]
     p99_tpot_s: float = 0.060
+
+    def __post_init__(self) -> None:
+        check_number(f"slo {self.name!r}", "ttft_s", self.ttft_s, "s")
+        check_number(f"slo {self.name!r}", "p99_tpot_s", self.p99_tpot_s, "s")
 
     def __str__(self) -> str:
         return self.name

@@ -3,7 +3,9 @@
 Every file the package writes goes through :func:`atomic_write` (a temporary file in the same folder,
 then a rename), so a reader never sees half a file; an output *folder* (``lachesis adapt``, ``lachesis
 corpus``) goes through :func:`replace_folder` (a temporary sibling folder, swapped in whole), so it holds
-one run's files in one format, and a failed write leaves the previous folder as it was.  Every JSON document goes
+one run's files in one format, and a failed write leaves the previous folder as it was; a *set* of files in a
+shared folder (``lachesis evaluate``'s table and figure) goes through :func:`replace_files` (all written, then all
+renamed), under :func:`exclusive` so two runs cannot interleave their sets.  Every JSON document goes
 through
 :func:`jsonable`, the package's one coercer of numpy scalars and arrays, pandas frames, tuples and
 non-string keys into plain JSON values.
@@ -21,8 +23,9 @@ import math
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Callable, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -180,5 +183,62 @@ def read_columns(owner: str, arrays: Mapping[str, Any], kinds: Mapping[str, tupl
     return out
 
 
-__all__ = ["atomic_write", "replace_folder", "stranger", "write_text", "jsonable", "write_json", "check_columns",
-           "read_columns"]
+def replace_files(folder: str | os.PathLike[str], write: Callable[[Path], Sequence[Path]]) -> list[Path]:
+    """``write(tmp)`` makes a set of files in a new temporary folder inside ``folder`` and returns them; then each
+    replaces its namesake in ``folder``.  Every file of the set is complete before any is replaced, so a write
+    that fails (a full disk) leaves the previous set as it was, never a new file beside an old one's siblings;
+    the temporary folder is removed either way.  An OSError is raised again naming the file in ``folder``."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder, prefix=".new-"))
+    try:
+        made = [Path(p) for p in write(tmp)]
+        for p in made:
+            os.replace(p, folder / p.name)
+        return [folder / p.name for p in made]
+    except OSError as e:
+        name = Path(e.filename).name if e.filename else "(a file of the set)"
+        raise OSError(e.errno, f"{e.strerror or e}; no file of the set was replaced", str(folder / name)) from e
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextmanager
+def exclusive(lock: str | os.PathLike[str], what: str) -> Iterator[None]:
+    """Hold an exclusive lock on the file ``lock`` (made for it, removed after) while the block runs; a second
+    process asking for it meanwhile is refused at once with a one-line ValueError naming ``what`` and the holder's
+    process id.  POSIX ``flock``; where the platform has none, the block runs unlocked."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover (Windows)
+        yield
+        return
+    lock = Path(lock)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            os.close(fd)
+            raise ValueError(f"{what}: another process (pid {holder or '?'}) is writing it now; wait for it, or give "
+                             "another output folder or name") from None
+        try:  # its last holder may have removed the file between our open and our lock: lock the one at the path
+            current = os.fstat(fd).st_ino == os.stat(lock).st_ino
+        except FileNotFoundError:
+            current = False
+        if current:
+            break
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        lock.unlink(missing_ok=True)
+        os.close(fd)
+
+
+__all__ = ["atomic_write", "replace_folder", "replace_files", "exclusive", "stranger", "write_text", "jsonable",
+           "write_json", "check_columns", "read_columns"]

@@ -98,3 +98,43 @@ def test_block_tokens_is_refused_when_the_deployment_is_built(bt):
     assert "deployment: block_tokens must be an integer >= 1" in str(e.value) and "\n" not in str(e.value)
     with pytest.raises(ValueError, match="block_tokens"):
         replace(DEFAULT.deployment, block_tokens=bt)
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize("build, said", [
+    (lambda: replace(C.HBF_STACK, write_bw=NAN), "write_bw must be a finite number > 0 (bytes/s), got nan"),
+    (lambda: replace(C.HBF_STACK, write_bw=-1.0), "stack 'HBF': write_bw must be a finite number > 0 (bytes/s)"),
+    (lambda: replace(C.HBM4_STACK, read_bw=0.0), "stack 'HBM4': read_bw must be a finite number > 0"),
+    (lambda: replace(C.HBF_STACK, capacity_bytes=NAN), "stack 'HBF': capacity_bytes must be a finite number > 0"),
+    (lambda: replace(C.HBF_STACK, capacity_bytes=INF), "capacity_bytes must be a finite number > 0 (bytes), got inf"),
+    (lambda: replace(C.HBF_STACK, t_prog_s=-1e-6), "t_prog_s must be a finite number >= 0 (s)"),
+    (lambda: C.Endurance(write_amplification=-1), "endurance: write_amplification must be a finite number >= 1"),
+    (lambda: C.Endurance(write_amplification=NAN), "write_amplification must be a finite number >= 1 (×), got nan"),
+    (lambda: C.Endurance(pe_cycles=NAN), "endurance: pe_cycles must be a finite number > 0 (P/E cycles), got nan"),
+    (lambda: C.Endurance(pe_cycles=0), "endurance: pe_cycles must be a finite number > 0 (P/E cycles), got 0"),
+    (lambda: C.Endurance(warranty_years=-5), "warranty_years must be a finite number > 0"),
+    (lambda: C.Endurance(lifetime_over_ranks="best"), "lifetime_over_ranks must be one of ['mean', 'worst']"),
+    (lambda: C.MemoryConfig("x", 1.5, 7), "memory 'x': hbm_stacks must be a whole number >= 0, got 1.5"),
+    (lambda: C.GPUSpec(link_bw=NAN), "gpu 'B200-class': link_bw must be a finite number > 0"),
+    (lambda: C.SLO("x", p99_tpot_s=0), "slo 'x': p99_tpot_s must be a finite number > 0"),
+])
+def test_a_constant_out_of_its_range_is_refused_naming_its_field_and_value(build, said) -> None:
+    """A NaN, infinite or negative bandwidth, capacity, P/E budget or amplification never reaches the model (where it
+    read as "zero bandwidth", a NaN to integer, a negative or NaN lifetime): refused where the dataclass is made."""
+    with pytest.raises(ValueError) as e:
+        build()
+    assert said in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_trace_without_requests_makes_no_plan() -> None:
+    from lachesis.analysis.segments import recover
+    from lachesis.node.plan import build_plan
+    from lachesis.traces.corpus import generate
+    from lachesis.traces.trace import Trace
+
+    tr = generate("tau3", 0.01)
+    empty = Trace.from_frames(tr.requests.iloc[:0], None, source="empty")
+    with pytest.raises(ValueError, match="build_plan: trace 'empty' has no requests: nothing to replay"):
+        build_plan(empty, recover(empty))

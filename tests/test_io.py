@@ -138,3 +138,38 @@ def test_an_error_that_names_its_file_keeps_it(tmp_path) -> None:
     with pytest.raises(FileNotFoundError) as e:
         io.atomic_write(tmp_path / "x.json", fails)
     assert e.value.filename == str(other)
+
+
+def test_a_set_of_files_is_replaced_whole_or_not_at_all(tmp_path) -> None:
+    (tmp_path / "a.csv").write_text("old")
+    (tmp_path / "a.png").write_text("old")
+
+    def half(tmp: Path) -> list[Path]:
+        (tmp / "a.csv").write_text("new")
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp / "a.png"))
+
+    with pytest.raises(OSError, match="no file of the set was replaced") as e:
+        io.replace_files(tmp_path, half)
+    assert e.value.filename == str(tmp_path / "a.png")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv", "a.png"]
+    assert (tmp_path / "a.csv").read_text() == "old"
+
+    def whole(tmp: Path) -> list[Path]:
+        for n in ("a.csv", "a.png"):
+            (tmp / n).write_text("new")
+        return [tmp / "a.csv", tmp / "a.png"]
+
+    assert io.replace_files(tmp_path, whole) == [tmp_path / "a.csv", tmp_path / "a.png"]
+    assert [p.read_text() for p in sorted(tmp_path.iterdir())] == ["new", "new"]
+
+
+def test_one_holder_of_an_exclusive_lock_at_a_time(tmp_path) -> None:
+    lock = tmp_path / ".x.lock"
+    with io.exclusive(lock, "x.csv"):
+        assert lock.read_text() == str(os.getpid())
+        with pytest.raises(ValueError, match=rf"x.csv: another process \(pid {os.getpid()}\) is writing it now"):
+            with io.exclusive(lock, "x.csv"):
+                pass
+    assert not lock.exists()
+    with io.exclusive(lock, "x.csv"):  # free again
+        pass

@@ -18,6 +18,7 @@ from lachesis.config import DEFAULT, MEMORY_CONFIGS, MODELS, SLOS, Config, memor
 from lachesis.evaluation import knobs
 from lachesis.memory.policies import POLICIES
 from lachesis.registry import POLICY_BY_NAME
+from lachesis.traces.workloads import WORKLOADS
 
 #: the placements the paper evaluates (§5.3–§5.5)
 PAPER_MULTI_POLICIES = ("hbm_first", "deterministic", "lachesis")
@@ -154,10 +155,12 @@ class Point:
                                  ("slo", self.slo, tuple(SLOS))):
             if val not in known:
                 raise ValueError(f"grid point: {name} {val!r} is not one of {list(known)}")
-        if self.trace and self.workload != Path(self.trace).stem:  # the label must name the run it labels
+        if self.trace and (self.workload in WORKLOADS or not self.workload.strip()):  # the label names what ran
             raise ValueError(f"grid point: workload {self.workload!r} labels a run on trace {str(self.trace)!r}; a run "
-                             f"on a trace is labelled with the trace's name {Path(self.trace).stem!r} (grid.on_trace)")
+                             f"on a trace is labelled with the trace's name {trace_name(self.trace)!r} (grid.on_trace) "
+                             "or a name of its own that no corpus workload has")
         object.__setattr__(self, "overrides", knobs.canonical(self.overrides))
+        knobs.apply_policy(self.policy, self.overrides)  # a policy knob the spec and the overrides both set: refused
 
     def config(self, base: Config = DEFAULT) -> Config:
         cfg = base.with_(memory=memory_config(self.memory), model=MODELS[self.model], slo=SLOS[self.slo])
@@ -271,10 +274,20 @@ def named_grid(name: str, scale: float = 1.0, seed: int = 0) -> list[Point]:
     return on_trace(multi_agent_grid(scale, seed, no_reviewer_policies=None), name)
 
 
+def trace_name(trace: str | Path) -> str:
+    """A trace's name: its folder's name whole (``tau2-qwen3.5-justinchiu``), a requests file's without its format
+    suffix (``.jsonl``, ``.jsonl.gz``, ``.parquet``)."""
+    name = Path(trace).name
+    for suffix in (".jsonl.gz", ".jsonl", ".parquet"):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
 def on_trace(points: Sequence[Point], trace: str) -> list[Point]:
     """``points`` replayed on the trace at ``trace`` instead of the corpus, each labelled with the trace's name
-    (its folder's or file's stem); points that differ only in their corpus workload become one."""
-    return list(dict.fromkeys(replace(p, workload=Path(trace).stem, trace=str(trace)) for p in points))
+    (:func:`trace_name`); points that differ only in their corpus workload become one."""
+    return list(dict.fromkeys(replace(p, workload=trace_name(trace), trace=str(trace)) for p in points))
 
 
 def load_curve_grid(scale: float = 1.0, seed: int = 0, configs: Sequence[str] = ("1/7", "4/4", "8/8*"),

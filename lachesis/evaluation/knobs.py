@@ -257,13 +257,19 @@ def apply_deployment(deployment: Deployment, overrides: tuple) -> Deployment:
 
 
 def apply_policy(policy: str, overrides: tuple) -> str:
-    """The policy spec a point runs: ``lachesis`` with the policy knobs of ``overrides`` as its knobs
-    (a knob the spec already names is kept); every other policy as given."""
+    """The policy spec a point runs: ``lachesis`` with the policy knobs of ``overrides`` as its knobs; every other
+    policy as given.  A knob the spec names and the overrides set to another value is refused in one line (the
+    point's label would name the override while the spec's value runs)."""
     o = _of(overrides, "policy")
     name, sep, rest = policy.partition(":")
     if not o or name.strip() != "lachesis":
         return policy
-    given = {part.partition("=")[0].strip() for part in rest.split(",")} if sep else set()
+    given = dict(part.partition("=")[::2] for part in rest.split(",")) if sep else {}
+    given = {k.strip(): v.strip() for k, v in given.items()}
+    for k, v in o.items():
+        if k in given and given[k] != str(v):
+            raise ValueError(f"policy {policy!r}: knob {k!r} is {given[k]!r} in the spec but {v!r} in the point's "
+                             "overrides; set it in one place")
     extra = [f"{k}={v}" for k, v in sorted(o.items()) if k not in given and v != KNOBS[k].default]
     if not extra:
         return policy

@@ -9,7 +9,10 @@ refused in one line.  docs/design.md §7, "Evaluating a trace".
 from __future__ import annotations
 
 import os
+import re
+import textwrap
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
@@ -17,6 +20,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from lachesis import io
 from lachesis.analysis import ranker, segments
 from lachesis.config import Endurance
 from lachesis.evaluation import grid, knobs, plancache, sweep, tables
@@ -24,6 +28,7 @@ from lachesis.evaluation.grid import LOAD_POLICY, POLICY_NAMES
 from lachesis.node import capacity
 from lachesis.traces import gaps
 from lachesis.traces.trace import Trace, read_trace
+from lachesis.traces.workloads import WORKLOADS
 
 #: ASSUMPTION (knob ``sessions``; ``None`` = this): the sessions drawn from a trace, at least as many as it holds
 #: and as many as the synthetic corpus's workloads hold at paper scale (383 to 623 sessions, Table 3), so a
@@ -46,6 +51,9 @@ class Verdict:
     kind: str = "multi"  # the protocol it ran: Fig. 9's (multi) or Fig. 11's (single)
     paths: list[Path] = field(default_factory=list)
     seconds: float = float("nan")
+    #: what ran, as the figure's panels say it (:func:`caption`), and the figure's models and SLOs
+    caption: str = ""
+    figure_axes: tuple[list[str], list[str]] = field(default_factory=lambda: ([], []))
 
     def summary(self) -> pd.DataFrame:
         """Lachesis ÷ HBM-first and both lifetimes per cell (median over seeds)."""
@@ -59,12 +67,18 @@ class Verdict:
         return piv.join(op).reset_index()
 
     def lines(self) -> list[str]:
-        """What a command prints: the notes, then one line per cell."""
+        """What a command prints: the notes, then one line per cell (without a Lachesis run, its lifetime and
+        ratio are said to be missing, not printed as NaN)."""
         out = list(self.notes)
+        ran = list(dict.fromkeys(self.rows["policy"])) if "policy" in self.rows else []
+        if "lachesis" not in ran:
+            out.append(f"no Lachesis run (policies: {', '.join(ran)}): no Lachesis/HBM-first ratio")
         for r in self.summary().dropna(subset=["hbm_first"]).to_dict("records"):
+            la = (f"Lachesis {r['lachesis']:.3g} y, Lachesis/HBM-first {r['lachesis/hbm_first']:.3g}x"
+                  if np.isfinite(r["lachesis"]) else
+                  "Lachesis not run" if "lachesis" not in ran else "Lachesis: no lifetime")
             out.append(f"{r['model']} {r['slo']} {r['memory']}: N = {r['n_sessions']:g} sessions/GPU, HBM-first "
-                       f"{r['hbm_first']:.3g} y, Lachesis {r['lachesis']:.3g} y, Lachesis/HBM-first "
-                       f"{r['lachesis/hbm_first']:.3g}x, HBM / live short-lived KV {r['hbm_over_live_short']:.3g}")
+                       f"{r['hbm_first']:.3g} y, {la}, HBM / live short-lived KV {r['hbm_over_live_short']:.3g}")
         return out
 
 
@@ -78,12 +92,31 @@ def read(trace_dir: str | os.PathLike) -> Trace:
     p = Path(trace_dir)
     if not p.exists():
         raise FileNotFoundError(f"trace {str(p)!r}: no such file or folder")
+    if source := arrival_source(p):
+        raise ValueError(f"trace {str(p)!r}: {source}'s tables (lachesis adapt {source}) are an arrival trace: request "
+                         "arrival times and lengths, without the agent structure this protocol replays (sessions, "
+                         "their agents and turns, the context segments a request reuses: docs/design.md §2); "
+                         "evaluate a source with sessions (tau2, claude_code, who_and_when, chatdev)")
     tr = read_trace(p)
     if not len(tr.requests):
         raise ValueError(f"trace {str(p)!r}: no requests")
     if int(tr.requests["output_tokens"].sum()) == 0:
         raise ValueError(f"trace {str(p)!r}: no output tokens in any request: nothing to decode, no load to search")
     return tr
+
+
+def arrival_source(p: Path) -> str | None:
+    """The adapter whose arrival-only tables (no sessions: :mod:`lachesis.traces.adapters.mooncake`,
+    :mod:`~lachesis.traces.adapters.azure`) the folder ``p`` holds as ``lachesis adapt`` wrote them, else None."""
+    from lachesis.traces.adapters import ADAPTER_MODULES, adapter_module
+
+    if not p.is_dir() or any((p / f"requests{ext}").exists() for ext in (".parquet", ".jsonl", ".jsonl.gz")):
+        return None
+    for name in ADAPTER_MODULES:
+        table = getattr(adapter_module(name), "TABLE_NAME", None)  # a source of tables, not of a trace
+        if table and any((p / f"{table}{ext}").exists() for ext in (".parquet", ".jsonl")):
+            return name
+    return None
 
 
 def assumptions(trace: Trace, sessions: int | None = None, think_time: str = "auto",
@@ -197,41 +230,88 @@ def table(df: pd.DataFrame, trace: Trace, overrides: dict[str, Any], kind: str) 
     return out[[c for c in COLUMNS if c in out]].reset_index(drop=True)
 
 
-def figure(df: pd.DataFrame, models: Sequence[str], slos: Sequence[str], name: str):
+def figure(df: pd.DataFrame, models: Sequence[str], slos: Sequence[str], name: str, setting: str = ""):
     """HBF lifetime per memory configuration and policy, one panel per model and SLO (median over seeds,
-    min–max whiskers, the five-year warranty line, the offline bound)."""
+    min–max whiskers, the five-year warranty line, the offline bound), each panel's title naming what ran
+    (``setting``: :func:`caption`) and how many of its runs miss the SLO."""
     from lachesis.evaluation import plots
     from lachesis.evaluation.plots import Panel
 
     r = tables.ratio_table(df)
-    layout = [[Panel(dict(model=m, slo=s, workload=name), f"{name}: {m}, {s} SLO") for s in slos] for m in models]
+    missed = tables.missed_slo(df)
+
+    def title(m: str, s: str) -> str:
+        d = missed[missed.model.eq(m) & missed.slo.eq(s)]
+        miss = int((~d["all_met"].astype(bool)).sum())
+        said = f"{setting}; SLO missed by {miss} of {len(d)} policy runs" + (" (hatched)" if miss else "")
+        return "\n".join([f"{name}: {m}, {s} SLO", *textwrap.wrap(said, 64)])  # the panel's width at 9 pt
+
+    layout = [[Panel(dict(model=m, slo=s, workload=name), title(m, s)) for s in slos] for m in models]
     return plots.lifetime_figure(df, r, layout, bars=grid.PAPER_MULTI_POLICIES, paper_years=[])
 
 
+def caption(node: str, search: str, drawn: int, seeds: Sequence[int], n_sessions: int) -> str:
+    """What an evaluation ran, for its figure: the decode node, the search windows, the sessions, the seeds."""
+    p = capacity.SEARCH_PRESETS[search]
+    g = knobs.NODES[node].get("group_ranks", 1)
+    where = f"node {node} ({g} GPU{'s' if g > 1 else ''}{' in lockstep' if g > 1 else ''})"
+    windows = f"{search} windows (lifetime {p.warmup:g} + {p.measure:g} mean sessions)"
+    sess = f"{drawn} sessions drawn" if drawn else f"the trace's {n_sessions} sessions"
+    return f"{where}, {windows}, {sess}, seed{'s' if len(seeds) > 1 else ''} {','.join(map(str, seeds))}"
+
+
 def evaluate(trace_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None, *,
-             models: Sequence[str] = grid.MODEL_NAMES, slos: Sequence[str] | None = None,
-             configs: Sequence[str] = grid.CONFIG_LABELS, node: str = "paper", load: str = "per_deployment",
-             seeds: Sequence[int] = (0,), policies: Sequence[str] | None = None, sessions: int | None = None,
-             think_time: str = "auto", reasoning_per_output: float = 0.0, search: str = "paper",
-             cache_dir: str | os.PathLike | None = None, n_jobs: int | None = None, progress: bool = True,
-             name: str | None = None) -> Verdict:
+             models: Sequence[str] | str = grid.MODEL_NAMES, slos: Sequence[str] | str | None = None,
+             configs: Sequence[str] | str = grid.CONFIG_LABELS, node: str = "paper", load: str = "per_deployment",
+             seeds: Sequence[int] | int = (0,), policies: Sequence[str] | str | None = None,
+             sessions: int | None = None, think_time: str = "auto", reasoning_per_output: float = 0.0,
+             search: str = "paper", cache_dir: str | os.PathLike | None = None, n_jobs: int | None = None,
+             progress: bool = True, name: str | None = None) -> Verdict:
     """The Figs. 9/11 protocol on the trace at ``trace_dir``: HBM-first's N* searched per model and SLO
     (``load``: :class:`lachesis.evaluation.grid.LoadRule`), every policy at that load on ``node``
     (:data:`lachesis.evaluation.knobs.NODES`)
     for each memory configuration, over ``seeds``; with ``out_dir``, ``<name>.csv`` (:data:`COLUMNS`) and
-    ``<name>.png``/``.pdf`` written atomically.  ``slos`` None: both on a multi-agent trace, tight on a
-    single-agent one (the paper's Figs. 9 and 11).  ``sessions``, ``think_time`` and ``reasoning_per_output``
-    are the trace's named assumptions (:func:`assumptions`)."""
+    ``<name>.png``/``.pdf`` written as one set (:func:`lachesis.io.replace_files`), one run at a time per name
+    and folder (:func:`lachesis.io.exclusive`).  ``slos`` None: both on a multi-agent trace, tight on a
+    single-agent one (the paper's Figs. 9 and 11).  ``models``, ``slos``, ``configs``, ``policies``: lists or
+    comma-separated text, a repeat run once.  ``name``: the files' stem and the rows' trace name (default: the
+    trace's, :func:`lachesis.evaluation.grid.trace_name`).  ``sessions``, ``think_time`` and
+    ``reasoning_per_output`` are the trace's named assumptions (:func:`assumptions`)."""
     t0 = time.perf_counter()
-    trace = read(trace_dir)
-    name = name or Path(trace_dir).name.split(".")[0]
-    kind = _kind(trace)
-    slos = list(slos) if slos is not None else (["tight", "loose"] if kind == "multi" else ["tight"])
+    name = run_name(trace_dir, name)
+    lists = {k: _names(k, v) for k, v in dict(models=models, slos=slos, configs=configs, policies=policies).items()
+             if v is not None}
+    _check_assumptions(sessions, reasoning_per_output)
     if search not in capacity.SEARCH_PRESETS:
         raise ValueError(f"search: unknown {search!r}; expected one of {list(capacity.SEARCH_PRESETS)}")
+    with _writing(out_dir, name, ".csv/.png/.pdf"):
+        v = _evaluate(trace_dir, name, lists, node, load, seeds, sessions, think_time, reasoning_per_output, search,
+                      cache_dir, n_jobs, progress)
+        if out_dir is not None:
+            v.paths = io.replace_files(out_dir, lambda tmp: _write(v, tmp, name))
+    v.seconds = time.perf_counter() - t0
+    return v
+
+
+def _writing(out_dir: str | os.PathLike | None, stem: str, what: str) -> AbstractContextManager:
+    """One run at a time writes ``stem``'s files in ``out_dir`` (:func:`lachesis.io.exclusive`); nothing without."""
+    if out_dir is None:
+        return nullcontext()
+    return io.exclusive(Path(out_dir) / f".{stem}.lock", f"{Path(out_dir) / stem}{what}")
+
+
+def _evaluate(trace_dir: str | os.PathLike, name: str, lists: dict[str, list[str]], node: str, load: str,
+              seeds: Sequence[int] | int, sessions: int | None, think_time: str, reasoning_per_output: float,
+              search: str, cache_dir: str | os.PathLike | None, n_jobs: int | None, progress: bool) -> Verdict:
+    """:func:`evaluate` once its arguments are checked: the grid's rows, the table, the notes, the figure's
+    caption (``Verdict.caption``); nothing written."""
+    trace = read(trace_dir)
+    kind = _kind(trace)
+    models, configs = lists.get("models", list(grid.MODEL_NAMES)), lists.get("configs", list(grid.CONFIG_LABELS))
+    slos = lists.get("slos", ["tight", "loose"] if kind == "multi" else ["tight"])
     overrides, notes = assumptions(trace, sessions, think_time, reasoning_per_output)
-    pts = points(trace_dir, trace, list(models), slos, list(configs), node, grid.seed_list("evaluate", list(seeds)),
-                 policies, overrides, name)
+    seed_list = grid.seed_list("evaluate", seeds if isinstance(seeds, int) else list(seeds))
+    pts = points(trace_dir, trace, models, slos, configs, node, seed_list, lists.get("policies"), overrides, name)
     plan = plancache.point_plan(pts[0], cache_dir)  # the plan once here: a refusal is one line before any run
     params, drawn = capacity.SEARCH_PRESETS[search], int(overrides.get("sessions", 0))
     # the deployment's load covers the placements the paper compares on a trace of this kind (docs/design.md §5)
@@ -245,6 +325,16 @@ def evaluate(trace_dir: str | os.PathLike, out_dir: str | os.PathLike | None = N
                                          for b, e in zip(bases, searched)]), drawn)
     df = sweep.run_grid(pts, params, cache_dir, n_jobs=n_jobs, progress=progress, load=rule)
     check_reach(trace, df.assign(group_ranks=df.get("group_ranks", 1)), drawn)
+    notes += _degenerate(df)
+    out = Verdict(table(df, trace, overrides, kind), df, notes, kind)
+    out.caption = caption(node, search, drawn, seed_list, int(trace.requests["session_id"].nunique()))
+    out.figure_axes = (models, slos)
+    return out
+
+
+def _degenerate(df: pd.DataFrame) -> list[str]:
+    """One sentence per cell where HBM-first has no load or writes no KV in its window (no lifetime there)."""
+    notes = []
     for r in df[(df.policy == LOAD_POLICY) & (df.n_sessions <= 0)].to_dict("records"):
         notes.append(f"{r['model']} {r['slo']} {r['memory']}: the SLO admits no session of this trace "
                      f"(HBM-first misses it at 1 session per GPU): no load, no lifetime")
@@ -254,14 +344,49 @@ def evaluate(trace_dir: str | os.PathLike, out_dir: str | os.PathLike | None = N
         notes.append(f"{r['model']} {r['slo']} {r['memory']}: no KV written in the measurement window at "
                      f"{r['n_sessions']} sessions per GPU (the trace's delays outlast the window): no lifetime; "
                      f"longer windows: search=paper")
-    out = Verdict(table(df, trace, overrides, kind), df, notes, kind)
-    if out_dir is not None:
-        from lachesis.plotting import save_figure, save_numbers
+    return notes
 
-        out.paths = [save_numbers(out.table, out_dir, name)]
-        out.paths += save_figure(figure(df, list(models), slos, name), out_dir, name)
-    out.seconds = time.perf_counter() - t0
-    return out
+
+def _write(v: Verdict, folder: Path, name: str) -> list[Path]:
+    """The table and the figure of an evaluation in ``folder``: ``<name>.csv``, ``.png``, ``.pdf``."""
+    from lachesis.plotting import save_figure, save_numbers
+
+    models, slos = v.figure_axes
+    return [save_numbers(v.table, folder, name), *save_figure(figure(v.rows, models, slos, name, v.caption),
+                                                              folder, name)]
+
+
+def run_name(trace_dir: str | os.PathLike, name: str | None = None) -> str:
+    """The files' stem and the rows' trace name: ``name``, else the trace's (a folder's name whole); one that
+    is not a plain file name, or that a corpus workload has, is refused in one line."""
+    got = grid.trace_name(Path(trace_dir)) if name is None else name
+    if not isinstance(got, str) or not re.fullmatch(r"[\w+-][\w.+-]*", got):
+        raise ValueError(f"name: expected a file name of letters, digits, '.', '_', '+' or '-' (not starting with "
+                         f"'.'), got {got!r}")
+    if got in WORKLOADS:
+        raise ValueError(f"name: {got!r} is a corpus workload's name; a run on a trace needs a name of its own")
+    return got
+
+
+def _names(arg: str, value: Sequence[str] | str) -> list[str]:
+    """A list argument given as a sequence of names or as comma-separated text, each once (a repeat is dropped)."""
+    vals = grid.split_csv(value) if isinstance(value, str) else list(value)
+    if not all(isinstance(x, str) for x in vals):
+        raise ValueError(f"{arg}: expected names (a list of text, or comma-separated text), got {value!r}")
+    return list(dict.fromkeys(x.strip() for x in vals))
+
+
+def _check_assumptions(sessions: Any, reasoning_per_output: Any) -> None:
+    """``sessions`` a whole number >= 0 (or None) and ``reasoning_per_output`` a number: one line naming the
+    argument otherwise (2.5, True or "512" would be read as another count)."""
+    if sessions is not None and (isinstance(sessions, bool) or not isinstance(sessions, (int, np.integer))
+                                 or sessions < 0):
+        raise ValueError(f"sessions: expected a whole number >= 0 (or None: max(the trace's, "
+                         f"{SESSIONS_DRAWN})), got {sessions!r}")
+    if isinstance(reasoning_per_output, bool) or not isinstance(reasoning_per_output, (int, float, np.number)):
+        raise ValueError(f"reasoning_per_output: expected a number of reasoning tokens per output token, got "
+                         f"{reasoning_per_output!r}")
+    knobs.KNOBS["reasoning_per_output"].check(float(reasoning_per_output))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -342,14 +467,29 @@ def assumption_sensitivity(trace_dir: str | os.PathLike, out_dir: str | os.PathL
     load).  A value the trace cannot take or that changes nothing (:func:`lachesis.traces.gaps.not_applicable`) is a row
     with its reason and no numbers.  With ``out_dir``, ``<name>_sensitivity.csv`` written atomically."""
     t0 = time.perf_counter()
+    name = run_name(trace_dir, name)
+    with _writing(out_dir, f"{name}_sensitivity", ".csv"):
+        out = _sensitivity(trace_dir, name, model, slo, configs, values, dict(
+            node=node, load=load, seeds=seeds, search=search, cache_dir=cache_dir, n_jobs=n_jobs, progress=progress),
+            sessions, think_time, reasoning_per_output)
+        if out_dir is not None:
+            from lachesis.plotting import save_numbers
+
+            out.paths = [save_numbers(out.table, out_dir, f"{name}_sensitivity")]
+    out.seconds = time.perf_counter() - t0
+    return out
+
+
+def _sensitivity(trace_dir: str | os.PathLike, name: str, model: str, slo: str, configs: Sequence[str],
+                 values: dict[str, Sequence] | None, run_args: dict[str, Any], sessions: int | None,
+                 think_time: str, reasoning_per_output: float) -> Sensitivity:
+    """:func:`assumption_sensitivity`'s rows (``run_args``: what every :func:`evaluate` of it shares)."""
     trace = read(trace_dir)
-    name = name or Path(trace_dir).name.split(".")[0]
-    configs = list(configs)
+    configs = _names("configs", configs)
     default, notes = assumptions(trace, sessions, think_time, reasoning_per_output)
     base = {k: default.get(k, knobs.KNOBS[k].default) for k in SENSITIVITY_KNOBS}
     ranked = _kind(trace) == "multi" and gaps.has_workers(trace)
-    kw: dict[str, Any] = dict(models=[model], slos=[slo], configs=configs, node=node, load=load, seeds=seeds,
-                              search=search, cache_dir=cache_dir, n_jobs=n_jobs, progress=progress, name=name)
+    kw: dict[str, Any] = dict(models=[model], slos=[slo], configs=configs, name=name, **run_args)
 
     def run(setting: dict[str, Any], policies: Sequence[str]) -> Verdict:
         return evaluate(trace_dir, sessions=int(setting["sessions"]), think_time=str(setting["think_time"]),
@@ -378,13 +518,7 @@ def assumption_sensitivity(trace_dir: str | os.PathLike, out_dir: str | os.PathL
         rows += [dict(knob="ranker", value=NO_RANKER, memory=m, slo_met=None, note=f"not applicable: {why}")
                  for m in configs]
     tab = pd.DataFrame(rows).assign(trace=name, model=model, slo=slo)
-    out = Sensitivity(tab.reindex(columns=list(SENSITIVITY_COLUMNS)), notes)
-    if out_dir is not None:
-        from lachesis.plotting import save_numbers
-
-        out.paths = [save_numbers(out.table, out_dir, f"{name}_sensitivity")]
-    out.seconds = time.perf_counter() - t0
-    return out
+    return Sensitivity(tab.reindex(columns=list(SENSITIVITY_COLUMNS)), notes)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -71,9 +71,9 @@ class TieredAllocator:
     def alloc(self, tier: Tier | int, n: int) -> np.ndarray:
         """n block ids (int64): from ``tier`` while its free list lasts, the rest from the other tier."""
         t = as_tier(tier)
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"alloc: n must be a whole number of blocks >= 0, got {n!r}")
         n = int(n)
-        if n < 0:
-            raise ValueError(f"alloc: n must be >= 0, got {n}")
         got = self.take(t, n)
         if got is None:
             raise AllocationError(

@@ -47,7 +47,9 @@ def parse_event(ev: Sequence[Any]) -> tuple:
     ``(t, "session_end", session_id)``."""
     if len(ev) < 3:
         raise ValueError(f"event {ev!r}: expected at least (time, kind, id)")
-    t, kind = float(ev[0]), ev[1]
+    t, kind = _field_float(ev, 0, "t"), ev[1]
+    if not math.isfinite(t):
+        raise ValueError(f"event {ev!r}: field 't' must be a finite number of seconds, got {ev[0]!r}")
     if kind == "write":
         n = len(ev)
         if n < 5 or n > 9:
@@ -105,11 +107,20 @@ def annotate_clairvoyant(events: Iterable[Sequence[Any]]) -> list[tuple]:
 
 def replay_events(events: Iterable[Sequence[Any]], policy: Policy | str, hbm_blocks: int, hbf_blocks: int,
                   block_tokens: int = 16, bytes_per_token: int = 1) -> WriteTotals:
-    """Replay an ordered event list through the fast allocator and return the per-tier write totals."""
+    """Replay an ordered event list through the fast allocator and return the per-tier write totals; an event that
+    is malformed or earlier than the one before it is refused naming its index and field."""
     table = SegmentTable(TieredAllocator(hbm_blocks, hbf_blocks), policy, block_tokens, bytes_per_token)
     live_class = table.lookup.live_class
+    last = -math.inf
     for i, raw in enumerate(events):
-        ev = parse_event(raw)
+        try:
+            ev = parse_event(raw)
+        except ValueError as exc:  # "event (…): field …" named by its index too
+            raise ValueError(f"event {i} {str(exc).removeprefix('event ')}") from None
+        if ev[0] < last:
+            raise ValueError(f"event {i} {tuple(raw)!r}: field 't' {ev[0]!r} precedes the previous event's time "
+                             f"{last!r}: events must be in time order")
+        last = ev[0]
         try:
             kind = ev[1]
             if kind == "write":

@@ -7,7 +7,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from lachesis.config import SECONDS_PER_YEAR, Endurance, MemoryConfig
+from lachesis.config import LIFETIME_OVER_RANKS, SECONDS_PER_YEAR, Endurance, MemoryConfig
 from lachesis.node.quantity import ArrayLike, as_result, check_nonnegative
 
 #: the flash the paper assumes (SLC, 100,000 P/E cycles, write amplification 1.02; §5.2)
@@ -33,7 +33,7 @@ def hbf_lifetime_years(memory: MemoryConfig, hbf_kv_write_bytes_per_s: ArrayLike
 
 
 #: how a group's lifetime reads its ranks' HBF write rates (``Endurance.lifetime_over_ranks``)
-OVER_RANKS = ("mean", "worst")
+OVER_RANKS = LIFETIME_OVER_RANKS
 
 
 def rank_spread(hbf_bytes_by_rank: Sequence[float]) -> float:

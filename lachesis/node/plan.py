@@ -318,6 +318,8 @@ def build_plan(trace: Trace, segments: Segments, keys: pd.Series | None = None, 
     """
     if laden_close not in LADEN_CLOSES:
         raise ValueError(f"laden_close must be one of {LADEN_CLOSES}, got {laden_close!r}")
+    if not len(trace.requests):  # no session to replay: no session length sizes a window, no load to search
+        raise ValueError(f"build_plan: trace {trace.source!r} has no requests: nothing to replay")
     r = _scheduled_requests(trace, segments)
     rid = {x: i for i, x in enumerate(r["request_id"])}
     n = len(r)

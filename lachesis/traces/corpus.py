@@ -364,11 +364,36 @@ def _structural_session(p: StructuralPreset, d: StructuralDerived, key: _Session
 # Public API
 # ------------------------------------------------------------------------------------------------
 
+#: The largest corpus scale (a multiple of Table 3's session counts).  A corpus is held in memory while it is
+#: generated, validated and written, at about :data:`BYTES_PER_SCALE` per unit of scale (every workload; measured
+#: in benchmarks/RESULTS.md, "Corpus size by scale"): 64× the paper's sessions take about 7.5 GB and minutes,
+#: within a 16 GB machine, and beyond any figure's need (the paper's is scale 1).  A larger scale is refused
+#: before anything is generated, instead of filling the machine's memory.
+MAX_SCALE = 64.0
+#: Memory and time one unit of scale costs :func:`write_all` on every workload (benchmarks/RESULTS.md, "Corpus size
+#: by scale"): what the estimate :func:`cost` prints before a large corpus is made.
+BYTES_PER_SCALE, SECONDS_PER_SCALE = 115e6, 5.0
+
+
+def check_scale(scale: object) -> float:
+    """``scale`` as a float in ``(0, MAX_SCALE]``, else a one-line ValueError naming the bound and why."""
+    if isinstance(scale, bool) or not isinstance(scale, (int, float, np.number)) or not 0 < float(scale) < math.inf:
+        raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
+    if float(scale) > MAX_SCALE:
+        raise ValueError(f"scale {float(scale):g} is above corpus.MAX_SCALE = {MAX_SCALE:g}: it would need about "
+                         f"{cost(float(scale))} (the paper's corpus is scale 1)")
+    return float(scale)
+
+
+def cost(scale: float) -> str:
+    """The memory and time a corpus of every workload at ``scale`` takes, roughly, in words."""
+    gb, minutes = scale * BYTES_PER_SCALE / 1e9, scale * SECONDS_PER_SCALE / 60
+    return f"{gb:.3g} GB of memory and {minutes:.2g} minutes"
+
+
 def n_sessions(workload: str, scale: float) -> int:
-    """Sessions of a Table 3 workload at a scale (at least one)."""
-    if not scale > 0:
-        raise ValueError(f"scale must be > 0, got {scale!r}")
-    return max(1, int(round(scale * TABLE3_INPUT[workload][0])))
+    """Sessions of a Table 3 workload at a scale (at least one; the scale at most :data:`MAX_SCALE`)."""
+    return max(1, int(round(check_scale(scale) * TABLE3_INPUT[workload][0])))
 
 
 def _generate_one(workload: str, scale: float, seed: int, reviewers: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -513,5 +538,5 @@ def _not_a_corpus(folder: Path) -> str | None:
     return stranger(folder, trace_folder)
 
 
-__all__ = ["MODEL_NAME", "SPAWN_TOOL", "generate", "generate_all", "write_all", "reference_clock", "tool_classes",
-           "table3", "n_sessions"]
+__all__ = ["MODEL_NAME", "SPAWN_TOOL", "MAX_SCALE", "generate", "generate_all", "write_all", "reference_clock",
+           "tool_classes", "table3", "n_sessions", "check_scale", "cost"]

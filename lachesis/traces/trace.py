@@ -122,22 +122,35 @@ def iter_json_lines(lines: Iterable[str], source: str) -> Iterator[tuple[int, di
 
 def _read_jsonl(path: Path) -> pd.DataFrame:
     """The records of a JSONL file; ``attrs['line']`` keeps each row's line number for error messages."""
-    try:
-        with _open_maybe_gzip(path) as fh:
-            pairs = list(iter_json_lines(fh, str(path)))
-    except (gzip.BadGzipFile, EOFError, zlib.error) as e:
-        raise TraceError(str(path), "(file)", "(gzip)", f"not a complete gzip file ({e})") from None
-    except UnicodeDecodeError as e:
-        raise TraceError(str(path), "(file)", "(encoding)", f"not UTF-8 text (byte {e.start})") from None
+    pairs = list(iter_json_lines(read_text(path).splitlines(), str(path)))
     df = pd.DataFrame([rec for _, rec in pairs])
     df.attrs["line"] = np.array([n for n, _ in pairs], dtype=np.int64)
     return df
 
 
-def _open_maybe_gzip(path: Path):
+def read_text(path: Path) -> str:
+    """A (gzip-compressed, for ``.gz``) UTF-8 text file: a truncated or corrupt gzip, and a byte that is not
+    UTF-8 (its line and offset), are TraceErrors naming the file; a file that cannot be read at all raises its
+    OSError (which names it)."""
+    raw = Path(path).read_bytes()
     if str(path).endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
+        try:
+            raw = gzip.decompress(raw)
+        except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+            raise TraceError(str(path), "(file)", "(gzip)", f"not a complete gzip file ({e})") from None
+    return decode_utf8(raw, str(path), "of the decompressed text" if str(path).endswith(".gz") else "of the file")
+
+
+def decode_utf8(raw: bytes, source: str, where: str = "of the file") -> str:
+    """``raw`` as UTF-8 text; a byte that is not raises a TraceError naming ``source``, the byte's line, its value
+    and its offset (``where``: of the file, or of a compressed file's text)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line_start, line = raw.rfind(b"\n", 0, e.start) + 1, raw.count(b"\n", 0, e.start) + 1
+        raise TraceError(source, f"line {line}", "(encoding)",
+                         f"not UTF-8: byte 0x{raw[e.start]:02x} at offset {e.start} {where} (column "
+                         f"{e.start - line_start + 1})") from None
 
 
 def _read_table(path: Path) -> pd.DataFrame:
@@ -175,6 +188,9 @@ def read_trace(path: str | os.PathLike[str]) -> Trace:
         tools_path = p.parent / f"{stem}.{TOOL_CLASS_FILE}"
     assert req_path is not None  # NOTE: a required file that is absent raises in _find
     req = _read_table(req_path)
+    if req.empty and not len(req.columns):
+        raise TraceError(str(req_path), "(file)", "(records)", "empty: no request record (one JSON object per line, "
+                         "docs/design.md §2)")
     sp = _read_table(spawn_path) if spawn_path else empty_spawns()
     requests = validate_requests(req, str(req_path))
     spawns = validate_spawns(sp, requests, str(spawn_path) if spawn_path else str(req_path))
@@ -187,20 +203,23 @@ def read_trace(path: str | os.PathLike[str]) -> Trace:
 
 def _read_tool_classes(path: Path) -> dict[str, str]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text(path))
     except json.JSONDecodeError as e:
         raise TraceError(str(path), f"line {e.lineno}", "(json)", f"not valid JSON: {e.msg}") from None
     except RecursionError:
         raise TraceError(str(path), "(file)", "(json)", "nested deeper than Python's JSON reader allows") from None
-    except UnicodeDecodeError as e:
-        raise TraceError(str(path), "(file)", "(encoding)", f"not UTF-8 text (byte {e.start})") from None
     return validate_tool_classes(data, str(path))
 
 
 def _find(d: Path, stem: str, required: bool = True) -> Path | None:
-    for ext in (".parquet", ".jsonl", ".jsonl.gz"):
-        if (d / (stem + ext)).exists():
-            return d / (stem + ext)
+    """The one ``<stem>.parquet``, ``.jsonl`` or ``.jsonl.gz`` in ``d``; two of them are refused (which one is the
+    trace?), none is refused when ``required``."""
+    found = [d / (stem + ext) for ext in (".parquet", ".jsonl", ".jsonl.gz") if (d / (stem + ext)).exists()]
+    if len(found) > 1:
+        raise TraceError(str(d), "(folder)", f"({stem})", f"both {found[0].name} and {found[1].name}: which is the "
+                         "trace? keep one (lachesis adapt and corpus replace their folder whole)")
+    if found:
+        return found[0]
     if required:
         raise FileNotFoundError(f"{d}: no {stem}.parquet, {stem}.jsonl or {stem}.jsonl.gz")
     return None

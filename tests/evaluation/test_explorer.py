@@ -8,6 +8,7 @@ import shlex
 import shutil
 from dataclasses import replace
 from functools import lru_cache
+from pathlib import Path
 
 import nbformat
 import numpy as np
@@ -18,6 +19,7 @@ from sens_fixtures import KNOBS, SCALE, tiny_study
 
 from lachesis import cli
 from lachesis.evaluation import explorer, grid, plancache, sweep
+from lachesis.evaluation.explorer.figure_files import _setting
 from lachesis.node import simulator as S
 
 #: the tiny study's cells: one GPU, each cell at its own N* (sens_fixtures.tiny_study)
@@ -276,11 +278,11 @@ def test_a_selection_runs_on_its_node_and_reads_rows_made_there(tmp_path):
         explorer.Selection(node="tpu")
     env = {"params_file": {"contents": {"common": {"scale": 1.0, "node": "paper"},
                                         "notebooks": {"fig09_fig10_multi_agent": {"search": "paper", "seeds": "0,1"}}}}}
-    st = explorer._setting(env, "fig09_fig10_multi_agent")
+    st = _setting(env, "fig09_fig10_multi_agent")
     assert (st.node, st.load) == ("paper", "per_deployment") and st.holds(replace(paper, seeds=(0, 1)))
     assert not st.holds(replace(paper, node="one_gpu")) and not st.holds(replace(paper, load="per_cell"))
     env["params_file"]["contents"]["notebooks"]["fig09_fig10_multi_agent"]["load"] = "baseline"
-    assert explorer._setting(env, "fig09_fig10_multi_agent").load == "per_cell"
+    assert _setting(env, "fig09_fig10_multi_agent").load == "per_cell"
 
 
 # -- an empty cache, a missing policy, a knob that changes the node: one clear line -------------------
@@ -344,3 +346,110 @@ def test_a_knob_that_changes_the_node_is_refused_not_run_at_another_nodes_load(t
     assert len(err) == 1 and "knob 'group_ranks' changes the decode node" in err[0], err
     assert "--knobs" in explorer.command(sel, tmp_path, ["sensitivity"]) and "group_ranks" not in explorer.command(
         sel, tmp_path, ["sensitivity"])
+
+
+def test_the_explorer_is_split_by_job_into_short_modules() -> None:
+    """Each module of the explorer package holds one job: at most 500 lines, no function over 80."""
+    import ast
+
+    folder = Path(explorer.__file__).parent
+    mods = sorted(folder.glob("*.py"))
+    assert len(mods) > 1, "the explorer is one module again"
+    for p in mods:
+        text = p.read_text(encoding="utf-8")
+        assert len(text.splitlines()) <= 500, f"{p.name}: {len(text.splitlines())} lines"
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                assert n <= 80, f"{p.name}: {node.name} is {n} lines"
+
+
+# -- committed files that are damaged, a notebook setting source figures would ignore: one line each ----------
+
+
+def _figures_copy(tmp_path: Path) -> Path:
+    figs = tmp_path / "figures"
+    figs.mkdir()
+    for f in ["ENVIRONMENT.json", *explorer.GRID_FILES]:
+        shutil.copy(ROOT / "figures" / f, figs)
+    return figs
+
+
+@pytest.mark.parametrize("damage, said", [
+    (lambda g, p: g.drop(columns="lifetime_years").to_csv(p, index=False), r"no column 'lifetime_years'"),
+    (lambda g, p: g.drop(columns="policy").to_csv(p, index=False), r"no column 'policy'"),
+    (lambda g, p: p.write_text(p.read_text()[: len(p.read_text()) // 2]), r"line \d+ ends without a newline"),
+    (lambda g, p: p.write_text(""), r"empty file \(no header line\)"),
+    (lambda g, p: g.assign(seed=g["seed"].astype(object).where(g.index != 3, "x")).to_csv(p, index=False),
+     r"line 5: column 'seed': expected a whole number >= 0, got 'x'"),
+    (lambda g, p: g.assign(lifetime_years=g["lifetime_years"].astype(object).where(g.index != 0, "long")).to_csv(
+        p, index=False), r"line 2: column 'lifetime_years': expected a number, got 'long'"),
+])
+def test_a_damaged_committed_grid_is_refused_naming_the_file(tmp_path, nothing_runs, damage, said) -> None:
+    """A committed grid without a column the explorer reads, cut mid-line, emptied or holding a value of the wrong
+    kind is refused naming the file, the line and the column, never read as a cell without load or a missing
+    cache entry."""
+    figs = _figures_copy(tmp_path)
+    path = figs / "fig09_grid.csv"
+    damage(pd.read_csv(path), path)
+    with pytest.raises(ValueError, match=r"explorer: .*fig09_grid\.csv: " + said) as e:
+        explorer.start("figures", figs, tmp_path, 0.05, [0], "ci", workload="multi_agent")
+    assert "\n" not in str(e.value)
+    (figs / "ENVIRONMENT.json").write_text('{"params_file": ')
+    with pytest.raises(ValueError, match=r"ENVIRONMENT\.json: not readable JSON"):
+        explorer.committed(figs)
+
+
+def test_no_lifetime_at_a_load_is_not_called_no_load(tmp_path, nothing_runs) -> None:
+    """A run at a positive load without a lifetime (out of memory, no decode step) is said as such: the SLO did
+    admit a load there."""
+    figs = _figures_copy(tmp_path)
+    g = pd.read_csv(figs / "fig09_grid.csv")
+    g.assign(lifetime_years=np.nan).to_csv(figs / "fig09_grid.csv", index=False)
+    sel, _, store = explorer.start("figures", figs, tmp_path, 0.05, [0], "ci", workload="multi_agent",
+                                   memory="4/4", policy="lachesis")
+    head = explorer.headline(explorer.view(sel, tmp_path / "no_cache", (), (), store))
+    assert "admits no load" not in head and "At 57 sessions per GPU" in head and "has no lifetime" in head
+
+
+def test_source_figures_refuses_a_setting_it_would_ignore_and_honours_a_cache(tmp_path, nothing_runs) -> None:
+    import papermill
+
+    declared = {k: v["default"] for k, v in papermill.inspect_notebook(
+        str(REPO / "notebooks" / "explorer.ipynb")).items()}
+    setting = explorer.notebook.NOTEBOOK_SETTING
+    assert {k: float(declared[k]) if k == "scale" else declared[k].strip("\"'") for k in
+            ("scale", "search", "node", "load")} == {k: setting[k] for k in ("scale", "search", "node", "load")}
+    assert tuple(int(s) for s in grid.split_csv(declared["seeds"].strip("\"'"))) == setting["seeds"]
+    assert declared["cache_dir"].strip("\"'") == explorer.notebook.NOTEBOOK_CACHE
+    from lachesis.paths import repo_path
+
+    default_cache = repo_path(explorer.notebook.NOTEBOOK_CACHE)
+    for given in (dict(scale=0.1), dict(search="paper", seeds=[5]), dict(load="per_cell")):
+        args = dict(scale=0.05, seeds=[0], search="ci", node="one_gpu", load="per_deployment") | given
+        with pytest.raises(ValueError, match="source figures reads .* would be ignored: set source: cache"):
+            explorer.start("figures", ROOT / "figures", default_cache, **args)
+    sel, cache, _ = explorer.start("figures", ROOT / "figures", default_cache, 0.05, [0], "ci", node="one_gpu")
+    assert (sel.scale, sel.search) == (1.0, "paper") and cache.name == "sweep_cache_paper"  # the run's own cache
+    assert explorer.start("figures", ROOT / "figures", tmp_path / "mine", 1.0, [0, 1, 2], "paper")[1] == \
+        tmp_path / "mine"  # a cache of one's own: read first
+
+
+def test_a_knob_the_explorer_cannot_run_ends_the_notebook_naming_the_knob(tmp_path, nothing_runs) -> None:
+    """Not displayed and then blamed on an unreadable cache: the notebook's parameter is the error."""
+    sel, cache, store = explorer.start("figures", ROOT / "figures", tmp_path, 0.05, [0], "ci")
+    with pytest.raises(ValueError, match="knob 'group_ranks' changes the decode node"):
+        explorer.show(sel, cache, (), ["group_ranks"], None, store)
+    with pytest.raises(ValueError, match="could not be read from the cache .* or the committed figures"):
+        explorer.require_cell(None, sel, cache)
+
+
+def test_a_selection_at_no_scale_and_a_file_for_a_cache_are_refused(tmp_path) -> None:
+    for bad in (0, -1.0, float("nan"), float("inf"), True, "1"):
+        with pytest.raises(ValueError, match="scale must be a finite number > 0"):
+            explorer.Selection(scale=bad)
+    f = tmp_path / "cache.json"
+    f.write_text("{}")
+    for call in (lambda: explorer.view(explorer.Selection(), f), lambda: explorer.compute(explorer.Selection(), f)):
+        with pytest.raises(ValueError, match="cache_dir .*cache.json' is a file, not the sweep cache's folder"):
+            call()

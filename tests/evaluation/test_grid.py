@@ -46,3 +46,30 @@ def test_group_node_refuses_an_unknown_cell_in_one_line(argv, words, capsys) -> 
     assert mod.main([*argv, "--no-record"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("group_node.py: error: grid point: ") and words in err[0], err
+    for jobs in ("0", "-1", "two"):  # no worker at all is refused, not run
+        with pytest.raises(SystemExit) as e:
+            mod.main(["--jobs", jobs, "--no-record"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert e.value.code == 2 and err == ["group_node.py: error: argument --jobs: " + (
+            f"must be >= 1, got {jobs!r}" if jobs != "two" else "expected a whole number >= 1, got 'two'")], err
+
+
+def test_a_run_on_a_trace_may_carry_a_name_of_its_own_and_a_spec_may_not_contradict_its_overrides(tmp_path) -> None:
+    """``lachesis evaluate --name``: a label no corpus workload has names the run; a dotted folder keeps its whole
+    name.  A policy knob set both in the spec and in the overrides to other values is refused (the label would
+    name the override while the spec's value ran)."""
+    from lachesis.evaluation import grid
+
+    trace = str(tmp_path / "tau2-qwen3.5-justinchiu")
+    p = grid.Point("mine", "1/7", "Llama-4-Maverick", "tight", "lachesis", trace=trace)
+    assert p.label().startswith("mine ")
+    assert [q.workload for q in grid.on_trace([p], trace)] == ["tau2-qwen3.5-justinchiu"]
+    for bad in ("tau3", " "):
+        with pytest.raises(ValueError, match="a name of its own that no corpus workload has"):
+            grid.Point(bad, "1/7", "Llama-4-Maverick", "tight", "lachesis", trace=trace)
+    with pytest.raises(ValueError, match="knob 'size_estimate' is 'spawn' in the spec but 'mean_floor'"):
+        grid.Point("multi_agent", "1/7", "Llama-4-Maverick", "tight", "lachesis:size_estimate=spawn",
+                   overrides={"size_estimate": "mean_floor"})
+    same = grid.Point("multi_agent", "1/7", "Llama-4-Maverick", "tight", "lachesis:size_estimate=spawn",
+                      overrides={"size_estimate": "spawn"})
+    assert same.run_policy() == "lachesis:size_estimate=spawn"

@@ -345,3 +345,17 @@ def test_a_sentence_names_a_value_without_a_gain_instead_of_nan() -> None:
     text = sensitivity.sentences(g)[0]
     assert "nan" not in text.lower(), text
     assert "no gain at 0.01 (a lifetime there is not finite: the SLO admits no load)" in text
+
+
+def test_a_knob_that_moves_the_nodes_load_is_refused_not_run_at_another_nodes_load() -> None:
+    """``landing`` and ``node_start`` change what load the SLO admits: at a cell's held load they would compare a
+    node at a load sized on another, so the study refuses them (group_node.py compares nodes at their own N*);
+    the group's size, studied at the deployment's held load, stays."""
+    from lachesis.evaluation import sensitivity
+    from lachesis.evaluation.knobs import KNOBS, STUDY
+
+    for name in ("landing", "node_start"):
+        assert KNOBS[name].acts_on == "deployment" and name not in STUDY
+        with pytest.raises(ValueError, match=f"knob '{name}' changes what load the SLO admits"):
+            sensitivity.variants([name])
+    assert [v.knob for v in sensitivity.variants(["group_ranks"])][1:] == ["group_ranks"] * 3

@@ -6,6 +6,7 @@ input."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -325,3 +326,103 @@ def test_sensitivity_knobs_that_change_nothing_say_why() -> None:
     assert verdict.tried("sessions", 512) == (64.0, 1024.0) and verdict.tried("sessions", 64) == (1024.0,)
     assert verdict.tried("think_time", "trace") == ("reference",)
     assert verdict.tried("reasoning_per_output", 0.5) == (0.0, 2.0)
+
+
+# ------------------------------------------------------------------------------------------------
+# Outputs one set, one writer; names; arrival traces; arguments checked; what the figure says
+# ------------------------------------------------------------------------------------------------
+
+
+def test_a_second_writer_of_the_same_files_is_refused_at_once(multi_run, capsys) -> None:
+    """Two runs into one --out cannot interleave their CSV and figure: while one holds the name, another is refused
+    in one line before it runs, and the files are the first's."""
+    from lachesis import io
+
+    before = {p.name: p.read_bytes() for p in multi_run.glob("multi.*")}
+    with io.exclusive(multi_run / ".multi.lock", "test"):
+        line = one_error_line(capsys, ["evaluate", str(MULTI), "--out", str(multi_run), *CI])
+    assert "multi.csv/.png/.pdf" in line and f"pid {os.getpid()}" in line and "is writing it now" in line
+    assert {p.name: p.read_bytes() for p in multi_run.glob("multi.*")} == before
+    assert not (multi_run / ".multi.lock").exists()  # the holder removed it
+
+
+def test_a_full_disk_leaves_the_previous_set_whole(multi_run, capsys, monkeypatch) -> None:
+    """The figure fails to write after the table is written: no file of the set is replaced, nothing is left."""
+    import errno
+
+    from lachesis import plotting
+
+    before = {p.name: p.read_bytes() for p in multi_run.glob("multi.*")}
+    assert set(before) == {"multi.csv", "multi.png", "multi.pdf"}
+
+    def full(fig, out_dir, stem):
+        (Path(out_dir) / f"{stem}.png").write_bytes(b"half")
+        raise OSError(errno.ENOSPC, "No space left on device", str(Path(out_dir) / f"{stem}.png"))
+
+    monkeypatch.setattr(plotting, "save_figure", full)
+    assert main(["evaluate", str(MULTI), "--out", str(multi_run), *CI]) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.endswith(f"{multi_run / 'multi.png'}: No space left on device; no file of the set was replaced")
+    assert {p.name: p.read_bytes() for p in multi_run.glob("multi.*")} == before
+    assert not [p for p in multi_run.iterdir() if p.name.startswith(".")]
+
+
+def test_name_labels_the_run_and_a_dotted_folder_keeps_its_name(multi_run, tmp_path, capsys) -> None:
+    assert main(["evaluate", str(MULTI), "--out", str(tmp_path), "--name", "mine", *CI]) == 0
+    capsys.readouterr()
+    t = pd.read_csv(tmp_path / "mine.csv")
+    assert set(t.trace) == {"mine"} and (tmp_path / "mine.png").exists() and not (tmp_path / "multi.csv").exists()
+    assert verdict.run_name(tmp_path / "tau2-qwen3.5-justinchiu") == "tau2-qwen3.5-justinchiu"
+    assert verdict.run_name(tmp_path / "x" / "mine.jsonl.gz") == grid.trace_name("a/mine.parquet") == "mine"
+    for bad, why in (("../up", "expected a file name"), (".hidden", "expected a file name"),
+                     ("multi_agent", "is a corpus workload's name")):
+        line = one_error_line(capsys, ["evaluate", str(MULTI), "--out", str(tmp_path), "--name", bad, *CI])
+        assert why in line, line
+
+
+@pytest.mark.parametrize("adapter, fixture", [("mooncake", "mooncake_fast25"), ("azure", "azure_llm_2023")])
+def test_an_arrival_trace_is_refused_with_what_it_lacks(tmp_path, capsys, adapter, fixture) -> None:
+    from fixture_paths import TRACE_FIXTURES
+
+    assert main(["adapt", adapter, str(TRACE_FIXTURES / fixture), "--out", str(tmp_path / adapter)]) == 0
+    capsys.readouterr()
+    line = one_error_line(capsys, ["evaluate", str(tmp_path / adapter), "--out", str(tmp_path / "o"), *CI])
+    assert f"{adapter}'s tables (lachesis adapt {adapter}) are an arrival trace" in line
+    assert "sessions, their agents and turns, the context segments" in line and "no requests" not in line
+
+
+def test_repeated_names_run_once_and_a_text_list_is_split(multi_run, capsys) -> None:
+    argv = ["evaluate", str(MULTI), "--out", str(multi_run), *CI]
+    i = argv.index("--configs")
+    argv[i + 1] = "1/7,1/7"
+    argv[argv.index("--models") + 1] = "Qwen3-235B-A22B,Qwen3-235B-A22B"
+    assert main(argv) == 0
+    t = pd.read_csv(multi_run / "multi.csv")
+    assert list(t.memory.unique()) == ["1/7"] and not t.duplicated(["model", "memory", "seed", "policy"]).any()
+    v = lachesis.evaluate(MULTI, models="Qwen3-235B-A22B", slos="tight", configs="1/7", node="one_gpu", search="ci",
+                          sessions=16, cache_dir=multi_run / "cache", n_jobs=1, progress=False)
+    assert list(v.table.model.unique()) == ["Qwen3-235B-A22B"]
+
+
+@pytest.mark.parametrize("kw, said", [
+    (dict(sessions=2.5), "sessions: expected a whole number >= 0"), (dict(sessions=True), "got True"),
+    (dict(sessions="512"), "got '512'"), (dict(sessions=-1), "got -1"),
+    (dict(reasoning_per_output=True), "reasoning_per_output: expected a number"),
+    (dict(reasoning_per_output=float("nan")), "knob 'reasoning_per_output': expected a finite number"),
+    (dict(models=[1]), "models: expected names"), (dict(name=""), "name: expected a file name")])
+def test_the_python_function_refuses_a_wrong_kind_of_argument(tmp_path, kw, said) -> None:
+    with pytest.raises(ValueError, match=said):
+        lachesis.evaluate(MULTI, tmp_path, **kw)
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_run_without_lachesis_says_so_and_the_figure_names_what_ran(multi_run) -> None:
+    v = lachesis.evaluate(MULTI, models=["Qwen3-235B-A22B"], slos=["tight"], configs=["1/7"], node="one_gpu",
+                          search="ci", sessions=16, policies=["hbm_first"], cache_dir=multi_run / "cache", n_jobs=1,
+                          progress=False)
+    text = "\n".join(v.lines())
+    assert "nan" not in text and "no Lachesis run (policies: hbm_first)" in text and "Lachesis not run" in text
+    assert v.caption == "node one_gpu (1 GPU), ci windows (lifetime 0.1 + 0.4 mean sessions), 16 sessions drawn, seed 0"
+    fig = verdict.figure(v.rows, ["Qwen3-235B-A22B"], ["tight"], "multi", v.caption)
+    title = " ".join(fig.axes[0].get_title().split())
+    assert title.startswith("multi: Qwen3-235B-A22B, tight SLO node one_gpu") and "SLO missed by 0 of 1 policy" in title

@@ -392,3 +392,21 @@ def test_block_counts_must_be_whole(hbm, hbf):
 
     with pytest.raises(ValueError, match="whole number of blocks"):
         TieredAllocator(hbm, hbf)
+
+
+def test_a_fractional_block_count_and_a_bad_event_time_are_refused_naming_them() -> None:
+    """``alloc("HBM", 2.7)`` is not 2 blocks; an event at NaN, before its predecessor or at 'abc' is refused with its
+    index and field."""
+    from lachesis.memory.replay import replay_events
+
+    a = TieredAllocator(4, 4)
+    for bad in (2.7, 2.0, True, "2", None):
+        with pytest.raises(ValueError, match="alloc: n must be a whole number of blocks >= 0"):
+            a.alloc("hbm", bad)
+    assert a.alloc("hbm", np.int64(2)).size == 2
+    w = (0.0, "write", "s", "worker", 16, "x")
+    for events, said in (([(float("nan"), *w[1:])], r"event 0 \(nan, .*field 't' must be a finite number"),
+                         ([(5.0, *w[1:]), (1.0, "close", "s")], r"event 1 .*field 't' 1.0 precedes .* 5.0"),
+                         ([w, ("abc", "close", "s")], r"event 1 \('abc', 'close', 's'\): field 't' must be a number")):
+        with pytest.raises(ValueError, match=said):
+            replay_events(events, "hbm_first", 10, 10)

@@ -96,7 +96,9 @@ def test_the_registry_knob_reaches_lachesis_only():
     assert "size_estimate" in knobs.STUDY
     o = knobs.canonical({"size_estimate": "mean_floor"})
     assert knobs.apply_policy("lachesis", o) == "lachesis:size_estimate=mean_floor"
-    assert knobs.apply_policy("lachesis:size_estimate=spawn", o) == "lachesis:size_estimate=spawn"  # the spec wins
+    with pytest.raises(ValueError, match="'spawn' in the spec but 'mean_floor' in the point's overrides"):
+        knobs.apply_policy("lachesis:size_estimate=spawn", o)  # not the spec's value run under the override's label
+    assert knobs.apply_policy("lachesis:size_estimate=mean_floor", o) == "lachesis:size_estimate=mean_floor"
     assert knobs.apply_policy("lachesis", knobs.canonical({"size_estimate": "held"})) == "lachesis"
     for other in ("hbm_first", "deterministic", "oracle", "rho_threshold:quantile=0.25"):
         assert knobs.apply_policy(other, o) == other

@@ -34,7 +34,7 @@ def test_two_ranks_by_hand():
     assert endurance.rank_spread([2.0]) == endurance.rank_spread([1.0, 1.0]) == endurance.rank_spread([0.0, 0.0]) == 1.0
     with pytest.raises(ValueError, match="rank_spread"):
         endurance.rank_spread([1.0, -1.0])
-    with pytest.raises(ValueError, match="lifetime_over_ranks must be one of"):
+    with pytest.raises(ValueError, match="lifetime_over_ranks must be one of"):  # refused where it is set
         endurance.group_lifetime_years(mem, 1e9, Endurance(lifetime_over_ranks="max"), 1.5)
 
 

@@ -798,10 +798,31 @@ def test_a_csv_that_does_not_parse_names_the_file(tmp_path, capsys) -> None:
     assert "field '(csv)': not CSV" in err
 
 
-@pytest.mark.parametrize("adapter", ADAPTERS)
-def test_a_non_utf8_byte_names_the_file_and_byte(tmp_path, capsys, adapter) -> None:
-    err = _adapt(capsys, tmp_path, adapter, "bad.json", b'{"a": "\xff\xfe"}\n')
-    assert "record byte 7: field '(utf-8)': not valid UTF-8" in err
+@pytest.mark.parametrize("adapter", [*ADAPTERS, "claude_code"])
+def test_a_non_utf8_byte_names_the_file_line_and_byte(tmp_path, capsys, adapter) -> None:
+    """Not Python's codec message naming no file: the file, the byte's line, its value and its offset."""
+    err = _adapt(capsys, tmp_path, adapter, "bad.jsonl", b'{"type": "user"}\n{"a": "\xff\xfe"}\n')
+    assert "record line 2: field '(encoding)': not UTF-8: byte 0xff at offset 24 of the file (column 8)" in err
+
+
+def test_an_unreadable_plain_transcript_is_not_called_a_corrupt_gzip(tmp_path, monkeypatch) -> None:
+    import builtins
+
+    from lachesis.traces.adapters import claude_code
+
+    f = tmp_path / "s.jsonl"
+    f.write_text('{"type": "user"}\n')
+    real = builtins.open
+
+    def deny(path, *a, **k):
+        if str(path) == str(f):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(builtins, "open", deny)
+    with pytest.raises(PermissionError) as e:
+        claude_code.sniff(f)
+    assert e.value.filename == str(f) and "gzip" not in str(e.value)
 
 
 @pytest.mark.parametrize("adapter", ["mooncake", "tau2", "who_and_when"])
@@ -915,3 +936,17 @@ def test_a_full_disk_at_the_swap_restores_the_old_folder(tmp_path, capsys, monke
         return real(src, dst)
 
     _adapt_fails(tmp_path, capsys, monkeypatch, lambda m: m.setattr(io.os, "replace", swap_fails))
+
+
+def test_an_option_the_adapter_does_not_take_names_the_adapters_that_do(tmp_path, capsys) -> None:
+    """``adapt --stripping`` on a non-tau2 source, and a Claude Code tolerance given to another adapter: one line
+    naming the option and who takes it, not a TypeError."""
+    f = FIX / "mooncake_fast25"
+    assert main(["adapt", "mooncake", str(f), "--out", str(tmp_path / "o"), "--stripping", "every_call"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["lachesis adapt: error: option 'stripping': the mooncake adapter does not take it; tau2 does"]
+    with pytest.raises(ValueError, match="option 'cache_tolerance_tokens': the tau2 adapter does not take it; "
+                                         "claude_code does"):
+        adapters.read("tau2", f, cache_tolerance_tokens=4)
+    assert adapters.options("tau2") == ("stripping",) and adapters.options("azure") == ()
+    assert not (tmp_path / "o").exists()

@@ -197,3 +197,30 @@ def test_chatdev_out_of_llm_api_with_half_its_counts_names_file_line_and_field(t
         read("chatdev_warehouse", log)
     assert (e.value.source, e.value.field) == (str(log), "completion_tokens")
     assert e.value.record == f"line {src.index('Out of LLM_api at Coding_wait.', k - 8) + 1}"
+
+
+@pytest.mark.parametrize("where", ["totals", "assistant"])
+def test_a_usage_without_output_tokens_is_refused_not_read_as_zero(tmp_path, capsys, where):
+    """A spawn's recorded totals (or a request's usage) without ``output_tokens`` is not a worker of 0 output tokens
+    lasting its recorded 487 s: the file is refused naming its line and field, in the report when others are read."""
+    d = shutil.copytree(CC, tmp_path / "cc")
+    lead = d / f"{SID}.jsonl"
+    lines = lead.read_text().splitlines()
+    i = next(k for k, x in enumerate(lines) if (
+        "toolUseResult" in json.loads(x) and "usage" in json.loads(x)["toolUseResult"] if where == "totals"
+        else json.loads(x).get("type") == "assistant"))
+    rec = json.loads(lines[i])
+    (rec["toolUseResult"] if where == "totals" else rec["message"])["usage"].pop("output_tokens")
+    lines[i] = json.dumps(rec)
+    lead.write_text("\n".join(lines) + "\n")
+    shutil.rmtree(d / "checkpoint")
+    with pytest.raises(TraceError) as e:
+        read("claude_code", lead)
+    field = "output_tokens"
+    assert (e.value.source, e.value.field, e.value.problem) == (str(lead), field, "missing field")
+    assert e.value.record.startswith(f"line {i + 1}")
+    from lachesis.cli import main
+
+    assert main(["adapt", "claude_code", str(lead), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{lead}: record line {i + 1}" in err[0] and "'output_tokens': missing field" in err[0]

@@ -269,3 +269,19 @@ def test_a_failed_corpus_leaves_the_old_folder_intact(tmp_path, monkeypatch) -> 
     with pytest.raises(OSError, match="No space"):
         corpus.write_all(out, 0.02, 0, "jsonl", ["bfcl_base", "webarena"])
     assert snapshot(out) == before and siblings(out) == []
+
+
+def test_a_scale_beyond_the_bound_is_refused_before_anything_is_made(tmp_path, capsys) -> None:
+    """``corpus --scale 1e6`` would fill the machine's memory: refused at once, naming the bound and the cost."""
+    from lachesis.cli import main
+    from lachesis.traces import corpus
+
+    assert main(["corpus", "--scale", "1e6", "--out", str(tmp_path / "big")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "scale 1e+06 is above corpus.MAX_SCALE = 64" in err[0] and "GB of memory" in err[0]
+    assert not (tmp_path / "big").exists()
+    for bad in (corpus.MAX_SCALE * 1.01, 0, float("nan"), True):
+        with pytest.raises(ValueError, match="scale"):
+            corpus.generate("tau3", bad)
+    assert corpus.check_scale(corpus.MAX_SCALE) == corpus.MAX_SCALE
+    assert "GB of memory" in corpus.cost(32)

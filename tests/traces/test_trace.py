@@ -266,6 +266,36 @@ def test_gzip_jsonl_and_json_errors(tmp_path):
         read_trace(bad)
 
 
+def test_an_empty_file_two_candidates_and_a_non_utf8_byte_are_said_as_such(tmp_path):
+    """An empty requests file is empty (not a file missing columns); a requests.parquet beside a requests.jsonl is
+    refused naming both (not one picked and another blamed); a byte that is not UTF-8 names its line and offset,
+    in a plain and in a compressed file."""
+    d = tmp_path / "t"
+    d.mkdir()
+    (d / "requests.jsonl").write_text("")
+    with pytest.raises(TraceError, match=r"requests\.jsonl: record \(file\): field '\(records\)': empty: no request"):
+        read_trace(d)
+    write_trace(Trace.from_frames(base_requests(), base_spawns()), d, fmt="jsonl")
+    write_trace(Trace.from_frames(base_requests(), base_spawns()), d, fmt="parquet")
+    with pytest.raises(TraceError, match=r"both requests\.parquet and requests\.jsonl: which is the trace"):
+        read_trace(d)
+    (d / "requests.parquet").unlink()
+    with pytest.raises(TraceError, match=r"both spawns\.parquet and spawns\.jsonl"):
+        read_trace(d)
+    (d / "spawns.parquet").unlink()
+    raw = (d / "requests.jsonl").read_bytes().split(b"\n")
+    raw[1] = raw[1][:5] + b"\xff" + raw[1][5:]
+    (d / "requests.jsonl").write_bytes(b"\n".join(raw))
+    at = len(raw[0]) + 1 + 5
+    with pytest.raises(TraceError, match=rf"record line 2: field '\(encoding\)': not UTF-8: byte 0xff at offset {at} "
+                                         r"of the file \(column 6\)"):
+        read_trace(d)
+    gz = tmp_path / "x.jsonl.gz"
+    gz.write_bytes(gzip.compress(b"\n".join(raw)))
+    with pytest.raises(TraceError, match=rf"x\.jsonl\.gz: record line 2: .* at offset {at} of the decompressed text"):
+        read_trace(gz)
+
+
 def test_io_errors(tmp_path):
     with pytest.raises(FileNotFoundError):
         read_trace(tmp_path / "missing.jsonl")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import importlib
+import inspect
 import json
 import os
 import zlib
@@ -24,7 +25,7 @@ import pandas as pd
 from lachesis.io import atomic_write, replace_folder, stranger, write_json
 from lachesis.traces import datasets
 from lachesis.traces.schema import MAX_COUNT, SUBAGENT_ROLES, TraceError
-from lachesis.traces.trace import Trace, write_trace
+from lachesis.traces.trace import Trace, decode_utf8, write_trace
 
 T = TypeVar("T")
 
@@ -131,10 +132,9 @@ def read_bytes(path: Path) -> bytes:
 
 
 def read_text(path: Path) -> str:
-    try:
-        return read_bytes(path).decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise TraceError(str(path), f"byte {e.start}", "(utf-8)", "not valid UTF-8") from None
+    """A file's (decompressed) text; a byte that is not UTF-8 names the file, its line and offset."""
+    return decode_utf8(read_bytes(path), str(path),
+                       "of the decompressed text" if str(path).endswith(".gz") else "of the file")
 
 
 #: Why a JSON document nested past Python's reader is refused (no source nests more than a few dozen levels).
@@ -339,8 +339,23 @@ def adapter_module(source: str):
     return importlib.import_module(f"{__name__}.{mod}")
 
 
+def options(source: str) -> tuple[str, ...]:
+    """The options ``source``'s adapter takes (its ``load``'s keyword parameters: ``stripping`` for tau2,
+    ``cache_tolerance_tokens`` for Claude Code)."""
+    params = list(inspect.signature(adapter_module(source).load).parameters.values())[1:]
+    return tuple(p.name for p in params)
+
+
 def read(source: str, path: str | os.PathLike[str], **kwargs: Any) -> AdapterResult:
-    """Run ``source``'s adapter on any file or folder in its format (no registry check)."""
+    """Run ``source``'s adapter on any file or folder in its format (no registry check); an option it does not take
+    is refused in one line naming the adapters that do."""
+    takes = options(source)
+    for key in kwargs:
+        if key not in takes:
+            takers = [m for m in ADAPTER_MODULES if key in options(m)]
+            adapter = adapter_module(source).__name__.rsplit(".", 1)[-1]
+            raise ValueError(f"option {key!r}: the {adapter} adapter does not take it; "
+                             f"{' and '.join(takers) or 'no adapter'} {'does' if len(takers) == 1 else 'do'}")
     res = adapter_module(source).load(Path(path), **kwargs)
     res.dataset = source
     return res

@@ -39,6 +39,7 @@ from lachesis.traces.adapters import (
     need,
     need_count,
     read_each,
+    read_text,
     require_data,
     stem,
 )
@@ -49,6 +50,14 @@ from lachesis.traces.trace import Trace
 NOT_PROMPT_PREFIXES = ("<local-command-", "<task-notification>", "[Request interrupted", "<system-reminder>",
                        "Caveat:", "<bash-stdout>", "<bash-stderr>")
 USAGE_FIELDS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens")
+#: The usage fields every usage record carries (the API always reports them; the cache fields may be absent,
+#: as 0): one without is refused naming its file, line and field, not read as a request of 0 tokens.
+REQUIRED_USAGE = ("input_tokens", "output_tokens")
+
+
+def usage_counts(usage: dict[str, Any], path: Path, where: str) -> dict[str, int]:
+    """A usage record's token counts (:data:`USAGE_FIELDS`): the cache fields 0 when absent, the others required."""
+    return {f: need_count(usage, f, path, where, default=None if f in REQUIRED_USAGE else 0) for f in USAGE_FIELDS}
 _AGENT_ID_TEXT = re.compile(r"\bagentId:\s*([\w@.-]+)")
 #: Records read before a file's kind is decided (the first user/assistant record is within them in practice).
 SNIFF_RECORDS = 200
@@ -71,11 +80,17 @@ class Sniff:
 def sniff(path: Path, part: AdapterResult | None = None) -> Sniff:
     """Recognise a transcript by its first records (streamed: large files are not read whole here)."""
     size = path.stat().st_size
+    gz = path.name.endswith(".gz")
     try:
-        fh = gzip.open(path, "rt", encoding="utf-8") if path.name.endswith(".gz") else open(path, encoding="utf-8")
+        fh = gzip.open(path, "rt", encoding="utf-8") if gz else open(path, encoding="utf-8")
         with fh:
             return _sniff_records(json_records(fh, str(path)), path, size)
-    except (OSError, EOFError, zlib.error) as e:
+    except UnicodeDecodeError:
+        read_text(path)  # raises the TraceError naming the line and offset of the byte
+        raise
+    except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+        if not gz:
+            raise
         raise TraceError(str(path), "(file)", "(gzip)", f"truncated or corrupt gzip: {e}") from None
 
 
@@ -247,7 +262,7 @@ class _Agent:
         if not key or not isinstance(key, str):
             raise TraceError(str(self.path), where, "requestId", "missing field (and no message.id)")
         ts = iso_seconds(need(rec, "timestamp", self.path, where, str), self.path, where)
-        u = {f: need_count(usage, f, self.path, where + ".message.usage", default=0) for f in USAGE_FIELDS}
+        u = usage_counts(usage, self.path, where + ".message.usage")
         r = self.reqs.get(key)
         if r is None:
             start = self.last_other_ts if self.last_other_ts is not None and self.last_other_ts <= ts else ts
@@ -510,11 +525,11 @@ def _from_totals(scan: _LeadFile, key: str, r: dict[str, Any], tid: str, aid: st
                          f"expected a duration in milliseconds in [0, 2**31), got {dur!r}")
     if "usage" in tur:
         usage = need(tur, "usage", path, where + " toolUseResult", dict)
-        u = {f: need_count(usage, f, path, where + " toolUseResult.usage", default=0) for f in USAGE_FIELDS}
-        prompt = u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"]
-        out, cc = u["output_tokens"], u["cache_creation_input_tokens"]
         if not any(f in usage for f in USAGE_FIELDS) and "totalTokens" not in tur:
             return "spawns with recorded totals that hold no token count (usage: {})"
+        u = usage_counts(usage, path, where + " toolUseResult.usage")
+        prompt = u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"]
+        out, cc = u["output_tokens"], u["cache_creation_input_tokens"]
     else:
         prompt, out, cc = need_count(tur, "totalTokens", path, where + " toolUseResult"), 0, 0
     t0 = r["t_end"]
