@@ -7,6 +7,7 @@ import errno
 import json
 import math
 import os
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
