@@ -123,7 +123,7 @@ def variants(names: Sequence[str] = STUDY, values: dict[str, Sequence[Any]] | No
         if k.acts_on == "deployment" and name not in STUDY:  # knobs.STUDY: they move the load the SLO admits
             raise ValueError(f"sensitivity: knob {name!r} changes what load the SLO admits, so at the cell's held "
                              "load it would run one node at a load sized on another; compare nodes at their own N* "
-                             "(node: one_gpu or paper; benchmarks/group_node.py)")
+                             "(node: one_gpu or paper; benchmarks/group_node.py, benchmarks/node_assumptions.py)")
         vals = (values or {}).get(name, k.values)
         if not len(vals):
             raise ValueError(f"sensitivity: knob {name!r} has no values")

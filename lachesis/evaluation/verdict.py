@@ -243,7 +243,7 @@ def figure(df: pd.DataFrame, models: Sequence[str], slos: Sequence[str], name: s
     def title(m: str, s: str) -> str:
         d = missed[missed.model.eq(m) & missed.slo.eq(s)]
         miss = int((~d["all_met"].astype(bool)).sum())
-        said = f"{setting}; SLO missed by {miss} of {len(d)} policy runs" + (" (hatched)" if miss else "")
+        said = f"{setting}; SLO missed by {miss} of {len(d)} policy runs" + (" (drawn as misses)" if miss else "")
         return "\n".join([f"{name}: {m}, {s} SLO", *textwrap.wrap(said, 64)])  # the panel's width at 9 pt
 
     layout = [[Panel(dict(model=m, slo=s, workload=name), title(m, s)) for s in slos] for m in models]

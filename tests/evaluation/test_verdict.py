@@ -424,5 +424,5 @@ def test_a_run_without_lachesis_says_so_and_the_figure_names_what_ran(multi_run)
     assert "nan" not in text and "no Lachesis run (policies: hbm_first)" in text and "Lachesis not run" in text
     assert v.caption == "node one_gpu (1 GPU), ci windows (lifetime 0.1 + 0.4 mean sessions), 16 sessions drawn, seed 0"
     fig = verdict.figure(v.rows, ["Qwen3-235B-A22B"], ["tight"], "multi", v.caption)
-    title = " ".join(fig.axes[0].get_title().split())
+    title = next(t for t in (" ".join(a.get_title(loc="left").split()) for a in fig.axes) if t)  # the panel's
     assert title.startswith("multi: Qwen3-235B-A22B, tight SLO node one_gpu") and "SLO missed by 0 of 1 policy" in title
