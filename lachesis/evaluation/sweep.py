@@ -354,9 +354,11 @@ def size_deployment(point: Point, rule: LoadRule, params: SearchParams, cache_di
     configuration and seed of ``rule``; cached.
 
     It starts at the load policy's first-seed N* at ``rule.base`` (:func:`deployment_search`, cached: the offered
-    load) and steps down until every (policy, configuration, seed)'s run meets the SLO there, by the search's
-    resolution or to N ÷ the missing run's SLO margin when that is further.  Those runs are the grid's own rows at
-    that load (:func:`run_at_load`, cached), so every held row of a sizing policy meets it."""
+    load) and steps down until every (policy, configuration, seed)'s run meets the SLO there: from a run that misses
+    by the SLO margin m, to where the margin line of that search reaches 1 (at least the search's resolution, at most
+    half the load per step).  Each load tries first the run that missed, then those not yet seen to meet it, then
+    the others by their margin.  The runs are the grid's own rows at that load (:func:`run_at_load`, cached), so
+    every held row of a sizing policy meets the SLO."""
     if not (rule.joint() and rule.configs and rule.seeds):
         raise ValueError(f"size_deployment: a joint rule with its configurations and seeds set, got {rule!r}")
     base = rule.deployment(point)
@@ -366,12 +368,14 @@ def size_deployment(point: Point, rule: LoadRule, params: SearchParams, cache_di
         return hit
     first, slo = rule.seeds[0], SLOS[base.slo]
     plans = {s: plancache.point_plan(replace(base, seed=s), cache_dir) for s in rule.seeds}
-    n = int(deployment_search(base, rule, params, cache_dir, plans[first])["n_star"])
+    start = deployment_search(base, rule, params, cache_dir, plans[first])
+    n, slope = int(start["n_star"]), _margin_slope(start.get("search") or [], slo)
     # the load policy before the others, then the seeds and configurations the start's search did not run
     policies = rule.sizing_policies(base.workload)
     combos = sorted(((p, c, s) for p in policies for s in rule.seeds for c in rule.configs),
                     key=lambda x: (policies.index(x[0]), (x[1], x[2]) == (rule.base, first)))
     tried: list[dict[str, Any]] = []
+    margins: dict[tuple[str, str, int], float] = {}  # each run's margin at the last load it ran
     while n > 0:
         at_n = []
         for pol, c, s in combos:
@@ -381,20 +385,41 @@ def size_deployment(point: Point, rule: LoadRule, params: SearchParams, cache_di
                        p99_ttft_s=r.get("slo_p99_ttft_s", np.nan), oom=False, feasible=bool(r["slo_met"]))
             tried.append(rec)
             at_n.append(rec)
+            margins[(pol, c, s)] = capacity.margin(rec, slo) or 0.0
             if not rec["feasible"]:
                 break
         if at_n[-1]["feasible"]:
             break
-        miss = at_n[-1]
-        combos.sort(key=lambda x: x != (miss["policy"], miss["memory"], miss["seed"]))  # it goes first next time
-        m = capacity.margin(miss, slo)
-        down = n - max(1, int(params.rel_tol * n))
-        n = max(0, min(down, int(n / m)) if m is not None and m > 1 else down)
+        miss = next(x for x in combos if x == (at_n[-1]["policy"], at_n[-1]["memory"], at_n[-1]["seed"]))
+        rest = [x for x in combos if x != miss]
+        combos = [miss] + [x for x in rest if x not in margins] + sorted(
+            (x for x in rest if x in margins), key=lambda x: -margins[x])
+        n = _step_down(n, margins[miss], slope, params)
     worst = max((r for r in tried if r["n"] == n), key=lambda r: capacity.margin(r, slo) or 0.0, default=None)
     out: dict[str, Any] = dict(asdict(base), n_star=n, n_sessions=n, load="per_deployment", load_sizing=rule.sizing,
                                search=tried, load_binding="" if worst is None else
                                f"{worst['policy']} {worst['memory']} seed {worst['seed']}")
     return _write(path, key, out)
+
+
+def _margin_slope(search: Sequence[Mapping[str, Any]], slo: Any) -> float | None:
+    """The SLO margin's rise per session per GPU, from a capacity search's candidates: the line through the two
+    with known margins nearest the bound (None when the search gives no rising pair)."""
+    pts = sorted((int(r["n"]), m) for r in search if (m := capacity.margin(dict(r), slo)) is not None)
+    near = sorted(pts, key=lambda p: abs(p[1] - 1.0))[:2]
+    if len(near) < 2 or near[0][0] == near[1][0]:
+        return None
+    (n0, m0), (n1, m1) = sorted(near)
+    return (m1 - m0) / (n1 - n0) if m1 > m0 else None
+
+
+def _step_down(n: int, margin: float, slope: float | None, params: SearchParams) -> int:
+    """The next load below ``n`` after a run that missed by ``margin``: where the margin line reaches 1, at least
+    the search's resolution and at most half of ``n`` below it."""
+    down = n - max(1, int(params.rel_tol * n))
+    if margin > 1 and slope:
+        down = min(down, int(n - (margin - 1) / slope))
+    return max(0, max(down, n // 2) if n > 1 else 0)
 
 
 def deployment_load(point: Point, rule: LoadRule, params: SearchParams, cache_dir: str | None,
