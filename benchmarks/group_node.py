@@ -1,9 +1,9 @@
 """The decode node as the paper deploys it (§5.2) against the one-GPU node the figures use: N*, gains, shares.
 
-For cells of the Figs. 9–12 grid, every paper policy runs on the eight-GPU expert-parallel group with
-landings that stall it and an aged cache (knobs ``group_ranks=8, landing=stall, node_start=aged``), at
-that node's own N* (HBM-first's, searched as the grid does), and the rows are set beside the committed
-one-GPU figures (``figures/fig09_grid.csv``, ``figures/fig11_grid.csv``, seed 0).  Prints per cell:
+For cells of the Figs. 9–12 grid, every paper policy runs on the paper's node, the eight-GPU expert-parallel
+group with an aged cache (``knobs.node("paper")``), at that node's own N* per cell (HBM-first's, searched), and the
+rows are set beside the committed figures' seed-0 rows (``figures/fig09_grid.csv``, ``figures/fig11_grid.csv``, at
+the deployment's held load).  Prints per cell:
 sessions per GPU at N*, each policy's lifetime and its ratio to HBM-first, HBM's share of the window's
 KV write bytes, the live short-lived KV per GPU and HBM ÷ that (the operating point in units that carry
 over, §5.3), the KV one decode step reads, and the CPU time the group's cell took.
@@ -97,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         w0 = time.time()
         rows = sweep.run_grid(pts, capacity.PAPER, a.cache_dir, n_jobs=a.jobs, load="per_cell")  # each cell's own N*
         cpu, wall = time.process_time() - t0, time.time() - w0
-        group = summary(rows, "8-GPU group")
-        one = summary(figure_rows(kind, rows), "1 GPU (figures)")
+        group = summary(rows, "own N* per cell")
+        one = summary(figure_rows(kind, rows), "figures (held load)")
         table = pd.concat([one, group]).sort_values(CELL + ["node"], kind="stable")
         with pd.option_context("display.width", 250, "display.max_columns", 40, "display.float_format",
                                "{:.3g}".format):

@@ -7,6 +7,7 @@ first seed's cell has finished), on the same workers.
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 import time
@@ -33,6 +34,33 @@ def _exit_with_parent(parent_pid: int, interval_s: float = 0.5) -> None:
 def worker_pool(n_jobs: int) -> ProcessPoolExecutor:
     """Local worker processes that exit when the process that started them dies."""
     return ProcessPoolExecutor(max_workers=n_jobs, initializer=_exit_with_parent, initargs=(os.getpid(),))
+
+
+#: the workers the process's task lists share: (the process that made them, their number, the pool)
+_SHARED: tuple[int, int, ProcessPoolExecutor] | None = None
+
+
+def shared_pool(n_jobs: int) -> ProcessPoolExecutor:
+    """:func:`worker_pool`, made once per process and number of workers and reused by every :func:`run_tasks`
+    call: a worker keeps the replay plans it built (:mod:`lachesis.evaluation.plancache`) for the next task list
+    instead of building them again.  Shut down when the process exits, or by :func:`close_shared_pool`."""
+    global _SHARED
+    if _SHARED is not None and _SHARED[:2] == (os.getpid(), n_jobs):
+        return _SHARED[2]
+    close_shared_pool()
+    _SHARED = (os.getpid(), n_jobs, worker_pool(n_jobs))
+    return _SHARED[2]
+
+
+def close_shared_pool() -> None:
+    """Shut the shared workers down (their running tasks cancelled): after an interruption, and at exit."""
+    global _SHARED
+    if _SHARED is not None and _SHARED[0] == os.getpid():
+        _SHARED[2].shutdown(wait=True, cancel_futures=True)
+    _SHARED = None
+
+
+atexit.register(close_shared_pool)
 
 
 def progress_line(text: str) -> None:
@@ -114,14 +142,19 @@ def _in_process(ts: _Tasks) -> None:
 
 
 def _on_pool(ts: _Tasks, n_workers: int) -> None:
-    """Every task (and those they add) on local worker processes (:func:`worker_pool`)."""
-    with worker_pool(n_workers) as ex:
+    """Every task (and those they add) on the process's shared local workers (:func:`shared_pool`); an
+    interruption or a failed task shuts them down, so nothing the list started keeps running."""
+    ex = shared_pool(n_workers)
+    try:
         pending = {ex.submit(_timed, f_, a): k for k, (f_, a, _) in enumerate(ts.tasks)}
         while pending:
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for f in finished:
                 for k in ts.put(pending.pop(f), f.result()):
                     pending[ex.submit(_timed, ts.tasks[k][0], ts.tasks[k][1])] = k
+    except BaseException:
+        close_shared_pool()
+        raise
 
 
 def run_tasks(fn: Callable, args: Sequence[tuple], labels: Sequence[str], n_jobs: int | None = None,

@@ -354,10 +354,9 @@ def size_deployment(point: Point, rule: LoadRule, params: SearchParams, cache_di
     configuration and seed of ``rule``; cached.
 
     It starts at the load policy's first-seed N* at ``rule.base`` (:func:`deployment_search`, cached: the offered
-    load) and steps down until every (policy, configuration, seed)'s run meets the SLO there: from a run that misses
-    by the SLO margin m, to where the margin line of that search reaches 1 (at least the search's resolution, at most
-    half the load per step).  Each load tries first the run that missed, then those not yet seen to meet it, then
-    the others by their margin.  The runs are the grid's own rows at that load (:func:`run_at_load`, cached), so
+    load) and steps down until every (policy, configuration, seed)'s run meets the SLO there (:func:`_step_down`).
+    Each load tries first the run that missed, then those not yet seen to meet it, then the others by their
+    margin.  The runs are the grid's own rows at that load (:func:`run_at_load`, cached), so
     every held row of a sizing policy meets the SLO."""
     if not (rule.joint() and rule.configs and rule.seeds):
         raise ValueError(f"size_deployment: a joint rule with its configurations and seeds set, got {rule!r}")
@@ -368,8 +367,7 @@ def size_deployment(point: Point, rule: LoadRule, params: SearchParams, cache_di
         return hit
     first, slo = rule.seeds[0], SLOS[base.slo]
     plans = {s: plancache.point_plan(replace(base, seed=s), cache_dir) for s in rule.seeds}
-    start = deployment_search(base, rule, params, cache_dir, plans[first])
-    n, slope = int(start["n_star"]), _margin_slope(start.get("search") or [], slo)
+    n = int(deployment_search(base, rule, params, cache_dir, plans[first])["n_star"])
     # the load policy before the others, then the seeds and configurations the start's search did not run
     policies = rule.sizing_policies(base.workload)
     combos = sorted(((p, c, s) for p in policies for s in rule.seeds for c in rule.configs),
@@ -394,7 +392,7 @@ def size_deployment(point: Point, rule: LoadRule, params: SearchParams, cache_di
         rest = [x for x in combos if x != miss]
         combos = [miss] + [x for x in rest if x not in margins] + sorted(
             (x for x in rest if x in margins), key=lambda x: -margins[x])
-        n = _step_down(n, margins[miss], slope, params)
+        n = _step_down(n, margins[miss], params)
     worst = max((r for r in tried if r["n"] == n), key=lambda r: capacity.margin(r, slo) or 0.0, default=None)
     out: dict[str, Any] = dict(asdict(base), n_star=n, n_sessions=n, load="per_deployment", load_sizing=rule.sizing,
                                search=tried, load_binding="" if worst is None else
@@ -402,23 +400,14 @@ def size_deployment(point: Point, rule: LoadRule, params: SearchParams, cache_di
     return _write(path, key, out)
 
 
-def _margin_slope(search: Sequence[Mapping[str, Any]], slo: Any) -> float | None:
-    """The SLO margin's rise per session per GPU, from a capacity search's candidates: the line through the two
-    with known margins nearest the bound (None when the search gives no rising pair)."""
-    pts = sorted((int(r["n"]), m) for r in search if (m := capacity.margin(dict(r), slo)) is not None)
-    near = sorted(pts, key=lambda p: abs(p[1] - 1.0))[:2]
-    if len(near) < 2 or near[0][0] == near[1][0]:
-        return None
-    (n0, m0), (n1, m1) = sorted(near)
-    return (m1 - m0) / (n1 - n0) if m1 > m0 else None
-
-
-def _step_down(n: int, margin: float, slope: float | None, params: SearchParams) -> int:
-    """The next load below ``n`` after a run that missed by ``margin``: where the margin line reaches 1, at least
-    the search's resolution and at most half of ``n`` below it."""
+def _step_down(n: int, margin: float, params: SearchParams) -> int:
+    """The next load below ``n`` after a run that missed by ``margin``: N ÷ the margin, at least the search's
+    resolution below ``n``.  N ÷ m never passes below the load the missing run admits where its margin grows
+    with N at less than proportion (a decode step's fixed part), so the sizing never skips the largest load that
+    meets the SLO by more than a step; halving at most bounds a margin that is a burst, not the load."""
     down = n - max(1, int(params.rel_tol * n))
-    if margin > 1 and slope:
-        down = min(down, int(n - (margin - 1) / slope))
+    if margin > 1:
+        down = min(down, int(n / margin))
     return max(0, max(down, n // 2) if n > 1 else 0)
 
 

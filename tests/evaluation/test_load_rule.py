@@ -236,19 +236,11 @@ def test_the_rules_are_compared_on_the_first_seeds_load_policy_and_lachesis():
     assert {(p.seed, p.policy) for p in few} == {(1, "hbm_first"), (1, "lachesis")} and len(few) == 4
 
 
-def test_a_step_down_goes_where_the_margin_line_reaches_the_bound() -> None:
-    """After a run that misses by margin m, the sizing steps to where the start's search line reaches 1 — at least
-    the search's resolution below, at most half the load — and the line comes from the search's two candidates
-    nearest the bound."""
-    from lachesis.config import SLOS
-
-    search = [dict(n=50, p99_tpot_s=0.045, p99_ttft_s=1.0, oom=False), dict(n=100, p99_tpot_s=0.057, p99_ttft_s=1.0,
-              oom=False), dict(n=110, p99_tpot_s=0.063, p99_ttft_s=1.0, oom=False)]
-    slope = W._margin_slope(search, SLOS["tight"])
-    assert slope == pytest.approx((0.063 - 0.057) / 0.060 / 10)  # the two nearest the bound: n 100 and 110
+def test_a_step_down_is_n_over_the_margin_at_least_the_resolution_at_most_half() -> None:
+    """After a run that misses by margin m the sizing steps to N ÷ m, at least the search's resolution below and
+    at most half the load: it never jumps past the largest load that meets the SLO on a margin that is a burst."""
     p = capacity.SearchParams(rel_tol=0.04)
-    assert W._step_down(100, 1.05, slope, p) == 95  # the line reaches 1 five sessions below
-    assert W._step_down(100, 1.002, slope, p) == 96  # never less than the resolution
-    assert W._step_down(100, 3.0, slope, p) == 50  # never more than half
-    assert W._step_down(100, 1.05, None, p) == 96 and W._step_down(1, 2.0, slope, p) == 0
-    assert W._margin_slope(search[:1], SLOS["tight"]) is None
+    assert W._step_down(100, 1.10, p) == 90  # N / m
+    assert W._step_down(100, 1.002, p) == 96  # never less than the resolution
+    assert W._step_down(100, 3.0, p) == 50  # never more than half
+    assert W._step_down(100, float("nan"), p) == 96 and W._step_down(1, 2.0, p) == 0

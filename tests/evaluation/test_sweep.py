@@ -105,6 +105,7 @@ def test_a_grid_the_cache_holds_whole_is_read_back_identically_without_a_plan(tm
 
     monkeypatch.setattr(plancache, "_plan", boom)
     monkeypatch.setattr(runner, "worker_pool", boom)
+    monkeypatch.setattr(runner, "shared_pool", boom)  # the workers the grid above started are reused otherwise
     again = W.run_grid(pts, TINY, tmp_path, n_jobs=2, progress=False)
     pd.testing.assert_frame_equal(again, computed)
     # one point missing: the grid runs (here: refused, the plan builder is gone)
@@ -542,3 +543,16 @@ def test_the_rankers_keys_are_kept_in_the_cache_and_read_back_exactly(tmp_path, 
         with pytest.warns(store.CacheWarning, match=path.name):
             again = plancache.rank_keys_cached(prep, tmp_path)
         pd.testing.assert_series_equal(again, fitted)
+
+
+def test_task_lists_share_their_workers_and_an_interruption_ends_them() -> None:
+    """Two task lists run on the same worker processes (a worker keeps the plans it built); a task list that fails
+    shuts them down, and the next one starts new workers."""
+    first = runner.run_tasks(os.getpid, [()] * 4, ["pid"] * 4, n_jobs=2, progress=False)
+    second = runner.run_tasks(os.getpid, [()] * 4, ["pid"] * 4, n_jobs=2, progress=False)
+    assert set(second) <= set(first) and os.getpid() not in first
+    with pytest.raises(ZeroDivisionError):
+        runner.run_tasks(divmod, [(1, 0), (1, 1)], ["boom", "ok"], n_jobs=2, progress=False)
+    third = runner.run_tasks(os.getpid, [()] * 4, ["pid"] * 4, n_jobs=2, progress=False)
+    assert not set(third) & set(first)
+    runner.close_shared_pool()
