@@ -342,7 +342,7 @@ def each(pred: Callable[[float], bool], words: str) -> Test:
     """Every cell (``by`` = the cell): ``pred(value)``; the detail names the cell that breaks it."""
     def test(sub: pd.DataFrame) -> tuple[bool | None, str]:
         r = sub.iloc[0]
-        return bool(pred(float(r["value"]))), f"{r['cell']}: {_fmt_num(float(r['value']))} ({words})"
+        return bool(pred(float(r["value"]))), f"{r['cell']}: {_fmt_num(float(r['value']))} (needs {words})"
     return test
 
 
