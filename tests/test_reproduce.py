@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -683,3 +684,16 @@ def test_a_numeric_parameter_out_of_range_is_named(key, value):
     ann = "int" if key == "seed" else "float"
     with pytest.raises(ValueError, match=f"parameter {key}: must be"):
         check_parameters({"__annotations__": {key: ann}, key: value})
+
+
+def test_notebook_kernels_draw_inline_with_a_fixed_string_hashing(monkeypatch) -> None:
+    """A kernel started by ``lachesis reproduce`` draws inline and hashes strings with one seed, so a figure's
+    layout (matplotlib sums some lengths in hash order) is the same bits in every run; the shell's own
+    environment comes back after."""
+    from lachesis import kernel
+
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    with kernel.kernel_env():
+        assert os.environ["MPLBACKEND"] == kernel.KERNEL_BACKEND and os.environ["PYTHONHASHSEED"] == "0"
+    assert os.environ["MPLBACKEND"] == "Agg" and "PYTHONHASHSEED" not in os.environ
