@@ -886,17 +886,18 @@ def tally_sentence(led: pd.DataFrame) -> str:
 
 
 def off_lines(led: pd.DataFrame) -> list[str]:
-    """One markdown line per off row: id, section, paper, ours, the measured cause or the reason."""
+    """One short markdown line per off row: id, section, paper, ours (its reason and measured cause are
+    ``claims.md``'s)."""
     off = led[led["verdict"].eq("off")]
     return [f"- `{r.id}` ({r.section}): paper {r.paper}, ours {r.ours or '—'}"
-            + (f" [seeds {r.seeds}]" if r.seeds and r.seeds != r.ours else "")
-            + (f": {r.cause or r.reason}" if r.cause or r.reason else "") for r in off.itertuples()]
+            + (f" [seeds {r.seeds}]" if r.seeds and r.seeds != r.ours else "") for r in off.itertuples()]
 
 
 def summary_markdown(led: pd.DataFrame) -> str:
     """The ledger's summary (what the README's ledger block holds): the tally and the off rows."""
     return (f"**Claim ledger** (`figures/claims.csv`): {tally_sentence(led)}.\n\n"
-            + ("Off:\n\n" + "\n".join(off_lines(led)) + "\n" if (led["verdict"] == "off").any() else ""))
+            + ("Off (each row's reason and measured cause: `figures/claims.md`):\n\n" + "\n".join(off_lines(led))
+               + "\n" if (led["verdict"] == "off").any() else ""))
 
 
 def markdown(led: pd.DataFrame) -> str:

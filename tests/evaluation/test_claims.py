@@ -177,7 +177,8 @@ def test_a_recorded_cause_is_printed_beside_the_reason_and_an_unknown_id_is_refu
     c = Claim("multi.gain.tight", "§5.3", "q", (TIGHT,), (1.5, 2.95), GAIN, "×")
     led = C.ledger(rows, [c], causes={"multi.gain.tight": "the load is twice the paper's"})
     assert led.loc[0, "cause"] == "the load is twice the paper's" and led.loc[0, "reason"]
-    assert C.off_lines(led) == ["- `multi.gain.tight` (§5.3): paper 1.5–2.95×, ours 1×: the load is twice the paper's"]
+    assert C.off_lines(led) == ["- `multi.gain.tight` (§5.3): paper 1.5–2.95×, ours 1×"]  # the README's short line
+    assert "| the load is twice the paper's |" in C.markdown(led)  # the cause in claims.md
     f = tmp_path / "causes.yaml"
     f.write_text(yaml.safe_dump({"multi.gain.tigth": "x"}))
     with pytest.raises(ValueError, match=r"causes.yaml: 'multi.gain.tigth' is no claim id"):
