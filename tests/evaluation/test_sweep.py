@@ -75,7 +75,7 @@ def test_run_grid_on_dask_localcluster(tmp_path):
     distributed = pytest.importorskip("dask.distributed")
     pts = [grid.Point("multi_agent", "4/4", "Qwen3-235B-A22B", "loose", p, scale=0.02, seed=k)
            for k in (0, 1) for p in ("hbm_first", "oracle")]
-    rule = grid.LoadRule(configs=("4/4",), sizing="load_policy")  # the deployment: HBM-first at 4/4, both seeds
+    rule = grid.LoadRule(configs=("4/4",), base="4/4", sizing="load_policy")  # HBM-first at 4/4, both seeds
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cl, \
             distributed.Client(cl) as client:
         df = W.run_grid(pts, TINY, tmp_path, scheduler=client, progress=False, load=rule)
