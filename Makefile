@@ -11,7 +11,7 @@ LOCK   := requirements.lock
 # Headless plotting in this shell's processes; notebook kernels draw inline whatever this says (lachesis.reproduce).
 export MPLBACKEND ?= Agg
 
-.PHONY: help reproduce reproduce-ci lint stubs test test-fast lab explore lock browser-check bench clean-build
+.PHONY: help reproduce numbers reproduce-ci lint stubs test test-fast lab explore lock browser-check bench clean-build
 .DEFAULT_GOAL := help
 
 ## List every target with what it does (the comment above it); `make` alone prints this.
@@ -38,6 +38,11 @@ $(STAMP): pyproject.toml setup.py $(LOCK) $(wildcard lachesis/node/native/*/*.cp
 ## progress goes to build/logs/NAME.log; figures/ENVIRONMENT.json records the sources and every figure's sha256.
 reproduce: $(STAMP)
 	$(VENV)/bin/lachesis reproduce --params notebooks/params/paper.yaml $(if $(STRICT),--strict)
+
+## After a reproduce that changed figures/: rewrite the README's claim-ledger block and docs/results.md's table from
+## them, and name every README sentence whose numbers the new figures no longer print (tests hold all three).
+numbers: $(STAMP)
+	$(PY) -m lachesis.readme_numbers
 
 ## The same notebooks at CI scale, into build/figures (pages in build/figures/notebooks; a few minutes).
 reproduce-ci: $(STAMP)

@@ -1,8 +1,9 @@
-"""Results at a glance: the README's summary table, built from the comparison tables in ``figures/``.
+"""Results at a glance: the summary table of ``docs/results.md``, built from the comparison tables in ``figures/``.
 
 Every row reads the ``*_compare.csv`` (or summary JSON) a notebook wrote and spans the statistics it
-names, so the README never carries a hand-typed number: ``lachesis reproduce`` writes the table to
-``figures/results_at_a_glance.md`` and a test checks that the README's copy matches the figures.
+names, so the results page never carries a hand-typed number: ``lachesis reproduce`` writes the table to
+``figures/results_at_a_glance.md`` and a test checks that ``docs/results.md``'s copy matches
+the figures.
 """
 
 from __future__ import annotations
@@ -226,14 +227,14 @@ def write(figures: str | Path) -> Path:
 START, END = "<!-- results-at-a-glance: start -->", "<!-- results-at-a-glance: end -->"
 
 
-def readme_table(readme_text: str) -> str:
-    """The table between the README's glance markers (what :func:`table` must equal)."""
-    if START not in readme_text or END not in readme_text:
-        raise ValueError(f"README: no {START!r} … {END!r} block")
-    return readme_text.split(START, 1)[1].split(END, 1)[0].strip("\n") + "\n"
+def page_table(page_text: str) -> str:
+    """The table between a page's glance markers (what :func:`table` must equal)."""
+    if START not in page_text or END not in page_text:
+        raise ValueError(f"no {START!r} … {END!r} block in the page")
+    return page_text.split(START, 1)[1].split(END, 1)[0].strip("\n") + "\n"
 
 
-def with_table(readme_text: str, figures: str | Path) -> str:
-    """The README text with its glance block replaced by :func:`table` of ``figures``."""
-    head, rest = readme_text.split(START, 1)
+def with_table(page_text: str, figures: str | Path) -> str:
+    """The page's text with its glance block replaced by :func:`table` of ``figures``."""
+    head, rest = page_text.split(START, 1)
     return f"{head}{START}\n{table(figures)}{END}{rest.split(END, 1)[1]}"

@@ -213,3 +213,30 @@ def check_files(readme: str | Path, figures: str | Path) -> list[str]:
 
     return check(Path(readme).read_text(encoding="utf-8"), claims.read_ledger(Path(figures) / "claims.csv"),
                  glance.table(figures))
+
+
+RESULTS_PAGE = Path("docs") / "results.md"
+
+
+def sync(root: str | Path) -> list[str]:
+    """Rewrite the README's claim-ledger block and ``docs/results.md``'s glance table from ``root/figures`` (after a
+    reproduce), then :func:`check_files`: the README's marked sentences the new figures no longer print."""
+    from lachesis import glance
+    from lachesis.io import write_text
+
+    root = Path(root)
+    readme, page, figures = root / "README.md", root / RESULTS_PAGE, root / "figures"
+    write_text(readme, with_ledger_block(readme.read_text(encoding="utf-8"),
+                                         claims.read_ledger(figures / "claims.csv")))
+    write_text(page, glance.with_table(page.read_text(encoding="utf-8"), figures))
+    return check_files(readme, figures)
+
+
+if __name__ == "__main__":
+    import sys
+
+    from lachesis.paths import repo_root
+
+    problems = sync(repo_root())
+    print("\n".join(problems) or "README.md and docs/results.md: their generated blocks match figures/")
+    sys.exit(1 if problems else 0)

@@ -434,7 +434,7 @@ def summary(result: Outcome) -> str:
     if result.fetched:
         lines.append(f"  fetched {', '.join(result.fetched)} (checksummed, into the dataset cache)")
     if result.glance is not None:
-        lines.append(f"  results at a glance (the README's table): {result.glance}")
+        lines.append(f"  results at a glance (docs/results.md's table): {result.glance}")
     if result.environment is not None:
         lines.append(f"  the environment that produced them: {result.environment}")
     if result.missing_sources:

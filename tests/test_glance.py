@@ -1,4 +1,4 @@
-"""The README's results table is read from the figures, never typed: rows, formats and the README's copy."""
+"""The results table is read from the figures, never typed: rows, formats and its copy in docs/results.md."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from lachesis.glance import Row
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_readmes_table_is_the_one_the_committed_figures_give() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert glance.readme_table(readme) == glance.table(ROOT / "figures"), \
-        "README's results table differs from figures/: copy figures/results_at_a_glance.md into it " \
+def test_the_results_pages_table_is_the_one_the_committed_figures_give() -> None:
+    readme = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    assert glance.page_table(readme) == glance.table(ROOT / "figures"), \
+        "docs/results.md's results table differs from figures/: copy figures/results_at_a_glance.md into it " \
         "(python -c \"from lachesis import glance; ...with_table\")"
 
 

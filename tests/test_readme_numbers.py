@@ -3,6 +3,7 @@ sources print, with the same scope (a fixture README, ledger and glance table)."
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -94,3 +95,36 @@ def test_a_scope_is_read_per_dimension_with_configuration_ranges_expanded() -> N
     assert R.scope("the multi-agent trace without the reviewer at the loose SLO, 2/6–4/4 and 8/8*") == {
         "slo": {"loose"}, "workload": {"multi_agent_no_reviewer"}, "memory": {"2/6", "3/5", "4/4", "8/8*"}}
     assert R.scope("single-agent Qwen3") == {"model": {"Qwen3-235B-A22B"}, "workload": {"tau3", "bfcl"}}
+
+
+def test_the_readme_agrees_with_the_committed_figures() -> None:
+    """The README's ledger block is the committed ledger's summary, and each marked sentence prints only numbers of
+    the ledger row or glance line it names, with the same scope."""
+    root = Path(__file__).resolve().parents[1]
+    assert R.check_files(root / "README.md", root / "figures") == []
+
+
+def test_sync_rewrites_both_generated_blocks_and_names_a_stale_sentence(tmp_path: Path) -> None:
+    """``make numbers`` on a copy: the ledger block and the glance table come from the figures, and a marked
+    sentence whose number the figures do not print is named."""
+    import shutil
+
+    from lachesis import glance
+
+    root = Path(__file__).resolve().parents[1]
+    shutil.copytree(root / "figures", tmp_path / "figures", ignore=shutil.ignore_patterns("notebooks", "*.p*"))
+    (tmp_path / "docs").mkdir()
+    page = (root / "docs" / "results.md").read_text(encoding="utf-8")
+    (tmp_path / "docs" / "results.md").write_text(page.replace(glance.page_table(page), "| stale |\n"),
+                                                  encoding="utf-8")
+    text = (root / "README.md").read_text(encoding="utf-8")
+    block = R.ledger_block(text)
+    (tmp_path / "README.md").write_text(text.replace(block, "stale\n"), encoding="utf-8")
+    assert R.sync(tmp_path) == []
+    assert (tmp_path / "README.md").read_text(encoding="utf-8") == text
+    assert glance.page_table((tmp_path / "docs" / "results.md").read_text(encoding="utf-8")) == \
+        glance.table(tmp_path / "figures")
+    marked = next(ln for ln in text.splitlines() if "<!-- numbers: claim" in ln)
+    number = re.search(r"\d+\.\d+", marked).group()
+    (tmp_path / "README.md").write_text(text.replace(marked, marked.replace(number, "0.123", 1)), encoding="utf-8")
+    assert any("0.123" in p for p in R.sync(tmp_path))
