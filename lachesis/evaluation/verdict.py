@@ -73,12 +73,24 @@ class Verdict:
         ran = list(dict.fromkeys(self.rows["policy"])) if "policy" in self.rows else []
         if "lachesis" not in ran:
             out.append(f"no Lachesis run (policies: {', '.join(ran)}): no Lachesis/HBM-first ratio")
+        t = self.table
+        missed = (~t["slo_met"].astype(bool)).groupby([t.model, t.slo, t.memory, t.policy]).agg(["sum", "size"])
         for r in self.summary().dropna(subset=["hbm_first"]).to_dict("records"):
-            la = (f"Lachesis {r['lachesis']:.3g} y, Lachesis/HBM-first {r['lachesis/hbm_first']:.3g}x"
-                  if np.isfinite(r["lachesis"]) else
-                  "Lachesis not run" if "lachesis" not in ran else "Lachesis: no lifetime")
-            out.append(f"{r['model']} {r['slo']} {r['memory']}: N = {r['n_sessions']:g} sessions/GPU, HBM-first "
-                       f"{r['hbm_first']:.3g} y, {la}, HBM / live short-lived KV {r['hbm_over_live_short']:.3g}")
+            cell = (r["model"], r["slo"], r["memory"])
+
+            def miss(policy: str) -> str | None:
+                """A policy that misses the SLO at a seed is said as a miss, never given a lifetime at the SLO."""
+                k, n = missed.loc[(*cell, policy)] if (*cell, policy) in missed.index else (0, 0)
+                return f"{POLICY_NAMES[policy]} misses the SLO at {k} of {n} seeds" if k else None
+
+            hf = miss("hbm_first") or f"HBM-first {r['hbm_first']:.3g} y"
+            la = miss("lachesis") or (
+                f"Lachesis {r['lachesis']:.3g} y" + (f", Lachesis/HBM-first {r['lachesis/hbm_first']:.3g}x"
+                                                     if not miss("hbm_first") else "")
+                if np.isfinite(r["lachesis"]) else
+                "Lachesis not run" if "lachesis" not in ran else "Lachesis: no lifetime")
+            out.append(f"{r['model']} {r['slo']} {r['memory']}: N = {r['n_sessions']:g} sessions/GPU, {hf}, {la}, "
+                       f"HBM / live short-lived KV {r['hbm_over_live_short']:.3g}")
         return out
 
 

@@ -455,3 +455,21 @@ def test_a_selection_at_no_scale_and_a_file_for_a_cache_are_refused(tmp_path) ->
     for call in (lambda: explorer.view(explorer.Selection(), f), lambda: explorer.compute(explorer.Selection(), f)):
         with pytest.raises(ValueError, match="cache_dir .*cache.json' is a file, not the sweep cache's folder"):
             call()
+
+
+def test_a_miss_is_drawn_as_a_miss_in_both_panels(tmp_path, nothing_runs) -> None:
+    """A policy over its SLO at a seed: no lifetime bar, and its write composition faded and crossed out with the
+    seeds that missed, as Figs. 10 and 12 draw it; the others as they were."""
+    figs = _figures_copy(tmp_path)
+    g = pd.read_csv(figs / "fig09_grid.csv")
+    g.loc[g.policy.eq("hbm_first") & g.seed.eq(1), "slo_met"] = False
+    g.to_csv(figs / "fig09_grid.csv", index=False)
+    sel, _, store = explorer.start("figures", figs, tmp_path, 0.05, [0, 1, 2], "ci", workload="multi_agent",
+                                   memory="1/7", policy="lachesis")
+    v = explorer.view(sel, tmp_path / "no_cache", (), (), store)
+    comp = explorer.figure(v).axes[1]
+    crossed = [t.get_text() for t in comp.texts]
+    assert crossed == ["miss 1/3"]  # the seeds that missed (no own N* in this edited grid)
+    assert "misses the SLO at the deployment's load" in " ".join(t.get_text() for t in comp.get_legend().get_texts())
+    faded = {round(p.get_alpha() or 1.0, 3) for p in comp.patches[:1]}
+    assert faded == {0.3}  # HBM-first is the first policy

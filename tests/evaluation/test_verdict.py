@@ -426,3 +426,22 @@ def test_a_run_without_lachesis_says_so_and_the_figure_names_what_ran(multi_run)
     fig = verdict.figure(v.rows, ["Qwen3-235B-A22B"], ["tight"], "multi", v.caption)
     title = next(t for t in (" ".join(a.get_title(loc="left").split()) for a in fig.axes) if t)  # the panel's
     assert title.startswith("multi: Qwen3-235B-A22B, tight SLO node one_gpu") and "SLO missed by 0 of 1 policy" in title
+
+
+def test_a_placement_that_misses_the_slo_at_a_seed_is_said_as_a_miss_never_a_lifetime() -> None:
+    """The summary line of ``lachesis evaluate`` (issue 36): a placement over its SLO at any seed is counted as a miss
+    in place of its lifetime, and no Lachesis/HBM-first ratio is printed against a baseline that missed."""
+    def table(met: dict[tuple[str, int], bool]) -> pd.DataFrame:
+        return pd.DataFrame([dict(model="Qwen3-235B-A22B", slo="tight", memory="1/7", seed=s, policy=p,
+                                  n_sessions=40.0, lifetime_years=2.0 if p == "hbm_first" else 3.0,
+                                  hbm_over_live_short=0.5, slo_met=ok) for (p, s), ok in met.items()])
+
+    both = {(p, s): True for p in ("hbm_first", "lachesis") for s in (0, 1)}
+    (line,) = verdict.Verdict(table(both), table(both), []).lines()
+    assert "HBM-first 2 y, Lachesis 3 y, Lachesis/HBM-first 1.5x" in line and "misses" not in line
+    t = table({**both, ("hbm_first", 1): False})
+    (line,) = verdict.Verdict(t, t, []).lines()
+    assert "HBM-first misses the SLO at 1 of 2 seeds, Lachesis 3 y, HBM" in line and "HBM-first 2 y" not in line
+    t = table({**both, ("lachesis", 0): False, ("lachesis", 1): False})
+    (line,) = verdict.Verdict(t, t, []).lines()
+    assert "HBM-first 2 y, Lachesis misses the SLO at 2 of 2 seeds, HBM" in line and "x," not in line

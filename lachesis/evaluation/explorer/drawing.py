@@ -15,8 +15,11 @@ from lachesis.plotting import (
     CLASS_STYLE,
     LIFETIME_AXIS,
     NSTAR_STYLE,
+    miss_overlay,
+    missed_run_key,
     nstar_key,
     policy_color,
+    slo_outcomes,
     warranty_key,
     warranty_line,
 )
@@ -54,7 +57,7 @@ def figure(v: View) -> Figure | None:
         ax.append(fig.add_subplot(grid_[1, :]))
     seeds = v.selection.seeds
     _lifetimes(ax[0], s, v)
-    _composition(ax[1], s, composition(v), seeds)
+    _composition(ax[1], s, composition(v), seeds, v.grid)
     for a in ax[:2]:
         a.tick_params(axis="x", labelsize=7, labelrotation=30)
         a.tick_params(axis="y", labelsize=7)
@@ -82,24 +85,34 @@ def _lifetimes(ax: Axes, s: pd.DataFrame, v: View) -> None:
                  + (f"; median, min–max over {len(seeds)} seeds" if len(seeds) > 1 else ""), fontsize=9)
 
 
-def _composition(ax: Axes, s: pd.DataFrame, c: pd.DataFrame, seeds: tuple[int, ...]) -> None:
-    """Each policy's KV write bytes stacked by segment class and tier (% of its run), when the view has them."""
+def _composition(ax: Axes, s: pd.DataFrame, c: pd.DataFrame, seeds: tuple[int, ...], rows: pd.DataFrame) -> None:
+    """Each policy's KV write bytes stacked by segment class and tier (% of its run), when the view has them; a
+    policy that misses the SLO at any seed faded and crossed out, as Figs. 10 and 12 draw it."""
     if c.empty:
         return
     names = [label("policy", p) for p in s["policy"]]
+    outcomes = [slo_outcomes(rows, ["policy"]).get((p,)) for p in s["policy"]]
+    faded = np.array([o is not None and not o.met for o in outcomes])
     bottom = np.zeros(len(s))
     for i, cls in enumerate(dict.fromkeys(c["seg_class"])):
         for tier in [t for t in ("hbm", "hbf") if t in c]:
             vals = np.array([c.loc[c["policy"].eq(p) & c["seg_class"].eq(cls), tier].sum() for p in s["policy"]])
             word = "all classes" if cls == "all" else CLASS_STYLE.get(cls, {}).get("label", cls)
-            ax.bar(names, vals, bottom=bottom, label=f"{word} → {tier.upper()}",
-                   color=CLASS_STYLE.get(cls, {}).get("color", f"C{i}"),
-                   alpha=1.0 if tier == "hbm" else 0.45, hatch="" if tier == "hbm" else "//", edgecolor="white")
+            alpha = np.where(faded, 0.3, 1.0) * (1.0 if tier == "hbm" else 0.45)
+            for k in range(len(s)):
+                ax.bar([k], [vals[k]], bottom=[bottom[k]], label=f"{word} → {tier.upper()}" if k == 0 else None,
+                       color=CLASS_STYLE.get(cls, {}).get("color", f"C{i}"), alpha=float(alpha[k]),
+                       hatch="" if tier == "hbm" else "//", edgecolor="white")
             bottom += np.nan_to_num(vals)
+    for k, o in enumerate(outcomes):
+        if faded[k]:
+            miss_overlay(ax, k, 0.8, bottom[k], o)
+    ax.set_xticks(np.arange(len(s)), names)
     ax.set_ylabel("% of KV write bytes" + (" (mean over seeds)" if len(seeds) > 1 else ""), fontsize=8)
     ax.set_ylim(0, 130)  # room for the legend above the bars
     ax.set_yticks([0, 25, 50, 75, 100])
-    ax.legend(fontsize=6.5, loc="upper center", ncol=2, frameon=False)
+    handles = ax.get_legend_handles_labels()[0] + ([missed_run_key()] if faded.any() else [])
+    ax.legend(handles=handles, fontsize=6.5, loc="upper center", ncol=2, frameon=False)
     ax.set_title("write composition", fontsize=9)
 
 
