@@ -9,6 +9,7 @@ adapter modules (the real-trace report's figure: :func:`real_traces_figure`).
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ import pandas as pd
 from matplotlib.artist import Artist
 from matplotlib.lines import Line2D
 from matplotlib.ticker import NullFormatter
+from matplotlib.transforms import Bbox
 from numpy.typing import ArrayLike
 
 from lachesis.io import atomic_write, write_json, write_text
@@ -36,16 +38,32 @@ def out_path(out_dir: str | os.PathLike, name: str) -> Path:
     return d / name
 
 
+#: The grid a saved figure's crop snaps outward to, in inches (half a point).
+CROP_GRID_IN = 1 / 144
+
+
+def crop_box(fig: plt.Figure) -> Bbox:
+    """The figure's tight box with matplotlib's padding, snapped outward to :data:`CROP_GRID_IN`, from one draw.
+    matplotlib's own ``bbox_inches="tight"`` is measured again by the PDF backend at each save, and its last bits
+    vary between runs: a legend's coordinate then flips in its sixth printed decimal and the PDF's bytes change."""
+    fig.draw_without_rendering()  # the layout engine's positions, as a save would draw them
+    bb = fig.get_tightbbox().padded(plt.rcParams["savefig.pad_inches"])
+    q = CROP_GRID_IN
+    return Bbox.from_extents(math.floor(bb.x0 / q) * q, math.floor(bb.y0 / q) * q,
+                             math.ceil(bb.x1 / q) * q, math.ceil(bb.y1 / q) * q)
+
+
 def save_figure(fig: plt.Figure, out_dir: str | os.PathLike, stem: str) -> list[Path]:
-    """Write ``<stem>.png`` and ``<stem>.pdf`` atomically; return the paths."""
+    """Write ``<stem>.png`` and ``<stem>.pdf`` atomically, both cropped to :func:`crop_box`; return the paths."""
     paths = []
+    box = crop_box(fig)
     for ext in ("png", "pdf"):
         p = out_path(out_dir, f"{stem}.{ext}")
         # no creation date in the PDF, so the same numbers give the same bytes
         meta = {"CreationDate": None} if ext == "pdf" else {}
 
         def save(t: Path, ext: str = ext, meta: dict[str, Any] = meta) -> None:
-            fig.savefig(t, format=ext, dpi=150, bbox_inches="tight", metadata=meta)
+            fig.savefig(t, format=ext, dpi=150, bbox_inches=box, metadata=meta)
 
         atomic_write(p, save)
         paths.append(p)

@@ -549,3 +549,25 @@ def test_a_figure_without_misses_keys_none_and_an_empty_panel_says_why():
     assert not any(x.startswith("misses the SLO") for x in labels)
     assert [t.get_text().split("\n")[0] for t in fig.axes[1].texts] == ["no lifetime measured"]
     plt.close(fig)
+
+
+def test_a_saved_figure_is_cropped_once_to_a_box_on_the_half_point_grid(tmp_path) -> None:
+    """The crop is measured once and snapped outward to half a point, so the PNG and the PDF share it and a
+    re-measure's last bits (the PDF backend's own tight box) cannot move a coordinate."""
+    import matplotlib.pyplot as plt
+
+    from lachesis import plotting
+
+    fig, ax = plt.subplots(figsize=(4, 3), layout="constrained")
+    ax.bar(["a", "b"], [1.0, 2.0], label="bars")
+    fig.legend(loc="outside lower center")
+    box = plotting.crop_box(fig)
+    steps = np.array(box.extents) / plotting.CROP_GRID_IN
+    assert np.allclose(steps, np.round(steps), atol=1e-9)
+    tight = fig.get_tightbbox().padded(plt.rcParams["savefig.pad_inches"])
+    assert box.x0 <= tight.x0 and box.y0 <= tight.y0 and box.x1 >= tight.x1 and box.y1 >= tight.y1
+    assert box.width - tight.width < 2 * plotting.CROP_GRID_IN + 1e-9
+    first = [p.read_bytes() for p in plotting.save_figure(fig, tmp_path / "a", "f")]
+    again = [p.read_bytes() for p in plotting.save_figure(fig, tmp_path / "b", "f")]
+    assert first == again
+    plt.close(fig)

@@ -14,6 +14,7 @@ import textwrap
 import time
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -77,12 +78,7 @@ class Verdict:
         missed = (~t["slo_met"].astype(bool)).groupby([t.model, t.slo, t.memory, t.policy]).agg(["sum", "size"])
         for r in self.summary().dropna(subset=["hbm_first"]).to_dict("records"):
             cell = (r["model"], r["slo"], r["memory"])
-
-            def miss(policy: str) -> str | None:
-                """A policy that misses the SLO at a seed is said as a miss, never given a lifetime at the SLO."""
-                k, n = missed.loc[(*cell, policy)] if (*cell, policy) in missed.index else (0, 0)
-                return f"{POLICY_NAMES[policy]} misses the SLO at {k} of {n} seeds" if k else None
-
+            miss = partial(_miss_words, missed, cell)
             hf = miss("hbm_first") or f"HBM-first {r['hbm_first']:.3g} y"
             la = miss("lachesis") or (
                 f"Lachesis {r['lachesis']:.3g} y" + (f", Lachesis/HBM-first {r['lachesis/hbm_first']:.3g}x"
@@ -92,6 +88,14 @@ class Verdict:
             out.append(f"{r['model']} {r['slo']} {r['memory']}: N = {r['n_sessions']:g} sessions/GPU, {hf}, {la}, "
                        f"HBM / live short-lived KV {r['hbm_over_live_short']:.3g}")
         return out
+
+
+def _miss_words(missed: pd.DataFrame, cell: tuple[str, str, str], policy: str) -> str | None:
+    """A policy that misses the SLO at a seed of the cell, said as a miss (never given a lifetime at the SLO);
+    None where it meets it at every seed.  ``missed``: seeds missed (``sum``) of seeds run (``size``) per cell
+    and policy."""
+    k, n = missed.loc[(*cell, policy)] if (*cell, policy) in missed.index else (0, 0)
+    return f"{POLICY_NAMES[policy]} misses the SLO at {k} of {n} seeds" if k else None
 
 
 def _kind(trace: Trace) -> str:

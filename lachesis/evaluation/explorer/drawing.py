@@ -105,7 +105,7 @@ def _composition(ax: Axes, s: pd.DataFrame, c: pd.DataFrame, seeds: tuple[int, .
                        hatch="" if tier == "hbm" else "//", edgecolor="white")
             bottom += np.nan_to_num(vals)
     for k, o in enumerate(outcomes):
-        if faded[k]:
+        if o is not None and not o.met:
             miss_overlay(ax, k, 0.8, bottom[k], o)
     ax.set_xticks(np.arange(len(s)), names)
     ax.set_ylabel("% of KV write bytes" + (" (mean over seeds)" if len(seeds) > 1 else ""), fontsize=8)
