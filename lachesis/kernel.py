@@ -34,27 +34,18 @@ class Stream(Protocol):
     def flush(self) -> None: ...
 
 
-#: The string hashing a notebook kernel uses: fixed, so a figure's layout is the same bits in every run.  Python
-#: salts ``str`` hashes per process, and matplotlib's layout sums some lengths in an order that follows them (Fig. 9's
-#: legend moved by 1e-6 pt between two runs of the same grid); the package's own results never depend on it.
-KERNEL_HASHSEED = "0"
-
-
 @contextmanager
 def kernel_env() -> Iterator[None]:
-    """Within the block, kernels started by this process draw inline (:data:`KERNEL_BACKEND`) with a fixed string
-    hashing (:data:`KERNEL_HASHSEED`)."""
-    old = {k: os.environ.get(k) for k in ("MPLBACKEND", "PYTHONHASHSEED")}
+    """Within the block, kernels started by this process draw inline (:data:`KERNEL_BACKEND`)."""
+    old = os.environ.get("MPLBACKEND")
     os.environ["MPLBACKEND"] = KERNEL_BACKEND
-    os.environ["PYTHONHASHSEED"] = KERNEL_HASHSEED
     try:
         yield
     finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        if old is None:
+            os.environ.pop("MPLBACKEND", None)
+        else:
+            os.environ["MPLBACKEND"] = old
 
 
 def image_outputs(nb: Any) -> int:

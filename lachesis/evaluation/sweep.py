@@ -375,20 +375,19 @@ def size_deployment(point: Point, rule: LoadRule, params: SearchParams, cache_di
     tried: list[dict[str, Any]] = []
     margins: dict[tuple[str, str, int], float] = {}  # each run's margin at the last load it ran
     while n > 0:
-        at_n = []
+        miss = None
         for pol, c, s in combos:
             r = run_at_load(replace(base, policy=pol, memory=c, seed=s), n, params, cache_dir, plans[s],
                             bound=pol == LOAD_POLICY and s == first)
             rec = dict(n=n, policy=pol, memory=c, seed=s, p99_tpot_s=r.get("slo_p99_tpot_s", np.nan),
                        p99_ttft_s=r.get("slo_p99_ttft_s", np.nan), oom=False, feasible=bool(r["slo_met"]))
             tried.append(rec)
-            at_n.append(rec)
             margins[(pol, c, s)] = capacity.margin(rec, slo) or 0.0
             if not rec["feasible"]:
+                miss = (pol, c, s)
                 break
-        if at_n[-1]["feasible"]:
+        if miss is None:
             break
-        miss = next(x for x in combos if x == (at_n[-1]["policy"], at_n[-1]["memory"], at_n[-1]["seed"]))
         rest = [x for x in combos if x != miss]
         combos = [miss] + [x for x in rest if x not in margins] + sorted(
             (x for x in rest if x in margins), key=lambda x: -margins[x])

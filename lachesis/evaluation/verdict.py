@@ -14,7 +14,6 @@ import textwrap
 import time
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
-from functools import partial
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -74,15 +73,16 @@ class Verdict:
         ran = list(dict.fromkeys(self.rows["policy"])) if "policy" in self.rows else []
         if "lachesis" not in ran:
             out.append(f"no Lachesis run (policies: {', '.join(ran)}): no Lachesis/HBM-first ratio")
-        t = self.table
-        missed = (~t["slo_met"].astype(bool)).groupby([t.model, t.slo, t.memory, t.policy]).agg(["sum", "size"])
+        from lachesis.plotting import slo_outcomes
+
+        outcomes = slo_outcomes(self.table, ["model", "slo", "memory", "policy"])  # the figures' own rule
         for r in self.summary().dropna(subset=["hbm_first"]).to_dict("records"):
             cell = (r["model"], r["slo"], r["memory"])
-            miss = partial(_miss_words, missed, cell)
-            hf = miss("hbm_first") or f"HBM-first {r['hbm_first']:.3g} y"
-            la = miss("lachesis") or (
-                f"Lachesis {r['lachesis']:.3g} y" + (f", Lachesis/HBM-first {r['lachesis/hbm_first']:.3g}x"
-                                                     if not miss("hbm_first") else "")
+            hf_miss, la_miss = (_miss_words(outcomes, (*cell, p)) for p in ("hbm_first", "lachesis"))
+            hf = hf_miss or f"HBM-first {r['hbm_first']:.3g} y"
+            la = la_miss or (
+                f"Lachesis {r['lachesis']:.3g} y" + ("" if hf_miss else
+                                                     f", Lachesis/HBM-first {r['lachesis/hbm_first']:.3g}x")
                 if np.isfinite(r["lachesis"]) else
                 "Lachesis not run" if "lachesis" not in ran else "Lachesis: no lifetime")
             out.append(f"{r['model']} {r['slo']} {r['memory']}: N = {r['n_sessions']:g} sessions/GPU, {hf}, {la}, "
@@ -90,12 +90,11 @@ class Verdict:
         return out
 
 
-def _miss_words(missed: pd.DataFrame, cell: tuple[str, str, str], policy: str) -> str | None:
-    """A policy that misses the SLO at a seed of the cell, said as a miss (never given a lifetime at the SLO);
-    None where it meets it at every seed.  ``missed``: seeds missed (``sum``) of seeds run (``size``) per cell
-    and policy."""
-    k, n = missed.loc[(*cell, policy)] if (*cell, policy) in missed.index else (0, 0)
-    return f"{POLICY_NAMES[policy]} misses the SLO at {k} of {n} seeds" if k else None
+def _miss_words(outcomes: dict[tuple, Any], key: tuple[str, str, str, str]) -> str | None:
+    """A policy (``key``: model, SLO, configuration, policy) that misses the SLO at a seed, said as a miss (never
+    given a lifetime at the SLO); None where it meets it at every seed (``outcomes``: plotting.slo_outcomes)."""
+    o = outcomes.get(key)
+    return f"{POLICY_NAMES[key[-1]]} misses the SLO at {o.misses} of {o.seeds} seeds" if o and o.misses else None
 
 
 def _kind(trace: Trace) -> str:

@@ -429,8 +429,9 @@ def test_a_run_without_lachesis_says_so_and_the_figure_names_what_ran(multi_run)
 
 
 def test_a_placement_that_misses_the_slo_at_a_seed_is_said_as_a_miss_never_a_lifetime() -> None:
-    """The summary line of ``lachesis evaluate`` (issue 36): a placement over its SLO at any seed is counted as a miss
-    in place of its lifetime, and no Lachesis/HBM-first ratio is printed against a baseline that missed."""
+    """The summary line of ``lachesis evaluate`` (docs/design.md §5, "Load"): a placement over its SLO at any seed
+    is counted as a miss in place of its lifetime, and no Lachesis/HBM-first ratio is printed against a baseline
+    that missed."""
     def table(met: dict[tuple[str, int], bool]) -> pd.DataFrame:
         return pd.DataFrame([dict(model="Qwen3-235B-A22B", slo="tight", memory="1/7", seed=s, policy=p,
                                   n_sessions=40.0, lifetime_years=2.0 if p == "hbm_first" else 3.0,
