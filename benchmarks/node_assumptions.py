@@ -1,4 +1,5 @@
-"""HBM-first's N* per memory configuration under each decode-node assumption the paper leaves open (issue 36).
+"""HBM-first's N* per memory configuration under each decode-node assumption the paper leaves open (docs/design.md
+§5, "Decode node").
 
 The text leaves open what a prefill's KV landing costs the decode node (overlapping decoding, as §5.1's engine moves
 it, or stalling the lockstep group, as Son et al.'s simulator charges it), the HBF write bandwidth per stack (Son et
